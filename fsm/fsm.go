@@ -1,0 +1,180 @@
+package fsm
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/hashicorp/raft"
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"google.golang.org/protobuf/proto"
+)
+
+// CommandVersion is the command envelope version this build writes and reads.
+const CommandVersion = 1
+
+// EncodeCommand wraps a sub-command in the versioned envelope.
+func EncodeCommand(t pb.CommandType, sub proto.Message, proposedUnixNanos int64) ([]byte, error) {
+	payload, err := proto.Marshal(sub)
+	if err != nil {
+		return nil, fmt.Errorf("fsm: encode %s: %w", t, err)
+	}
+	return proto.Marshal(&pb.Command{
+		Version:           CommandVersion,
+		Type:              t,
+		Payload:           payload,
+		ProposedUnixNanos: proposedUnixNanos,
+	})
+}
+
+// DecodeCommand parses an envelope; it does not check the version (Apply does).
+func DecodeCommand(data []byte) (*pb.Command, error) {
+	var c pb.Command
+	if err := proto.Unmarshal(data, &c); err != nil {
+		return nil, fmt.Errorf("fsm: decode command envelope: %w", err)
+	}
+	return &c, nil
+}
+
+// FSM adapts State to raft.FSM and raft.BatchingFSM. Apply runs on Raft's
+// FSM goroutine; reads come from any goroutine under the read lock.
+type FSM struct {
+	mu     sync.RWMutex
+	state  *State
+	halted error
+	// applied is closed and replaced on every apply: waiters of WaitApplied
+	// select on it.
+	applied chan struct{}
+	onHalt  func(error)
+}
+
+var (
+	_ raft.FSM         = (*FSM)(nil)
+	_ raft.BatchingFSM = (*FSM)(nil)
+)
+
+// New returns an FSM over an empty state. onHalt is called once, from the
+// apply goroutine, when a committed entry cannot be decoded or applied; the
+// owner must stop the coordinator (it must not call raft.Shutdown from
+// within onHalt, which would deadlock: do it from another goroutine).
+func New(onHalt func(error)) *FSM {
+	if onHalt == nil {
+		onHalt = func(error) {}
+	}
+	return &FSM{state: NewState(), applied: make(chan struct{}), onHalt: onHalt}
+}
+
+// Apply implements raft.FSM.
+func (f *FSM) Apply(l *raft.Log) any {
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch implements raft.BatchingFSM.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	f.mu.Lock()
+	var haltErr error
+	for i, l := range logs {
+		if f.halted != nil {
+			out[i] = f.halted
+			continue
+		}
+		if l.Type != raft.LogCommand {
+			f.state.Skip(l.Index)
+			continue
+		}
+		resp, err := f.applyEntry(l)
+		if err != nil {
+			f.halted = fmt.Errorf("%w: %v", ErrHalted, err)
+			haltErr = f.halted
+			out[i] = f.halted
+			continue
+		}
+		out[i] = resp
+	}
+	close(f.applied)
+	f.applied = make(chan struct{})
+	f.mu.Unlock()
+	if haltErr != nil {
+		f.onHalt(haltErr)
+	}
+	return out
+}
+
+func (f *FSM) applyEntry(l *raft.Log) (any, error) {
+	cmd, err := DecodeCommand(l.Data)
+	if err != nil {
+		return nil, fmt.Errorf("index %d: %w", l.Index, err)
+	}
+	return f.state.Apply(l.Index, cmd)
+}
+
+// Halted returns the error that stopped the state machine, or nil.
+func (f *FSM) Halted() error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.halted
+}
+
+// View runs fn with the state under the read lock. fn must not keep
+// references to mutable state after it returns.
+func (f *FSM) View(fn func(*State)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fn(f.state)
+}
+
+// AppliedIndex is the index of the last entry the FSM applied.
+func (f *FSM) AppliedIndex() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.state.appliedIndex
+}
+
+// WaitApplied blocks until the FSM applied index or ctx ends.
+func (f *FSM) WaitApplied(ctx context.Context, index uint64) error {
+	for {
+		f.mu.RLock()
+		done, ch, halted := f.state.appliedIndex >= index, f.applied, f.halted
+		f.mu.RUnlock()
+		if halted != nil {
+			return halted
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Snapshot implements raft.FSM. It captures the state in O(sessions+members)
+// time; events are shared (they are immutable once applied).
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.halted != nil {
+		return nil, f.halted
+	}
+	return captureSnapshot(f.state), nil
+}
+
+// Restore implements raft.FSM: it replaces the state with the snapshot's,
+// only after the whole snapshot was read and verified.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	st, err := ReadSnapshot(rc)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.state = st
+	close(f.applied)
+	f.applied = make(chan struct{})
+	f.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,248 @@
+package fsm
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+
+	"github.com/hashicorp/raft"
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"google.golang.org/protobuf/proto"
+)
+
+// SnapshotFormatVersion is the snapshot format this build writes. Restore
+// reads every version up to it and refuses newer ones.
+const SnapshotFormatVersion = 1
+
+// snapshotMagic opens every snapshot stream.
+var snapshotMagic = [8]byte{'L', 'B', 'K', 'S', 'N', 'A', 'P', '\n'}
+
+// maxSnapshotRecord bounds one record; an event is capped far below this.
+const maxSnapshotRecord = 64 << 20
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrSnapshotCorrupt reports a snapshot that fails framing or its checksum.
+var ErrSnapshotCorrupt = errors.New("fsm: snapshot corrupt")
+
+// ErrSnapshotVersion reports a snapshot written by a newer format.
+var ErrSnapshotVersion = errors.New("fsm: snapshot format version not supported")
+
+type snapshot struct {
+	header   *pb.SnapshotHeader
+	events   []*pb.StoredEvent
+	sessions []*pb.Session
+	members  []*pb.Member
+}
+
+func captureSnapshot(s *State) *snapshot {
+	sn := &snapshot{
+		header: &pb.SnapshotHeader{
+			FormatVersion: SnapshotFormatVersion,
+			NextSeq:       s.nextSeq,
+			FirstSeq:      s.firstSeq,
+			EventCount:    uint64(len(s.events)),
+			SessionCount:  uint64(len(s.sessions)),
+			MemberCount:   uint64(len(s.members)),
+			AppliedIndex:  s.appliedIndex,
+		},
+		events:  s.events[:len(s.events):len(s.events)],
+		members: s.Members(),
+	}
+	for e := s.lru.Front(); e != nil; e = e.Next() {
+		sess := e.Value.(*session)
+		sn.sessions = append(sn.sessions, &pb.Session{
+			ClientId:  sess.id,
+			AckedSeq:  sess.ackedSeq,
+			LastIndex: sess.lastIndex,
+			Results:   sess.sortedResults(),
+		})
+	}
+	return sn
+}
+
+// Persist implements raft.FSMSnapshot. Format (see doc.go): magic, uint32
+// format version, length-delimited SnapshotHeader, length-delimited
+// SnapshotRecords, then a CRC32C (Castagnoli) of every preceding byte.
+func (sn *snapshot) Persist(sink raft.SnapshotSink) error {
+	if err := sn.write(sink); err != nil {
+		sink.Cancel()
+		return err
+	}
+	// The file snapshot store fsyncs the data and its metadata in Close
+	// before the snapshot becomes visible (invariant 6).
+	return sink.Close()
+}
+
+func (sn *snapshot) write(w io.Writer) error {
+	crc := crc32.New(crcTable)
+	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 256<<10)
+	bw.Write(snapshotMagic[:])
+	var v [4]byte
+	binary.BigEndian.PutUint32(v[:], SnapshotFormatVersion)
+	bw.Write(v[:])
+	buf := make([]byte, 0, 4096)
+	writeMsg := func(m proto.Message) error {
+		var err error
+		buf, err = proto.MarshalOptions{Deterministic: true}.MarshalAppend(buf[:0], m)
+		if err != nil {
+			return err
+		}
+		var lb [binary.MaxVarintLen64]byte
+		n := binary.PutUvarint(lb[:], uint64(len(buf)))
+		bw.Write(lb[:n])
+		_, err = bw.Write(buf)
+		return err
+	}
+	if err := writeMsg(sn.header); err != nil {
+		return err
+	}
+	rec := &pb.SnapshotRecord{}
+	for _, e := range sn.events {
+		rec.Record = &pb.SnapshotRecord_Event{Event: e}
+		if err := writeMsg(rec); err != nil {
+			return err
+		}
+	}
+	for _, s := range sn.sessions {
+		rec.Record = &pb.SnapshotRecord_Session{Session: s}
+		if err := writeMsg(rec); err != nil {
+			return err
+		}
+	}
+	for _, m := range sn.members {
+		rec.Record = &pb.SnapshotRecord_Member{Member: m}
+		if err := writeMsg(rec); err != nil {
+			return err
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	var sum [4]byte
+	binary.BigEndian.PutUint32(sum[:], crc.Sum32())
+	_, err := w.Write(sum[:])
+	return err
+}
+
+// Release implements raft.FSMSnapshot.
+func (sn *snapshot) Release() {}
+
+// crcReader feeds every byte it returns into a running CRC.
+type crcReader struct {
+	r   *bufio.Reader
+	crc hash.Hash32
+}
+
+func (c *crcReader) ReadByte() (byte, error) {
+	b, err := c.r.ReadByte()
+	if err == nil {
+		c.crc.Write([]byte{b})
+	}
+	return b, err
+}
+
+func (c *crcReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.crc.Write(p[:n])
+	return n, err
+}
+
+// ReadSnapshot decodes and verifies a snapshot stream into a new State.
+func ReadSnapshot(r io.Reader) (*State, error) {
+	cr := &crcReader{r: bufio.NewReaderSize(r, 256<<10), crc: crc32.New(crcTable)}
+	var head [12]byte
+	if _, err := io.ReadFull(cr, head[:]); err != nil {
+		return nil, fmt.Errorf("%w: short header: %v", ErrSnapshotCorrupt, err)
+	}
+	if [8]byte(head[:8]) != snapshotMagic {
+		return nil, fmt.Errorf("%w: bad magic", ErrSnapshotCorrupt)
+	}
+	if v := binary.BigEndian.Uint32(head[8:]); v == 0 || v > SnapshotFormatVersion {
+		return nil, fmt.Errorf("%w: version %d, this build reads up to %d", ErrSnapshotVersion, v, SnapshotFormatVersion)
+	}
+	buf := make([]byte, 4096)
+	readMsg := func(m proto.Message) error {
+		n, err := binary.ReadUvarint(cr)
+		if err != nil {
+			return fmt.Errorf("%w: record length: %v", ErrSnapshotCorrupt, err)
+		}
+		if n > maxSnapshotRecord {
+			return fmt.Errorf("%w: record of %d bytes", ErrSnapshotCorrupt, n)
+		}
+		if uint64(cap(buf)) < n {
+			buf = make([]byte, n)
+		}
+		if _, err := io.ReadFull(cr, buf[:n]); err != nil {
+			return fmt.Errorf("%w: record body: %v", ErrSnapshotCorrupt, err)
+		}
+		if err := proto.Unmarshal(buf[:n], m); err != nil {
+			return fmt.Errorf("%w: record: %v", ErrSnapshotCorrupt, err)
+		}
+		return nil
+	}
+	var h pb.SnapshotHeader
+	if err := readMsg(&h); err != nil {
+		return nil, err
+	}
+	st := NewState()
+	st.appliedIndex, st.nextSeq, st.firstSeq = h.AppliedIndex, h.NextSeq, h.FirstSeq
+	if st.firstSeq == 0 || st.nextSeq < st.firstSeq || h.EventCount != st.nextSeq-st.firstSeq {
+		return nil, fmt.Errorf("%w: header seqs first=%d next=%d count=%d", ErrSnapshotCorrupt, h.FirstSeq, h.NextSeq, h.EventCount)
+	}
+	if h.EventCount > 0 {
+		st.events = make([]*pb.StoredEvent, 0, h.EventCount)
+	}
+	total := h.EventCount + h.SessionCount + h.MemberCount
+	for i := uint64(0); i < total; i++ {
+		var rec pb.SnapshotRecord
+		if err := readMsg(&rec); err != nil {
+			return nil, err
+		}
+		switch x := rec.Record.(type) {
+		case *pb.SnapshotRecord_Event:
+			want := st.firstSeq + uint64(len(st.events))
+			if i >= h.EventCount || x.Event.Seq != want {
+				return nil, fmt.Errorf("%w: event record %d has seq %d, want %d", ErrSnapshotCorrupt, i, x.Event.Seq, want)
+			}
+			st.events = append(st.events, x.Event)
+		case *pb.SnapshotRecord_Session:
+			if i < h.EventCount || i >= h.EventCount+h.SessionCount {
+				return nil, fmt.Errorf("%w: session record out of place", ErrSnapshotCorrupt)
+			}
+			s := x.Session
+			sess := &session{id: s.ClientId, ackedSeq: s.AckedSeq, lastIndex: s.LastIndex, results: make(map[uint64]*pb.SessionResult, len(s.Results))}
+			for _, r := range s.Results {
+				sess.results[r.RequestSeq] = r
+			}
+			if _, dup := st.sessions[sess.id]; dup {
+				return nil, fmt.Errorf("%w: duplicate session %q", ErrSnapshotCorrupt, sess.id)
+			}
+			sess.elem = st.lru.PushBack(sess)
+			st.sessions[sess.id] = sess
+		case *pb.SnapshotRecord_Member:
+			if i < h.EventCount+h.SessionCount {
+				return nil, fmt.Errorf("%w: member record out of place", ErrSnapshotCorrupt)
+			}
+			st.members[x.Member.Id] = x.Member
+		default:
+			return nil, fmt.Errorf("%w: empty record %d", ErrSnapshotCorrupt, i)
+		}
+	}
+	want := cr.crc.Sum32()
+	var sum [4]byte
+	if _, err := io.ReadFull(cr.r, sum[:]); err != nil {
+		return nil, fmt.Errorf("%w: missing checksum: %v", ErrSnapshotCorrupt, err)
+	}
+	if got := binary.BigEndian.Uint32(sum[:]); got != want {
+		return nil, fmt.Errorf("%w: checksum %08x, computed %08x", ErrSnapshotCorrupt, got, want)
+	}
+	if _, err := cr.r.ReadByte(); err != io.EOF {
+		return nil, fmt.Errorf("%w: trailing bytes after checksum", ErrSnapshotCorrupt)
+	}
+	return st, nil
+}

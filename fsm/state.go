@@ -1,0 +1,303 @@
+package fsm
+
+import (
+	"container/list"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"sort"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"google.golang.org/protobuf/proto"
+)
+
+// Limits that are part of the replicated rules: every member must use the
+// same values, so they are constants, not configuration.
+const (
+	// MaxResultsPerSession bounds the cached results of one client session.
+	MaxResultsPerSession = 4096
+	// MaxSessions bounds the session table; the least recently used session
+	// (by Raft index) is evicted first.
+	MaxSessions = 65536
+)
+
+// Result is the outcome of one AppendOp.
+type Result struct {
+	FirstSeq uint64
+	Count    uint32
+	Index    uint64
+	// Duplicate is true when the op was a retry answered from the session.
+	Duplicate bool
+	Err       error
+}
+
+type session struct {
+	id        string
+	ackedSeq  uint64
+	results   map[uint64]*pb.SessionResult
+	lastIndex uint64
+	elem      *list.Element
+}
+
+// State is the deterministic metadata state. It performs no I/O, reads no
+// clock and draws no random numbers: the same entries in the same order give
+// the same State on every member. State is not safe for concurrent use; FSM
+// serialises access.
+type State struct {
+	appliedIndex uint64
+	nextSeq      uint64
+	// events[i].Seq == firstSeq+i. Append-only until trim (issue 3): a
+	// snapshot may keep a prefix of this slice while Apply appends.
+	events   []*pb.StoredEvent
+	firstSeq uint64
+	sessions map[string]*session
+	lru      *list.List // front = least recently used session
+	members  map[string]*pb.Member
+}
+
+// NewState returns an empty state: the journal starts at seq 1.
+func NewState() *State {
+	return &State{
+		nextSeq:  1,
+		firstSeq: 1,
+		sessions: make(map[string]*session),
+		lru:      list.New(),
+		members:  make(map[string]*pb.Member),
+	}
+}
+
+// AppliedIndex is the Raft index of the last entry applied.
+func (s *State) AppliedIndex() uint64 { return s.appliedIndex }
+
+// NextSeq is the seq the next event will get (safe_pos + 1).
+func (s *State) NextSeq() uint64 { return s.nextSeq }
+
+// FirstSeq is the first seq still held.
+func (s *State) FirstSeq() uint64 { return s.firstSeq }
+
+// EventCount is the number of events held.
+func (s *State) EventCount() int { return len(s.events) }
+
+// Read returns up to max events starting at seq from. The returned messages
+// are shared with the state and must not be modified.
+func (s *State) Read(from uint64, max int) []*pb.StoredEvent {
+	if from < s.firstSeq {
+		from = s.firstSeq
+	}
+	if from >= s.nextSeq || max <= 0 {
+		return nil
+	}
+	i := from - s.firstSeq
+	j := i + uint64(max)
+	if j > uint64(len(s.events)) {
+		j = uint64(len(s.events))
+	}
+	out := make([]*pb.StoredEvent, j-i)
+	copy(out, s.events[i:j])
+	return out
+}
+
+// Members returns the registered coordinators sorted by id.
+func (s *State) Members() []*pb.Member {
+	out := make([]*pb.Member, 0, len(s.members))
+	for _, m := range s.members {
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Id < out[j].Id })
+	return out
+}
+
+// Member returns the registered addresses of one coordinator.
+func (s *State) Member(id string) (*pb.Member, bool) {
+	m, ok := s.members[id]
+	return m, ok
+}
+
+// SessionCount is the number of client sessions held.
+func (s *State) SessionCount() int { return len(s.sessions) }
+
+// Apply applies one decoded command at a Raft index. It returns the
+// per-command response (for APPEND: []Result) or an error when the command
+// cannot be understood at all, in which case the caller must halt.
+func (s *State) Apply(index uint64, cmd *pb.Command) (any, error) {
+	if cmd.Version != CommandVersion {
+		return nil, fmt.Errorf("fsm: command envelope version %d at index %d; this build reads version %d", cmd.Version, index, CommandVersion)
+	}
+	switch cmd.Type {
+	case pb.CommandType_COMMAND_TYPE_APPEND:
+		var c pb.AppendCommand
+		if err := proto.Unmarshal(cmd.Payload, &c); err != nil {
+			return nil, fmt.Errorf("fsm: decode append command at index %d: %w", index, err)
+		}
+		s.appliedIndex = index
+		return s.applyAppend(index, &c), nil
+	case pb.CommandType_COMMAND_TYPE_REGISTER_MEMBER:
+		var c pb.RegisterMemberCommand
+		if err := proto.Unmarshal(cmd.Payload, &c); err != nil {
+			return nil, fmt.Errorf("fsm: decode register-member command at index %d: %w", index, err)
+		}
+		s.appliedIndex = index
+		m := c.Member
+		if m == nil || m.Id == "" || m.RaftAddr == "" || m.GrpcAddr == "" {
+			return ErrInvalidMember, nil
+		}
+		s.members[m.Id] = proto.Clone(m).(*pb.Member)
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("fsm: unknown command type %d at index %d", cmd.Type, index)
+	}
+}
+
+// Skip records that an entry without a command (configuration, no-op) was
+// applied at index.
+func (s *State) Skip(index uint64) { s.appliedIndex = index }
+
+func (s *State) applyAppend(index uint64, c *pb.AppendCommand) []Result {
+	results := make([]Result, len(c.Ops))
+	for i, op := range c.Ops {
+		results[i] = s.applyOp(index, op)
+	}
+	return results
+}
+
+func (s *State) applyOp(index uint64, op *pb.AppendOp) Result {
+	if len(op.Events) == 0 {
+		return Result{Index: index, Err: ErrEmptyAppend}
+	}
+	for _, e := range op.Events {
+		if e.Type == "" {
+			return Result{Index: index, Err: ErrInvalidEvent}
+		}
+	}
+	var sess *session
+	if op.ClientId != "" {
+		sess = s.session(op.ClientId, index)
+		if op.RequestSeq <= sess.ackedSeq {
+			return Result{Index: index, Err: ErrSessionAcked}
+		}
+		if r, ok := sess.results[op.RequestSeq]; ok {
+			return Result{FirstSeq: r.FirstSeq, Count: r.Count, Index: index, Duplicate: true}
+		}
+		if len(sess.results) > 0 && op.RequestSeq < sess.minResultSeq() && len(sess.results) >= MaxResultsPerSession {
+			return Result{Index: index, Err: ErrSessionResultExpired}
+		}
+	}
+	first := s.nextSeq
+	for _, e := range op.Events {
+		s.events = append(s.events, &pb.StoredEvent{
+			Seq:        s.nextSeq,
+			Type:       e.Type,
+			Payload:    e.Payload,
+			ClientId:   op.ClientId,
+			RequestSeq: op.RequestSeq,
+			Index:      index,
+		})
+		s.nextSeq++
+	}
+	r := Result{FirstSeq: first, Count: uint32(len(op.Events)), Index: index}
+	if sess != nil {
+		sess.results[op.RequestSeq] = &pb.SessionResult{RequestSeq: op.RequestSeq, FirstSeq: first, Count: r.Count}
+		sess.ack(op.AckedSeq)
+		for len(sess.results) > MaxResultsPerSession {
+			delete(sess.results, sess.minResultSeq())
+		}
+	}
+	return r
+}
+
+// session returns the client's session, creating it (and evicting the least
+// recently used one over MaxSessions) as needed, and marks it used at index.
+func (s *State) session(id string, index uint64) *session {
+	sess, ok := s.sessions[id]
+	if !ok {
+		sess = &session{id: id, results: make(map[uint64]*pb.SessionResult)}
+		sess.elem = s.lru.PushBack(sess)
+		s.sessions[id] = sess
+		for len(s.sessions) > MaxSessions {
+			old := s.lru.Remove(s.lru.Front()).(*session)
+			delete(s.sessions, old.id)
+		}
+	} else {
+		s.lru.MoveToBack(sess.elem)
+	}
+	sess.lastIndex = index
+	return sess
+}
+
+func (sess *session) ack(seq uint64) {
+	if seq <= sess.ackedSeq {
+		return
+	}
+	sess.ackedSeq = seq
+	for k := range sess.results {
+		if k <= seq {
+			delete(sess.results, k)
+		}
+	}
+}
+
+func (sess *session) minResultSeq() uint64 {
+	var min uint64
+	first := true
+	for k := range sess.results {
+		if first || k < min {
+			min, first = k, false
+		}
+	}
+	return min
+}
+
+// Hash returns a digest of the whole state. Two members that applied the
+// same entries return the same digest (invariant 2).
+func (s *State) Hash() [32]byte {
+	h := sha256.New()
+	var b [8]byte
+	put := func(v uint64) {
+		binary.BigEndian.PutUint64(b[:], v)
+		h.Write(b[:])
+	}
+	putBytes := func(p []byte) {
+		put(uint64(len(p)))
+		h.Write(p)
+	}
+	put(s.appliedIndex)
+	put(s.nextSeq)
+	put(s.firstSeq)
+	for _, e := range s.events {
+		put(e.Seq)
+		putBytes([]byte(e.Type))
+		putBytes(e.Payload)
+		putBytes([]byte(e.ClientId))
+		put(e.RequestSeq)
+		put(e.Index)
+	}
+	for e := s.lru.Front(); e != nil; e = e.Next() {
+		sess := e.Value.(*session)
+		putBytes([]byte(sess.id))
+		put(sess.ackedSeq)
+		put(sess.lastIndex)
+		for _, r := range sess.sortedResults() {
+			put(r.RequestSeq)
+			put(r.FirstSeq)
+			put(uint64(r.Count))
+		}
+	}
+	for _, m := range s.Members() {
+		putBytes([]byte(m.Id))
+		putBytes([]byte(m.RaftAddr))
+		putBytes([]byte(m.GrpcAddr))
+		putBytes([]byte(m.HttpAddr))
+	}
+	var out [32]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+func (sess *session) sortedResults() []*pb.SessionResult {
+	out := make([]*pb.SessionResult, 0, len(sess.results))
+	for _, r := range sess.results {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].RequestSeq < out[j].RequestSeq })
+	return out
+}
