@@ -1,0 +1,318 @@
+// Package client is the Go SDK for Logbook.
+//
+//	c, err := client.New(ctx, client.Config{Endpoints: []string{"127.0.0.1:7100"}})
+//	seqs, err := c.Journal().Append(ctx, client.Event{Type: "put", Payload: b})
+//
+// The client discovers the leader from any endpoint, caches it and sends
+// writes straight to it. Writes carry a session (client id + request seq), so
+// retries through a leader change are applied exactly once. Every call takes
+// a context; its deadline bounds all retries.
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+)
+
+// Config configures a Client.
+type Config struct {
+	// Endpoints are coordinator gRPC addresses (host:port); any one is
+	// enough to discover the rest.
+	Endpoints []string
+	// ClusterID, when set, is sent with every call; a coordinator of
+	// another cluster refuses it.
+	ClusterID string
+	// ClientID names the exactly-once session; default: random.
+	ClientID string
+	// AttemptTimeout bounds one attempt of a call (default 5 s); the
+	// caller's ctx bounds the whole call with its retries.
+	AttemptTimeout time.Duration
+	// MaxBackoff caps the wait between retries (default 1 s).
+	MaxBackoff time.Duration
+	// TLS enables transport security.
+	TLS *tls.Config
+	// MaxMessageBytes bounds messages in both directions (default 8 MiB).
+	MaxMessageBytes int
+	// AddressMap translates member addresses as the cluster advertises
+	// them (for example coord1:7100 inside a compose network) into
+	// addresses this client can reach (127.0.0.1:17100). Unmapped
+	// addresses are used as they are.
+	AddressMap map[string]string
+}
+
+// Client is safe for concurrent use.
+type Client struct {
+	cfg Config
+
+	mu        sync.Mutex
+	conns     map[string]*grpc.ClientConn
+	leader    string   // cached leader gRPC address
+	endpoints []string // seeds plus discovered members
+	next      int
+	closed    bool
+
+	session *session
+}
+
+// New returns a client and checks that an endpoint answers (the leader is
+// discovered lazily, on first use, if none is known yet).
+func New(ctx context.Context, cfg Config) (*Client, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, fmt.Errorf("logbook: %w: no endpoints", ErrInvalidArgument)
+	}
+	if cfg.ClientID == "" {
+		var b [12]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, err
+		}
+		cfg.ClientID = "sdk-" + hex.EncodeToString(b[:])
+	}
+	if cfg.AttemptTimeout <= 0 {
+		cfg.AttemptTimeout = 5 * time.Second
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = time.Second
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = 8 << 20
+	}
+	c := &Client{cfg: cfg, conns: map[string]*grpc.ClientConn{}, endpoints: append([]string(nil), cfg.Endpoints...), session: newSession(cfg.ClientID)}
+	if err := c.discover(ctx); err != nil && !errors.Is(err, ErrNoLeader) {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// ClientID is the session id used for exactly-once writes.
+func (c *Client) ClientID() string { return c.cfg.ClientID }
+
+// Close releases every connection.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	var errs []error
+	for a, cc := range c.conns {
+		errs = append(errs, cc.Close())
+		delete(c.conns, a)
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Client) mapAddr(addr string) string {
+	if m, ok := c.cfg.AddressMap[addr]; ok {
+		return m
+	}
+	return addr
+}
+
+func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
+	addr = c.mapAddr(addr)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if cc, ok := c.conns[addr]; ok {
+		return cc, nil
+	}
+	creds := insecure.NewCredentials()
+	if c.cfg.TLS != nil {
+		creds = credentials.NewTLS(c.cfg.TLS)
+	}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.cfg.MaxMessageBytes), grpc.MaxCallSendMsgSize(c.cfg.MaxMessageBytes)),
+	}
+	if id := c.cfg.ClusterID; id != "" {
+		opts = append(opts, grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, o ...grpc.CallOption) error {
+			return invoker(metadata.AppendToOutgoingContext(ctx, pb.MDClusterID, id), method, req, reply, cc, o...)
+		}), grpc.WithStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, o ...grpc.CallOption) (grpc.ClientStream, error) {
+			return streamer(metadata.AppendToOutgoingContext(ctx, pb.MDClusterID, id), desc, cc, method, o...)
+		}))
+	}
+	cc, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("logbook: endpoint %s: %w", addr, err)
+	}
+	c.conns[addr] = cc
+	return cc, nil
+}
+
+// nextEndpoint rotates through seeds and discovered members.
+func (c *Client) nextEndpoint() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.endpoints[c.next%len(c.endpoints)]
+	c.next++
+	return e
+}
+
+func (c *Client) cachedLeader() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leader
+}
+
+func (c *Client) setLeader(addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.leader = addr
+	if addr == "" {
+		return
+	}
+	for _, e := range c.endpoints {
+		if e == addr {
+			return
+		}
+	}
+	c.endpoints = append(c.endpoints, addr)
+}
+
+// discover asks endpoints in turn for the cluster status until one names
+// a leader.
+func (c *Client) discover(ctx context.Context) error {
+	var last error
+	c.mu.Lock()
+	n := len(c.endpoints)
+	c.mu.Unlock()
+	for i := 0; i < n; i++ {
+		ep := c.nextEndpoint()
+		st, err := c.statusAt(ctx, ep)
+		if err != nil {
+			last = err
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			continue
+		}
+		c.mu.Lock()
+		for _, m := range st.Members {
+			if m.GrpcAddr == "" {
+				continue
+			}
+			known := false
+			for _, e := range c.endpoints {
+				known = known || e == m.GrpcAddr
+			}
+			if !known {
+				c.endpoints = append(c.endpoints, m.GrpcAddr)
+			}
+		}
+		c.mu.Unlock()
+		if st.LeaderGrpcAddr != "" {
+			c.setLeader(st.LeaderGrpcAddr)
+			return nil
+		}
+		last = &Error{Reason: pb.ReasonNoLeader, Message: "endpoint " + ep + " knows no leader"}
+	}
+	if last == nil {
+		last = ErrNoLeader
+	}
+	return last
+}
+
+func (c *Client) statusAt(ctx context.Context, addr string) (*pb.StatusResponse, error) {
+	cc, err := c.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	actx, cancel := context.WithTimeout(ctx, c.cfg.AttemptTimeout)
+	defer cancel()
+	st, err := pb.NewClusterClient(cc).Status(actx, &pb.StatusRequest{})
+	return st, fromStatus(err)
+}
+
+// target picks the connection for a call: the cached leader for writes and
+// linearizable reads, otherwise (or with no leader cached) an endpoint in
+// rotation.
+func (c *Client) target(ctx context.Context, leader bool) (string, *grpc.ClientConn, error) {
+	addr := ""
+	if leader {
+		addr = c.cachedLeader()
+		if addr == "" {
+			if err := c.discover(ctx); err == nil {
+				addr = c.cachedLeader()
+			}
+		}
+	}
+	if addr == "" {
+		addr = c.nextEndpoint()
+	}
+	cc, err := c.conn(addr)
+	return addr, cc, err
+}
+
+// do runs one call with retries: on a leader hint it switches at once, on
+// other retryable errors it backs off and rediscovers. fn gets a
+// per-attempt context.
+func (c *Client) do(ctx context.Context, leader bool, fn func(ctx context.Context, cc *grpc.ClientConn) error) error {
+	backoff := 20 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		addr, cc, err := c.target(ctx, leader)
+		if err != nil {
+			return err
+		}
+		actx, cancel := context.WithTimeout(ctx, c.cfg.AttemptTimeout)
+		err = fromStatus(fn(actx, cc))
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		}
+		if !retryable(err) {
+			return err
+		}
+		var e *Error
+		errors.As(err, &e)
+		if e.LeaderAddr != "" && e.LeaderAddr != addr && e.Reason == pb.ReasonNotLeader {
+			c.setLeader(e.LeaderAddr)
+			continue // a fresh hint: retry at once
+		}
+		if c.cachedLeader() == addr {
+			c.setLeader("")
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		case <-t.C:
+		}
+		if backoff *= 2; backoff > c.cfg.MaxBackoff {
+			backoff = c.cfg.MaxBackoff
+		}
+	}
+}
+
+// Status returns the cluster status as seen by any member.
+func (c *Client) Status(ctx context.Context) (*pb.StatusResponse, error) {
+	var out *pb.StatusResponse
+	err := c.do(ctx, false, func(ctx context.Context, cc *grpc.ClientConn) error {
+		var err error
+		out, err = pb.NewClusterClient(cc).Status(ctx, &pb.StatusRequest{})
+		return err
+	})
+	return out, err
+}
+
+// Cluster returns the cluster operations API.
+func (c *Client) Cluster() *Cluster { return &Cluster{c: c} }
+
+// Journal returns the journal API.
+func (c *Client) Journal() *Journal { return &Journal{c: c} }

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/logbookhq/logbook/client"
+	"github.com/spf13/cobra"
+)
+
+// maxBenchSamples bounds the latency samples kept over all clients; beyond
+// it each client keeps a uniform reservoir sample of its own calls.
+const maxBenchSamples = 2_000_000
+
+type benchOptions struct {
+	clients  int
+	size     int
+	batch    int
+	duration time.Duration
+	warmup   time.Duration
+}
+
+func (b benchOptions) validate() error {
+	switch {
+	case b.clients < 1 || b.clients > 4096:
+		return usageErrorf("--clients %d: want 1..4096", b.clients)
+	case b.size < 0:
+		return usageErrorf("--size %d: want >= 0", b.size)
+	case b.batch < 1:
+		return usageErrorf("--batch %d: want >= 1", b.batch)
+	case b.duration <= 0:
+		return usageErrorf("--duration %s: want > 0", b.duration)
+	case b.warmup < 0:
+		return usageErrorf("--warmup %s: want >= 0", b.warmup)
+	}
+	return nil
+}
+
+// benchResult is the JSON shape of coord bench journal.
+type benchResult struct {
+	OpsPerSec    float64 `json:"ops_per_sec"`
+	P50Ms        float64 `json:"p50_ms"`
+	P99Ms        float64 `json:"p99_ms"`
+	P999Ms       float64 `json:"p999_ms"`
+	Errors       int64   `json:"errors"`
+	EventsPerSec float64 `json:"events_per_sec"`
+	Clients      int     `json:"clients"`
+	Size         int     `json:"size"`
+	Batch        int     `json:"batch"`
+	DurationS    float64 `json:"duration_s"`
+	Ops          int64   `json:"ops"`
+}
+
+// reservoir keeps at most cap samples, a uniform sample of all added.
+type reservoir struct {
+	samples []time.Duration
+	seen    int64
+	cap     int
+	rng     *rand.Rand
+}
+
+func (r *reservoir) add(d time.Duration) {
+	r.seen++
+	if len(r.samples) < r.cap {
+		r.samples = append(r.samples, d)
+		return
+	}
+	if j := r.rng.Int64N(r.seen); j < int64(r.cap) {
+		r.samples[j] = d
+	}
+}
+
+// percentile is the nearest-rank percentile (0 < p <= 1) of sorted samples,
+// in milliseconds.
+func percentile(sorted []time.Duration, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	i = max(0, min(i, len(sorted)-1))
+	return float64(sorted[i].Microseconds()) / 1000
+}
+
+// benchWorker is one client's loop state.
+type benchWorker struct {
+	ops, errs int64
+	lat       reservoir
+}
+
+// runBench appends with opts.clients clients, each its own client.Client,
+// for the warmup and then the measured duration. Calls that start during the
+// warmup, and successful calls that finish after the end, are not counted.
+func runBench(ctx context.Context, cfg client.Config, opts benchOptions, callTimeout time.Duration) (benchResult, error) {
+	clients := make([]*client.Client, opts.clients)
+	defer func() {
+		for _, c := range clients {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	setup, cancel := context.WithTimeout(ctx, callTimeout)
+	errs := make([]error, opts.clients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			clients[i], errs[i] = client.New(setup, cfg)
+		}()
+	}
+	wg.Wait()
+	cancel()
+	if err := errors.Join(errs...); err != nil {
+		return benchResult{}, fmt.Errorf("connect: %w", err)
+	}
+
+	payload := make([]byte, opts.size)
+	for i := range payload {
+		payload[i] = 'a' + byte(i%26)
+	}
+	events := make([]client.Event, opts.batch)
+	for i := range events {
+		events[i] = client.Event{Type: "bench", Payload: payload}
+	}
+	measureStart := time.Now().Add(opts.warmup)
+	end := measureStart.Add(opts.duration)
+	workers := make([]*benchWorker, opts.clients)
+	perClient := max(1, maxBenchSamples/opts.clients)
+	for i, c := range clients {
+		w := &benchWorker{lat: reservoir{cap: perClient, rng: rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano())))}}
+		workers[i] = w
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.loop(ctx, c, events, measureStart, end, callTimeout)
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return benchResult{}, err
+	}
+
+	res := benchResult{Clients: opts.clients, Size: opts.size, Batch: opts.batch, DurationS: opts.duration.Seconds()}
+	var all []time.Duration
+	for _, w := range workers {
+		res.Ops += w.ops
+		res.Errors += w.errs
+		all = append(all, w.lat.samples...)
+	}
+	slices.Sort(all)
+	res.OpsPerSec = float64(res.Ops) / opts.duration.Seconds()
+	res.EventsPerSec = res.OpsPerSec * float64(opts.batch)
+	res.P50Ms = percentile(all, 0.50)
+	res.P99Ms = percentile(all, 0.99)
+	res.P999Ms = percentile(all, 0.999)
+	return res, nil
+}
+
+func (w *benchWorker) loop(ctx context.Context, c *client.Client, events []client.Event, measureStart, end time.Time, callTimeout time.Duration) {
+	for {
+		t0 := time.Now()
+		if !t0.Before(end) || ctx.Err() != nil {
+			return
+		}
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		_, err := c.Journal().Append(cctx, events...)
+		cancel()
+		t1 := time.Now()
+		measured := !t0.Before(measureStart)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if measured {
+				w.errs++
+			}
+			// A short pause keeps a persistent failure from spinning.
+			t := time.NewTimer(10 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
+		}
+		if measured && !t1.After(end) {
+			w.ops++
+			w.lat.add(t1.Sub(t0))
+		}
+	}
+}
+
+func newBenchCmd() *cobra.Command {
+	var (
+		o    *clientOpts
+		opts benchOptions
+	)
+	journal := &cobra.Command{
+		Use:   "journal",
+		Short: "Measure append throughput and latency",
+		Long: `Append --size-byte events (--batch per call) from --clients concurrent
+clients, each with its own SDK client, for --warmup and then --duration.
+Errors are counted, not fatal. Prints calls per second, latency percentiles
+of successful calls (ms) and the error count. Exit 1 when no call succeeded.`,
+		Example: `  coord bench journal --clients 16 --size 256 --duration 10s --json`,
+		Args:    cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			if err := opts.validate(); err != nil {
+				return err
+			}
+			cfg, err := o.config()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), opts.warmup+opts.duration+2*o.timeout)
+			defer cancel()
+			res, err := runBench(ctx, cfg, opts, o.timeout)
+			if err != nil {
+				return o.explain(err)
+			}
+			w := cmd.OutOrStdout()
+			if o.json {
+				err = writeJSON(w, res)
+			} else {
+				t := newTable(w)
+				fmt.Fprintf(t, "clients\t%d\nsize\t%d B\nbatch\t%d\nduration\t%s\nops\t%d\nops/s\t%.1f\nevents/s\t%.1f\np50\t%.3f ms\np99\t%.3f ms\np99.9\t%.3f ms\nerrors\t%d\n",
+					res.Clients, res.Size, res.Batch, opts.duration, res.Ops, res.OpsPerSec, res.EventsPerSec, res.P50Ms, res.P99Ms, res.P999Ms, res.Errors)
+				err = t.Flush()
+			}
+			if err != nil {
+				return err
+			}
+			if res.Ops == 0 {
+				return fmt.Errorf("no append succeeded (%d errors)", res.Errors)
+			}
+			return nil
+		}),
+	}
+	fs := journal.Flags()
+	fs.IntVar(&opts.clients, "clients", 8, "concurrent clients, each with its own connection and session")
+	fs.IntVar(&opts.size, "size", 256, "payload bytes per event")
+	fs.IntVar(&opts.batch, "batch", 1, "events per Append call")
+	fs.DurationVar(&opts.duration, "duration", 10*time.Second, "measured duration")
+	fs.DurationVar(&opts.warmup, "warmup", time.Second, "unmeasured warmup before the measured duration")
+	o = addClientFlags(journal, 10*time.Second, "deadline for connecting and for each Append call")
+	return groupCmd("bench", "Benchmark a running cluster", journal)
+}

@@ -1,0 +1,337 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/client"
+	"github.com/logbookhq/logbook/internal/coordserver"
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// clientOpts are the flags every client command has.
+type clientOpts struct {
+	endpoints  []string
+	clusterID  string
+	timeout    time.Duration
+	addressMap []string
+	json       bool
+}
+
+// addClientFlags registers the client flags on cmd.
+func addClientFlags(cmd *cobra.Command, timeout time.Duration, timeoutHelp string) *clientOpts {
+	o := &clientOpts{}
+	fs := cmd.Flags()
+	fs.StringSliceVar(&o.endpoints, "endpoints", []string{coordserver.DefaultConfig().GRPCAddr}, "coordinator gRPC addresses, comma-separated")
+	fs.StringVar(&o.clusterID, "cluster-id", "", "expected cluster id; coordinators of another cluster refuse the call")
+	fs.DurationVar(&o.timeout, "timeout", timeout, timeoutHelp)
+	fs.StringSliceVar(&o.addressMap, "address-map", nil, "translate advertised member addresses to reachable ones: adv=reach,...")
+	fs.BoolVar(&o.json, "json", false, "print JSON")
+	bindEnv(fs, "endpoints", "cluster-id", "address-map")
+	return o
+}
+
+func (o *clientOpts) validate() (endpoints []string, addrMap map[string]string, err error) {
+	endpoints = cleanList(o.endpoints)
+	if len(endpoints) == 0 {
+		return nil, nil, usageErrorf("--endpoints: at least one address is required")
+	}
+	if o.timeout <= 0 {
+		return nil, nil, usageErrorf("--timeout %s: want a positive duration", o.timeout)
+	}
+	for _, kv := range cleanList(o.addressMap) {
+		adv, reach, ok := strings.Cut(kv, "=")
+		if !ok || strings.TrimSpace(adv) == "" || strings.TrimSpace(reach) == "" {
+			return nil, nil, usageErrorf("--address-map %q: want advertised=reachable", kv)
+		}
+		if addrMap == nil {
+			addrMap = map[string]string{}
+		}
+		addrMap[strings.TrimSpace(adv)] = strings.TrimSpace(reach)
+	}
+	return endpoints, addrMap, nil
+}
+
+// config is the SDK config for these flags.
+func (o *clientOpts) config() (client.Config, error) {
+	endpoints, addrMap, err := o.validate()
+	if err != nil {
+		return client.Config{}, err
+	}
+	return client.Config{
+		Endpoints:      endpoints,
+		ClusterID:      strings.TrimSpace(o.clusterID),
+		AddressMap:     addrMap,
+		AttemptTimeout: min(5*time.Second, o.timeout),
+	}, nil
+}
+
+// withClient runs fn with a client and a context bounded by --timeout; SDK
+// errors become one clear runtime error.
+func (o *clientOpts) withClient(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client) error) error {
+	cfg, err := o.config()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
+	defer cancel()
+	c, err := client.New(ctx, cfg)
+	if err != nil {
+		return o.explain(err)
+	}
+	defer c.Close()
+	return o.explain(fn(ctx, c))
+}
+
+// explain adds the deadline to a timed-out call's error.
+func (o *clientOpts) explain(err error) error {
+	var ee *exitError
+	if err == nil || errors.As(err, &ee) {
+		return err
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("no answer within %s (--timeout): %w", o.timeout, err)
+	}
+	return err
+}
+
+const clientTimeoutHelp = "deadline for the whole command, retries included"
+
+func newStatusCmd() *cobra.Command {
+	var o *clientOpts
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the cluster status: leader, term, indexes and members",
+		Args:  cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				st, err := c.Status(ctx)
+				if err != nil {
+					return err
+				}
+				w := cmd.OutOrStdout()
+				if o.json {
+					return writeJSON(w, toStatusJSON(st))
+				}
+				t := newTable(w)
+				fmt.Fprintf(t, "cluster\t%s\nleader\t%s\nterm\t%d\ncommit index\t%d\napplied index\t%d\nanswered by\t%s\n",
+					st.ClusterId, orDash(st.LeaderId), st.Term, st.CommitIndex, st.AppliedIndex, st.ResponderId)
+				t.Flush()
+				fmt.Fprintln(w)
+				return writeMembersTable(w, st.Members)
+			})
+		}),
+	}
+	o = addClientFlags(cmd, 10*time.Second, clientTimeoutHelp)
+	return cmd
+}
+
+func newMembersCmd() *cobra.Command {
+	var o *clientOpts
+	cmd := &cobra.Command{
+		Use:   "members",
+		Short: "List the Raft members with their health",
+		Args:  cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				st, err := c.Status(ctx)
+				if err != nil {
+					return err
+				}
+				if o.json {
+					return writeJSON(cmd.OutOrStdout(), struct {
+						Members []memberJSON `json:"members"`
+					}{toMembersJSON(st.Members)})
+				}
+				return writeMembersTable(cmd.OutOrStdout(), st.Members)
+			})
+		}),
+	}
+	o = addClientFlags(cmd, 10*time.Second, clientTimeoutHelp)
+	return cmd
+}
+
+type indexJSON struct {
+	Index uint64 `json:"index"`
+}
+
+// membershipCmd builds raft add-voter, add-nonvoter and remove.
+func membershipCmd(use, short string, nargs int, call func(ctx context.Context, c *client.Cluster, args []string) (uint64, error), done func(args []string, index uint64) string) *cobra.Command {
+	var o *clientOpts
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(nargs),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				index, err := call(ctx, c.Cluster(), args)
+				if err != nil {
+					return err
+				}
+				if o.json {
+					return writeJSON(cmd.OutOrStdout(), indexJSON{index})
+				}
+				_, err = fmt.Fprintln(cmd.OutOrStdout(), done(args, index))
+				return err
+			})
+		}),
+	}
+	o = addClientFlags(cmd, 10*time.Second, clientTimeoutHelp)
+	return cmd
+}
+
+func newRaftCmd() *cobra.Command {
+	addVoter := membershipCmd("add-voter ID RAFT_ADDR", "Add a voting member", 2,
+		func(ctx context.Context, c *client.Cluster, a []string) (uint64, error) {
+			return c.AddVoter(ctx, a[0], a[1])
+		},
+		func(a []string, i uint64) string {
+			return fmt.Sprintf("added voter %s (%s) at raft index %d", a[0], a[1], i)
+		})
+	addNonvoter := membershipCmd("add-nonvoter ID RAFT_ADDR", "Add a member that replicates but does not vote", 2,
+		func(ctx context.Context, c *client.Cluster, a []string) (uint64, error) {
+			return c.AddNonvoter(ctx, a[0], a[1])
+		},
+		func(a []string, i uint64) string {
+			return fmt.Sprintf("added nonvoter %s (%s) at raft index %d", a[0], a[1], i)
+		})
+	remove := membershipCmd("remove ID", "Remove a member (it stops and cannot rejoin with its data dir)", 1,
+		func(ctx context.Context, c *client.Cluster, a []string) (uint64, error) {
+			return c.RemoveServer(ctx, a[0])
+		},
+		func(a []string, i uint64) string { return fmt.Sprintf("removed %s at raft index %d", a[0], i) })
+
+	var o *clientOpts
+	transfer := &cobra.Command{
+		Use:   "transfer-leader [ID]",
+		Short: "Hand leadership to ID, or to the most up-to-date voter",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			target := ""
+			if len(args) == 1 {
+				target = args[0]
+			}
+			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				leader, err := c.Cluster().TransferLeadership(ctx, target)
+				if err != nil {
+					return err
+				}
+				if o.json {
+					return writeJSON(cmd.OutOrStdout(), struct {
+						Leader string `json:"leader"`
+					}{leader})
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "leader is now %s\n", leader)
+				return err
+			})
+		}),
+	}
+	o = addClientFlags(transfer, 10*time.Second, clientTimeoutHelp)
+	return groupCmd("raft", "Change Raft membership and leadership", addVoter, addNonvoter, remove, transfer)
+}
+
+func newSnapshotCmd() *cobra.Command {
+	var o *clientOpts
+	cmd := &cobra.Command{
+		Use:   "snapshot",
+		Short: "Force a snapshot on the member at the first endpoint",
+		Long: `Force a snapshot on the member at the first --endpoints address. Each
+member snapshots its own state; run once per member to snapshot them all.`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				ep := cleanList(o.endpoints)[0]
+				index, term, err := c.Cluster().Snapshot(ctx, ep)
+				if err != nil {
+					return fmt.Errorf("snapshot on %s: %w", ep, err)
+				}
+				if o.json {
+					return writeJSON(cmd.OutOrStdout(), struct {
+						Index uint64 `json:"index"`
+						Term  uint64 `json:"term"`
+					}{index, term})
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "snapshot of %s at index %d, term %d\n", ep, index, term)
+				return err
+			})
+		}),
+	}
+	o = addClientFlags(cmd, 10*time.Second, clientTimeoutHelp)
+	return cmd
+}
+
+func newHealthCmd() *cobra.Command {
+	var (
+		o     *clientOpts
+		ready bool
+	)
+	cmd := &cobra.Command{
+		Use:   "health",
+		Short: "Check one coordinator with the gRPC health protocol (exit 0 when SERVING)",
+		Long: `Check the coordinator at the first --endpoints address with the standard
+gRPC health service: the process as a whole by default, or with --ready
+whether it is ready to serve (a leader is known and its state caught up).
+Exit 0 when SERVING, 1 otherwise. No other endpoint is tried, and nothing
+but this binary is needed (suits healthchecks in FROM-scratch images).`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			endpoints, addrMap, err := o.validate()
+			if err != nil {
+				return err
+			}
+			ep := endpoints[0]
+			if m, ok := addrMap[ep]; ok {
+				ep = m
+			}
+			service := ""
+			if ready {
+				service = coordserver.ReadyService
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
+			defer cancel()
+			if id := strings.TrimSpace(o.clusterID); id != "" {
+				ctx = metadata.AppendToOutgoingContext(ctx, pb.MDClusterID, id)
+			}
+			conn, err := grpc.NewClient(ep, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				return fmt.Errorf("health %s: %w", ep, err)
+			}
+			defer conn.Close()
+			resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+			if err != nil {
+				st := status.Convert(err)
+				return fmt.Errorf("health %s: %s: %s", ep, st.Code(), st.Message())
+			}
+			st := resp.GetStatus()
+			w := cmd.OutOrStdout()
+			if o.json {
+				err = writeJSON(w, struct {
+					Endpoint string `json:"endpoint"`
+					Service  string `json:"service"`
+					Status   string `json:"status"`
+				}{ep, service, st.String()})
+			} else {
+				_, err = fmt.Fprintln(w, st.String())
+			}
+			if err != nil {
+				return err
+			}
+			if st != healthpb.HealthCheckResponse_SERVING {
+				return &exitError{code: 1}
+			}
+			return nil
+		}),
+	}
+	o = addClientFlags(cmd, 2*time.Second, "deadline for the check")
+	cmd.Flags().BoolVar(&ready, "ready", false, "check readiness ("+coordserver.ReadyService+") instead of liveness")
+	return cmd
+}

@@ -1,0 +1,380 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/client"
+	"github.com/logbookhq/logbook/internal/coordserver"
+	"github.com/logbookhq/logbook/internal/logging"
+	"github.com/spf13/cobra"
+)
+
+// devReadyTimeout bounds how long coord dev waits for a leader.
+const devReadyTimeout = 30 * time.Second
+
+// devPorts are the listen ports of one dev member, all on 127.0.0.1.
+type devPorts struct{ Raft, GRPC, Gossip, HTTP int }
+
+// portPicker returns the ports of member i (0-based). Members are asked for
+// in order.
+type portPicker func(i int) (devPorts, error)
+
+// defaultPorts are the ports of coordserver.DefaultConfig.
+func defaultPorts() devPorts {
+	d := coordserver.DefaultConfig()
+	port := func(addr string) int {
+		_, p, err := net.SplitHostPort(addr)
+		if err != nil {
+			panic(err)
+		}
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			panic(err)
+		}
+		return n
+	}
+	return devPorts{Raft: port(d.RaftAddr), GRPC: port(d.GRPCAddr), Gossip: port(d.GossipAddr), HTTP: port(d.HTTPAddr)}
+}
+
+// probingPicker gives member 0 the default ports, so every CLI command
+// works without flags, and each later member the next free port above each
+// default (TCP, and UDP too for gossip).
+func probingPicker() portPicker {
+	base := defaultPorts()
+	used := map[int]bool{base.Raft: true, base.GRPC: true, base.Gossip: true, base.HTTP: true}
+	next := func(from int, udp bool) (int, error) {
+		for p := from + 1; p <= 65535 && p <= from+1000; p++ {
+			if !used[p] && portFree(p, udp) {
+				used[p] = true
+				return p, nil
+			}
+		}
+		return 0, fmt.Errorf("no free port above %d", from)
+	}
+	return func(i int) (devPorts, error) {
+		if i == 0 {
+			return base, nil
+		}
+		var p devPorts
+		var err error
+		if p.Raft, err = next(base.Raft, false); err != nil {
+			return p, err
+		}
+		if p.GRPC, err = next(base.GRPC, false); err != nil {
+			return p, err
+		}
+		if p.Gossip, err = next(base.Gossip, true); err != nil {
+			return p, err
+		}
+		p.HTTP, err = next(base.HTTP, false)
+		return p, err
+	}
+}
+
+// portFree reports whether 127.0.0.1:port can be listened on (over TCP, and
+// UDP as well when udp is set).
+func portFree(port int, udp bool) bool {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return false
+	}
+	l.Close()
+	if udp {
+		u, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return false
+		}
+		u.Close()
+	}
+	return true
+}
+
+func localAddr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// devOptions configure a dev cluster.
+type devOptions struct {
+	Members int
+	// DataDir holds one directory per member; empty: a new temporary
+	// directory, removed by cleanup unless Keep.
+	DataDir string
+	Keep    bool
+	Ports   portPicker
+	Logger  *slog.Logger
+}
+
+// devCluster is a running in-process cluster.
+type devCluster struct {
+	dir     string
+	temp    bool
+	keep    bool
+	cfgs    []coordserver.Config
+	servers []*coordserver.Server
+}
+
+// devConfig is member i's config: DefaultConfig with dev ids, loopback
+// addresses and bootstrap-expect discovery through member 0's gossip port.
+func devConfig(i, members int, p devPorts, dir, seed string, logger *slog.Logger) coordserver.Config {
+	cfg := coordserver.DefaultConfig()
+	cfg.ID = "coord" + strconv.Itoa(i+1)
+	cfg.DataDir = filepath.Join(dir, cfg.ID)
+	cfg.RaftAddr = localAddr(p.Raft)
+	cfg.GRPCAddr = localAddr(p.GRPC)
+	cfg.GossipAddr = localAddr(p.Gossip)
+	cfg.HTTPAddr = localAddr(p.HTTP)
+	cfg.BootstrapExpect = members
+	cfg.Join = []string{seed}
+	cfg.Logger = logger
+	return cfg
+}
+
+// startDev starts opts.Members coordinators with the same wiring as coord
+// serve (coordserver.New). They form a cluster on their own; call run to
+// keep them running and waitReady to wait for a leader.
+func startDev(opts devOptions) (_ *devCluster, err error) {
+	if opts.Members < 1 || opts.Members > 5 {
+		return nil, fmt.Errorf("members %d: want 1..5", opts.Members)
+	}
+	if opts.Ports == nil {
+		opts.Ports = probingPicker()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	d := &devCluster{dir: opts.DataDir, keep: opts.Keep}
+	if d.dir == "" {
+		if d.dir, err = os.MkdirTemp("", "logbook-dev-"); err != nil {
+			return nil, err
+		}
+		d.temp = true
+	}
+	defer func() {
+		if err != nil {
+			d.closeAll()
+			d.cleanup()
+		}
+	}()
+	var seed string
+	for i := 0; i < opts.Members; i++ {
+		p, err := opts.Ports(i)
+		if err != nil {
+			return nil, fmt.Errorf("ports for member %d: %w", i+1, err)
+		}
+		if i == 0 {
+			seed = localAddr(p.Gossip)
+		}
+		cfg := devConfig(i, opts.Members, p, d.dir, seed, opts.Logger)
+		srv, err := coordserver.New(cfg)
+		if err != nil {
+			if i == 0 && strings.Contains(err.Error(), "address already in use") {
+				err = fmt.Errorf("%w (is another coord dev or coord serve running?)", err)
+			}
+			return nil, fmt.Errorf("%s: %w", cfg.ID, err)
+		}
+		d.cfgs = append(d.cfgs, cfg)
+		d.servers = append(d.servers, srv)
+	}
+	return d, nil
+}
+
+// run keeps every member running until ctx ends, then stops them all
+// concurrently. A member that stops on its own (a fatal error, removed from
+// the cluster) is reported to onExit while the others keep running.
+func (d *devCluster) run(ctx context.Context, onExit func(id string, err error)) error {
+	errs := make([]error, len(d.servers))
+	var wg sync.WaitGroup
+	for i, s := range d.servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Run(ctx); err != nil {
+				errs[i] = fmt.Errorf("%s: %w", s.ID(), err)
+				if onExit != nil {
+					onExit(s.ID(), err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// closeAll closes the started members concurrently (used when startup
+// fails half-way).
+func (d *devCluster) closeAll() {
+	var wg sync.WaitGroup
+	for _, s := range d.servers {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.Close() }()
+	}
+	wg.Wait()
+}
+
+// cleanup removes a temporary data dir unless it is to be kept.
+func (d *devCluster) cleanup() error {
+	if d.temp && !d.keep {
+		return os.RemoveAll(d.dir)
+	}
+	return nil
+}
+
+// endpoints are the members' gRPC addresses, member 0 first.
+func (d *devCluster) endpoints() []string {
+	out := make([]string, len(d.cfgs))
+	for i, c := range d.cfgs {
+		out[i] = c.GRPCAddr
+	}
+	return out
+}
+
+// waitReady polls the cluster status until there is a leader and every
+// member is registered and healthy, or ctx ends.
+func (d *devCluster) waitReady(ctx context.Context) (*pb.StatusResponse, error) {
+	c, err := client.New(ctx, client.Config{Endpoints: d.endpoints(), AttemptTimeout: time.Second})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	last := errors.New("no status yet")
+	for {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		st, err := c.Status(pctx)
+		cancel()
+		switch {
+		case err != nil:
+			last = err
+		case devReady(st, len(d.servers)):
+			return st, nil
+		case st.LeaderId == "":
+			last = errors.New("no leader elected yet")
+		default:
+			last = errors.New("not every member is registered and healthy yet")
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (%v)", ctx.Err(), last)
+		case <-tick.C:
+		}
+	}
+}
+
+func devReady(st *pb.StatusResponse, n int) bool {
+	if st.LeaderId == "" || len(st.Members) != n {
+		return false
+	}
+	for _, m := range st.Members {
+		if !m.Healthy || m.GrpcAddr == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// printBanner tells the user where the cluster is and what to try.
+func (d *devCluster) printBanner(w io.Writer, st *pb.StatusResponse) {
+	noun := "coordinators"
+	if len(d.cfgs) == 1 {
+		noun = "coordinator"
+	}
+	fmt.Fprintf(w, "Logbook dev cluster is up: %d %s, cluster id %q.\n", len(d.cfgs), noun, d.cfgs[0].ClusterID)
+	switch {
+	case d.temp && !d.keep:
+		fmt.Fprintf(w, "Data: %s (removed on exit)\n\n", d.dir)
+	default:
+		fmt.Fprintf(w, "Data: %s (kept on exit)\n\n", d.dir)
+	}
+	t := newTable(w)
+	fmt.Fprintln(t, "  ID\tGRPC\tRAFT\tGOSSIP\tHTTP")
+	for _, c := range d.cfgs {
+		fmt.Fprintf(t, "  %s\t%s\t%s\t%s\t%s\n", c.ID, c.GRPCAddr, c.RaftAddr, c.GossipAddr, c.HTTPAddr)
+	}
+	t.Flush()
+	fmt.Fprintf(w, "\nLeader: %s\n\nTry:\n", st.LeaderId)
+	flags := ""
+	if ep := d.cfgs[0].GRPCAddr; ep != coordserver.DefaultConfig().GRPCAddr {
+		flags = " --endpoints " + ep
+	}
+	for _, ex := range []string{"status", "journal append --type demo --payload hello", "journal read --from 1"} {
+		fmt.Fprintf(w, "  coord %s%s\n", ex, flags)
+	}
+	fmt.Fprintf(w, "  curl http://%s/metrics\n\nCtrl-C stops the cluster.\n", d.cfgs[0].HTTPAddr)
+}
+
+func newDevCmd(e env) *cobra.Command {
+	var (
+		opts     devOptions
+		logLevel string
+		logJSON  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run a local cluster of coordinators in this process",
+		Long: `Run a local cluster (3 coordinators by default) in this process on
+127.0.0.1, for a first look and for demos. The first member listens on the
+default ports (raft 7000, gRPC 7100, gossip 7200, http 7300) so every client
+command works without flags; the others take the next free ports. Ctrl-C
+stops them all.`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			if opts.Members < 1 || opts.Members > 5 {
+				return usageErrorf("--members %d: want 1..5", opts.Members)
+			}
+			logger, err := logging.New(e.stderr, logLevel, logJSON)
+			if err != nil {
+				return usageErrorf("--log-level: %w", err)
+			}
+			opts.Logger = logger
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			d, err := startDev(opts)
+			if err != nil {
+				return err
+			}
+			done := make(chan error, 1)
+			go func() {
+				done <- d.run(ctx, func(id string, err error) {
+					fmt.Fprintf(e.stderr, "coord dev: %s stopped: %v\n", id, err)
+				})
+			}()
+			wctx, cancel := context.WithTimeout(ctx, devReadyTimeout)
+			st, waitErr := d.waitReady(wctx)
+			cancel()
+			if waitErr == nil {
+				d.printBanner(cmd.OutOrStdout(), st)
+				<-ctx.Done()
+				fmt.Fprintln(e.stderr, "coord dev: stopping")
+			} else {
+				stop()
+			}
+			runErr := <-done
+			if err := d.cleanup(); err != nil {
+				fmt.Fprintf(e.stderr, "coord dev: removing %s: %v\n", d.dir, err)
+			}
+			if waitErr != nil && !errors.Is(waitErr, context.Canceled) {
+				return fmt.Errorf("cluster not ready within %s: %w", devReadyTimeout, waitErr)
+			}
+			return runErr
+		}),
+	}
+	fs := cmd.Flags()
+	fs.IntVar(&opts.Members, "members", 3, "number of coordinators, 1..5")
+	fs.StringVar(&opts.DataDir, "data-dir", "", "parent data directory, one subdirectory per member (default: a new temporary directory)")
+	fs.BoolVar(&opts.Keep, "keep", false, "keep the temporary data directory on exit (a --data-dir is always kept)")
+	fs.StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error")
+	fs.BoolVar(&logJSON, "log-json", false, "log JSON lines instead of text")
+	return cmd
+}

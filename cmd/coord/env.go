@@ -1,0 +1,80 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+const (
+	envPrefix = "LOGBOOK_"
+	// envAnnotation marks a flag that has an environment equivalent.
+	envAnnotation = "logbook-env"
+)
+
+// envName is the environment variable of a flag: --raft-addr is
+// LOGBOOK_RAFT_ADDR.
+func envName(flag string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// bindEnv gives the named flags of fs (every flag but help when none are
+// named) a LOGBOOK_* environment equivalent and names it in their help.
+func bindEnv(fs *pflag.FlagSet, names ...string) {
+	bind := func(f *pflag.Flag) {
+		if f.Name == "help" {
+			return
+		}
+		name := envName(f.Name)
+		if err := fs.SetAnnotation(f.Name, envAnnotation, []string{name}); err != nil {
+			panic(err) // the flag exists: we were handed it
+		}
+		f.Usage += " [$" + name + "]"
+	}
+	if len(names) == 0 {
+		fs.VisitAll(bind)
+		return
+	}
+	for _, n := range names {
+		f := fs.Lookup(n)
+		if f == nil {
+			panic("bindEnv: no flag --" + n)
+		}
+		bind(f)
+	}
+}
+
+// applyEnv sets every env-bound flag of fs that was not given on the
+// command line from its environment variable, when that is set and not
+// empty. A flag on the command line beats the environment, which beats the
+// flag's default. Every bad value is reported.
+func applyEnv(fs *pflag.FlagSet, lookup func(string) (string, bool)) error {
+	var errs []error
+	fs.VisitAll(func(f *pflag.Flag) {
+		names := f.Annotations[envAnnotation]
+		if f.Changed || len(names) == 0 {
+			return
+		}
+		v, ok := lookup(names[0])
+		if !ok || strings.TrimSpace(v) == "" {
+			return
+		}
+		if err := fs.Set(f.Name, v); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q (for --%s): %v", names[0], v, f.Name, err))
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// cleanList trims the items of a comma-separated flag and drops empty ones.
+func cleanList(in []string) []string {
+	var out []string
+	for _, s := range in {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}

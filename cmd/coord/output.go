@@ -1,0 +1,152 @@
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"unicode"
+	"unicode/utf8"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/client"
+)
+
+// writeJSON prints v as indented JSON followed by a newline.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// newTable returns an aligned table writer: cells are separated by tabs,
+// rows end with a newline.
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+}
+
+// statusJSON is the JSON shape of coord status.
+type statusJSON struct {
+	ClusterID    string       `json:"cluster_id"`
+	Leader       string       `json:"leader"`
+	Term         uint64       `json:"term"`
+	CommitIndex  uint64       `json:"commit_index"`
+	AppliedIndex uint64       `json:"applied_index"`
+	Members      []memberJSON `json:"members"`
+}
+
+// memberJSON is one member in coord status and coord members.
+type memberJSON struct {
+	ID            string `json:"id"`
+	RaftAddr      string `json:"raft_addr"`
+	GRPCAddr      string `json:"grpc_addr"`
+	Suffrage      string `json:"suffrage"`
+	Healthy       bool   `json:"healthy"`
+	LastContactMs int64  `json:"last_contact_ms"`
+}
+
+func toStatusJSON(st *pb.StatusResponse) statusJSON {
+	return statusJSON{
+		ClusterID:    st.GetClusterId(),
+		Leader:       st.GetLeaderId(),
+		Term:         st.GetTerm(),
+		CommitIndex:  st.GetCommitIndex(),
+		AppliedIndex: st.GetAppliedIndex(),
+		Members:      toMembersJSON(st.GetMembers()),
+	}
+}
+
+func toMembersJSON(ms []*pb.MemberStatus) []memberJSON {
+	out := make([]memberJSON, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, memberJSON{
+			ID: m.GetId(), RaftAddr: m.GetRaftAddr(), GRPCAddr: m.GetGrpcAddr(), Suffrage: m.GetSuffrage(),
+			Healthy: m.GetHealthy(), LastContactMs: m.GetLastContactMs(),
+		})
+	}
+	return out
+}
+
+// writeMembersTable prints the members of a status response.
+func writeMembersTable(w io.Writer, ms []*pb.MemberStatus) error {
+	t := newTable(w)
+	io.WriteString(t, "ID\tSUFFRAGE\tLEADER\tHEALTHY\tLAST CONTACT\tAPPLIED\tRAFT\tGRPC\tERROR\n")
+	for _, m := range ms {
+		leader := ""
+		if m.GetLeader() {
+			leader = "*"
+		}
+		healthy := "no"
+		if m.GetHealthy() {
+			healthy = "yes"
+		}
+		contact := "-"
+		if ms := m.GetLastContactMs(); ms >= 0 {
+			contact = strconv.FormatInt(ms, 10) + "ms"
+		}
+		cells := []string{m.GetId(), m.GetSuffrage(), leader, healthy, contact,
+			strconv.FormatUint(m.GetAppliedIndex(), 10), m.GetRaftAddr(), orDash(m.GetGrpcAddr()), orDash(m.GetError())}
+		io.WriteString(t, strings.Join(cells, "\t")+"\n")
+	}
+	return t.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// eventJSON is one event of coord journal read. Exactly one of Payload
+// (valid UTF-8) and PayloadBase64 (anything else) is set.
+type eventJSON struct {
+	Seq           uint64  `json:"seq"`
+	Type          string  `json:"type"`
+	Payload       *string `json:"payload,omitempty"`
+	PayloadBase64 *string `json:"payload_base64,omitempty"`
+	ClientID      string  `json:"client_id"`
+}
+
+func toEventJSON(e client.StoredEvent) eventJSON {
+	out := eventJSON{Seq: e.Seq, Type: e.Type, ClientID: e.ClientID}
+	if utf8.Valid(e.Payload) {
+		s := string(e.Payload)
+		out.Payload = &s
+	} else {
+		s := base64.StdEncoding.EncodeToString(e.Payload)
+		out.PayloadBase64 = &s
+	}
+	return out
+}
+
+// tablePayloadWidth is how many characters of a payload a table shows.
+const tablePayloadWidth = 60
+
+// tablePayload renders a payload for one table cell: text with control
+// characters escaped, or "base64:..." for binary, cut to about 60
+// characters.
+func tablePayload(p []byte) string {
+	var s string
+	if utf8.Valid(p) {
+		var b strings.Builder
+		for _, r := range string(p) {
+			if unicode.IsPrint(r) {
+				b.WriteRune(r)
+			} else {
+				q := strconv.QuoteRune(r)
+				b.WriteString(q[1 : len(q)-1])
+			}
+		}
+		s = b.String()
+	} else {
+		s = "base64:" + base64.StdEncoding.EncodeToString(p)
+	}
+	if utf8.RuneCountInString(s) > tablePayloadWidth {
+		r := []rune(s)
+		s = string(r[:tablePayloadWidth-1]) + "…"
+	}
+	return s
+}

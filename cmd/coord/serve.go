@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/logbookhq/logbook/internal/coordserver"
+	"github.com/logbookhq/logbook/internal/logging"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// serveFlags holds the values of coord serve's flags. Fields of the config
+// that flags set directly are bound in place; the rest are converted by
+// config.
+type serveFlags struct {
+	cfg      coordserver.Config
+	join     []string
+	peers    string
+	logLevel string
+	logJSON  bool
+}
+
+// addServeFlags registers coord serve's flags on fs, with the defaults of
+// coordserver.DefaultConfig, and binds each to its LOGBOOK_* variable.
+func addServeFlags(fs *pflag.FlagSet) *serveFlags {
+	d := coordserver.DefaultConfig()
+	f := &serveFlags{cfg: d}
+	c := &f.cfg
+	fs.StringVar(&c.ID, "id", "", "member id, unique in the cluster (required)")
+	fs.StringVar(&c.ClusterID, "cluster-id", d.ClusterID, "cluster id; members and clients of another cluster are refused")
+	fs.StringVar(&c.DataDir, "data-dir", "", "directory for the Raft log, snapshots and identity files (required)")
+	fs.StringVar(&c.RaftAddr, "raft-addr", d.RaftAddr, "Raft listen address")
+	fs.StringVar(&c.GRPCAddr, "grpc-addr", d.GRPCAddr, "gRPC API listen address")
+	fs.StringVar(&c.GossipAddr, "gossip-addr", d.GossipAddr, "gossip listen address (TCP and UDP)")
+	fs.StringVar(&c.HTTPAddr, "http-addr", d.HTTPAddr, "HTTP listen address (/metrics, /healthz, /readyz)")
+	fs.StringVar(&c.AdvertiseRaft, "advertise-raft", "", "Raft address other members dial (default: --raft-addr)")
+	fs.StringVar(&c.AdvertiseGRPC, "advertise-grpc", "", "gRPC address members and clients dial (default: --grpc-addr)")
+	fs.StringVar(&c.AdvertiseGossip, "advertise-gossip", "", "gossip address other members dial (default: --gossip-addr)")
+	fs.StringVar(&c.AdvertiseHTTP, "advertise-http", "", "HTTP address published to members (default: --http-addr)")
+	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", d.BootstrapExpect, "form a new cluster once this many coordinators see each other over gossip; 0 joins an existing cluster")
+	fs.StringSliceVar(&f.join, "join", nil, "gossip seeds, host:port,...")
+	fs.StringVar(&f.peers, "peers", "", "static initial voters id=host:port,... (raft addresses; alternative to --bootstrap-expect)")
+	fs.DurationVar(&c.Raft.HeartbeatTimeout, "raft-heartbeat-timeout", d.Raft.HeartbeatTimeout, "Raft heartbeat timeout")
+	fs.DurationVar(&c.Raft.ElectionTimeout, "raft-election-timeout", d.Raft.ElectionTimeout, "Raft election timeout")
+	fs.DurationVar(&c.Raft.LeaderLeaseTimeout, "raft-leader-lease-timeout", d.Raft.LeaderLeaseTimeout, "Raft leader lease timeout (at most the heartbeat timeout)")
+	fs.DurationVar(&c.Raft.CommitTimeout, "raft-commit-timeout", d.Raft.CommitTimeout, "Raft commit timeout")
+	fs.Uint64Var(&c.Raft.SnapshotThreshold, "raft-snapshot-threshold", d.Raft.SnapshotThreshold, "snapshot after this many new log entries")
+	fs.DurationVar(&c.Raft.SnapshotInterval, "raft-snapshot-interval", d.Raft.SnapshotInterval, "how often to check whether to snapshot")
+	fs.Uint64Var(&c.Raft.TrailingLogs, "raft-trailing-logs", d.Raft.TrailingLogs, "log entries kept after a snapshot, for slow followers")
+	fs.DurationVar(&c.NoLeaderHold, "no-leader-hold", d.NoLeaderHold, "how long a request waits for a leader before failing with Unavailable")
+	fs.IntVar(&c.MaxEventBytes, "max-event-bytes", d.MaxEventBytes, "largest accepted journal event, in bytes (raises the request size limit if needed)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of text")
+	bindEnv(fs)
+	return f
+}
+
+// config turns the parsed flags into a validated coordinator config whose
+// logger writes to logOut. Every error is a configuration error.
+func (f *serveFlags) config(logOut io.Writer) (coordserver.Config, error) {
+	cfg := f.cfg
+	var errs []error
+	if cfg.ID == "" {
+		errs = append(errs, fmt.Errorf("--id is required (or $%s)", envName("id")))
+	}
+	if cfg.DataDir == "" {
+		errs = append(errs, fmt.Errorf("--data-dir is required (or $%s)", envName("data-dir")))
+	}
+	cfg.Join = cleanList(f.join)
+	// A request must be able to carry at least one event of the largest size.
+	cfg.MaxRequestBytes = max(cfg.MaxRequestBytes, cfg.MaxEventBytes)
+	if f.peers != "" {
+		peers, err := coordserver.ParsePeers(f.peers)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--peers: %w", err))
+		}
+		cfg.Peers = peers
+	}
+	logger, err := logging.New(logOut, f.logLevel, f.logJSON)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--log-level: %w", err))
+	}
+	cfg.Logger = logger
+	if len(errs) > 0 {
+		return coordserver.Config{}, errors.Join(errs...)
+	}
+	if err := cfg.Validate(); err != nil {
+		return coordserver.Config{}, err
+	}
+	return cfg, nil
+}
+
+func newServeCmd(e env) *cobra.Command {
+	var f *serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve --id ID --data-dir DIR [flags]",
+		Short: "Run one coordinator",
+		Long: `Run one coordinator until SIGINT or SIGTERM; a leader hands leadership to
+another voter before it stops.
+
+Form a new cluster with --bootstrap-expect N and --join (gossip seeds), or
+with a static --peers list. A member whose data dir already holds Raft state
+rejoins its cluster with whatever it had.`,
+		Example: `  coord serve --id coord1 --data-dir /var/lib/logbook --bootstrap-expect 3 \
+    --join 10.0.0.1:7200,10.0.0.2:7200,10.0.0.3:7200`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.config(e.stderr)
+			if err != nil {
+				return usageErrorf("invalid configuration: %w", err)
+			}
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			srv, err := coordserver.New(cfg)
+			if err != nil {
+				return err
+			}
+			if err := srv.Run(ctx); err != nil {
+				return fmt.Errorf("coordinator %s stopped: %w", cfg.ID, err)
+			}
+			return nil
+		}),
+	}
+	f = addServeFlags(cmd.Flags())
+	cmd.Flags().SortFlags = false
+	return cmd
+}
+
+// signalContext is cancelled by the first SIGINT or SIGTERM; a second one
+// gets the default behaviour (the process dies at once).
+func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	return ctx, stop
+}

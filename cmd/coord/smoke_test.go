@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// freePortPicker hands out ports the OS reports free (gossip needs the UDP
+// port as well), so tests never touch the default 7000-7300 range.
+func freePortPicker(t *testing.T) portPicker {
+	port := func(udp bool) (int, error) {
+		for {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return 0, err
+			}
+			p := l.Addr().(*net.TCPAddr).Port
+			l.Close()
+			if !udp || portFree(p, true) {
+				return p, nil
+			}
+		}
+	}
+	return func(int) (devPorts, error) {
+		var p devPorts
+		var err error
+		for _, f := range []struct {
+			dst *int
+			udp bool
+		}{{&p.Raft, false}, {&p.GRPC, false}, {&p.Gossip, true}, {&p.HTTP, false}} {
+			if *f.dst, err = port(f.udp); err != nil {
+				return p, err
+			}
+		}
+		return p, nil
+	}
+}
+
+func TestDevClusterSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-member cluster")
+	}
+	d, err := startDev(devOptions{Members: 3, DataDir: t.TempDir(), Ports: freePortPicker(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.run(ctx, func(id string, err error) { t.Errorf("%s stopped: %v", id, err) }) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("run: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("cluster did not stop within 30s")
+		}
+	}()
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	st, err := d.waitReady(wctx)
+	wcancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.LeaderId == "" {
+		t.Fatal("no leader")
+	}
+	eps := strings.Join(d.endpoints(), ",")
+	first := d.endpoints()[0]
+	coord := func(want int, args ...string) string {
+		t.Helper()
+		code, out, stderr := run(t, nil, args...)
+		if code != want {
+			t.Fatalf("coord %s: exit %d, want %d; stdout %q stderr %q", strings.Join(args, " "), code, want, out, stderr)
+		}
+		return out
+	}
+	decode := func(out string, v any) {
+		t.Helper()
+		if err := json.Unmarshal([]byte(out), v); err != nil {
+			t.Fatalf("decode %q: %v", out, err)
+		}
+	}
+
+	var appended struct{ Seqs []uint64 }
+	decode(coord(0, "journal", "append", "--type", "t", "--payload", "hi", "--json", "--endpoints", first), &appended)
+	if len(appended.Seqs) != 1 || appended.Seqs[0] < 1 {
+		t.Fatalf("append: %v", appended.Seqs)
+	}
+	seq := appended.Seqs[0]
+	// A follower endpoint works as well (the SDK finds the leader).
+	decode(coord(0, "journal", "append", "--type", "t", "--payload", "again", "--json", "--endpoints", d.endpoints()[2]), &appended)
+	if len(appended.Seqs) != 1 || appended.Seqs[0] != seq+1 {
+		t.Fatalf("second append: %v after %d", appended.Seqs, seq)
+	}
+
+	var read map[string][]map[string]any
+	decode(coord(0, "journal", "read", "--from", strconv.FormatUint(seq, 10), "--max", "10", "--json", "--endpoints", eps), &read)
+	evs := read["events"]
+	if len(read) != 1 || len(evs) != 2 {
+		t.Fatalf("read: %v", read)
+	}
+	if evs[0]["seq"] != float64(seq) || evs[0]["type"] != "t" || evs[0]["payload"] != "hi" || evs[0]["client_id"] == "" || len(evs[0]) != 4 {
+		t.Fatalf("event: %v", evs[0])
+	}
+	if table := coord(0, "journal", "read", "--from", "1", "--consistency", "stale", "--endpoints", first); !strings.Contains(table, "hi") || !strings.Contains(table, "SEQ") {
+		t.Fatalf("read table: %q", table)
+	}
+
+	var status struct {
+		ClusterID string `json:"cluster_id"`
+		Leader    string `json:"leader"`
+		Term      uint64 `json:"term"`
+		Members   []map[string]any
+	}
+	decode(coord(0, "status", "--json", "--endpoints", first), &status)
+	if status.ClusterID != "logbook" || status.Leader == "" || status.Term == 0 || len(status.Members) != 3 {
+		t.Fatalf("status: %+v", status)
+	}
+	for _, m := range status.Members {
+		if len(m) != 6 || m["suffrage"] != "voter" || m["grpc_addr"] == "" || m["id"] == "" {
+			t.Errorf("member: %v", m)
+		}
+	}
+	if out := coord(0, "members", "--endpoints", first); !strings.Contains(out, status.Leader) || !strings.Contains(out, "SUFFRAGE") {
+		t.Fatalf("members table: %q", out)
+	}
+
+	if out := coord(0, "health", "--endpoints", first); strings.TrimSpace(out) != "SERVING" {
+		t.Fatalf("health: %q", out)
+	}
+	if out := coord(0, "health", "--ready", "--endpoints", first); strings.TrimSpace(out) != "SERVING" {
+		t.Fatalf("health --ready: %q", out)
+	}
+	coord(1, "status", "--endpoints", first, "--cluster-id", "another")
+
+	var snap struct{ Index, Term uint64 }
+	decode(coord(0, "snapshot", "--json", "--endpoints", first), &snap)
+	if snap.Index == 0 || snap.Term == 0 {
+		t.Fatalf("snapshot: %+v", snap)
+	}
+
+	var bench map[string]float64
+	decode(coord(0, "bench", "journal", "--clients", "2", "--size", "16", "--duration", "300ms", "--warmup", "100ms", "--json", "--endpoints", eps), &bench)
+	for _, k := range []string{"ops_per_sec", "p50_ms", "p99_ms", "p999_ms", "errors"} {
+		if _, ok := bench[k]; !ok {
+			t.Errorf("bench result lacks %s: %v", k, bench)
+		}
+	}
+	if bench["ops_per_sec"] <= 0 || bench["p50_ms"] <= 0 {
+		t.Errorf("bench: %v", bench)
+	}
+}
+
+func TestHealthUnreachableExit1(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	code, _, stderr := run(t, nil, "health", "--endpoints", addr, "--timeout", "500ms")
+	if code != 1 || !strings.HasPrefix(stderr, "coord: health "+addr) || strings.Count(stderr, "\n") != 1 {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}

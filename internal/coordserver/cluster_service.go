@@ -1,0 +1,302 @@
+package coordserver
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/fsm"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+type clusterService struct {
+	pb.UnimplementedClusterServer
+	s *Server
+}
+
+func (s *Server) localStatus() *pb.LocalStatusResponse {
+	_, lid := s.raft.LeaderWithID()
+	lc := int64(0)
+	if s.raft.State() != raft.Leader {
+		if t := s.raft.LastContact(); t.IsZero() {
+			lc = -1
+		} else {
+			lc = time.Since(t).Milliseconds()
+		}
+	}
+	return &pb.LocalStatusResponse{
+		Id:            s.cfg.ID,
+		RaftState:     s.raft.State().String(),
+		Term:          s.raft.CurrentTerm(),
+		CommitIndex:   s.raft.CommitIndex(),
+		AppliedIndex:  s.fsm.AppliedIndex(),
+		LastContactMs: lc,
+		LeaderId:      string(lid),
+	}
+}
+
+// Status is served by any member from its own view, plus one LocalStatus
+// call to every other member (bounded by a short timeout) for health.
+func (c *clusterService) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
+	s := c.s
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, s.toStatus(err)
+	}
+	local := s.localStatus()
+	lid, laddr := s.leaderHint()
+	resp := &pb.StatusResponse{
+		ClusterId: s.cfg.ClusterID, LeaderId: lid, LeaderGrpcAddr: laddr,
+		Term: local.Term, CommitIndex: local.CommitIndex, AppliedIndex: local.AppliedIndex,
+		ResponderId: s.cfg.ID,
+	}
+	servers := f.Configuration().Servers
+	resp.Members = make([]*pb.MemberStatus, len(servers))
+	var wg sync.WaitGroup
+	for i, srv := range servers {
+		ms := &pb.MemberStatus{Id: string(srv.ID), RaftAddr: string(srv.Address), Suffrage: suffrage(srv.Suffrage), Leader: string(srv.ID) == lid}
+		var reg *pb.Member
+		s.fsm.View(func(st *fsm.State) { reg, _ = st.Member(string(srv.ID)) })
+		if reg != nil {
+			ms.GrpcAddr, ms.HttpAddr = reg.GrpcAddr, reg.HttpAddr
+		}
+		resp.Members[i] = ms
+		if ms.Id == s.cfg.ID {
+			s.fillMember(ms, local)
+			continue
+		}
+		if ms.GrpcAddr == "" {
+			ms.LastContactMs, ms.Error = -1, "gRPC address not registered yet"
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			conn, err := s.peers.get(ms.GrpcAddr)
+			var ls *pb.LocalStatusResponse
+			if err == nil {
+				ls, err = pb.NewPeerClient(conn).LocalStatus(cctx, &pb.LocalStatusRequest{})
+			}
+			if err != nil {
+				ms.LastContactMs, ms.Error = -1, status.Convert(err).Message()
+				return
+			}
+			s.fillMember(ms, ls)
+		}()
+	}
+	wg.Wait()
+	return resp, nil
+}
+
+func (s *Server) fillMember(ms *pb.MemberStatus, ls *pb.LocalStatusResponse) {
+	ms.RaftState, ms.AppliedIndex, ms.LastContactMs = ls.RaftState, ls.AppliedIndex, ls.LastContactMs
+	limit := (3 * s.cfg.Raft.HeartbeatTimeout).Milliseconds()
+	ms.Healthy = ls.RaftState == raft.Leader.String() || (ls.LeaderId != "" && ls.LastContactMs >= 0 && ls.LastContactMs <= limit)
+	if !ms.Healthy {
+		ms.Error = "no recent contact with a leader"
+	}
+}
+
+func suffrage(s raft.ServerSuffrage) string {
+	switch s {
+	case raft.Voter:
+		return "voter"
+	case raft.Nonvoter:
+		return "nonvoter"
+	case raft.Staging:
+		return "staging"
+	}
+	return strconv.Itoa(int(s))
+}
+
+func (s *Server) validateServer(id, addr string) error {
+	if !ValidID(id) {
+		return status.Errorf(codes.InvalidArgument, "member id %q: want 1-64 of [A-Za-z0-9._-]", id)
+	}
+	if addr != "" {
+		if err := checkAddr(addr, ""); err != nil {
+			return status.Errorf(codes.InvalidArgument, "raft address: %v", err)
+		}
+	}
+	return nil
+}
+
+func (c *clusterService) addServer(req *pb.AddServerRequest, voter bool) (*pb.MembershipResponse, error) {
+	s := c.s
+	if err := s.validateServer(req.Id, req.RaftAddr); err != nil {
+		return nil, err
+	}
+	if req.RaftAddr == "" {
+		return nil, status.Error(codes.InvalidArgument, "raft address is required")
+	}
+	var f raft.IndexFuture
+	if voter {
+		f = s.raft.AddVoter(raft.ServerID(req.Id), raft.ServerAddress(req.RaftAddr), 0, s.cfg.ApplyTimeout)
+	} else {
+		f = s.raft.AddNonvoter(raft.ServerID(req.Id), raft.ServerAddress(req.RaftAddr), 0, s.cfg.ApplyTimeout)
+	}
+	if err := f.Error(); err != nil {
+		return nil, s.toStatus(err)
+	}
+	s.log.Info("member added", "member-id", req.Id, "raft-addr", req.RaftAddr, "voter", voter)
+	return &pb.MembershipResponse{Index: f.Index()}, nil
+}
+
+func (c *clusterService) AddVoter(ctx context.Context, req *pb.AddServerRequest) (*pb.MembershipResponse, error) {
+	return c.addServer(req, true)
+}
+
+func (c *clusterService) AddNonvoter(ctx context.Context, req *pb.AddServerRequest) (*pb.MembershipResponse, error) {
+	return c.addServer(req, false)
+}
+
+func (c *clusterService) RemoveServer(ctx context.Context, req *pb.RemoveServerRequest) (*pb.MembershipResponse, error) {
+	s := c.s
+	if err := s.validateServer(req.Id, ""); err != nil {
+		return nil, err
+	}
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, s.toStatus(err)
+	}
+	found := false
+	for _, srv := range f.Configuration().Servers {
+		found = found || srv.ID == raft.ServerID(req.Id)
+	}
+	if !found {
+		return nil, status.Errorf(codes.NotFound, "member %q is not in the configuration", req.Id)
+	}
+	rf := s.raft.RemoveServer(raft.ServerID(req.Id), 0, s.cfg.ApplyTimeout)
+	if err := rf.Error(); err != nil {
+		return nil, s.toStatus(err)
+	}
+	s.log.Info("member removed", "member-id", req.Id)
+	return &pb.MembershipResponse{Index: rf.Index()}, nil
+}
+
+func (c *clusterService) TransferLeadership(ctx context.Context, req *pb.TransferLeadershipRequest) (*pb.TransferLeadershipResponse, error) {
+	s := c.s
+	var f raft.Future
+	if req.Id == "" {
+		f = s.raft.LeadershipTransfer()
+	} else {
+		if err := s.validateServer(req.Id, ""); err != nil {
+			return nil, err
+		}
+		cf := s.raft.GetConfiguration()
+		if err := cf.Error(); err != nil {
+			return nil, s.toStatus(err)
+		}
+		var addr raft.ServerAddress
+		for _, srv := range cf.Configuration().Servers {
+			if srv.ID == raft.ServerID(req.Id) && srv.Suffrage == raft.Voter {
+				addr = srv.Address
+			}
+		}
+		if addr == "" {
+			return nil, status.Errorf(codes.NotFound, "voter %q is not in the configuration", req.Id)
+		}
+		if req.Id == s.cfg.ID {
+			return nil, status.Error(codes.FailedPrecondition, "member is already the leader")
+		}
+		f = s.raft.LeadershipTransferToServer(raft.ServerID(req.Id), addr)
+	}
+	if err := f.Error(); err != nil {
+		return nil, s.toStatus(err)
+	}
+	// The new leader is known once it sent its first heartbeat.
+	deadline := time.Now().Add(s.cfg.NoLeaderHold)
+	for time.Now().Before(deadline) {
+		if _, id := s.raft.LeaderWithID(); id != "" && string(id) != s.cfg.ID {
+			return &pb.TransferLeadershipResponse{LeaderId: string(id)}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, s.toStatus(ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return &pb.TransferLeadershipResponse{}, nil
+}
+
+func (c *clusterService) Snapshot(ctx context.Context, _ *pb.SnapshotRequest) (*pb.SnapshotResponse, error) {
+	s := c.s
+	f := s.raft.Snapshot()
+	if err := f.Error(); err != nil {
+		return nil, s.toStatus(err)
+	}
+	meta, rc, err := f.Open()
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	rc.Close()
+	return &pb.SnapshotResponse{Index: meta.Index, Term: meta.Term}, nil
+}
+
+type peerService struct {
+	pb.UnimplementedPeerServer
+	s *Server
+}
+
+// ForwardAppend applies a follower's batch on this leader; it never
+// forwards again.
+func (p *peerService) ForwardAppend(ctx context.Context, req *pb.ForwardAppendRequest) (*pb.ForwardAppendResponse, error) {
+	s := p.s
+	if s.raft.State() != raft.Leader {
+		return nil, s.statusErr(codes.Unavailable, ReasonNotLeader, "forwarded append reached a member that is not the leader")
+	}
+	if len(req.Ops) > s.cfg.MaxEventsPerRequest*16 {
+		return nil, status.Errorf(codes.ResourceExhausted, "forward: %d ops in one batch", len(req.Ops))
+	}
+	for _, op := range req.Ops {
+		if err := s.validateAppend(&pb.AppendRequest{ClientId: op.ClientId, RequestSeq: op.RequestSeq, AckedSeq: op.AckedSeq, Events: toEvents(op.Events)}); err != nil {
+			return nil, err
+		}
+	}
+	return &pb.ForwardAppendResponse{Results: resultsToProto(s.submitLocal(ctx, req.Ops))}, nil
+}
+
+func toEvents(js []*pb.JournalEvent) []*pb.Event {
+	out := make([]*pb.Event, len(js))
+	for i, e := range js {
+		out[i] = &pb.Event{Type: e.Type, Payload: e.Payload}
+	}
+	return out
+}
+
+func (p *peerService) ReadIndex(ctx context.Context, _ *pb.ReadIndexRequest) (*pb.ReadIndexResponse, error) {
+	s := p.s
+	if s.raft.State() != raft.Leader {
+		return nil, s.statusErr(codes.Unavailable, ReasonNotLeader, "read index asked of a member that is not the leader")
+	}
+	idx, err := s.localReadIndex(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.ReadIndexResponse{Index: idx}, nil
+}
+
+func (p *peerService) LocalStatus(ctx context.Context, _ *pb.LocalStatusRequest) (*pb.LocalStatusResponse, error) {
+	return p.s.localStatus(), nil
+}
+
+func (p *peerService) RegisterMember(ctx context.Context, req *pb.RegisterMemberRequest) (*pb.RegisterMemberResponse, error) {
+	s := p.s
+	m := req.Member
+	if m == nil || !ValidID(m.Id) || checkAddr(m.RaftAddr, "") != nil || checkAddr(m.GrpcAddr, "") != nil {
+		return nil, status.Error(codes.InvalidArgument, "register: member needs a valid id and raft and grpc addresses")
+	}
+	if s.raft.State() != raft.Leader {
+		return nil, s.statusErr(codes.Unavailable, ReasonNotLeader, "not the leader")
+	}
+	if err := s.applyMember(m); err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &pb.RegisterMemberResponse{}, nil
+}

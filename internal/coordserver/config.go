@@ -1,0 +1,230 @@
+// Package coordserver wires one Logbook coordinator: Raft (raft-boltdb/v2 log
+// and stable store, file snapshots, TCP transport with a cluster-id
+// handshake), the FSM, gossip membership, the gRPC API with leader
+// forwarding, and the http endpoints. `coord serve`, `coord dev`, the
+// in-process cluster tests and the compose images all use this one wiring.
+package coordserver
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/logbookhq/logbook/internal/raftnet"
+)
+
+// Peer is one member of a static initial configuration (--peers).
+type Peer struct {
+	ID       string
+	RaftAddr string
+}
+
+// Security holds every listener's security settings in one place so mTLS,
+// gossip encryption and client tokens switch on without redesign. Nil or
+// empty values mean plaintext (the default for a LAN test cluster).
+type Security struct {
+	RaftTLS   *tls.Config // server and client side of the Raft transport
+	GRPCTLS   *tls.Config // gRPC server
+	PeerTLS   *tls.Config // gRPC client between members
+	HTTPTLS   *tls.Config
+	GossipKey []byte // memberlist SecretKey (16, 24 or 32 bytes)
+}
+
+// RaftTiming holds the Raft timeouts and log retention knobs.
+type RaftTiming struct {
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	SnapshotThreshold  uint64
+	SnapshotInterval   time.Duration
+	TrailingLogs       uint64
+	MaxAppendEntries   int
+}
+
+// Config configures one coordinator.
+type Config struct {
+	ID        string
+	ClusterID string
+	DataDir   string
+
+	RaftAddr   string
+	GRPCAddr   string
+	GossipAddr string
+	HTTPAddr   string
+	// Advertised addresses; empty means the bind address (which must then
+	// not be an unspecified IP such as 0.0.0.0).
+	AdvertiseRaft   string
+	AdvertiseGRPC   string
+	AdvertiseGossip string
+	AdvertiseHTTP   string
+
+	// BootstrapExpect: form a new cluster once this many coordinators see
+	// each other over gossip. 0 disables (join an existing cluster).
+	BootstrapExpect int
+	// Join lists gossip seeds (host:port).
+	Join []string
+	// Peers is the static alternative to bootstrap-expect: the initial
+	// voters. The member with the lowest id bootstraps.
+	Peers []Peer
+
+	Raft RaftTiming
+	// NoLeaderHold is how long a request waits for a leader before it
+	// fails with Unavailable.
+	NoLeaderHold time.Duration
+	// ApplyTimeout bounds one batch's wait for commit.
+	ApplyTimeout time.Duration
+
+	MaxEventBytes       int
+	MaxEventsPerRequest int
+	MaxRequestBytes     int
+	MaxReadEvents       int
+
+	Security Security
+	Logger   *slog.Logger
+
+	// raftDialer, when set (tests only), opens Raft connections.
+	raftDialer raftnet.DialFunc
+}
+
+// DefaultConfig returns the LAN defaults (docs/operations.md explains them).
+func DefaultConfig() Config {
+	return Config{
+		ClusterID:  "logbook",
+		RaftAddr:   "127.0.0.1:7000",
+		GRPCAddr:   "127.0.0.1:7100",
+		GossipAddr: "127.0.0.1:7200",
+		HTTPAddr:   "127.0.0.1:7300",
+		Raft: RaftTiming{
+			HeartbeatTimeout:   500 * time.Millisecond,
+			ElectionTimeout:    1000 * time.Millisecond,
+			LeaderLeaseTimeout: 250 * time.Millisecond,
+			CommitTimeout:      25 * time.Millisecond,
+			SnapshotThreshold:  8192,
+			SnapshotInterval:   30 * time.Second,
+			TrailingLogs:       10240,
+			MaxAppendEntries:   256,
+		},
+		NoLeaderHold:        5 * time.Second,
+		ApplyTimeout:        10 * time.Second,
+		MaxEventBytes:       1 << 20,
+		MaxEventsPerRequest: 10000,
+		MaxRequestBytes:     4 << 20,
+		MaxReadEvents:       10000,
+	}
+}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// ValidID reports whether s is usable as a member or cluster id.
+func ValidID(s string) bool { return idPattern.MatchString(s) }
+
+// Validate checks the configuration and reports every problem it finds.
+func (c *Config) Validate() error {
+	var errs []error
+	if !ValidID(c.ID) {
+		errs = append(errs, fmt.Errorf("id %q: want 1-64 of [A-Za-z0-9._-], starting alphanumeric", c.ID))
+	}
+	if !ValidID(c.ClusterID) {
+		errs = append(errs, fmt.Errorf("cluster id %q: want 1-64 of [A-Za-z0-9._-], starting alphanumeric", c.ClusterID))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("data dir is required"))
+	}
+	// Gossip may bind 0.0.0.0 without an advertise address: memberlist
+	// then advertises the host's private IP.
+	if _, _, err := net.SplitHostPort(c.GossipAddr); err != nil {
+		errs = append(errs, fmt.Errorf("gossip address: %w", err))
+	}
+	for _, a := range []struct{ name, bind, adv string }{
+		{"raft", c.RaftAddr, c.AdvertiseRaft},
+		{"grpc", c.GRPCAddr, c.AdvertiseGRPC},
+		{"http", c.HTTPAddr, c.AdvertiseHTTP},
+	} {
+		if err := checkAddr(a.bind, a.adv); err != nil {
+			errs = append(errs, fmt.Errorf("%s address: %w", a.name, err))
+		}
+	}
+	if c.BootstrapExpect < 0 || c.BootstrapExpect > 9 {
+		errs = append(errs, fmt.Errorf("bootstrap-expect %d: want 0..9", c.BootstrapExpect))
+	}
+	if c.BootstrapExpect > 0 && len(c.Peers) > 0 {
+		errs = append(errs, errors.New("bootstrap-expect and peers are alternatives: set one"))
+	}
+	seen := map[string]bool{}
+	for _, p := range c.Peers {
+		if !ValidID(p.ID) || p.RaftAddr == "" || seen[p.ID] {
+			errs = append(errs, fmt.Errorf("peer %q=%q: want a unique valid id and a raft address", p.ID, p.RaftAddr))
+		}
+		seen[p.ID] = true
+	}
+	if len(c.Peers) > 0 && !seen[c.ID] {
+		errs = append(errs, fmt.Errorf("peers do not include this member %q", c.ID))
+	}
+	r := c.Raft
+	if r.HeartbeatTimeout < 5*time.Millisecond || r.ElectionTimeout < r.HeartbeatTimeout || r.LeaderLeaseTimeout > r.HeartbeatTimeout || r.CommitTimeout <= 0 {
+		errs = append(errs, errors.New("raft timing: want heartbeat >= 5ms, election >= heartbeat, 0 < commit, leader lease <= heartbeat"))
+	}
+	if r.MaxAppendEntries < 1 || r.MaxAppendEntries > 1024 {
+		errs = append(errs, errors.New("raft max append entries: want 1..1024"))
+	}
+	if c.MaxEventBytes < 1 || c.MaxRequestBytes < c.MaxEventBytes || c.MaxEventsPerRequest < 1 || c.MaxReadEvents < 1 {
+		errs = append(errs, errors.New("limits: want positive limits with max request bytes >= max event bytes"))
+	}
+	if c.NoLeaderHold < 0 || c.ApplyTimeout <= 0 {
+		errs = append(errs, errors.New("timeouts: want no-leader hold >= 0 and apply timeout > 0"))
+	}
+	if k := len(c.Security.GossipKey); k != 0 && k != 16 && k != 24 && k != 32 {
+		errs = append(errs, fmt.Errorf("gossip key of %d bytes: want 16, 24 or 32", k))
+	}
+	return errors.Join(errs...)
+}
+
+func checkAddr(bind, adv string) error {
+	host, port, err := net.SplitHostPort(bind)
+	if err != nil {
+		return fmt.Errorf("bind %q: %w", bind, err)
+	}
+	if port == "" {
+		return fmt.Errorf("bind %q: no port", bind)
+	}
+	if adv != "" {
+		if _, _, err := net.SplitHostPort(adv); err != nil {
+			return fmt.Errorf("advertise %q: %w", adv, err)
+		}
+		return nil
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return fmt.Errorf("bind %q is unspecified: set the matching --advertise address", bind)
+	}
+	return nil
+}
+
+func advertised(bind, adv string) string {
+	if adv != "" {
+		return adv
+	}
+	return bind
+}
+
+// ParsePeers parses "id=host:port,id=host:port".
+func ParsePeers(s string) ([]Peer, error) {
+	var out []Peer
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		id, addr, ok := strings.Cut(part, "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("peer %q: want id=host:port", part)
+		}
+		out = append(out, Peer{ID: id, RaftAddr: addr})
+	}
+	return out, nil
+}

@@ -1,0 +1,389 @@
+package coordserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/journal"
+	"github.com/logbookhq/logbook/membership"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+)
+
+// leaderLoop owns leader-only setup. On gaining leadership it waits for a
+// barrier (every earlier entry applied), then applies its own member record
+// as the first command of the term; only then is it ready for linearizable
+// reads (the read index is the leader's applied index, see readindex.go).
+func (s *Server) leaderLoop() {
+	obs := make(chan raft.Observation, 16)
+	observer := raft.NewObserver(obs, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	s.raft.RegisterObserver(observer)
+	defer s.raft.DeregisterObserver(observer)
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	var lastLeader raft.ServerID
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case o := <-obs:
+			if lo, ok := o.Data.(raft.LeaderObservation); ok && lo.LeaderID != lastLeader {
+				lastLeader = lo.LeaderID
+				s.metrics.leaderChanges.Inc()
+				s.log.Info("leader changed", "leader-id", string(lo.LeaderID), "term", s.raft.CurrentTerm())
+			}
+		case <-tick.C:
+		}
+		term := s.raft.CurrentTerm()
+		if s.raft.State() != raft.Leader || s.readyTerm.Load() == term {
+			continue
+		}
+		if err := s.raft.Barrier(s.cfg.ApplyTimeout).Error(); err != nil {
+			s.log.Warn("leader barrier failed", "term", term, "err", err)
+			continue
+		}
+		if err := s.applyMember(&s.self); err != nil {
+			s.log.Warn("leader self-registration failed", "term", term, "err", err)
+			continue
+		}
+		s.readyTerm.Store(term)
+		s.log.Info("leader ready", "term", term, "applied-index", s.fsm.AppliedIndex())
+	}
+}
+
+func (s *Server) applyMember(m *pb.Member) error {
+	data, err := fsm.EncodeCommand(pb.CommandType_COMMAND_TYPE_REGISTER_MEMBER, &pb.RegisterMemberCommand{Member: m}, time.Now().UnixNano())
+	if err != nil {
+		return err
+	}
+	f := s.raft.Apply(data, s.cfg.ApplyTimeout)
+	if err := f.Error(); err != nil {
+		return err
+	}
+	if err, _ := f.Response().(error); err != nil {
+		return err
+	}
+	return nil
+}
+
+// registerLoop keeps this member's addresses in the replicated registry, so
+// that every member can reach every other's gRPC endpoint.
+func (s *Server) registerLoop() {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		var cur *pb.Member
+		s.fsm.View(func(st *fsm.State) { cur, _ = st.Member(s.cfg.ID) })
+		if cur != nil && proto.Equal(cur, &s.self) {
+			continue
+		}
+		if s.raft.State() == raft.Leader {
+			continue // leaderLoop registers the leader
+		}
+		id, addr := s.leaderHint()
+		if addr == "" || id == s.cfg.ID {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
+		conn, err := s.peers.get(addr)
+		if err == nil {
+			_, err = pb.NewPeerClient(conn).RegisterMember(ctx, &pb.RegisterMemberRequest{Member: &s.self})
+		}
+		cancel()
+		if err != nil {
+			s.log.Debug("member registration failed; will retry", "leader-id", id, "err", err)
+		}
+	}
+}
+
+// watchLoop stops the server when Raft shut itself down because this member
+// was removed, and keeps gossip meta and the readiness health in step.
+func (s *Server) watchLoop() {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	ready := false
+	var scanned string
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if s.raft.State() == raft.Shutdown && !s.closing.Load() {
+			s.log.Error("raft shut down: this member was removed from the cluster")
+			s.fatal(ErrRemoved)
+			return
+		}
+		if removed := s.checkMembership(&scanned); removed {
+			s.log.Error("this member was removed from the cluster configuration; stopping")
+			s.fatal(ErrRemoved)
+			return
+		}
+		if !s.bootstrapd.Load() && s.raft.LastIndex() > 0 {
+			s.markBootstrapped()
+		}
+		if r := s.ready() == nil; r != ready {
+			ready = r
+			st := healthNotServing
+			if r {
+				st = healthServing
+			}
+			s.health.SetServingStatus(ReadyService, st)
+		}
+	}
+}
+
+// checkMembership reports whether this member was removed from the
+// configuration. Raft shuts down a removed leader itself but not a removed
+// follower, so the server stops it here. The log is scanned only when the
+// latest configuration lacks this member and changed since the last scan.
+func (s *Server) checkMembership(lastScanned *string) bool {
+	f := s.raft.GetConfiguration()
+	if f.Error() != nil || len(f.Configuration().Servers) == 0 {
+		return false
+	}
+	for _, srv := range f.Configuration().Servers {
+		if srv.ID == raft.ServerID(s.cfg.ID) {
+			return false
+		}
+	}
+	key := fmt.Sprint(f.Configuration().Servers)
+	if key == *lastScanned {
+		return false
+	}
+	*lastScanned = key
+	removed, err := removedFromLog(raft.ServerID(s.cfg.ID), s.store, s.snaps)
+	if err != nil {
+		s.log.Warn("cannot read the configuration history", "err", err)
+		return false
+	}
+	return removed
+}
+
+func (s *Server) markBootstrapped() {
+	s.bootstrapd.Store(true)
+	if err := s.members.UpdateMeta(func(m *membership.Meta) { m.Bootstrapped = true }); err != nil {
+		s.log.Warn("gossip meta update failed", "err", err)
+	}
+}
+
+// bootstrap forms a new cluster when this member has no Raft state: with a
+// static peer list the lowest id bootstraps at once; with bootstrap-expect a
+// background loop waits until enough coordinators see each other.
+func (s *Server) bootstrap() error {
+	if s.bootstrapd.Load() {
+		return nil
+	}
+	switch {
+	case len(s.cfg.Peers) > 0:
+		lowest := s.cfg.Peers[0].ID
+		var servers []raft.Server
+		for _, p := range s.cfg.Peers {
+			if p.ID < lowest {
+				lowest = p.ID
+			}
+			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+		}
+		if lowest != s.cfg.ID {
+			return nil
+		}
+		return s.bootstrapWith(servers)
+	case s.cfg.BootstrapExpect > 0:
+		s.goLoop(s.bootstrapExpectLoop)
+	}
+	return nil
+}
+
+func (s *Server) bootstrapWith(servers []raft.Server) error {
+	if err := s.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		return fmt.Errorf("coordserver: bootstrap: %w", err)
+	}
+	s.log.Info("bootstrapped a new cluster", "voters", len(servers))
+	s.markBootstrapped()
+	return nil
+}
+
+func (s *Server) bootstrapExpectLoop() {
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if s.bootstrapd.Load() || s.raft.LastIndex() > 0 {
+			return // another member bootstrapped and reached us
+		}
+		var seen []membership.Meta
+		for _, m := range s.members.Members() {
+			seen = append(seen, m.Meta)
+		}
+		ok, servers, err := membership.BootstrapDecision(s.cfg.ID, s.cfg.BootstrapExpect, seen)
+		if err != nil {
+			s.log.Error("cannot bootstrap", "err", err)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		var rs []raft.Server
+		for _, srv := range servers {
+			rs = append(rs, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(srv.ID), Address: raft.ServerAddress(srv.RaftAddr)})
+		}
+		if err := s.bootstrapWith(rs); err != nil {
+			s.log.Error("bootstrap failed", "err", err)
+			continue
+		}
+		return
+	}
+}
+
+// leaderHint returns the current leader's id and gRPC address, if known.
+func (s *Server) leaderHint() (id, grpcAddr string) {
+	_, lid := s.raft.LeaderWithID()
+	if lid == "" {
+		return "", ""
+	}
+	id = string(lid)
+	if id == s.cfg.ID {
+		return id, s.self.GrpcAddr
+	}
+	var m *pb.Member
+	s.fsm.View(func(st *fsm.State) { m, _ = st.Member(id) })
+	if m != nil {
+		return id, m.GrpcAddr
+	}
+	for _, gm := range s.members.Members() {
+		if gm.Meta.ID == id && gm.Meta.Role == membership.RoleCoordinator {
+			return id, gm.Meta.GRPCAddr
+		}
+	}
+	return id, ""
+}
+
+// waitLeader waits up to the no-leader hold for a leader with a reachable
+// address. It returns the leader id and address, or an Unavailable status.
+func (s *Server) waitLeader(ctx context.Context) (string, string, error) {
+	deadline := time.Now().Add(s.cfg.NoLeaderHold)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if id, addr := s.leaderHint(); id != "" && addr != "" {
+			return id, addr, nil
+		}
+		if time.Now().After(deadline) {
+			return "", "", s.statusErr(codes.Unavailable, ReasonNoLeader, fmt.Sprintf("no leader elected within %s", s.cfg.NoLeaderHold))
+		}
+		select {
+		case <-ctx.Done():
+			return "", "", s.toStatus(ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// leaderSink applies batches to the local Raft log. Start is called in
+// queue order, so batches enter the log in submission order.
+type leaderSink struct{ s *Server }
+
+func (l leaderSink) Start(ops []*pb.AppendOp) func() ([]fsm.Result, error) {
+	s := l.s
+	started := time.Now()
+	data, err := encodeAppend(ops)
+	if err != nil {
+		return func() ([]fsm.Result, error) { return nil, err }
+	}
+	f := s.raft.Apply(data, s.cfg.ApplyTimeout)
+	s.metrics.batchOps.Observe(float64(len(ops)))
+	return func() ([]fsm.Result, error) {
+		if err := f.Error(); err != nil {
+			return nil, s.toStatus(err)
+		}
+		s.metrics.commitSeconds.Observe(time.Since(started).Seconds())
+		switch r := f.Response().(type) {
+		case []fsm.Result:
+			return r, nil
+		case error:
+			return nil, s.toStatus(r)
+		default:
+			return nil, fmt.Errorf("coordserver: unexpected apply response %T", r)
+		}
+	}
+}
+
+func encodeAppend(ops []*pb.AppendOp) ([]byte, error) {
+	return fsm.EncodeCommand(pb.CommandType_COMMAND_TYPE_APPEND, &pb.AppendCommand{Ops: ops}, time.Now().UnixNano())
+}
+
+func (s *Server) pickLeaderSink(ctx context.Context) (journal.Sink, error) {
+	if s.raft.State() != raft.Leader {
+		return nil, s.statusErr(codes.Unavailable, ReasonNotLeader, "not the leader")
+	}
+	return leaderSink{s}, nil
+}
+
+// forwardSink sends a whole batch to the leader in one ForwardAppend RPC.
+type forwardSink struct {
+	s    *Server
+	addr string
+}
+
+func (f forwardSink) Start(ops []*pb.AppendOp) func() ([]fsm.Result, error) {
+	return func() ([]fsm.Result, error) {
+		conn, err := f.s.peers.get(f.addr)
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(f.s.ctx, f.s.cfg.ApplyTimeout)
+		defer cancel()
+		resp, err := pb.NewPeerClient(conn).ForwardAppend(ctx, &pb.ForwardAppendRequest{Ops: ops})
+		if err != nil {
+			return nil, err
+		}
+		return resultsFromProto(resp.Results), nil
+	}
+}
+
+// localSink hands ops to the local leader batcher (leadership moved here
+// between the handler's check and the batch).
+type localSink struct{ s *Server }
+
+func (l localSink) Start(ops []*pb.AppendOp) func() ([]fsm.Result, error) {
+	return func() ([]fsm.Result, error) {
+		return l.s.submitLocal(l.s.ctx, ops), nil
+	}
+}
+
+func (s *Server) pickForwardSink(ctx context.Context) (journal.Sink, error) {
+	id, addr, err := s.waitLeader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if id == s.cfg.ID {
+		return localSink{s}, nil
+	}
+	return forwardSink{s: s, addr: addr}, nil
+}
+
+// submitLocal submits ops, in order, to the leader batcher.
+func (s *Server) submitLocal(ctx context.Context, ops []*pb.AppendOp) []fsm.Result {
+	out := s.leaderB.SubmitAll(ctx, ops)
+	for i := range out {
+		out[i].Err = s.toStatus(out[i].Err)
+	}
+	return out
+}

@@ -1,0 +1,130 @@
+package coordserver
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/logbookhq/logbook/fsm"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+)
+
+// metrics are registered on a registry owned by one Server (several run in
+// one process under `coord dev` and in tests): no package globals.
+type metrics struct {
+	reg           *prometheus.Registry
+	commitSeconds prometheus.Histogram
+	applySeconds  prometheus.Histogram
+	batchOps      prometheus.Histogram
+	leaderChanges prometheus.Counter
+	requests      *prometheus.CounterVec
+	latency       *prometheus.HistogramVec
+}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.commitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "logbook_raft_commit_seconds", Help: "Time from handing a batch to Raft on the leader until it was committed and applied.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+	})
+	m.applySeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "logbook_fsm_apply_seconds", Help: "Time the state machine spent applying one batch of log entries.",
+		Buckets: prometheus.ExponentialBuckets(0.00001, 2, 18),
+	})
+	m.batchOps = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "logbook_journal_batch_ops", Help: "Client requests per Raft entry (group commit).",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 12),
+	})
+	m.leaderChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "logbook_raft_leader_changes_total", Help: "Leader changes observed by this member."})
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "logbook_grpc_requests_total", Help: "gRPC requests by method and status code."}, []string{"method", "code"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "logbook_grpc_request_seconds", Help: "gRPC request latency by method.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+	}, []string{"method"})
+	gauge := func(name, help string, fn func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn)
+	}
+	m.reg.MustRegister(m.commitSeconds, m.applySeconds, m.batchOps, m.leaderChanges, m.requests, m.latency,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		gauge("logbook_raft_term", "Current Raft term.", func() float64 { return float64(s.raftOr(func(r *raft.Raft) uint64 { return r.CurrentTerm() })) }),
+		gauge("logbook_raft_commit_index", "Raft commit index.", func() float64 { return float64(s.raftOr(func(r *raft.Raft) uint64 { return r.CommitIndex() })) }),
+		gauge("logbook_raft_applied_index", "Index applied by the state machine.", func() float64 {
+			if s.fsm == nil {
+				return 0
+			}
+			return float64(s.fsm.AppliedIndex())
+		}),
+		gauge("logbook_raft_is_leader", "1 on the leader.", func() float64 {
+			return float64(s.raftOr(func(r *raft.Raft) uint64 {
+				if r.State() == raft.Leader {
+					return 1
+				}
+				return 0
+			}))
+		}),
+		gauge("logbook_raft_last_contact_seconds", "Time since this member last heard from the leader.", func() float64 {
+			if s.raft == nil || s.raft.State() == raft.Leader || s.raft.LastContact().IsZero() {
+				return 0
+			}
+			return time.Since(s.raft.LastContact()).Seconds()
+		}),
+	)
+	return m
+}
+
+func (s *Server) raftOr(fn func(*raft.Raft) uint64) uint64 {
+	if s.raft == nil {
+		return 0
+	}
+	return fn(s.raft)
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+func (m *metrics) observe(method string, start time.Time, err error) {
+	m.requests.WithLabelValues(method, status.Code(err).String()).Inc()
+	m.latency.WithLabelValues(method).Observe(time.Since(start).Seconds())
+}
+
+func (m *metrics) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	resp, err := handler(ctx, req)
+	m.observe(info.FullMethod, start, err)
+	return resp, err
+}
+
+func (m *metrics) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	start := time.Now()
+	err := handler(srv, ss)
+	m.observe(info.FullMethod, start, err)
+	return err
+}
+
+// timedFSM measures apply time outside the deterministic state machine.
+type timedFSM struct {
+	*fsm.FSM
+	m *metrics
+}
+
+func (t *timedFSM) Apply(l *raft.Log) any {
+	return t.ApplyBatch([]*raft.Log{l})[0]
+}
+
+func (t *timedFSM) ApplyBatch(logs []*raft.Log) []any {
+	start := time.Now()
+	out := t.FSM.ApplyBatch(logs)
+	t.m.applySeconds.Observe(time.Since(start).Seconds())
+	return out
+}
+
+var (
+	_ raft.FSM         = (*timedFSM)(nil)
+	_ raft.BatchingFSM = (*timedFSM)(nil)
+)

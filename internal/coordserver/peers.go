@@ -1,0 +1,166 @@
+package coordserver
+
+import (
+	"context"
+	"crypto/tls"
+	"sync"
+
+	"github.com/hashicorp/raft"
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/fsm"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// Metadata keys on member-to-member calls.
+const (
+	// MDClusterID carries the sender's cluster id on every call between
+	// members (and optionally from clients); a mismatch is refused.
+	MDClusterID = pb.MDClusterID
+	// mdForwarded marks a request a follower forwarded to the leader, so
+	// it is never forwarded twice.
+	mdForwarded = "logbook-forwarded"
+)
+
+// peerConns caches one gRPC connection per member address.
+type peerConns struct {
+	clusterID string
+	tls       *tls.Config
+	maxMsg    int
+	mu        sync.Mutex
+	conns     map[string]*grpc.ClientConn
+}
+
+func newPeerConns(clusterID string, tlsConf *tls.Config, maxMsg int) *peerConns {
+	return &peerConns{clusterID: clusterID, tls: tlsConf, maxMsg: maxMsg + 64<<10, conns: map[string]*grpc.ClientConn{}}
+}
+
+func (p *peerConns) get(addr string) (*grpc.ClientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.conns[addr]; ok {
+		return c, nil
+	}
+	creds := insecure.NewCredentials()
+	if p.tls != nil {
+		creds = credentials.NewTLS(p.tls)
+	}
+	c, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(p.maxMsg), grpc.MaxCallSendMsgSize(p.maxMsg)),
+		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			return invoker(metadata.AppendToOutgoingContext(ctx, MDClusterID, p.clusterID), method, req, reply, cc, opts...)
+		}),
+	)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "connect to member %s: %v", addr, err)
+	}
+	p.conns[addr] = c
+	return c, nil
+}
+
+func (p *peerConns) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for a, c := range p.conns {
+		c.Close()
+		delete(p.conns, a)
+	}
+}
+
+func resultsToProto(rs []fsm.Result) []*pb.AppendResult {
+	out := make([]*pb.AppendResult, len(rs))
+	for i, r := range rs {
+		ar := &pb.AppendResult{FirstSeq: r.FirstSeq, Count: r.Count, Index: r.Index}
+		if r.Err != nil {
+			st, _ := status.FromError(r.Err)
+			ar.Code, ar.Message = uint32(st.Code()), st.Message()
+		}
+		out[i] = ar
+	}
+	return out
+}
+
+func resultsFromProto(rs []*pb.AppendResult) []fsm.Result {
+	out := make([]fsm.Result, len(rs))
+	for i, r := range rs {
+		out[i] = fsm.Result{FirstSeq: r.FirstSeq, Count: r.Count, Index: r.Index}
+		if r.Code != 0 {
+			out[i].Err = status.Error(codes.Code(r.Code), r.Message)
+		}
+	}
+	return out
+}
+
+// readIndexer batches leadership confirmations for linearizable reads: all
+// reads queued while one VerifyLeader round runs share the next round.
+type readIndexer struct {
+	r    *raft.Raft
+	reqs chan chan error
+	stop chan struct{}
+	once sync.Once
+	wg   sync.WaitGroup
+}
+
+func newReadIndexer(r *raft.Raft) *readIndexer {
+	ri := &readIndexer{r: r, reqs: make(chan chan error, 1024), stop: make(chan struct{})}
+	ri.wg.Add(1)
+	go ri.loop()
+	return ri
+}
+
+func (ri *readIndexer) loop() {
+	defer ri.wg.Done()
+	for {
+		var batch []chan error
+		select {
+		case c := <-ri.reqs:
+			batch = append(batch, c)
+		case <-ri.stop:
+			return
+		}
+	drain:
+		for {
+			select {
+			case c := <-ri.reqs:
+				batch = append(batch, c)
+			default:
+				break drain
+			}
+		}
+		err := ri.r.VerifyLeader().Error()
+		for _, c := range batch {
+			c <- err
+		}
+	}
+}
+
+// verify returns nil once a VerifyLeader round that started after the call
+// confirmed leadership.
+func (ri *readIndexer) verify(ctx context.Context) error {
+	c := make(chan error, 1)
+	select {
+	case ri.reqs <- c:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-ri.stop:
+		return raft.ErrRaftShutdown
+	}
+	select {
+	case err := <-c:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-ri.stop:
+		return raft.ErrRaftShutdown
+	}
+}
+
+func (ri *readIndexer) close() {
+	ri.once.Do(func() { close(ri.stop) })
+	ri.wg.Wait()
+}

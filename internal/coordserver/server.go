@@ -1,0 +1,607 @@
+package coordserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/internal/logging"
+	"github.com/logbookhq/logbook/internal/raftnet"
+	"github.com/logbookhq/logbook/journal"
+	"github.com/logbookhq/logbook/membership"
+	"go.etcd.io/bbolt"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+)
+
+// ErrRemoved is returned by Run when this member was removed from the
+// cluster; its data directory cannot rejoin.
+var ErrRemoved = errors.New("coordserver: this member was removed from the cluster configuration; wipe its data dir to add it again")
+
+// ErrForeignData: the data dir belongs to another cluster or member.
+var ErrForeignData = errors.New("coordserver: data dir belongs to another cluster or member")
+
+// Server is one running coordinator.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+
+	fsm      *fsm.FSM
+	raft     *raft.Raft
+	store    *raftboltdb.BoltStore
+	snaps    *raft.FileSnapshotStore
+	trans    *raft.NetworkTransport
+	members  *membership.Memberlist
+	grpcSrv  *grpc.Server
+	grpcLn   net.Listener
+	httpSrv  *http.Server
+	httpLn   net.Listener
+	health   *health.Server
+	metrics  *metrics
+	peers    *peerConns
+	readIdx  *readIndexer
+	leaderB  *journal.Batcher // applies to the local Raft; leader only
+	forwardB *journal.Batcher // forwards to the leader in batches
+
+	self       pb.Member
+	readyTerm  atomic.Uint64 // term in which this leader's first entry applied
+	closing    atomic.Bool
+	fatalCh    chan error
+	ctx        context.Context
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	closeOnce  sync.Once
+	closeErr   error
+	bootstrapd atomic.Bool
+}
+
+// New opens the data dir, starts Raft, gossip, gRPC and http, and begins
+// cluster formation. Call Run (or Close) afterwards.
+func New(cfg Config) (_ *Server, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("coordserver: config: %w", err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("node-id", cfg.ID)
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		cfg: cfg, log: log, fatalCh: make(chan error, 4), ctx: ctx, cancel: cancel,
+		self: pb.Member{
+			Id:       cfg.ID,
+			RaftAddr: advertised(cfg.RaftAddr, cfg.AdvertiseRaft),
+			GrpcAddr: advertised(cfg.GRPCAddr, cfg.AdvertiseGRPC),
+			HttpAddr: advertised(cfg.HTTPAddr, cfg.AdvertiseHTTP),
+		},
+	}
+	defer func() {
+		if err != nil {
+			s.shutdown()
+		}
+	}()
+	if err := s.checkDataDir(); err != nil {
+		return nil, err
+	}
+	s.metrics = newMetrics(s)
+	s.fsm = fsm.New(func(err error) {
+		log.Error("state machine halted: stopping this coordinator", "err", err)
+		s.fatal(err)
+	})
+	if err := s.openRaft(); err != nil {
+		return nil, err
+	}
+	s.peers = newPeerConns(cfg.ClusterID, cfg.Security.PeerTLS, cfg.MaxRequestBytes)
+	s.readIdx = newReadIndexer(s.raft)
+	bc := journal.DefaultBatcherConfig()
+	bc.MaxBatchBytes = cfg.MaxRequestBytes
+	s.leaderB = journal.NewBatcher(bc, s.pickLeaderSink)
+	fc := bc
+	fc.InFlight = 1 // one forward RPC at a time keeps submission order
+	s.forwardB = journal.NewBatcher(fc, s.pickForwardSink)
+	if err := s.startGossip(); err != nil {
+		return nil, err
+	}
+	if err := s.startGRPC(); err != nil {
+		return nil, err
+	}
+	if err := s.startHTTP(); err != nil {
+		return nil, err
+	}
+	s.goLoop(s.leaderLoop)
+	s.goLoop(s.registerLoop)
+	s.goLoop(s.watchLoop)
+	if err := s.bootstrap(); err != nil {
+		return nil, err
+	}
+	log.Info("coordinator started", "cluster-id", cfg.ClusterID, "raft-addr", s.self.RaftAddr, "grpc-addr", s.self.GrpcAddr, "http-addr", s.self.HttpAddr)
+	return s, nil
+}
+
+// ID is the member id.
+func (s *Server) ID() string { return s.cfg.ID }
+
+// Self returns this member's advertised addresses.
+func (s *Server) Self() *pb.Member { return &s.self }
+
+// GRPCAddr is the bound gRPC address (useful with port 0).
+func (s *Server) GRPCAddr() string { return s.grpcLn.Addr().String() }
+
+// HTTPAddr is the bound http address.
+func (s *Server) HTTPAddr() string { return s.httpLn.Addr().String() }
+
+// Raft exposes the Raft handle to tests and tools in this module.
+func (s *Server) Raft() *raft.Raft { return s.raft }
+
+// FSM exposes the state machine to tests and tools in this module.
+func (s *Server) FSM() *fsm.FSM { return s.fsm }
+
+func (s *Server) goLoop(fn func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn()
+	}()
+}
+
+func (s *Server) fatal(err error) {
+	select {
+	case s.fatalCh <- err:
+	default:
+	}
+}
+
+// Run blocks until ctx ends (graceful stop) or a fatal error (halted state
+// machine, removed from the cluster), then closes the server.
+func (s *Server) Run(ctx context.Context) error {
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-s.fatalCh:
+	}
+	if err := s.Close(); err != nil && runErr == nil {
+		runErr = err
+	}
+	return runErr
+}
+
+// Close stops the coordinator gracefully: a leader first hands leadership
+// to the most up-to-date voter so the cluster does not wait for an election
+// timeout.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.closing.Store(true)
+		if s.raft != nil && s.raft.State() == raft.Leader && s.voters() > 1 {
+			if err := s.raft.LeadershipTransfer().Error(); err != nil {
+				s.log.Warn("leadership transfer before shutdown failed", "err", err)
+			} else {
+				s.log.Info("leadership transferred before shutdown")
+			}
+		}
+		s.closeErr = s.shutdown()
+	})
+	return s.closeErr
+}
+
+func (s *Server) voters() int {
+	f := s.raft.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	n := 0
+	for _, srv := range f.Configuration().Servers {
+		if srv.Suffrage == raft.Voter {
+			n++
+		}
+	}
+	return n
+}
+
+// shutdown releases everything that was started, in reverse order.
+func (s *Server) shutdown() error {
+	s.closing.Store(true)
+	s.cancel()
+	var errs []error
+	if s.health != nil {
+		s.health.Shutdown()
+	}
+	if s.grpcSrv != nil {
+		stopped := make(chan struct{})
+		go func() { s.grpcSrv.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(3 * time.Second):
+			s.grpcSrv.Stop()
+		}
+	}
+	if s.httpSrv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		s.httpSrv.Shutdown(ctx)
+		cancel()
+	}
+	if s.forwardB != nil {
+		s.forwardB.Close()
+	}
+	if s.leaderB != nil {
+		s.leaderB.Close()
+	}
+	if s.readIdx != nil {
+		s.readIdx.close()
+	}
+	if s.raft != nil {
+		if err := s.raft.Shutdown().Error(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	s.wg.Wait()
+	if s.members != nil {
+		s.members.Leave(time.Second)
+		s.members.Close()
+	}
+	if s.trans != nil {
+		s.trans.Close()
+	}
+	if s.store != nil {
+		if err := s.store.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.peers != nil {
+		s.peers.close()
+	}
+	return errors.Join(errs...)
+}
+
+// checkDataDir creates the data dir or verifies it belongs to this cluster
+// and member. The identity files are written and fsynced before Raft opens.
+func (s *Server) checkDataDir() error {
+	if err := os.MkdirAll(filepath.Join(s.cfg.DataDir, "raft"), 0o750); err != nil {
+		return fmt.Errorf("coordserver: data dir: %w", err)
+	}
+	for _, f := range []struct{ name, want string }{{"cluster-id", s.cfg.ClusterID}, {"member-id", s.cfg.ID}} {
+		p := filepath.Join(s.cfg.DataDir, f.name)
+		b, err := os.ReadFile(p)
+		switch {
+		case err == nil:
+			if got := strings.TrimSpace(string(b)); got != f.want {
+				return fmt.Errorf("%w: %s holds %q, this member is configured with %q", ErrForeignData, p, got, f.want)
+			}
+		case errors.Is(err, os.ErrNotExist):
+			if err := writeFileSync(p, []byte(f.want+"\n")); err != nil {
+				return fmt.Errorf("coordserver: %w", err)
+			}
+		default:
+			return fmt.Errorf("coordserver: %w", err)
+		}
+	}
+	return syncDir(s.cfg.DataDir)
+}
+
+func writeFileSync(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	// Data is durable before the rename makes it visible.
+	return os.Rename(tmp, path)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func (s *Server) raftConfig() *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(s.cfg.ID)
+	t := s.cfg.Raft
+	rc.HeartbeatTimeout = t.HeartbeatTimeout
+	rc.ElectionTimeout = t.ElectionTimeout
+	rc.LeaderLeaseTimeout = t.LeaderLeaseTimeout
+	rc.CommitTimeout = t.CommitTimeout
+	rc.SnapshotThreshold = t.SnapshotThreshold
+	rc.SnapshotInterval = t.SnapshotInterval
+	rc.TrailingLogs = t.TrailingLogs
+	rc.MaxAppendEntries = t.MaxAppendEntries
+	rc.BatchApplyCh = true
+	rc.ShutdownOnRemove = true
+	rc.NoLegacyTelemetry = true
+	rc.Logger = logging.HCLog(s.log, "raft")
+	return rc
+}
+
+func (s *Server) openRaft() error {
+	dir := filepath.Join(s.cfg.DataDir, "raft")
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path: filepath.Join(dir, "raft.db"),
+		// NoSync stays false: every StoreLogs and SetUint64 is fsynced
+		// before Raft acknowledges it (invariant 6).
+		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
+	})
+	if err != nil {
+		return fmt.Errorf("coordserver: open raft log %s: %w", dir, err)
+	}
+	s.store = store
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 3, logging.HCLog(s.log, "snapshot"))
+	if err != nil {
+		return fmt.Errorf("coordserver: snapshot store: %w", err)
+	}
+	s.snaps = snaps
+	stream, err := raftnet.Listen(s.cfg.RaftAddr, s.cfg.AdvertiseRaft, s.cfg.ClusterID, s.log)
+	if err != nil {
+		return fmt.Errorf("coordserver: raft listener: %w", err)
+	}
+	if s.cfg.raftDialer != nil {
+		stream.SetDialFunc(s.cfg.raftDialer)
+	}
+	s.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  stream,
+		MaxPool: 4,
+		Timeout: 10 * time.Second,
+		Logger:  logging.HCLog(s.log, "raft-net"),
+	})
+	rc := s.raftConfig()
+	has, err := raft.HasExistingState(store, store, snaps)
+	if err != nil {
+		return fmt.Errorf("coordserver: inspect raft state: %w", err)
+	}
+	if has {
+		s.bootstrapd.Store(true)
+		if err := s.checkNotRemoved(); err != nil {
+			return err
+		}
+	}
+	r, err := raft.NewRaft(rc, &timedFSM{FSM: s.fsm, m: s.metrics}, store, store, snaps, s.trans)
+	if err != nil {
+		return fmt.Errorf("coordserver: start raft: %w", err)
+	}
+	s.raft = r
+	return nil
+}
+
+// checkNotRemoved refuses to start a member whose own log says it was
+// removed: it must not come back and disrupt the cluster.
+func (s *Server) checkNotRemoved() error {
+	removed, err := removedFromLog(raft.ServerID(s.cfg.ID), s.store, s.snaps)
+	if err != nil {
+		return fmt.Errorf("coordserver: read raft configuration: %w", err)
+	}
+	if removed {
+		return ErrRemoved
+	}
+	return nil
+}
+
+// removedFromLog reports whether the newest configuration in the log (or,
+// without one, in the newest snapshot) lacks id while an older one had it.
+// A member still catching up sees older configurations without itself, but
+// none with it, so it is not taken for removed.
+func removedFromLog(id raft.ServerID, logs raft.LogStore, snaps raft.SnapshotStore) (bool, error) {
+	has := func(c raft.Configuration) bool {
+		for _, srv := range c.Servers {
+			if srv.ID == id {
+				return true
+			}
+		}
+		return false
+	}
+	first, err := logs.FirstIndex()
+	if err != nil {
+		return false, err
+	}
+	last, err := logs.LastIndex()
+	if err != nil {
+		return false, err
+	}
+	latestSeen := false
+	for i := last; i >= first && i > 0; i-- {
+		var l raft.Log
+		if err := logs.GetLog(i, &l); err != nil {
+			if errors.Is(err, raft.ErrLogNotFound) {
+				break
+			}
+			return false, err
+		}
+		if l.Type != raft.LogConfiguration {
+			continue
+		}
+		c := raft.DecodeConfiguration(l.Data)
+		if !latestSeen {
+			if has(c) || len(c.Servers) == 0 {
+				return false, nil
+			}
+			latestSeen = true
+		} else if has(c) {
+			return true, nil
+		}
+	}
+	list, err := snaps.List()
+	if err != nil {
+		return false, err
+	}
+	for _, m := range list {
+		if !latestSeen {
+			if has(m.Configuration) || len(m.Configuration.Servers) == 0 {
+				return false, nil
+			}
+			latestSeen = true
+		} else if has(m.Configuration) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (s *Server) startGossip() error {
+	mc := membership.DefaultConfig()
+	mc.BindAddr = s.cfg.GossipAddr
+	mc.AdvertiseAddr = s.cfg.AdvertiseGossip
+	mc.ClusterID = s.cfg.ClusterID
+	mc.Join = s.cfg.Join
+	mc.Logger = s.log
+	mc.SecretKey = s.cfg.Security.GossipKey
+	mc.Meta = membership.Meta{
+		Role:         membership.RoleCoordinator,
+		ID:           s.cfg.ID,
+		ClusterID:    s.cfg.ClusterID,
+		RaftAddr:     s.self.RaftAddr,
+		GRPCAddr:     s.self.GrpcAddr,
+		HTTPAddr:     s.self.HttpAddr,
+		Bootstrapped: s.bootstrapd.Load(),
+	}
+	m, err := membership.New(mc)
+	if err != nil {
+		return fmt.Errorf("coordserver: gossip: %w", err)
+	}
+	s.members = m
+	return nil
+}
+
+func (s *Server) startGRPC() error {
+	ln, err := net.Listen("tcp", s.cfg.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("coordserver: grpc listener: %w", err)
+	}
+	s.grpcLn = ln
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes + 64<<10),
+		grpc.MaxConcurrentStreams(4096),
+		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor, s.clusterIDInterceptor, s.forwardInterceptor),
+		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor, s.clusterIDStreamInterceptor),
+	}
+	if s.cfg.Security.GRPCTLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(s.cfg.Security.GRPCTLS)))
+	}
+	s.grpcSrv = grpc.NewServer(opts...)
+	pb.RegisterJournalServer(s.grpcSrv, &journalService{s: s})
+	pb.RegisterClusterServer(s.grpcSrv, &clusterService{s: s})
+	pb.RegisterPeerServer(s.grpcSrv, &peerService{s: s})
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(s.grpcSrv, s.health)
+	reflection.Register(s.grpcSrv)
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(ReadyService, healthpb.HealthCheckResponse_NOT_SERVING)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.grpcSrv.Serve(ln); err != nil && !s.closing.Load() {
+			s.fatal(fmt.Errorf("coordserver: grpc serve: %w", err))
+		}
+	}()
+	return nil
+}
+
+// ReadyService is the health service name that reports SERVING only while
+// this member is ready (a leader is known and the local state caught up).
+const ReadyService = "logbook.v1.Ready"
+
+func (s *Server) startHTTP() error {
+	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("coordserver: http listener: %w", err)
+	}
+	s.httpLn = ln
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", s.metrics.handler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := s.healthy(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := s.ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, TLSConfig: s.cfg.Security.HTTPTLS}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		var err error
+		if s.cfg.Security.HTTPTLS != nil {
+			err = s.httpSrv.ServeTLS(ln, "", "")
+		} else {
+			err = s.httpSrv.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) && !s.closing.Load() {
+			s.fatal(fmt.Errorf("coordserver: http serve: %w", err))
+		}
+	}()
+	return nil
+}
+
+func (s *Server) healthy() error {
+	if err := s.fsm.Halted(); err != nil {
+		return err
+	}
+	if s.raft.State() == raft.Shutdown {
+		return errors.New("raft is shut down")
+	}
+	return nil
+}
+
+// ready: healthy, a leader is known, and this member's state has caught up
+// with the commit index it learned from the leader.
+func (s *Server) ready() error {
+	if err := s.healthy(); err != nil {
+		return err
+	}
+	if s.raft.State() == raft.Leader {
+		if !s.leaderReady() {
+			return errors.New("leader has not applied its first entry of this term")
+		}
+		return nil
+	}
+	addr, id := s.raft.LeaderWithID()
+	if addr == "" || id == "" {
+		return errors.New("no leader known")
+	}
+	if time.Since(s.raft.LastContact()) > 3*s.cfg.Raft.HeartbeatTimeout {
+		return fmt.Errorf("no contact with the leader for %s", time.Since(s.raft.LastContact()).Round(time.Millisecond))
+	}
+	if applied, commit := s.fsm.AppliedIndex(), s.raft.CommitIndex(); applied < commit {
+		return fmt.Errorf("catching up: applied %d of %d", applied, commit)
+	}
+	return nil
+}
+
+func (s *Server) leaderReady() bool {
+	return s.raft.State() == raft.Leader && s.readyTerm.Load() == s.raft.CurrentTerm()
+}

@@ -1,0 +1,244 @@
+// Package journal implements MDLog semantics on the Raft log: group commit of
+// appends, and (in later work) segments, positions, consumers and trim.
+package journal
+
+import (
+	"context"
+	"sync"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/fsm"
+	"google.golang.org/protobuf/proto"
+)
+
+// Sink hands a batch of ops to the replicated log. Start is called from the
+// batcher's loop, one batch at a time and in queue order, so ops enter the
+// log in the order they were submitted; it must not block for the commit.
+// The returned wait blocks until the batch is safe (committed and applied)
+// or failed, and returns one Result per op, in order.
+type Sink interface {
+	Start(ops []*pb.AppendOp) (wait func() ([]fsm.Result, error))
+}
+
+// SinkFunc picks the sink for the next batch (the local leader, a forwarder
+// to the current leader, or an error when there is no leader). It may block
+// until a leader is known; ctx ends with the batcher.
+type SinkFunc func(ctx context.Context) (Sink, error)
+
+// BatcherConfig bounds group commit.
+type BatcherConfig struct {
+	// MaxBatchOps and MaxBatchBytes bound one log entry.
+	MaxBatchOps   int
+	MaxBatchBytes int
+	// InFlight is how many batches may await commit at once (1 or 2 is
+	// best: more only shrinks batches).
+	InFlight int
+	// MaxQueued bounds ops waiting for a batch; beyond it Submit fails with
+	// ErrQueueFull (admission control, not unbounded memory).
+	MaxQueued int
+}
+
+// DefaultBatcherConfig: up to 1024 ops or 4 MiB per entry, 2 in flight.
+func DefaultBatcherConfig() BatcherConfig {
+	return BatcherConfig{MaxBatchOps: 1024, MaxBatchBytes: 4 << 20, InFlight: 2, MaxQueued: 65536}
+}
+
+type pending struct {
+	op   *pb.AppendOp
+	size int
+	done chan outcome
+}
+
+type outcome struct {
+	res fsm.Result
+	err error
+}
+
+// Batcher is the submit path: it takes everything queued, up to the bounds,
+// into one log entry (group commit) with at most InFlight entries awaiting
+// commit. One owner goroutine runs the loop; Close waits for it and for
+// every in-flight batch.
+type Batcher struct {
+	cfg    BatcherConfig
+	pick   SinkFunc
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	queue  []*pending
+	wake   chan struct{}
+	closed bool
+
+	slots chan struct{}
+	wg    sync.WaitGroup
+}
+
+// NewBatcher starts the loop.
+func NewBatcher(cfg BatcherConfig, pick SinkFunc) *Batcher {
+	if cfg.InFlight < 1 {
+		cfg.InFlight = 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &Batcher{
+		cfg: cfg, pick: pick, ctx: ctx, cancel: cancel,
+		wake:  make(chan struct{}, 1),
+		slots: make(chan struct{}, cfg.InFlight),
+	}
+	b.wg.Add(1)
+	go b.loop()
+	return b
+}
+
+// Submit queues one op and waits until it is safe, failed, or ctx ends. When
+// ctx ends first the op may still commit later: callers that need to know
+// retry with the same (client id, request seq), which the FSM deduplicates.
+func (b *Batcher) Submit(ctx context.Context, op *pb.AppendOp) (fsm.Result, error) {
+	r := b.SubmitAll(ctx, []*pb.AppendOp{op})[0]
+	return r, r.Err
+}
+
+// SubmitAll queues ops together, in order, and waits for all of them. Each
+// result carries its own error in Err.
+func (b *Batcher) SubmitAll(ctx context.Context, ops []*pb.AppendOp) []fsm.Result {
+	out := make([]fsm.Result, len(ops))
+	ps := make([]*pending, len(ops))
+	for i, op := range ops {
+		ps[i] = &pending{op: op, size: proto.Size(op), done: make(chan outcome, 1)}
+	}
+	b.mu.Lock()
+	var err error
+	switch {
+	case b.closed:
+		err = ErrClosed
+	case len(b.queue)+len(ops) > b.cfg.MaxQueued:
+		err = ErrQueueFull
+	default:
+		b.queue = append(b.queue, ps...)
+	}
+	b.mu.Unlock()
+	if err != nil {
+		for i := range out {
+			out[i].Err = err
+		}
+		return out
+	}
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+	for i, p := range ps {
+		select {
+		case o := <-p.done:
+			out[i] = o.res
+			if o.err != nil {
+				out[i].Err = o.err
+			}
+		case <-ctx.Done():
+			out[i].Err = ctx.Err()
+		}
+	}
+	return out
+}
+
+// Close fails queued ops with ErrClosed and waits for in-flight batches.
+func (b *Batcher) Close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.cancel()
+	b.wg.Wait()
+	b.mu.Lock()
+	q := b.queue
+	b.queue = nil
+	b.mu.Unlock()
+	for _, p := range q {
+		p.done <- outcome{err: ErrClosed}
+	}
+}
+
+// take removes the next batch from the queue, within the bounds.
+func (b *Batcher) take() []*pending {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, bytes := 0, 0
+	for n < len(b.queue) && n < b.cfg.MaxBatchOps {
+		if n > 0 && bytes+b.queue[n].size > b.cfg.MaxBatchBytes {
+			break
+		}
+		bytes += b.queue[n].size
+		n++
+	}
+	batch := b.queue[:n:n]
+	b.queue = b.queue[n:]
+	if len(b.queue) == 0 {
+		b.queue = nil
+	}
+	return batch
+}
+
+func (b *Batcher) queued() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue) > 0
+}
+
+func (b *Batcher) loop() {
+	defer b.wg.Done()
+	for {
+		// Wait for an in-flight slot first: while every slot is busy the
+		// queue keeps growing, and the next batch takes all of it.
+		select {
+		case b.slots <- struct{}{}:
+		case <-b.ctx.Done():
+			return
+		}
+		for !b.queued() {
+			select {
+			case <-b.wake:
+			case <-b.ctx.Done():
+				<-b.slots
+				return
+			}
+		}
+		sink, err := b.pick(b.ctx)
+		if err != nil {
+			if b.ctx.Err() != nil {
+				<-b.slots
+				return
+			}
+			// No leader within the hold time: fail everything queued, not
+			// one batch per hold period.
+			b.mu.Lock()
+			q := b.queue
+			b.queue = nil
+			b.mu.Unlock()
+			for _, p := range q {
+				p.done <- outcome{err: err}
+			}
+			<-b.slots
+			continue
+		}
+		batch := b.take()
+		ops := make([]*pb.AppendOp, len(batch))
+		for i, p := range batch {
+			ops[i] = p.op
+		}
+		wait := sink.Start(ops)
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			defer func() { <-b.slots }()
+			results, err := wait()
+			for i, p := range batch {
+				switch {
+				case err != nil:
+					p.done <- outcome{err: err}
+				case i < len(results):
+					p.done <- outcome{res: results[i]}
+				default:
+					p.done <- outcome{err: errShortResults}
+				}
+			}
+		}()
+	}
+}
