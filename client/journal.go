@@ -109,11 +109,8 @@ func (j *Journal) Read(ctx context.Context, from uint64, max int, opts ...ReadOp
 	if err != nil {
 		return nil, ReadInfo{}, err
 	}
-	out := make([]StoredEvent, len(resp.Events))
-	for i, e := range resp.Events {
-		out[i] = StoredEvent{Seq: e.Seq, Type: e.Type, Payload: e.Payload, ClientID: e.ClientId, RequestSeq: e.RequestSeq, Index: e.Index}
-	}
-	return out, ReadInfo{AppliedIndex: resp.AppliedIndex, NextSeq: resp.NextSeq}, nil
+	out, info := fromReadResponse(resp)
+	return out, info, nil
 }
 
 // ReadAt reads from one specific endpoint with stale consistency (for
@@ -127,9 +124,14 @@ func (j *Journal) ReadAt(ctx context.Context, endpoint string, from uint64, max 
 	if err != nil {
 		return nil, ReadInfo{}, fromStatus(err)
 	}
+	out, info := fromReadResponse(resp)
+	return out, info, nil
+}
+
+func fromReadResponse(resp *pb.ReadResponse) ([]StoredEvent, ReadInfo) {
 	out := make([]StoredEvent, len(resp.Events))
 	for i, e := range resp.Events {
 		out[i] = StoredEvent{Seq: e.Seq, Type: e.Type, Payload: e.Payload, ClientID: e.ClientId, RequestSeq: e.RequestSeq, Index: e.Index}
 	}
-	return out, ReadInfo{AppliedIndex: resp.AppliedIndex, NextSeq: resp.NextSeq}, nil
+	return out, ReadInfo{AppliedIndex: resp.AppliedIndex, NextSeq: resp.NextSeq}
 }

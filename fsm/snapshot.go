@@ -195,7 +195,9 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		return nil, fmt.Errorf("%w: header seqs first=%d next=%d count=%d", ErrSnapshotCorrupt, h.FirstSeq, h.NextSeq, h.EventCount)
 	}
 	if h.EventCount > 0 {
-		st.events = make([]*pb.StoredEvent, 0, h.EventCount)
+		// The header is not trusted until the checksum at the end matches:
+		// bound the preallocation.
+		st.events = make([]*pb.StoredEvent, 0, min(h.EventCount, 1<<20))
 	}
 	total := h.EventCount + h.SessionCount + h.MemberCount
 	for i := uint64(0); i < total; i++ {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -44,6 +43,7 @@ func (b benchOptions) validate() error {
 
 // benchResult is the JSON shape of coord bench journal.
 type benchResult struct {
+	firstErr     error   // reported on stderr, not in the JSON
 	OpsPerSec    float64 `json:"ops_per_sec"`
 	P50Ms        float64 `json:"p50_ms"`
 	P99Ms        float64 `json:"p99_ms"`
@@ -90,6 +90,7 @@ func percentile(sorted []time.Duration, p float64) float64 {
 // benchWorker is one client's loop state.
 type benchWorker struct {
 	ops, errs int64
+	firstErr  error
 	lat       reservoir
 }
 
@@ -117,8 +118,10 @@ func runBench(ctx context.Context, cfg client.Config, opts benchOptions, callTim
 	}
 	wg.Wait()
 	cancel()
-	if err := errors.Join(errs...); err != nil {
-		return benchResult{}, fmt.Errorf("connect: %w", err)
+	for _, err := range errs {
+		if err != nil {
+			return benchResult{}, fmt.Errorf("connect: %w", err) // the first is enough: they share a cause
+		}
 	}
 
 	payload := make([]byte, opts.size)
@@ -152,6 +155,9 @@ func runBench(ctx context.Context, cfg client.Config, opts benchOptions, callTim
 	for _, w := range workers {
 		res.Ops += w.ops
 		res.Errors += w.errs
+		if w.firstErr != nil && res.firstErr == nil {
+			res.firstErr = w.firstErr
+		}
 		all = append(all, w.lat.samples...)
 	}
 	slices.Sort(all)
@@ -180,6 +186,9 @@ func (w *benchWorker) loop(ctx context.Context, c *client.Client, events []clien
 			}
 			if measured {
 				w.errs++
+				if w.firstErr == nil {
+					w.firstErr = err
+				}
 			}
 			// A short pause keeps a persistent failure from spinning.
 			t := time.NewTimer(10 * time.Millisecond)
@@ -223,6 +232,9 @@ of successful calls (ms) and the error count. Exit 1 when no call succeeded.`,
 			ctx, cancel := context.WithTimeout(cmd.Context(), opts.warmup+opts.duration+2*o.timeout)
 			defer cancel()
 			res, err := runBench(ctx, cfg, opts, o.timeout)
+			if err == nil && res.firstErr != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "coord: bench: %d errors; first: %v\n", res.Errors, res.firstErr)
+			}
 			if err != nil {
 				return o.explain(err)
 			}

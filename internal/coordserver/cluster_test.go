@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -502,6 +504,27 @@ func TestBadInput(t *testing.T) {
 	after := tc.server(leader).fsm.AppliedIndex()
 	if after != before+1 {
 		t.Fatalf("applied index moved from %d to %d; want exactly one entry", before, after)
+	}
+	// Garbage on every port: connections are dropped, nothing changes.
+	garbage := make([]byte, 4096)
+	rand.New(rand.NewSource(1)).Read(garbage)
+	cfg := tc.cfgs[leader]
+	for _, addr := range []string{cfg.RaftAddr, cfg.GossipAddr, cfg.GRPCAddr, cfg.HTTPAddr} {
+		for _, prefix := range [][]byte{nil, []byte("LBRF\x01\x0ctest-cluster")} {
+			conn, err := net.DialTimeout("tcp", addr, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn.Write(append(prefix, garbage...))
+			conn.Close()
+		}
+	}
+	if u, err := net.Dial("udp", cfg.GossipAddr); err == nil {
+		u.Write(garbage)
+		u.Close()
+	}
+	if got := tc.server(leader).fsm.AppliedIndex(); got != after {
+		t.Fatalf("garbage moved the applied index from %d to %d", after, got)
 	}
 	// The member still serves.
 	if _, err := jc.Append(ctx, &pb.AppendRequest{Events: []*pb.Event{ev("t", 1)}}); err != nil {

@@ -77,7 +77,39 @@ func (s *Server) applyMember(m *pb.Member) error {
 // registerLoop keeps this member's addresses in the replicated registry, so
 // that every member can reach every other's gRPC endpoint.
 func (s *Server) registerLoop() {
-	tick := time.NewTicker(time.Second)
+	s.every(time.Second, s.registerSelf)
+}
+
+// registerSelf registers this member's addresses with the leader when the
+// replicated registry lacks them or holds old ones.
+func (s *Server) registerSelf() bool {
+	var cur *pb.Member
+	s.fsm.View(func(st *fsm.State) { cur, _ = st.Member(s.cfg.ID) })
+	if cur != nil && proto.Equal(cur, &s.self) {
+		return true
+	}
+	if s.raft.State() == raft.Leader {
+		return true // leaderLoop registers the leader
+	}
+	id, addr := s.leaderHint()
+	if addr == "" || id == s.cfg.ID {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
+	conn, err := s.peers.get(addr)
+	if err == nil {
+		_, err = pb.NewPeerClient(conn).RegisterMember(ctx, &pb.RegisterMemberRequest{Member: &s.self})
+	}
+	cancel()
+	if err != nil {
+		s.log.Debug("member registration failed; will retry", "leader-id", id, "err", err)
+	}
+	return true
+}
+
+// every runs fn on each tick until fn returns false or the server stops.
+func (s *Server) every(interval time.Duration, fn func() bool) {
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		select {
@@ -85,26 +117,8 @@ func (s *Server) registerLoop() {
 			return
 		case <-tick.C:
 		}
-		var cur *pb.Member
-		s.fsm.View(func(st *fsm.State) { cur, _ = st.Member(s.cfg.ID) })
-		if cur != nil && proto.Equal(cur, &s.self) {
-			continue
-		}
-		if s.raft.State() == raft.Leader {
-			continue // leaderLoop registers the leader
-		}
-		id, addr := s.leaderHint()
-		if addr == "" || id == s.cfg.ID {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
-		conn, err := s.peers.get(addr)
-		if err == nil {
-			_, err = pb.NewPeerClient(conn).RegisterMember(ctx, &pb.RegisterMemberRequest{Member: &s.self})
-		}
-		cancel()
-		if err != nil {
-			s.log.Debug("member registration failed; will retry", "leader-id", id, "err", err)
+		if !fn() {
+			return
 		}
 	}
 }
@@ -217,39 +231,36 @@ func (s *Server) bootstrapWith(servers []raft.Server) error {
 }
 
 func (s *Server) bootstrapExpectLoop() {
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-tick.C:
-		}
-		if s.bootstrapd.Load() || s.raft.LastIndex() > 0 {
-			return // another member bootstrapped and reached us
-		}
-		var seen []membership.Meta
-		for _, m := range s.members.Members() {
-			seen = append(seen, m.Meta)
-		}
-		ok, servers, err := membership.BootstrapDecision(s.cfg.ID, s.cfg.BootstrapExpect, seen)
-		if err != nil {
-			s.log.Error("cannot bootstrap", "err", err)
-			continue
-		}
-		if !ok {
-			continue
-		}
-		var rs []raft.Server
-		for _, srv := range servers {
-			rs = append(rs, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(srv.ID), Address: raft.ServerAddress(srv.RaftAddr)})
-		}
-		if err := s.bootstrapWith(rs); err != nil {
-			s.log.Error("bootstrap failed", "err", err)
-			continue
-		}
-		return
+	s.every(200*time.Millisecond, s.tryBootstrapExpect)
+}
+
+// tryBootstrapExpect bootstraps once enough coordinators see each other; it
+// returns false when there is nothing left to do.
+func (s *Server) tryBootstrapExpect() bool {
+	if s.bootstrapd.Load() || s.raft.LastIndex() > 0 {
+		return false // another member bootstrapped and reached us
 	}
+	var seen []membership.Meta
+	for _, m := range s.members.Members() {
+		seen = append(seen, m.Meta)
+	}
+	ok, servers, err := membership.BootstrapDecision(s.cfg.ID, s.cfg.BootstrapExpect, seen)
+	if err != nil {
+		s.log.Error("cannot bootstrap", "err", err)
+		return true
+	}
+	if !ok {
+		return true
+	}
+	var rs []raft.Server
+	for _, srv := range servers {
+		rs = append(rs, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(srv.ID), Address: raft.ServerAddress(srv.RaftAddr)})
+	}
+	if err := s.bootstrapWith(rs); err != nil {
+		s.log.Error("bootstrap failed", "err", err)
+		return true
+	}
+	return false
 }
 
 // leaderHint returns the current leader's id and gRPC address, if known.

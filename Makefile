@@ -1,0 +1,43 @@
+# Logbook — the test pyramid as make targets.
+GO        ?= go
+PROTOC    ?= protoc
+PKGS      := ./...
+
+.PHONY: test e2e bench fuzz proto verify build images
+
+## test: unit and in-process cluster tests, race detector on (the README's test command).
+test:
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+## e2e: docker compose end-to-end and fault tests (builds the images first).
+e2e:
+	bash tests/e2e/run.sh
+
+## bench: Go benchmarks with printed figures (no timed assertions).
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+## fuzz: short fuzzing runs of the parsers.
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzReadSnapshot -fuzztime 30s ./fsm
+
+## proto: regenerate api/ from the .proto files (protoc, protoc-gen-go, protoc-gen-go-grpc).
+proto:
+	cd api && $(PROTOC) -I . --go_out=. --go_opt=paths=source_relative \
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative logbookv1/*.proto
+
+## verify: formatting, vet, and generated code up to date.
+verify:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	$(GO) vet $(PKGS)
+	@if command -v $(PROTOC) >/dev/null && command -v protoc-gen-go >/dev/null && command -v protoc-gen-go-grpc >/dev/null; then \
+		$(MAKE) -s proto && git diff --exit-code -- api/ || { echo "generated code is stale: run make proto"; exit 1; }; \
+	else echo "verify: protoc or plugins missing, generated-code check skipped"; fi
+
+## build: static binaries into bin/.
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/coord ./cmd/coord
+
+## images: the FROM-scratch compose images.
+images:
+	bash deploy/compose/build.sh

@@ -1,0 +1,53 @@
+package client
+
+import (
+	"errors"
+	"testing"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func TestSessionAckedSeq(t *testing.T) {
+	s := newSession("c")
+	s1, a1 := s.begin()
+	s2, a2 := s.begin()
+	if s1 != 1 || a1 != 0 || s2 != 2 || a2 != 0 {
+		t.Fatalf("got (%d,%d) (%d,%d)", s1, a1, s2, a2)
+	}
+	s.end(2)
+	// 1 is still outstanding: nothing may be forgotten yet.
+	if s3, a3 := s.begin(); s3 != 3 || a3 != 0 {
+		t.Fatalf("got (%d,%d)", s3, a3)
+	}
+	s.end(1)
+	s.end(3)
+	if s4, a4 := s.begin(); s4 != 4 || a4 != 3 {
+		t.Fatalf("got (%d,%d)", s4, a4)
+	}
+}
+
+func TestErrorMapping(t *testing.T) {
+	st := status.New(codes.Unavailable, "not the leader")
+	st, _ = st.WithDetails(&errdetails.ErrorInfo{Domain: pb.ErrorDomain, Reason: pb.ReasonNotLeader,
+		Metadata: map[string]string{pb.MetaLeaderID: "c2", pb.MetaLeaderAddr: "127.0.0.1:7101", pb.MetaClusterID: "x"}})
+	err := fromStatus(st.Err())
+	var e *Error
+	if !errors.As(err, &e) || e.LeaderID != "c2" || e.LeaderAddr != "127.0.0.1:7101" || e.ClusterID != "x" {
+		t.Fatalf("details lost: %#v", err)
+	}
+	if !errors.Is(err, ErrNotLeader) || !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNoLeader) {
+		t.Fatal("sentinel matching")
+	}
+	if !retryable(err) {
+		t.Fatal("not-leader must be retryable")
+	}
+	if retryable(fromStatus(status.Error(codes.InvalidArgument, "bad"))) {
+		t.Fatal("invalid argument must not be retried")
+	}
+	if !errors.Is(fromStatus(status.Error(codes.OutOfRange, "trimmed")), ErrOutOfRange) {
+		t.Fatal("out of range")
+	}
+}

@@ -1,0 +1,185 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/fsm"
+)
+
+// fakeLog is an in-memory sink: Start records batches in call order and
+// assigns seqs; commits are released by the test.
+type fakeLog struct {
+	mu       sync.Mutex
+	next     uint64
+	batches  [][]*pb.AppendOp
+	inflight int
+	maxIn    int
+	release  chan struct{} // nil: commit at once
+	err      error
+}
+
+func (f *fakeLog) Start(ops []*pb.AppendOp) func() ([]fsm.Result, error) {
+	f.mu.Lock()
+	f.batches = append(f.batches, ops)
+	f.inflight++
+	if f.inflight > f.maxIn {
+		f.maxIn = f.inflight
+	}
+	res := make([]fsm.Result, len(ops))
+	for i := range ops {
+		f.next++
+		res[i] = fsm.Result{FirstSeq: f.next, Count: 1}
+	}
+	err := f.err
+	f.mu.Unlock()
+	return func() ([]fsm.Result, error) {
+		if f.release != nil {
+			<-f.release
+		}
+		f.mu.Lock()
+		f.inflight--
+		f.mu.Unlock()
+		return res, err
+	}
+}
+
+func opN(i int) *pb.AppendOp {
+	return &pb.AppendOp{Events: []*pb.JournalEvent{{Type: "t", Payload: []byte(fmt.Sprint(i))}}}
+}
+
+func TestGroupCommitBatchesWhileInFlight(t *testing.T) {
+	log := &fakeLog{release: make(chan struct{})}
+	cfg := DefaultBatcherConfig()
+	cfg.InFlight = 2
+	b := NewBatcher(cfg, func(context.Context) (Sink, error) { return log, nil })
+	defer b.Close()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	results := make([]fsm.Result, 100)
+	for i := 0; i < 100; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := b.Submit(ctx, opN(i))
+			if err != nil {
+				t.Error(err)
+			}
+			results[i] = r
+		}()
+	}
+	// Two batches are in flight and held; everything else queues.
+	waitFor(t, func() bool {
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		return len(log.batches) == 2
+	})
+	waitFor(t, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		n := 0
+		for _, bt := range log.batches {
+			n += len(bt)
+		}
+		return n+len(b.queue) == 100
+	})
+	close(log.release)
+	wg.Wait()
+	if log.maxIn > 2 {
+		t.Fatalf("%d batches in flight, want at most 2", log.maxIn)
+	}
+	// The queued ops went out in few entries, not one each.
+	if len(log.batches) > 4 {
+		t.Fatalf("%d entries for 100 ops: not group committed", len(log.batches))
+	}
+	seen := map[uint64]bool{}
+	for _, r := range results {
+		if r.FirstSeq == 0 || seen[r.FirstSeq] {
+			t.Fatalf("bad or duplicate seq %d", r.FirstSeq)
+		}
+		seen[r.FirstSeq] = true
+	}
+}
+
+func TestSubmitAllKeepsOrder(t *testing.T) {
+	log := &fakeLog{}
+	b := NewBatcher(DefaultBatcherConfig(), func(context.Context) (Sink, error) { return log, nil })
+	defer b.Close()
+	ops := make([]*pb.AppendOp, 50)
+	for i := range ops {
+		ops[i] = opN(i)
+	}
+	res := b.SubmitAll(context.Background(), ops)
+	for i, r := range res {
+		if r.Err != nil || r.FirstSeq != uint64(i+1) {
+			t.Fatalf("op %d: %+v", i, r)
+		}
+	}
+}
+
+func TestBatchBounds(t *testing.T) {
+	log := &fakeLog{}
+	cfg := DefaultBatcherConfig()
+	cfg.MaxBatchOps = 8
+	cfg.MaxBatchBytes = 1 << 20
+	cfg.InFlight = 1
+	b := NewBatcher(cfg, func(context.Context) (Sink, error) { return log, nil })
+	defer b.Close()
+	ops := make([]*pb.AppendOp, 30)
+	for i := range ops {
+		ops[i] = opN(i)
+	}
+	b.SubmitAll(context.Background(), ops)
+	for _, bt := range log.batches {
+		if len(bt) > 8 {
+			t.Fatalf("batch of %d ops exceeds the bound of 8", len(bt))
+		}
+	}
+}
+
+func TestErrorsAndAdmission(t *testing.T) {
+	boom := errors.New("no leader")
+	b := NewBatcher(DefaultBatcherConfig(), func(context.Context) (Sink, error) { return nil, boom })
+	if _, err := b.Submit(context.Background(), opN(1)); !errors.Is(err, boom) {
+		t.Fatalf("pick error: %v", err)
+	}
+	b.Close()
+	if _, err := b.Submit(context.Background(), opN(1)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after close: %v", err)
+	}
+
+	log := &fakeLog{release: make(chan struct{})}
+	cfg := DefaultBatcherConfig()
+	cfg.MaxQueued = 3
+	cfg.InFlight = 1
+	b2 := NewBatcher(cfg, func(context.Context) (Sink, error) { return log, nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	go b2.Submit(ctx, opN(0)) // taken into the held batch
+	waitFor(t, func() bool { log.mu.Lock(); defer log.mu.Unlock(); return len(log.batches) == 1 })
+	for i := 0; i < 3; i++ {
+		go b2.Submit(ctx, opN(i))
+	}
+	waitFor(t, func() bool { b2.mu.Lock(); defer b2.mu.Unlock(); return len(b2.queue) == 3 })
+	if _, err := b2.Submit(ctx, opN(9)); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("over the queue bound: %v", err)
+	}
+	cancel()
+	close(log.release)
+	b2.Close()
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached")
+		}
+		time.Sleep(time.Millisecond) // polling interval
+	}
+}

@@ -1,0 +1,459 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/client"
+)
+
+const grpcPort = 7100
+
+// cluster is a compose project of coordinators seen from the host: the
+// published gRPC address of each member and SDK clients that reach them.
+type cluster struct {
+	t *testing.T
+	*project
+	start time.Time
+
+	mu    sync.Mutex
+	addrs map[string]string // service -> published 127.0.0.1:port of 7100
+	gen   int               // bumped whenever addrs changes
+}
+
+// startCluster brings up file's n coordinators (coord1..coordN) as a fresh
+// project, registers its teardown (logs first when the test failed) and
+// waits until every container is healthy and the cluster has a leader with
+// every member healthy.
+func startCluster(t *testing.T, file string, n int) *cluster {
+	t.Helper()
+	services := make([]string, n)
+	for i := range services {
+		services[i] = fmt.Sprintf("coord%d", i+1)
+	}
+	p, err := newProject(file, services)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &cluster{t: t, project: p, start: time.Now(), addrs: map[string]string{}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("compose logs of %s (last 200 lines per service):\n%s", p.name, p.logs(200))
+		}
+		if err := p.down(); err != nil {
+			t.Errorf("down %s: %v", p.name, err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := p.up(ctx); err != nil {
+		t.Fatalf("up %s: %v", p.name, err)
+	}
+	cl.logf("project %s up (%s, network %s)", p.name, file, p.network)
+	if err := cl.refreshAddrs(services...); err != nil {
+		t.Fatal(err)
+	}
+	cl.waitHealthy(services...)
+	st := cl.waitStable(n)
+	cl.logf("leader %s, %d members healthy; published gRPC %v", st.LeaderId, n, cl.addrMapCopy())
+	return cl
+}
+
+// logf logs with the time since the cluster started.
+func (cl *cluster) logf(format string, args ...any) {
+	cl.t.Helper()
+	cl.t.Logf("[%6.2fs] %s", time.Since(cl.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// refreshAddrs re-reads the published gRPC port of services (after a
+// restart or reconnect Docker picks a new host port).
+func (cl *cluster) refreshAddrs(services ...string) error {
+	for _, s := range services {
+		a, err := cl.port(s, grpcPort)
+		if err != nil {
+			return err
+		}
+		cl.mu.Lock()
+		if cl.addrs[s] != a {
+			cl.addrs[s] = a
+			cl.gen++
+		}
+		cl.mu.Unlock()
+	}
+	return nil
+}
+
+// addr is the published gRPC address of a service.
+func (cl *cluster) addr(service string) string {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.addrs[service]
+}
+
+func (cl *cluster) addrMapCopy() map[string]string {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	m := make(map[string]string, len(cl.addrs))
+	for s, a := range cl.addrs {
+		m[s] = a
+	}
+	return m
+}
+
+// generation changes whenever a published address does; clients made
+// before it should be replaced.
+func (cl *cluster) generation() int {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.gen
+}
+
+// config is the SDK config for the current addresses: every member as an
+// endpoint, and each advertised name (coordN:7100) mapped to its
+// published port.
+func (cl *cluster) config() (client.Config, int) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	cfg := client.Config{
+		AddressMap:     map[string]string{},
+		AttemptTimeout: 2 * time.Second,
+		MaxBackoff:     100 * time.Millisecond,
+	}
+	for _, s := range cl.services {
+		cfg.Endpoints = append(cfg.Endpoints, cl.addrs[s])
+		cfg.AddressMap[fmt.Sprintf("%s:%d", s, grpcPort)] = cl.addrs[s]
+	}
+	return cfg, cl.gen
+}
+
+// newClient is an SDK client for the current addresses and their
+// generation.
+func (cl *cluster) newClient(ctx context.Context) (*client.Client, int, error) {
+	cfg, gen := cl.config()
+	c, err := client.New(ctx, cfg)
+	return c, gen, err
+}
+
+// withClient runs fn with a fresh client.
+func (cl *cluster) withClient(ctx context.Context, fn func(c *client.Client) error) error {
+	c, _, err := cl.newClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(c)
+}
+
+// poll calls cond every interval until it returns nil or timeout passes,
+// and returns the last error then.
+func poll(timeout, every time.Duration, cond func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		actx, acancel := context.WithTimeout(ctx, 5*time.Second)
+		err := cond(actx)
+		acancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not within %s: %w", timeout, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// waitHealthy waits for the services' containers to pass their
+// healthcheck.
+func (cl *cluster) waitHealthy(services ...string) {
+	cl.t.Helper()
+	err := poll(90*time.Second, 250*time.Millisecond, func(context.Context) error {
+		var bad []string
+		for _, s := range services {
+			h, err := cl.health(s)
+			if err != nil {
+				return err
+			}
+			if h != "healthy" {
+				bad = append(bad, s+"="+h)
+			}
+		}
+		if len(bad) > 0 {
+			return fmt.Errorf("containers not healthy: %s", strings.Join(bad, ", "))
+		}
+		return nil
+	})
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+}
+
+// status is the cluster status as answered by any member.
+func (cl *cluster) status(ctx context.Context) (*pb.StatusResponse, error) {
+	var st *pb.StatusResponse
+	err := cl.withClient(ctx, func(c *client.Client) error {
+		var err error
+		st, err = c.Status(ctx)
+		return err
+	})
+	return st, err
+}
+
+// waitStable waits until the cluster has a leader and n members, all
+// healthy with their gRPC address registered.
+func (cl *cluster) waitStable(n int) *pb.StatusResponse {
+	cl.t.Helper()
+	var st *pb.StatusResponse
+	err := poll(90*time.Second, 200*time.Millisecond, func(ctx context.Context) error {
+		var err error
+		if st, err = cl.status(ctx); err != nil {
+			return err
+		}
+		return stable(st, n)
+	})
+	if err != nil {
+		cl.t.Fatalf("cluster not stable: %v", err)
+	}
+	return st
+}
+
+func stable(st *pb.StatusResponse, n int) error {
+	if st.LeaderId == "" {
+		return fmt.Errorf("no leader (answered by %s)", st.ResponderId)
+	}
+	if len(st.Members) != n {
+		return fmt.Errorf("%d members, want %d", len(st.Members), n)
+	}
+	for _, m := range st.Members {
+		if !m.Healthy || m.GrpcAddr == "" {
+			return fmt.Errorf("member %s not healthy: %s (answered by %s)", m.Id, m.Error, st.ResponderId)
+		}
+	}
+	return nil
+}
+
+// leader waits for a leader among want (any member when empty) and
+// returns its id, which is also its service name.
+func (cl *cluster) leader(want ...string) string {
+	cl.t.Helper()
+	var id string
+	err := poll(60*time.Second, 100*time.Millisecond, func(ctx context.Context) error {
+		st, err := cl.status(ctx)
+		if err != nil {
+			return err
+		}
+		if st.LeaderId == "" {
+			return errors.New("no leader")
+		}
+		if len(want) > 0 && !contains(want, st.LeaderId) {
+			return fmt.Errorf("leader %s, want one of %v", st.LeaderId, want)
+		}
+		id = st.LeaderId
+		return nil
+	})
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+	return id
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// others are the services not in except.
+func (cl *cluster) others(except ...string) []string {
+	var out []string
+	for _, s := range cl.services {
+		if !contains(except, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// restart starts a killed or stopped member again, re-reads its published
+// port and waits until its container is healthy.
+func (cl *cluster) restart(service string) {
+	cl.t.Helper()
+	if err := cl.project.start(service); err != nil {
+		cl.t.Fatal(err)
+	}
+	if err := cl.refreshAddrs(service); err != nil {
+		cl.t.Fatal(err)
+	}
+	cl.waitHealthy(service)
+	cl.logf("%s restarted, gRPC now at %s", service, cl.addr(service))
+}
+
+// nextSeq is the next seq per a linearizable read: every acknowledged
+// append is below it.
+func (cl *cluster) nextSeq(ctx context.Context) (uint64, error) {
+	var next uint64
+	err := cl.withClient(ctx, func(c *client.Client) error {
+		_, info, err := c.Journal().Read(ctx, 1, 1)
+		next = info.NextSeq
+		return err
+	})
+	return next, err
+}
+
+// memberNextSeq is the next seq in one member's local (stale) state.
+func (cl *cluster) memberNextSeq(ctx context.Context, service string) (uint64, error) {
+	var next uint64
+	err := cl.withClient(ctx, func(c *client.Client) error {
+		_, info, err := c.Journal().ReadAt(ctx, cl.addr(service), 1, 1)
+		next = info.NextSeq
+		return err
+	})
+	return next, err
+}
+
+// waitCaughtUp waits until every one of services has applied at least up
+// to the cluster's next seq as of the call, and returns that seq.
+func (cl *cluster) waitCaughtUp(services ...string) uint64 {
+	cl.t.Helper()
+	var target uint64
+	err := poll(30*time.Second, 200*time.Millisecond, func(ctx context.Context) (err error) {
+		target, err = cl.nextSeq(ctx)
+		return err
+	})
+	if err != nil {
+		cl.t.Fatalf("linearizable read: %v", err)
+	}
+	cl.waitNextSeq(target, false, services...)
+	return target
+}
+
+// waitNextSeq waits until each service's next seq reaches target (equals
+// it, when exact).
+func (cl *cluster) waitNextSeq(target uint64, exact bool, services ...string) {
+	cl.t.Helper()
+	err := poll(60*time.Second, 200*time.Millisecond, func(ctx context.Context) error {
+		for _, s := range services {
+			n, err := cl.memberNextSeq(ctx, s)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s, err)
+			}
+			if n < target || (exact && n != target) {
+				return fmt.Errorf("%s: next seq %d, want %d", s, n, target)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		cl.t.Fatalf("members not caught up: %v", err)
+	}
+}
+
+// readMember pages through every event a member holds, with stale reads
+// from that member only.
+func (cl *cluster) readMember(service string) ([]client.StoredEvent, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out []client.StoredEvent
+	err := cl.withClient(ctx, func(c *client.Client) error {
+		from := uint64(1)
+		for page := 0; page < 100_000; page++ {
+			evs, info, err := c.Journal().ReadAt(ctx, cl.addr(service), from, 1000)
+			if err != nil {
+				return fmt.Errorf("read %s from %d: %w", service, from, err)
+			}
+			out = append(out, evs...)
+			if len(evs) == 0 || evs[len(evs)-1].Seq+1 >= info.NextSeq {
+				return nil
+			}
+			from = evs[len(evs)-1].Seq + 1
+		}
+		return errors.New("too many pages")
+	})
+	return out, err
+}
+
+// verify waits until every member holds the same next seq as the
+// cluster, then checks each member's whole journal: seqs contiguous from
+// 1, every acknowledged append at its seq with its payload, no payload
+// twice, and every member identical to the first.
+func (cl *cluster) verify(acked map[uint64]string) {
+	cl.t.Helper()
+	final := cl.waitCaughtUp(cl.services...)
+	cl.waitNextSeq(final, true, cl.services...)
+	var first []client.StoredEvent
+	for _, s := range cl.services {
+		evs, err := cl.readMember(s)
+		if err != nil {
+			cl.t.Fatal(err)
+		}
+		if err := checkJournal(evs, final, acked); err != nil {
+			cl.t.Errorf("%s: %v", s, err)
+			continue
+		}
+		if first == nil {
+			first = evs
+		} else if err := sameEvents(first, evs); err != nil {
+			cl.t.Errorf("%s differs from %s: %v", s, cl.services[0], err)
+		}
+	}
+	cl.logf("verified %d members: %d events each, %d acknowledged appends present", len(cl.services), final-1, len(acked))
+}
+
+func checkJournal(evs []client.StoredEvent, next uint64, acked map[uint64]string) error {
+	if uint64(len(evs)) != next-1 {
+		return fmt.Errorf("%d events, want %d (next seq %d)", len(evs), next-1, next)
+	}
+	byPayload := make(map[string]uint64, len(evs))
+	for i, e := range evs {
+		if e.Seq != uint64(i)+1 {
+			return fmt.Errorf("event %d has seq %d: seqs not contiguous from 1", i, e.Seq)
+		}
+		if prev, dup := byPayload[string(e.Payload)]; dup {
+			return fmt.Errorf("payload %q at seq %d and %d", e.Payload, prev, e.Seq)
+		}
+		byPayload[string(e.Payload)] = e.Seq
+	}
+	var missing []string
+	for seq, p := range acked {
+		switch {
+		case seq < 1 || seq >= next:
+			missing = append(missing, fmt.Sprintf("seq %d (%q) beyond the journal", seq, p))
+		case string(evs[seq-1].Payload) != p:
+			missing = append(missing, fmt.Sprintf("seq %d holds %q, acknowledged %q", seq, evs[seq-1].Payload, p))
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return fmt.Errorf("%d acknowledged appends lost or moved, e.g. %s", len(missing), strings.Join(missing[:min(5, len(missing))], "; "))
+	}
+	return nil
+}
+
+func sameEvents(a, b []client.StoredEvent) error {
+	if len(a) != len(b) {
+		return fmt.Errorf("%d events vs %d", len(a), len(b))
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.Seq != y.Seq || x.Type != y.Type || !bytes.Equal(x.Payload, y.Payload) || x.ClientID != y.ClientID || x.RequestSeq != y.RequestSeq || x.Index != y.Index {
+			return fmt.Errorf("seq %d: %+v vs %+v", x.Seq, x, y)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,189 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// project is one compose project: a uniquely named copy of a compose file's
+// services, with their container ids and network. It knows nothing of
+// Logbook beyond the service names; cluster adds that.
+type project struct {
+	name     string
+	file     string
+	services []string
+
+	// Filled by up; container ids and the network do not change when a
+	// container is killed, restarted or reconnected.
+	ids     map[string]string
+	network string
+
+	downOnce sync.Once
+	downErr  error
+}
+
+// cmdTimeout bounds every docker and compose command but up and down.
+const cmdTimeout = time.Minute
+
+func newProject(file string, services []string) (*project, error) {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	return &project{
+		name:     "logbook-e2e-" + hex.EncodeToString(b[:]),
+		file:     filepath.Join(repoRoot, "deploy", "compose", file),
+		services: services,
+	}, nil
+}
+
+// exec runs a command and returns its trimmed stdout; the error carries
+// stderr.
+func execOut(ctx context.Context, env []string, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
+
+// compose runs a compose subcommand for this project.
+func (p *project) compose(ctx context.Context, args ...string) (string, error) {
+	full := append(append(composeCLI[1:len(composeCLI):len(composeCLI)], "-p", p.name, "-f", p.file), args...)
+	return execOut(ctx, []string{"LOGBOOK_IMAGE=" + image}, composeCLI[0], full...)
+}
+
+// docker runs a docker CLI command bounded by cmdTimeout.
+func docker(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
+	defer cancel()
+	return execOut(ctx, nil, "docker", args...)
+}
+
+// up starts every service and records container ids and the network. The
+// project is registered for downAll before anything is created.
+func (p *project) up(ctx context.Context) error {
+	register(p)
+	if _, err := p.compose(ctx, "up", "-d", "--no-build"); err != nil {
+		return err
+	}
+	p.ids = map[string]string{}
+	for _, s := range p.services {
+		id, err := p.compose(ctx, "ps", "-a", "-q", s)
+		if err != nil {
+			return err
+		}
+		if id == "" || strings.Contains(id, "\n") {
+			return fmt.Errorf("service %s: want one container, got %q", s, id)
+		}
+		p.ids[s] = id
+	}
+	nets, err := docker("inspect", "--format", `{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}`, p.ids[p.services[0]])
+	if err != nil {
+		return err
+	}
+	if f := strings.Fields(nets); len(f) != 1 {
+		return fmt.Errorf("want one network, got %q", nets)
+	} else {
+		p.network = f[0]
+	}
+	return nil
+}
+
+// down removes containers, network and volumes; it runs once however many
+// callers (t.Cleanup, SIGINT, the timeout watchdog) ask.
+func (p *project) down() error {
+	p.downOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_, p.downErr = p.compose(ctx, "down", "-v", "--remove-orphans", "-t", "2")
+		unregister(p)
+	})
+	return p.downErr
+}
+
+// logs returns the last lines of every service's log.
+func (p *project) logs(tail int) string {
+	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
+	defer cancel()
+	out, err := p.compose(ctx, "logs", "--no-color", "--tail", fmt.Sprint(tail))
+	if err != nil {
+		return "logs: " + err.Error()
+	}
+	return out
+}
+
+// port is the published 127.0.0.1 address of a container port. A
+// restarted or reconnected container gets a new one.
+func (p *project) port(service string, containerPort int) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
+	defer cancel()
+	out, err := p.compose(ctx, "port", service, fmt.Sprint(containerPort))
+	if err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(out, "127.0.0.1:") {
+		return "", fmt.Errorf("service %s port %d: published as %q, want 127.0.0.1:PORT", service, containerPort, out)
+	}
+	return out, nil
+}
+
+// health is the container's healthcheck status: starting, healthy,
+// unhealthy, or the container state when it is not running.
+func (p *project) health(service string) (string, error) {
+	out, err := docker("inspect", "--format", `{{if .State.Running}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}`, p.ids[service])
+	return out, err
+}
+
+// Faults. Each acts on one service's container.
+
+func (p *project) kill(service string) error {
+	_, err := docker("kill", "--signal", "KILL", p.ids[service])
+	return err
+}
+
+func (p *project) stop(service string) error {
+	_, err := docker("stop", "--time", "10", p.ids[service])
+	return err
+}
+
+func (p *project) start(service string) error {
+	_, err := docker("start", p.ids[service])
+	return err
+}
+
+func (p *project) pause(service string) error {
+	_, err := docker("pause", p.ids[service])
+	return err
+}
+
+func (p *project) unpause(service string) error {
+	_, err := docker("unpause", p.ids[service])
+	return err
+}
+
+func (p *project) disconnect(service string) error {
+	_, err := docker("network", "disconnect", p.network, p.ids[service])
+	return err
+}
+
+// connect reattaches the container with its service name as DNS alias, as
+// compose did: the members dial each other by service name.
+func (p *project) connect(service string) error {
+	_, err := docker("network", "connect", "--alias", service, p.network, p.ids[service])
+	return err
+}
