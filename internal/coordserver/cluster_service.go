@@ -141,7 +141,7 @@ func (c *clusterService) addServer(req *pb.AddServerRequest, voter bool) (*pb.Me
 	} else {
 		f = s.raft.AddNonvoter(raft.ServerID(req.Id), raft.ServerAddress(req.RaftAddr), 0, s.cfg.ApplyTimeout)
 	}
-	if err := f.Error(); err != nil {
+	if err := s.await(f); err != nil {
 		return nil, s.toStatus(err)
 	}
 	s.log.Info("member added", "member-id", req.Id, "raft-addr", req.RaftAddr, "voter", voter)
@@ -173,7 +173,7 @@ func (c *clusterService) RemoveServer(ctx context.Context, req *pb.RemoveServerR
 		return nil, status.Errorf(codes.NotFound, "member %q is not in the configuration", req.Id)
 	}
 	rf := s.raft.RemoveServer(raft.ServerID(req.Id), 0, s.cfg.ApplyTimeout)
-	if err := rf.Error(); err != nil {
+	if err := s.await(rf); err != nil {
 		return nil, s.toStatus(err)
 	}
 	s.log.Info("member removed", "member-id", req.Id)
@@ -207,7 +207,7 @@ func (c *clusterService) TransferLeadership(ctx context.Context, req *pb.Transfe
 		}
 		f = s.raft.LeadershipTransferToServer(raft.ServerID(req.Id), addr)
 	}
-	if err := f.Error(); err != nil {
+	if err := s.await(f); err != nil {
 		return nil, s.toStatus(err)
 	}
 	// The new leader is known once it sent its first heartbeat.
@@ -228,7 +228,7 @@ func (c *clusterService) TransferLeadership(ctx context.Context, req *pb.Transfe
 func (c *clusterService) Snapshot(ctx context.Context, _ *pb.SnapshotRequest) (*pb.SnapshotResponse, error) {
 	s := c.s
 	f := s.raft.Snapshot()
-	if err := f.Error(); err != nil {
+	if err := s.await(f); err != nil {
 		return nil, s.toStatus(err)
 	}
 	meta, rc, err := f.Open()

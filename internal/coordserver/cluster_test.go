@@ -531,3 +531,47 @@ func TestBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestRetriedAppendAppliedOnceAcrossLeaderChange(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	leader := tc.waitLeader()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dial := func(i int) pb.JournalClient {
+		conn, err := grpc.NewClient(tc.cfgs[i].GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return pb.NewJournalClient(conn)
+	}
+	req := &pb.AppendRequest{ClientId: "retrier", RequestSeq: 1, Events: []*pb.Event{{Type: "t", Payload: []byte("once")}, {Type: "t", Payload: []byte("twice?")}}}
+	first, err := dial(leader).Append(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.client(ctx).Cluster().TransferLeadership(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	next := tc.waitLeader()
+	if next == leader {
+		t.Fatal("leadership did not move")
+	}
+	// The same request again, to the new leader and through a follower.
+	for _, i := range []int{next, leader} {
+		again, err := dial(i).Append(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.FirstSeq != first.FirstSeq || again.Count != first.Count {
+			t.Fatalf("retry via member %d got seqs %d+%d, first attempt %d+%d", i, again.FirstSeq, again.Count, first.FirstSeq, first.Count)
+		}
+	}
+	rr, err := dial(next).Read(ctx, &pb.ReadRequest{From: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rr.NextSeq != first.FirstSeq+uint64(first.Count) || len(rr.Events) != int(first.Count) {
+		t.Fatalf("journal after retries: next seq %d, %d events", rr.NextSeq, len(rr.Events))
+	}
+}

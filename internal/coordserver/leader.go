@@ -46,7 +46,7 @@ func (s *Server) leaderLoop() {
 		if s.raft.State() != raft.Leader || s.readyTerm.Load() == term {
 			continue
 		}
-		if err := s.raft.Barrier(s.cfg.ApplyTimeout).Error(); err != nil {
+		if err := s.await(s.raft.Barrier(s.cfg.ApplyTimeout)); err != nil {
 			s.log.Warn("leader barrier failed", "term", term, "err", err)
 			continue
 		}
@@ -65,7 +65,7 @@ func (s *Server) applyMember(m *pb.Member) error {
 		return err
 	}
 	f := s.raft.Apply(data, s.cfg.ApplyTimeout)
-	if err := f.Error(); err != nil {
+	if err := s.await(f); err != nil {
 		return err
 	}
 	if err, _ := f.Response().(error); err != nil {
@@ -321,7 +321,7 @@ func (l leaderSink) Start(ops []*pb.AppendOp) func() ([]fsm.Result, error) {
 	f := s.raft.Apply(data, s.cfg.ApplyTimeout)
 	s.metrics.batchOps.Observe(float64(len(ops)))
 	return func() ([]fsm.Result, error) {
-		if err := f.Error(); err != nil {
+		if err := s.await(f); err != nil {
 			return nil, s.toStatus(err)
 		}
 		s.metrics.commitSeconds.Observe(time.Since(started).Seconds())

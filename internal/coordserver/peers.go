@@ -132,7 +132,7 @@ func (ri *readIndexer) loop() {
 				break drain
 			}
 		}
-		err := ri.r.VerifyLeader().Error()
+		err := await(ri.stop, ri.r.VerifyLeader())
 		for _, c := range batch {
 			c <- err
 		}
@@ -163,4 +163,21 @@ func (ri *readIndexer) verify(ctx context.Context) error {
 func (ri *readIndexer) close() {
 	ri.once.Do(func() { close(ri.stop) })
 	ri.wg.Wait()
+}
+
+// await waits for a Raft future or for done to close, whichever comes
+// first. hashicorp/raft does not answer futures that are still queued (in
+// applyCh or on the way to the FSM) when it shuts down, so every wait on a
+// request path must also watch the server's own shutdown. If done wins, the
+// helper goroutine ends when raft answers, or never if raft never does; that
+// happens only while this server shuts down.
+func await(done <-chan struct{}, f raft.Future) error {
+	res := make(chan error, 1)
+	go func() { res <- f.Error() }()
+	select {
+	case err := <-res:
+		return err
+	case <-done:
+		return raft.ErrRaftShutdown
+	}
 }

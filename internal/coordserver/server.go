@@ -200,6 +200,9 @@ func (s *Server) Close() error {
 	return s.closeErr
 }
 
+// await waits for a Raft future unless the server stops first.
+func (s *Server) await(f raft.Future) error { return await(s.ctx.Done(), f) }
+
 func (s *Server) voters() int {
 	f := s.raft.GetConfiguration()
 	if f.Error() != nil {
@@ -250,13 +253,16 @@ func (s *Server) shutdown() error {
 			errs = append(errs, err)
 		}
 	}
+	// Close the transport at once: peers' RPCs to a stopped Raft would
+	// otherwise wait for their I/O timeout.
+	if s.trans != nil {
+		s.trans.CloseStreams()
+		s.trans.Close()
+	}
 	s.wg.Wait()
 	if s.members != nil {
 		s.members.Leave(time.Second)
 		s.members.Close()
-	}
-	if s.trans != nil {
-		s.trans.Close()
 	}
 	if s.store != nil {
 		if err := s.store.Close(); err != nil {
@@ -336,7 +342,9 @@ func (s *Server) raftConfig() *raft.Config {
 	rc.SnapshotInterval = t.SnapshotInterval
 	rc.TrailingLogs = t.TrailingLogs
 	rc.MaxAppendEntries = t.MaxAppendEntries
-	rc.BatchApplyCh = true
+	// Unbuffered: a future is handed to the leader loop, which answers it
+	// even when it steps down; the journal batcher already groups commits.
+	rc.BatchApplyCh = false
 	rc.ShutdownOnRemove = true
 	rc.NoLegacyTelemetry = true
 	rc.Logger = logging.HCLog(s.log, "raft")
@@ -360,7 +368,7 @@ func (s *Server) openRaft() error {
 		return fmt.Errorf("coordserver: snapshot store: %w", err)
 	}
 	s.snaps = snaps
-	stream, err := raftnet.Listen(s.cfg.RaftAddr, s.cfg.AdvertiseRaft, s.cfg.ClusterID, s.log)
+	stream, err := raftnet.ListenTLS(s.cfg.RaftAddr, s.cfg.AdvertiseRaft, s.cfg.ClusterID, s.cfg.Security.RaftTLS, s.log.With("component", "raftnet"))
 	if err != nil {
 		return fmt.Errorf("coordserver: raft listener: %w", err)
 	}

@@ -1,6 +1,7 @@
 package raftnet
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -61,8 +62,9 @@ type StreamLayer struct {
 	dial DialFunc // nil: plain TCP; set before first use
 
 	mu          sync.Mutex
-	closed      bool                  // guarded by mu
-	handshaking map[net.Conn]struct{} // guarded by mu; closed by Close
+	closed      bool                       // guarded by mu
+	handshaking map[net.Conn]struct{}      // guarded by mu; closed by Close
+	accepted    map[*acceptedConn]struct{} // guarded by mu; closed by Close
 
 	// Owned by the accept loop.
 	dropped     int
@@ -121,6 +123,7 @@ func newStreamLayer(ln net.Listener, advertise net.Addr, clusterID string, logge
 		done:        make(chan struct{}),
 		fail:        make(chan struct{}),
 		handshaking: make(map[net.Conn]struct{}),
+		accepted:    make(map[*acceptedConn]struct{}),
 	}
 	s.wg.Add(1)
 	go s.acceptLoop()
@@ -133,6 +136,14 @@ func newStreamLayer(ln net.Listener, advertise net.Addr, clusterID string, logge
 // an explicit advertise address. The advertise host may be an IP address or
 // a DNS name; it must not be unspecified and needs a non-zero port.
 func Listen(bindAddr, advertiseAddr, clusterID string, logger *slog.Logger) (*StreamLayer, error) {
+	return ListenTLS(bindAddr, advertiseAddr, clusterID, nil, logger)
+}
+
+// ListenTLS is Listen with transport security: with a non-nil conf every
+// accepted connection is a TLS server connection and Dial opens TLS client
+// connections with the same conf (set ClientCAs and ClientAuth for mutual
+// TLS). The cluster-id handshake runs inside TLS.
+func ListenTLS(bindAddr, advertiseAddr, clusterID string, conf *tls.Config, logger *slog.Logger) (*StreamLayer, error) {
 	if err := ValidateClusterID(clusterID); err != nil {
 		return nil, err
 	}
@@ -154,7 +165,14 @@ func Listen(bindAddr, advertiseAddr, clusterID string, logger *slog.Logger) (*St
 			return nil, fmt.Errorf("raftnet: bind address %q is not advertisable, set an advertise address", bindAddr)
 		}
 	}
-	return NewStreamLayer(ln, advertise, clusterID, logger), nil
+	if conf == nil {
+		return NewStreamLayer(ln, advertise, clusterID, logger), nil
+	}
+	sl := NewStreamLayer(tls.NewListener(ln, conf), advertise, clusterID, logger)
+	sl.dial = func(addr string, timeout time.Duration) (net.Conn, error) {
+		return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", addr, conf)
+	}
+	return sl, nil
 }
 
 // hostAddr is an advertise address given by DNS name, kept unresolved.
@@ -190,7 +208,15 @@ func parseAdvertise(s string) (net.Addr, error) {
 func (s *StreamLayer) Accept() (net.Conn, error) {
 	select {
 	case c := <-s.conns:
-		return c, nil
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.closed {
+			_ = c.Close()
+			return nil, fmt.Errorf("raftnet: accept: %w", net.ErrClosed)
+		}
+		ac := &acceptedConn{Conn: c, s: s}
+		s.accepted[ac] = struct{}{}
+		return ac, nil
 	case <-s.done:
 		return nil, fmt.Errorf("raftnet: accept: %w", net.ErrClosed)
 	case <-s.fail:
@@ -210,6 +236,12 @@ func (s *StreamLayer) Close() error {
 		for c := range s.handshaking {
 			_ = c.Close()
 		}
+		// Accepted connections too: their reader goroutines (in the raft
+		// transport) would otherwise wait until the peer hangs up.
+		for c := range s.accepted {
+			_ = c.Conn.Close()
+		}
+		s.accepted = nil
 		s.mu.Unlock()
 		close(s.done)
 		if cerr := s.ln.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) {
@@ -276,4 +308,21 @@ func (s *StreamLayer) noteDropped(c net.Conn) {
 	s.logger.Warn("too many pending raft handshakes, closing new connections",
 		"remote-addr", c.RemoteAddr().String(), "max-pending", s.opts.maxPending, "dropped", s.dropped)
 	s.lastDropLog, s.dropped = now, 0
+}
+
+// acceptedConn is a connection handed out by Accept; the stream layer
+// closes it on Close.
+type acceptedConn struct {
+	net.Conn
+	s    *StreamLayer
+	once sync.Once
+}
+
+func (c *acceptedConn) Close() error {
+	c.once.Do(func() {
+		c.s.mu.Lock()
+		delete(c.s.accepted, c)
+		c.s.mu.Unlock()
+	})
+	return c.Conn.Close()
 }

@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -103,11 +105,7 @@ func (cl *cluster) addr(service string) string {
 func (cl *cluster) addrMapCopy() map[string]string {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
-	m := make(map[string]string, len(cl.addrs))
-	for s, a := range cl.addrs {
-		m[s] = a
-	}
-	return m
+	return maps.Clone(cl.addrs)
 }
 
 // generation changes whenever a published address does; clients made
@@ -258,7 +256,7 @@ func (cl *cluster) leader(want ...string) string {
 		if st.LeaderId == "" {
 			return errors.New("no leader")
 		}
-		if len(want) > 0 && !contains(want, st.LeaderId) {
+		if len(want) > 0 && !slices.Contains(want, st.LeaderId) {
 			return fmt.Errorf("leader %s, want one of %v", st.LeaderId, want)
 		}
 		id = st.LeaderId
@@ -270,38 +268,54 @@ func (cl *cluster) leader(want ...string) string {
 	return id
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // others are the services not in except.
 func (cl *cluster) others(except ...string) []string {
 	var out []string
 	for _, s := range cl.services {
-		if !contains(except, s) {
+		if !slices.Contains(except, s) {
 			out = append(out, s)
 		}
 	}
 	return out
 }
 
-// restart starts a killed or stopped member again, re-reads its published
-// port and waits until its container is healthy.
-func (cl *cluster) restart(service string) {
+// restart starts killed or stopped members again, re-reads their
+// published ports and waits until their containers are healthy.
+func (cl *cluster) restart(services ...string) {
 	cl.t.Helper()
-	if err := cl.project.start(service); err != nil {
+	for _, s := range services {
+		if err := cl.project.start(s); err != nil {
+			cl.t.Fatal(err)
+		}
+	}
+	if err := cl.refreshAddrs(services...); err != nil {
 		cl.t.Fatal(err)
 	}
-	if err := cl.refreshAddrs(service); err != nil {
+	cl.waitHealthy(services...)
+	for _, s := range services {
+		cl.logf("%s restarted, gRPC now at %s", s, cl.addr(s))
+	}
+}
+
+// waitUnhealthy waits until a member other than service reports service
+// unhealthy: the fault has taken effect.
+func (cl *cluster) waitUnhealthy(service string) {
+	cl.t.Helper()
+	err := poll(30*time.Second, 200*time.Millisecond, func(ctx context.Context) error {
+		st, err := cl.status(ctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range st.Members {
+			if m.Id == service && !m.Healthy && st.ResponderId != service {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s still healthy per %s", service, st.ResponderId)
+	})
+	if err != nil {
 		cl.t.Fatal(err)
 	}
-	cl.waitHealthy(service)
-	cl.logf("%s restarted, gRPC now at %s", service, cl.addr(service))
 }
 
 // nextSeq is the next seq per a linearizable read: every acknowledged
@@ -328,8 +342,8 @@ func (cl *cluster) memberNextSeq(ctx context.Context, service string) (uint64, e
 }
 
 // waitCaughtUp waits until every one of services has applied at least up
-// to the cluster's next seq as of the call, and returns that seq.
-func (cl *cluster) waitCaughtUp(services ...string) uint64 {
+// to the cluster's next seq as of the call.
+func (cl *cluster) waitCaughtUp(services ...string) {
 	cl.t.Helper()
 	var target uint64
 	err := poll(30*time.Second, 200*time.Millisecond, func(ctx context.Context) (err error) {
@@ -339,29 +353,49 @@ func (cl *cluster) waitCaughtUp(services ...string) uint64 {
 	if err != nil {
 		cl.t.Fatalf("linearizable read: %v", err)
 	}
-	cl.waitNextSeq(target, false, services...)
-	return target
-}
-
-// waitNextSeq waits until each service's next seq reaches target (equals
-// it, when exact).
-func (cl *cluster) waitNextSeq(target uint64, exact bool, services ...string) {
-	cl.t.Helper()
-	err := poll(60*time.Second, 200*time.Millisecond, func(ctx context.Context) error {
+	err = poll(60*time.Second, 200*time.Millisecond, func(ctx context.Context) error {
 		for _, s := range services {
 			n, err := cl.memberNextSeq(ctx, s)
 			if err != nil {
 				return fmt.Errorf("%s: %w", s, err)
 			}
-			if n < target || (exact && n != target) {
-				return fmt.Errorf("%s: next seq %d, want %d", s, n, target)
+			if n < target {
+				return fmt.Errorf("%s: next seq %d, want at least %d", s, n, target)
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		cl.t.Fatalf("members not caught up: %v", err)
+		cl.t.Fatalf("not caught up: %v", err)
 	}
+}
+
+// waitConverged waits, with the load stopped, until every member's next
+// seq equals the cluster's (a linearizable read in the same round), and
+// returns it. Appends whose calls were cancelled may still commit for a
+// moment, so a round that sees the journal grow starts over.
+func (cl *cluster) waitConverged() uint64 {
+	cl.t.Helper()
+	var target uint64
+	err := poll(60*time.Second, 200*time.Millisecond, func(ctx context.Context) (err error) {
+		if target, err = cl.nextSeq(ctx); err != nil {
+			return fmt.Errorf("linearizable read: %w", err)
+		}
+		for _, s := range cl.services {
+			n, err := cl.memberNextSeq(ctx, s)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s, err)
+			}
+			if n != target {
+				return fmt.Errorf("%s: next seq %d, cluster %d", s, n, target)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		cl.t.Fatalf("members did not converge: %v", err)
+	}
+	return target
 }
 
 // readMember pages through every event a member holds, with stale reads
@@ -388,14 +422,12 @@ func (cl *cluster) readMember(service string) ([]client.StoredEvent, error) {
 	return out, err
 }
 
-// verify waits until every member holds the same next seq as the
-// cluster, then checks each member's whole journal: seqs contiguous from
+// verify waits until every member converged, then checks each member's whole journal: seqs contiguous from
 // 1, every acknowledged append at its seq with its payload, no payload
 // twice, and every member identical to the first.
 func (cl *cluster) verify(acked map[uint64]string) {
 	cl.t.Helper()
-	final := cl.waitCaughtUp(cl.services...)
-	cl.waitNextSeq(final, true, cl.services...)
+	final := cl.waitConverged()
 	var first []client.StoredEvent
 	for _, s := range cl.services {
 		evs, err := cl.readMember(s)

@@ -48,7 +48,7 @@ func newProject(file string, services []string) (*project, error) {
 	}, nil
 }
 
-// exec runs a command and returns its trimmed stdout; the error carries
+// execOut runs a command and returns its trimmed stdout; the error carries
 // stderr.
 func execOut(ctx context.Context, env []string, name string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
@@ -147,6 +147,25 @@ func (p *project) port(service string, containerPort int) (string, error) {
 func (p *project) health(service string) (string, error) {
 	out, err := docker("inspect", "--format", `{{if .State.Running}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}`, p.ids[service])
 	return out, err
+}
+
+// exitedAt waits until the service's container has stopped and returns
+// the time the daemon saw its process exit.
+func (p *project) exitedAt(service string) (time.Time, error) {
+	var at time.Time
+	err := poll(30*time.Second, 20*time.Millisecond, func(context.Context) error {
+		out, err := docker("inspect", "--format", `{{.State.Running}} {{.State.FinishedAt}}`, p.ids[service])
+		if err != nil {
+			return err
+		}
+		running, finished, _ := strings.Cut(out, " ")
+		if running != "false" {
+			return fmt.Errorf("%s still running", service)
+		}
+		at, err = time.Parse(time.RFC3339Nano, finished)
+		return err
+	})
+	return at, err
 }
 
 // Faults. Each acts on one service's container.

@@ -70,10 +70,10 @@ func setup() error {
 		return err
 	}
 	repoRoot = filepath.Clean(filepath.Join(wd, "..", ".."))
-	if err := run(30*time.Second, "docker", "info", "--format", "{{.ServerVersion}}"); err != nil {
-		return fmt.Errorf("docker daemon unreachable: %w", err)
+	if err := exec.Command("docker", "info", "--format", "{{.ServerVersion}}").Run(); err != nil {
+		return fmt.Errorf("docker daemon unreachable (docker info): %w", err)
 	}
-	if run(30*time.Second, "docker", "compose", "version") == nil {
+	if exec.Command("docker", "compose", "version").Run() == nil {
 		composeCLI = []string{"docker", "compose"}
 	} else if p, err := exec.LookPath("docker-compose"); err == nil {
 		composeCLI = []string{p}

@@ -11,7 +11,7 @@ docker info >/dev/null 2>&1 || { echo "e2e: the docker daemon does not answer (d
 if docker compose version >/dev/null 2>&1; then
   echo "e2e: using $(docker compose version)"
 elif command -v docker-compose >/dev/null; then
-  echo "e2e: using $(docker-compose version --short 2>/dev/null || echo docker-compose)"
+  echo "e2e: using docker-compose $(docker-compose version --short 2>/dev/null)"
 else
   echo "e2e: docker compose (plugin) or docker-compose is required" >&2
   exit 1
