@@ -29,15 +29,24 @@ func TestFormByBootstrapExpect(t *testing.T) {
 			defer cancel()
 			// Exactly one member bootstrapped: every member holds the
 			// same single configuration of n voters.
+			formed := 0
 			for i := range tc.servers {
-				f := tc.server(i).raft.GetConfiguration()
-				if err := f.Error(); err != nil {
-					t.Fatal(err)
-				}
-				if got := len(f.Configuration().Servers); got != n {
-					t.Fatalf("member %d sees %d servers, want %d", i, got, n)
+				if tc.server(i).formed.Load() {
+					formed++
 				}
 			}
+			if formed != 1 {
+				t.Fatalf("%d members bootstrapped, want exactly 1", formed)
+			}
+			eventually(t, 10*time.Second, "every member to hold the one configuration", func() bool {
+				for i := range tc.servers {
+					f := tc.server(i).raft.GetConfiguration()
+					if f.Error() != nil || len(f.Configuration().Servers) != n {
+						return false
+					}
+				}
+				return true
+			})
 			c := tc.client(ctx)
 			seqs, err := c.Journal().Append(ctx, client.Event{Type: "t", Payload: []byte("a")}, client.Event{Type: "t", Payload: []byte("b")})
 			if err != nil {

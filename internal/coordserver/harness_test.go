@@ -31,13 +31,23 @@ type testCluster struct {
 
 type clusterOpt func(i int, c *Config)
 
-// freePort returns a 127.0.0.1 port below the kernel's ephemeral range
-// (so outgoing connections never take it between tests) that is free for
-// both TCP and UDP right now.
+// Ports for test members come from below the kernel's ephemeral range (so
+// outgoing connections never take them between tests), handed out in
+// sequence from a random start so one test process never reuses a port.
+var (
+	portMu   sync.Mutex
+	nextPort = rand.Intn(12000)
+)
+
+// freePort returns a 127.0.0.1 address whose port is free for both TCP
+// and UDP right now.
 func freePort(t *testing.T) string {
 	t.Helper()
-	for i := 0; i < 1000; i++ {
-		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.Intn(12000))
+	portMu.Lock()
+	defer portMu.Unlock()
+	for i := 0; i < 12000; i++ {
+		nextPort = (nextPort + 1) % 12000
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+nextPort)
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
 			continue

@@ -222,10 +222,16 @@ func (s *Server) bootstrap() error {
 }
 
 func (s *Server) bootstrapWith(servers []raft.Server) error {
-	if err := s.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+	err := s.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error()
+	switch {
+	case errors.Is(err, raft.ErrCantBootstrap):
+		s.log.Info("not bootstrapping: this member already has Raft state")
+	case err != nil:
 		return fmt.Errorf("coordserver: bootstrap: %w", err)
+	default:
+		s.formed.Store(true)
+		s.log.Info("bootstrapped a new cluster", "voters", len(servers))
 	}
-	s.log.Info("bootstrapped a new cluster", "voters", len(servers))
 	s.markBootstrapped()
 	return nil
 }

@@ -69,6 +69,8 @@ type Server struct {
 	closeOnce  sync.Once
 	closeErr   error
 	bootstrapd atomic.Bool
+	// formed is set on the one member that called BootstrapCluster.
+	formed atomic.Bool
 }
 
 // New opens the data dir, starts Raft, gossip, gRPC and http, and begins

@@ -297,6 +297,19 @@ func (cl *cluster) restart(services ...string) {
 	}
 }
 
+// reconnect puts a disconnected member back on the network and re-reads
+// its published port.
+func (cl *cluster) reconnect(service string) {
+	cl.t.Helper()
+	if err := cl.connect(service); err != nil {
+		cl.t.Fatal(err)
+	}
+	if err := cl.refreshAddrs(service); err != nil {
+		cl.t.Fatal(err)
+	}
+	cl.logf("%s reconnected, gRPC now at %s", service, cl.addr(service))
+}
+
 // waitUnhealthy waits until a member other than service reports service
 // unhealthy: the fault has taken effect.
 func (cl *cluster) waitUnhealthy(service string) {
@@ -368,6 +381,15 @@ func (cl *cluster) waitCaughtUp(services ...string) {
 	if err != nil {
 		cl.t.Fatalf("not caught up: %v", err)
 	}
+}
+
+// waitRejoined waits until the cluster is stable again with every member
+// and services (just restarted, unpaused or reconnected) caught up.
+func (cl *cluster) waitRejoined(services ...string) {
+	cl.t.Helper()
+	cl.waitStable(len(cl.services))
+	cl.waitCaughtUp(services...)
+	cl.logf("%v rejoined and caught up", services)
 }
 
 // waitConverged waits, with the load stopped, until every member's next

@@ -13,9 +13,9 @@ import (
 
 // ack is one acknowledged append.
 type ack struct {
-	seq     uint64
-	payload string
-	at      time.Time
+	seq      uint64
+	payload  string
+	sent, at time.Time // call start, acknowledgement
 }
 
 // load appends from the host with several workers, each its own SDK
@@ -37,14 +37,19 @@ type load struct {
 	stopped bool
 }
 
-// appendTimeout bounds one Append call, retries through a leader change
-// included.
-const appendTimeout = 20 * time.Second
+const (
+	// appendTimeout bounds one Append call, retries through a leader
+	// change included.
+	appendTimeout = 20 * time.Second
+	// A load stops by itself after loadLifetime or maxCallsPerWorker.
+	loadLifetime      = 10 * time.Minute
+	maxCallsPerWorker = 1_000_000
+)
 
 // startLoad starts workers appending until stop (registered as a cleanup
 // too, so a failing test stops its load before its cluster goes).
 func startLoad(cl *cluster, workers int) *load {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), loadLifetime)
 	l := &load{cl: cl, cancel: cancel, seqs: map[uint64]string{}}
 	tag := cl.name
 	for w := range workers {
@@ -68,7 +73,7 @@ func (l *load) worker(ctx context.Context, name string) {
 			c.Close()
 		}
 	}()
-	for i := 0; ctx.Err() == nil; {
+	for i := 0; i < maxCallsPerWorker && ctx.Err() == nil; i++ {
 		// A member's published port changed: reconnect between calls.
 		if g := l.cl.generation(); c == nil || g != gen {
 			if c != nil {
@@ -83,7 +88,7 @@ func (l *load) worker(ctx context.Context, name string) {
 			}
 		}
 		payload := fmt.Sprintf("%s/%d", name, i)
-		i++
+		sent := time.Now()
 		actx, cancel := context.WithTimeout(ctx, appendTimeout)
 		seqs, err := c.Journal().Append(actx, client.Event{Type: "e2e", Payload: []byte(payload)})
 		at := time.Now()
@@ -95,7 +100,7 @@ func (l *load) worker(ctx context.Context, name string) {
 			}
 			continue
 		}
-		l.acked(ack{seq: seqs[0], payload: payload, at: at})
+		l.acked(ack{seq: seqs[0], payload: payload, sent: sent, at: at})
 	}
 }
 
@@ -132,12 +137,13 @@ func (l *load) count() int {
 	return len(l.acks)
 }
 
-// firstAckAfter is the time of the first append acknowledged after t.
-func (l *load) firstAckAfter(t time.Time) (first time.Time, ok bool) {
+// firstAckSentAfter is the acknowledgement time of the first append whose
+// call started after t.
+func (l *load) firstAckSentAfter(t time.Time) (first time.Time, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, a := range l.acks {
-		if a.at.After(t) && (!ok || a.at.Before(first)) {
+		if a.sent.After(t) && (!ok || a.at.Before(first)) {
 			first, ok = a.at, true
 		}
 	}
@@ -189,4 +195,12 @@ func (l *load) ackedSeqs() map[uint64]string {
 		l.cl.t.Errorf("%d seqs acknowledged to two appends, e.g. %v", len(l.dupSeqs), l.dupSeqs[:min(5, len(l.dupSeqs))])
 	}
 	return l.seqs
+}
+
+// stopAndVerify stops the load and checks every member against what it
+// acknowledged (cluster.verify).
+func (l *load) stopAndVerify() {
+	l.cl.t.Helper()
+	l.stop()
+	l.cl.verify(l.ackedSeqs())
 }
