@@ -16,11 +16,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -174,55 +176,65 @@ func (c *Client) setLeader(addr string) {
 	if addr == "" {
 		return
 	}
-	for _, e := range c.endpoints {
-		if e == addr {
-			return
-		}
+	if !slices.Contains(c.endpoints, addr) {
+		c.endpoints = append(c.endpoints, addr)
 	}
-	c.endpoints = append(c.endpoints, addr)
 }
 
-// discover asks endpoints in turn for the cluster status until one names
-// a leader.
+// discover asks every known endpoint for the cluster status at once and
+// takes the first answer that names a leader (a paused or dead member costs
+// nothing while another answers). Members it learns of become endpoints.
 func (c *Client) discover(ctx context.Context) error {
-	var last error
 	c.mu.Lock()
-	n := len(c.endpoints)
+	eps := append([]string(nil), c.endpoints...)
 	c.mu.Unlock()
-	for i := 0; i < n; i++ {
-		ep := c.nextEndpoint()
-		st, err := c.statusAt(ctx, ep)
-		if err != nil {
-			last = err
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		ep  string
+		st  *pb.StatusResponse
+		err error
+	}
+	answers := make(chan answer, len(eps))
+	for _, ep := range eps {
+		go func() {
+			st, err := c.statusAt(ctx, ep)
+			answers <- answer{ep, st, err}
+		}()
+	}
+	var last error
+	for range eps {
+		a := <-answers
+		if a.err != nil {
+			last = a.err
 			continue
 		}
-		c.mu.Lock()
-		for _, m := range st.Members {
-			if m.GrpcAddr == "" {
-				continue
-			}
-			known := false
-			for _, e := range c.endpoints {
-				known = known || e == m.GrpcAddr
-			}
-			if !known {
-				c.endpoints = append(c.endpoints, m.GrpcAddr)
-			}
-		}
-		c.mu.Unlock()
-		if st.LeaderGrpcAddr != "" {
-			c.setLeader(st.LeaderGrpcAddr)
+		c.learn(a.st)
+		if a.st.LeaderGrpcAddr != "" {
+			c.setLeader(a.st.LeaderGrpcAddr)
 			return nil
 		}
-		last = &Error{Reason: pb.ReasonNoLeader, Message: "endpoint " + ep + " knows no leader"}
+		last = &Error{Code: codes.Unavailable, Reason: pb.ReasonNoLeader, Message: "endpoint " + a.ep + " knows no leader"}
+	}
+	if ctx.Err() != nil && last == nil {
+		return ctx.Err()
 	}
 	if last == nil {
 		last = ErrNoLeader
 	}
 	return last
+}
+
+// learn adds the members named in a status answer to the endpoints.
+func (c *Client) learn(st *pb.StatusResponse) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range st.Members {
+		if m.GrpcAddr == "" || slices.Contains(c.endpoints, m.GrpcAddr) {
+			continue
+		}
+		c.endpoints = append(c.endpoints, m.GrpcAddr)
+	}
 }
 
 func (c *Client) statusAt(ctx context.Context, addr string) (*pb.StatusResponse, error) {
