@@ -23,3 +23,17 @@ var (
 // it could not decode. The coordinator must stop: applying further entries
 // would let this member diverge from the others.
 var ErrHalted = errors.New("fsm: halted on an undecodable committed entry")
+
+// Journal errors (part of the replicated behaviour, like the others).
+var (
+	ErrInvalidJournalConfig = errors.New("fsm: journal config needs events per segment and segment bytes >= 1")
+	ErrConsumerName         = errors.New("fsm: consumer name must be 1-128 of [A-Za-z0-9._-], starting alphanumeric")
+	ErrConsumerExists       = errors.New("fsm: consumer already registered")
+	ErrConsumerNotFound     = errors.New("fsm: no such consumer")
+	ErrTooManyConsumers     = errors.New("fsm: too many consumers")
+	ErrConsumerFrom         = errors.New("fsm: consumer start outside the retained journal")
+	ErrConsumerOp           = errors.New("fsm: unknown consumer operation")
+	ErrAckBeyondSafe        = errors.New("fsm: ack beyond safe_pos")
+	ErrAckBackwards         = errors.New("fsm: ack moves backwards")
+	ErrTrimFuture           = errors.New("fsm: trim beyond the end of the journal")
+)

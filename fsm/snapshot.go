@@ -16,7 +16,10 @@ import (
 
 // SnapshotFormatVersion is the snapshot format this build writes. Restore
 // reads every version up to it and refuses newer ones.
-const SnapshotFormatVersion = 1
+//
+// Format 2 added the journal header (config, segments, consumers); format 1
+// is still read, its segments rebuilt from the events.
+const SnapshotFormatVersion = 2
 
 // snapshotMagic opens every snapshot stream.
 var snapshotMagic = [8]byte{'L', 'B', 'K', 'S', 'N', 'A', 'P', '\n'}
@@ -33,10 +36,12 @@ var ErrSnapshotCorrupt = errors.New("fsm: snapshot corrupt")
 var ErrSnapshotVersion = errors.New("fsm: snapshot format version not supported")
 
 type snapshot struct {
-	header   *pb.SnapshotHeader
-	events   []*pb.StoredEvent
-	sessions []*pb.Session
-	members  []*pb.Member
+	header    *pb.SnapshotHeader
+	events    []*pb.StoredEvent
+	sessions  []*pb.Session
+	members   []*pb.Member
+	segments  []*pb.Segment
+	consumers []*pb.Consumer
 }
 
 func captureSnapshot(s *State) *snapshot {
@@ -49,9 +54,19 @@ func captureSnapshot(s *State) *snapshot {
 			SessionCount:  uint64(len(s.sessions)),
 			MemberCount:   uint64(len(s.members)),
 			AppliedIndex:  s.appliedIndex,
+			SegmentCount:  uint64(len(s.segments)),
+			ConsumerCount: uint64(len(s.consumers)),
+			JournalConfig: proto.Clone(s.config).(*pb.JournalConfig),
+			NextSegmentId: s.nextSegmentID,
+			Trims:         s.trims,
 		},
-		events:  s.events[:len(s.events):len(s.events)],
-		members: s.Members(),
+		events:    s.events[:len(s.events):len(s.events)],
+		members:   s.Members(),
+		consumers: s.Consumers(),
+	}
+	// The open segment changes with every append: copy the table.
+	for _, seg := range s.segments {
+		sn.segments = append(sn.segments, proto.Clone(seg).(*pb.Segment))
 	}
 	for e := s.lru.Front(); e != nil; e = e.Next() {
 		sess := e.Value.(*session)
@@ -120,6 +135,18 @@ func (sn *snapshot) write(w io.Writer) error {
 			return err
 		}
 	}
+	for _, seg := range sn.segments {
+		rec.Record = &pb.SnapshotRecord_Segment{Segment: seg}
+		if err := writeMsg(rec); err != nil {
+			return err
+		}
+	}
+	for _, c := range sn.consumers {
+		rec.Record = &pb.SnapshotRecord_Consumer{Consumer: c}
+		if err := writeMsg(rec); err != nil {
+			return err
+		}
+	}
 	if err := bw.Flush(); err != nil {
 		return err
 	}
@@ -162,8 +189,9 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	if [8]byte(head[:8]) != snapshotMagic {
 		return nil, fmt.Errorf("%w: bad magic", ErrSnapshotCorrupt)
 	}
-	if v := binary.BigEndian.Uint32(head[8:]); v == 0 || v > SnapshotFormatVersion {
-		return nil, fmt.Errorf("%w: version %d, this build reads up to %d", ErrSnapshotVersion, v, SnapshotFormatVersion)
+	version := binary.BigEndian.Uint32(head[8:])
+	if version == 0 || version > SnapshotFormatVersion {
+		return nil, fmt.Errorf("%w: version %d, this build reads up to %d", ErrSnapshotVersion, version, SnapshotFormatVersion)
 	}
 	buf := make([]byte, 4096)
 	readMsg := func(m proto.Message) error {
@@ -199,7 +227,17 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		// bound the preallocation.
 		st.events = make([]*pb.StoredEvent, 0, min(h.EventCount, 1<<20))
 	}
-	total := h.EventCount + h.SessionCount + h.MemberCount
+	if version >= 2 {
+		if h.JournalConfig == nil || h.JournalConfig.EventsPerSegment == 0 || h.JournalConfig.SegmentBytes == 0 {
+			return nil, fmt.Errorf("%w: journal config missing", ErrSnapshotCorrupt)
+		}
+		st.config = h.JournalConfig
+		st.nextSegmentID, st.trims = h.NextSegmentId, h.Trims
+	} else if h.SegmentCount != 0 || h.ConsumerCount != 0 {
+		return nil, fmt.Errorf("%w: format 1 snapshot with journal records", ErrSnapshotCorrupt)
+	}
+	base := h.EventCount + h.SessionCount + h.MemberCount
+	total := base + h.SegmentCount + h.ConsumerCount
 	for i := uint64(0); i < total; i++ {
 		var rec pb.SnapshotRecord
 		if err := readMsg(&rec); err != nil {
@@ -227,10 +265,20 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			sess.elem = st.lru.PushBack(sess)
 			st.sessions[sess.id] = sess
 		case *pb.SnapshotRecord_Member:
-			if i < h.EventCount+h.SessionCount {
+			if i < h.EventCount+h.SessionCount || i >= base {
 				return nil, fmt.Errorf("%w: member record out of place", ErrSnapshotCorrupt)
 			}
 			st.members[x.Member.Id] = x.Member
+		case *pb.SnapshotRecord_Segment:
+			if i < base || i >= base+h.SegmentCount {
+				return nil, fmt.Errorf("%w: segment record out of place", ErrSnapshotCorrupt)
+			}
+			st.segments = append(st.segments, x.Segment)
+		case *pb.SnapshotRecord_Consumer:
+			if i < base+h.SegmentCount {
+				return nil, fmt.Errorf("%w: consumer record out of place", ErrSnapshotCorrupt)
+			}
+			st.consumers[x.Consumer.Name] = x.Consumer.AckedSeq
 		default:
 			return nil, fmt.Errorf("%w: empty record %d", ErrSnapshotCorrupt, i)
 		}
@@ -246,5 +294,26 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	if _, err := cr.r.ReadByte(); err != io.EOF {
 		return nil, fmt.Errorf("%w: trailing bytes after checksum", ErrSnapshotCorrupt)
 	}
+	if version == 1 {
+		st.rebuildSegments()
+	} else if err := st.checkSegments(); err != nil {
+		return nil, err
+	}
 	return st, nil
+}
+
+// checkSegments verifies the restored segment table tiles the retained
+// events exactly.
+func (s *State) checkSegments() error {
+	want := s.firstSeq
+	for i, seg := range s.segments {
+		if seg.FirstSeq != want || seg.LastSeq < seg.FirstSeq || seg.Events != seg.LastSeq-seg.FirstSeq+1 || (!seg.Sealed && i != len(s.segments)-1) {
+			return fmt.Errorf("%w: segment %d does not tile the journal", ErrSnapshotCorrupt, seg.Id)
+		}
+		want = seg.LastSeq + 1
+	}
+	if want != s.nextSeq {
+		return fmt.Errorf("%w: segments end at %d, journal at %d", ErrSnapshotCorrupt, want, s.nextSeq)
+	}
+	return nil
 }

@@ -53,16 +53,25 @@ type State struct {
 	sessions map[string]*session
 	lru      *list.List // front = least recently used session
 	members  map[string]*pb.Member
+
+	// The journal header: segment table, consumers and rolling config.
+	segments      []*pb.Segment
+	nextSegmentID uint64
+	consumers     map[string]uint64
+	config        *pb.JournalConfig
+	trims         uint64
 }
 
 // NewState returns an empty state: the journal starts at seq 1.
 func NewState() *State {
 	return &State{
-		nextSeq:  1,
-		firstSeq: 1,
-		sessions: make(map[string]*session),
-		lru:      list.New(),
-		members:  make(map[string]*pb.Member),
+		nextSeq:   1,
+		firstSeq:  1,
+		sessions:  make(map[string]*session),
+		lru:       list.New(),
+		members:   make(map[string]*pb.Member),
+		consumers: make(map[string]uint64),
+		config:    defaultJournalConfig(),
 	}
 }
 
@@ -143,6 +152,34 @@ func (s *State) Apply(index uint64, cmd *pb.Command) (any, error) {
 		}
 		s.members[m.Id] = proto.Clone(m).(*pb.Member)
 		return nil, nil
+	case pb.CommandType_COMMAND_TYPE_CONFIGURE_JOURNAL:
+		var c pb.JournalConfig
+		if err := proto.Unmarshal(cmd.Payload, &c); err != nil {
+			return nil, fmt.Errorf("fsm: decode configure-journal command at index %d: %w", index, err)
+		}
+		s.appliedIndex = index
+		return s.applyConfigure(&c), nil
+	case pb.CommandType_COMMAND_TYPE_CONSUMER:
+		var c pb.ConsumerCommand
+		if err := proto.Unmarshal(cmd.Payload, &c); err != nil {
+			return nil, fmt.Errorf("fsm: decode consumer command at index %d: %w", index, err)
+		}
+		s.appliedIndex = index
+		return s.applyConsumer(&c), nil
+	case pb.CommandType_COMMAND_TYPE_TRIM:
+		var c pb.TrimCommand
+		if err := proto.Unmarshal(cmd.Payload, &c); err != nil {
+			return nil, fmt.Errorf("fsm: decode trim command at index %d: %w", index, err)
+		}
+		s.appliedIndex = index
+		return s.applyTrim(&c), nil
+	case pb.CommandType_COMMAND_TYPE_RESET:
+		var c pb.ResetCommand
+		if err := proto.Unmarshal(cmd.Payload, &c); err != nil {
+			return nil, fmt.Errorf("fsm: decode reset command at index %d: %w", index, err)
+		}
+		s.appliedIndex = index
+		return s.applyReset(), nil
 	default:
 		return nil, fmt.Errorf("fsm: unknown command type %d at index %d", cmd.Type, index)
 	}
@@ -184,14 +221,16 @@ func (s *State) applyOp(index uint64, op *pb.AppendOp) Result {
 	}
 	first := s.nextSeq
 	for _, e := range op.Events {
-		s.events = append(s.events, &pb.StoredEvent{
+		se := &pb.StoredEvent{
 			Seq:        s.nextSeq,
 			Type:       e.Type,
 			Payload:    e.Payload,
 			ClientId:   op.ClientId,
 			RequestSeq: op.RequestSeq,
 			Index:      index,
-		})
+		}
+		s.events = append(s.events, se)
+		s.addToSegment(se)
 		s.nextSeq++
 	}
 	r := Result{FirstSeq: first, Count: uint32(len(op.Events)), Index: index}
@@ -287,6 +326,28 @@ func (s *State) Hash() [32]byte {
 		putBytes([]byte(m.RaftAddr))
 		putBytes([]byte(m.GrpcAddr))
 		putBytes([]byte(m.HttpAddr))
+	}
+	put(s.config.EventsPerSegment)
+	put(s.config.SegmentBytes)
+	put(s.nextSegmentID)
+	put(s.trims)
+	for _, seg := range s.segments {
+		put(seg.Id)
+		put(seg.FirstSeq)
+		put(seg.LastSeq)
+		put(seg.Events)
+		put(seg.Bytes)
+		put(seg.FirstIndex)
+		put(seg.LastIndex)
+		if seg.Sealed {
+			put(1)
+		} else {
+			put(0)
+		}
+	}
+	for _, c := range s.Consumers() {
+		putBytes([]byte(c.Name))
+		put(c.AckedSeq)
 	}
 	var out [32]byte
 	copy(out[:], h.Sum(nil))

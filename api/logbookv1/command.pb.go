@@ -35,6 +35,16 @@ const (
 	CommandType_COMMAND_TYPE_APPEND CommandType = 1
 	// Payload: RegisterMemberCommand. Upserts a coordinator's addresses.
 	CommandType_COMMAND_TYPE_REGISTER_MEMBER CommandType = 2
+	// Payload: JournalConfig. Segment rolling thresholds (the leader proposes
+	// its configured values when they differ from the replicated ones).
+	CommandType_COMMAND_TYPE_CONFIGURE_JOURNAL CommandType = 3
+	// Payload: ConsumerCommand. Register, ack or remove a durable consumer.
+	CommandType_COMMAND_TYPE_CONSUMER CommandType = 4
+	// Payload: TrimCommand. Drop expired segments, oldest first (the
+	// analogue of the MDLog journal header write).
+	CommandType_COMMAND_TYPE_TRIM CommandType = 5
+	// Payload: ResetCommand. Drop every event; the next seq continues.
+	CommandType_COMMAND_TYPE_RESET CommandType = 6
 )
 
 // Enum value maps for CommandType.
@@ -43,11 +53,19 @@ var (
 		0: "COMMAND_TYPE_UNSPECIFIED",
 		1: "COMMAND_TYPE_APPEND",
 		2: "COMMAND_TYPE_REGISTER_MEMBER",
+		3: "COMMAND_TYPE_CONFIGURE_JOURNAL",
+		4: "COMMAND_TYPE_CONSUMER",
+		5: "COMMAND_TYPE_TRIM",
+		6: "COMMAND_TYPE_RESET",
 	}
 	CommandType_value = map[string]int32{
-		"COMMAND_TYPE_UNSPECIFIED":     0,
-		"COMMAND_TYPE_APPEND":          1,
-		"COMMAND_TYPE_REGISTER_MEMBER": 2,
+		"COMMAND_TYPE_UNSPECIFIED":       0,
+		"COMMAND_TYPE_APPEND":            1,
+		"COMMAND_TYPE_REGISTER_MEMBER":   2,
+		"COMMAND_TYPE_CONFIGURE_JOURNAL": 3,
+		"COMMAND_TYPE_CONSUMER":          4,
+		"COMMAND_TYPE_TRIM":              5,
+		"COMMAND_TYPE_RESET":             6,
 	}
 )
 
@@ -76,6 +94,58 @@ func (x CommandType) Number() protoreflect.EnumNumber {
 // Deprecated: Use CommandType.Descriptor instead.
 func (CommandType) EnumDescriptor() ([]byte, []int) {
 	return file_logbookv1_command_proto_rawDescGZIP(), []int{0}
+}
+
+type ConsumerOp int32
+
+const (
+	ConsumerOp_CONSUMER_OP_UNSPECIFIED ConsumerOp = 0
+	ConsumerOp_CONSUMER_OP_REGISTER    ConsumerOp = 1
+	ConsumerOp_CONSUMER_OP_ACK         ConsumerOp = 2
+	ConsumerOp_CONSUMER_OP_REMOVE      ConsumerOp = 3
+)
+
+// Enum value maps for ConsumerOp.
+var (
+	ConsumerOp_name = map[int32]string{
+		0: "CONSUMER_OP_UNSPECIFIED",
+		1: "CONSUMER_OP_REGISTER",
+		2: "CONSUMER_OP_ACK",
+		3: "CONSUMER_OP_REMOVE",
+	}
+	ConsumerOp_value = map[string]int32{
+		"CONSUMER_OP_UNSPECIFIED": 0,
+		"CONSUMER_OP_REGISTER":    1,
+		"CONSUMER_OP_ACK":         2,
+		"CONSUMER_OP_REMOVE":      3,
+	}
+)
+
+func (x ConsumerOp) Enum() *ConsumerOp {
+	p := new(ConsumerOp)
+	*p = x
+	return p
+}
+
+func (x ConsumerOp) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ConsumerOp) Descriptor() protoreflect.EnumDescriptor {
+	return file_logbookv1_command_proto_enumTypes[1].Descriptor()
+}
+
+func (ConsumerOp) Type() protoreflect.EnumType {
+	return &file_logbookv1_command_proto_enumTypes[1]
+}
+
+func (x ConsumerOp) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ConsumerOp.Descriptor instead.
+func (ConsumerOp) EnumDescriptor() ([]byte, []int) {
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{1}
 }
 
 // Command is the envelope of every Raft log entry Logbook writes.
@@ -433,6 +503,381 @@ func (x *RegisterMemberCommand) GetMember() *Member {
 	return nil
 }
 
+type JournalConfig struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	EventsPerSegment uint64                 `protobuf:"varint,1,opt,name=events_per_segment,json=eventsPerSegment,proto3" json:"events_per_segment,omitempty"`
+	SegmentBytes     uint64                 `protobuf:"varint,2,opt,name=segment_bytes,json=segmentBytes,proto3" json:"segment_bytes,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *JournalConfig) Reset() {
+	*x = JournalConfig{}
+	mi := &file_logbookv1_command_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JournalConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JournalConfig) ProtoMessage() {}
+
+func (x *JournalConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_command_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JournalConfig.ProtoReflect.Descriptor instead.
+func (*JournalConfig) Descriptor() ([]byte, []int) {
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *JournalConfig) GetEventsPerSegment() uint64 {
+	if x != nil {
+		return x.EventsPerSegment
+	}
+	return 0
+}
+
+func (x *JournalConfig) GetSegmentBytes() uint64 {
+	if x != nil {
+		return x.SegmentBytes
+	}
+	return 0
+}
+
+type ConsumerCommand struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Op    ConsumerOp             `protobuf:"varint,1,opt,name=op,proto3,enum=logbook.v1.ConsumerOp" json:"op,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// REGISTER: the consumer has consumed everything up to seq (0: up to the
+	// current safe_pos). ACK: the new acknowledged seq.
+	Seq uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	// REGISTER: seq was given explicitly.
+	FromGiven     bool `protobuf:"varint,4,opt,name=from_given,json=fromGiven,proto3" json:"from_given,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsumerCommand) Reset() {
+	*x = ConsumerCommand{}
+	mi := &file_logbookv1_command_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerCommand) ProtoMessage() {}
+
+func (x *ConsumerCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_command_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerCommand.ProtoReflect.Descriptor instead.
+func (*ConsumerCommand) Descriptor() ([]byte, []int) {
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ConsumerCommand) GetOp() ConsumerOp {
+	if x != nil {
+		return x.Op
+	}
+	return ConsumerOp_CONSUMER_OP_UNSPECIFIED
+}
+
+func (x *ConsumerCommand) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConsumerCommand) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ConsumerCommand) GetFromGiven() bool {
+	if x != nil {
+		return x.FromGiven
+	}
+	return false
+}
+
+type TrimCommand struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Trim whole segments that end below to_seq; 0 means as far as allowed.
+	ToSeq uint64 `protobuf:"varint,1,opt,name=to_seq,json=toSeq,proto3" json:"to_seq,omitempty"`
+	// The proposing leader's newest snapshot index: only segments whose
+	// entries that snapshot covers may expire.
+	CoveredIndex  uint64 `protobuf:"varint,2,opt,name=covered_index,json=coveredIndex,proto3" json:"covered_index,omitempty"`
+	Automatic     bool   `protobuf:"varint,3,opt,name=automatic,proto3" json:"automatic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrimCommand) Reset() {
+	*x = TrimCommand{}
+	mi := &file_logbookv1_command_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrimCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrimCommand) ProtoMessage() {}
+
+func (x *TrimCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_command_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrimCommand.ProtoReflect.Descriptor instead.
+func (*TrimCommand) Descriptor() ([]byte, []int) {
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TrimCommand) GetToSeq() uint64 {
+	if x != nil {
+		return x.ToSeq
+	}
+	return 0
+}
+
+func (x *TrimCommand) GetCoveredIndex() uint64 {
+	if x != nil {
+		return x.CoveredIndex
+	}
+	return 0
+}
+
+func (x *TrimCommand) GetAutomatic() bool {
+	if x != nil {
+		return x.Automatic
+	}
+	return false
+}
+
+type ResetCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetCommand) Reset() {
+	*x = ResetCommand{}
+	mi := &file_logbookv1_command_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetCommand) ProtoMessage() {}
+
+func (x *ResetCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_command_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetCommand.ProtoReflect.Descriptor instead.
+func (*ResetCommand) Descriptor() ([]byte, []int) {
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{9}
+}
+
+// Segment is a run of contiguous events: the unit of expiry and trim.
+type Segment struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	FirstSeq      uint64                 `protobuf:"varint,2,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
+	LastSeq       uint64                 `protobuf:"varint,3,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	Events        uint64                 `protobuf:"varint,4,opt,name=events,proto3" json:"events,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,5,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	FirstIndex    uint64                 `protobuf:"varint,6,opt,name=first_index,json=firstIndex,proto3" json:"first_index,omitempty"`
+	LastIndex     uint64                 `protobuf:"varint,7,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	Sealed        bool                   `protobuf:"varint,8,opt,name=sealed,proto3" json:"sealed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Segment) Reset() {
+	*x = Segment{}
+	mi := &file_logbookv1_command_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Segment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Segment) ProtoMessage() {}
+
+func (x *Segment) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_command_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Segment.ProtoReflect.Descriptor instead.
+func (*Segment) Descriptor() ([]byte, []int) {
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Segment) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *Segment) GetFirstSeq() uint64 {
+	if x != nil {
+		return x.FirstSeq
+	}
+	return 0
+}
+
+func (x *Segment) GetLastSeq() uint64 {
+	if x != nil {
+		return x.LastSeq
+	}
+	return 0
+}
+
+func (x *Segment) GetEvents() uint64 {
+	if x != nil {
+		return x.Events
+	}
+	return 0
+}
+
+func (x *Segment) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *Segment) GetFirstIndex() uint64 {
+	if x != nil {
+		return x.FirstIndex
+	}
+	return 0
+}
+
+func (x *Segment) GetLastIndex() uint64 {
+	if x != nil {
+		return x.LastIndex
+	}
+	return 0
+}
+
+func (x *Segment) GetSealed() bool {
+	if x != nil {
+		return x.Sealed
+	}
+	return false
+}
+
+type Consumer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	AckedSeq      uint64                 `protobuf:"varint,2,opt,name=acked_seq,json=ackedSeq,proto3" json:"acked_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Consumer) Reset() {
+	*x = Consumer{}
+	mi := &file_logbookv1_command_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Consumer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Consumer) ProtoMessage() {}
+
+func (x *Consumer) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_command_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Consumer.ProtoReflect.Descriptor instead.
+func (*Consumer) Descriptor() ([]byte, []int) {
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Consumer) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Consumer) GetAckedSeq() uint64 {
+	if x != nil {
+		return x.AckedSeq
+	}
+	return 0
+}
+
 // Snapshot stream: a header, then records, then a trailer; see fsm/doc.go.
 type SnapshotHeader struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -442,15 +887,21 @@ type SnapshotHeader struct {
 	SessionCount  uint64                 `protobuf:"varint,4,opt,name=session_count,json=sessionCount,proto3" json:"session_count,omitempty"`
 	MemberCount   uint64                 `protobuf:"varint,5,opt,name=member_count,json=memberCount,proto3" json:"member_count,omitempty"`
 	// Raft index of the last entry the state reflects.
-	AppliedIndex  uint64 `protobuf:"varint,6,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
-	FirstSeq      uint64 `protobuf:"varint,7,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
+	AppliedIndex uint64 `protobuf:"varint,6,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	FirstSeq     uint64 `protobuf:"varint,7,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
+	// Format 2.
+	SegmentCount  uint64         `protobuf:"varint,8,opt,name=segment_count,json=segmentCount,proto3" json:"segment_count,omitempty"`
+	ConsumerCount uint64         `protobuf:"varint,9,opt,name=consumer_count,json=consumerCount,proto3" json:"consumer_count,omitempty"`
+	JournalConfig *JournalConfig `protobuf:"bytes,10,opt,name=journal_config,json=journalConfig,proto3" json:"journal_config,omitempty"`
+	NextSegmentId uint64         `protobuf:"varint,11,opt,name=next_segment_id,json=nextSegmentId,proto3" json:"next_segment_id,omitempty"`
+	Trims         uint64         `protobuf:"varint,12,opt,name=trims,proto3" json:"trims,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_logbookv1_command_proto_msgTypes[6]
+	mi := &file_logbookv1_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -462,7 +913,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[6]
+	mi := &file_logbookv1_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -475,7 +926,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{6}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SnapshotHeader) GetFormatVersion() uint32 {
@@ -527,6 +978,41 @@ func (x *SnapshotHeader) GetFirstSeq() uint64 {
 	return 0
 }
 
+func (x *SnapshotHeader) GetSegmentCount() uint64 {
+	if x != nil {
+		return x.SegmentCount
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetConsumerCount() uint64 {
+	if x != nil {
+		return x.ConsumerCount
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetJournalConfig() *JournalConfig {
+	if x != nil {
+		return x.JournalConfig
+	}
+	return nil
+}
+
+func (x *SnapshotHeader) GetNextSegmentId() uint64 {
+	if x != nil {
+		return x.NextSegmentId
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetTrims() uint64 {
+	if x != nil {
+		return x.Trims
+	}
+	return 0
+}
+
 type StoredEvent struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Seq        uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
@@ -542,7 +1028,7 @@ type StoredEvent struct {
 
 func (x *StoredEvent) Reset() {
 	*x = StoredEvent{}
-	mi := &file_logbookv1_command_proto_msgTypes[7]
+	mi := &file_logbookv1_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -554,7 +1040,7 @@ func (x *StoredEvent) String() string {
 func (*StoredEvent) ProtoMessage() {}
 
 func (x *StoredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[7]
+	mi := &file_logbookv1_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -567,7 +1053,7 @@ func (x *StoredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredEvent.ProtoReflect.Descriptor instead.
 func (*StoredEvent) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{7}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StoredEvent) GetSeq() uint64 {
@@ -623,7 +1109,7 @@ type SessionResult struct {
 
 func (x *SessionResult) Reset() {
 	*x = SessionResult{}
-	mi := &file_logbookv1_command_proto_msgTypes[8]
+	mi := &file_logbookv1_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -635,7 +1121,7 @@ func (x *SessionResult) String() string {
 func (*SessionResult) ProtoMessage() {}
 
 func (x *SessionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[8]
+	mi := &file_logbookv1_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -648,7 +1134,7 @@ func (x *SessionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResult.ProtoReflect.Descriptor instead.
 func (*SessionResult) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{8}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SessionResult) GetRequestSeq() uint64 {
@@ -686,7 +1172,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_logbookv1_command_proto_msgTypes[9]
+	mi := &file_logbookv1_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -698,7 +1184,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[9]
+	mi := &file_logbookv1_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -711,7 +1197,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{9}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Session) GetClientId() string {
@@ -749,6 +1235,8 @@ type SnapshotRecord struct {
 	//	*SnapshotRecord_Event
 	//	*SnapshotRecord_Session
 	//	*SnapshotRecord_Member
+	//	*SnapshotRecord_Segment
+	//	*SnapshotRecord_Consumer
 	Record        isSnapshotRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -756,7 +1244,7 @@ type SnapshotRecord struct {
 
 func (x *SnapshotRecord) Reset() {
 	*x = SnapshotRecord{}
-	mi := &file_logbookv1_command_proto_msgTypes[10]
+	mi := &file_logbookv1_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +1256,7 @@ func (x *SnapshotRecord) String() string {
 func (*SnapshotRecord) ProtoMessage() {}
 
 func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[10]
+	mi := &file_logbookv1_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +1269,7 @@ func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRecord.ProtoReflect.Descriptor instead.
 func (*SnapshotRecord) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{10}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SnapshotRecord) GetRecord() isSnapshotRecord_Record {
@@ -818,6 +1306,24 @@ func (x *SnapshotRecord) GetMember() *Member {
 	return nil
 }
 
+func (x *SnapshotRecord) GetSegment() *Segment {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_Segment); ok {
+			return x.Segment
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotRecord) GetConsumer() *Consumer {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_Consumer); ok {
+			return x.Consumer
+		}
+	}
+	return nil
+}
+
 type isSnapshotRecord_Record interface {
 	isSnapshotRecord_Record()
 }
@@ -834,11 +1340,23 @@ type SnapshotRecord_Member struct {
 	Member *Member `protobuf:"bytes,3,opt,name=member,proto3,oneof"`
 }
 
+type SnapshotRecord_Segment struct {
+	Segment *Segment `protobuf:"bytes,4,opt,name=segment,proto3,oneof"`
+}
+
+type SnapshotRecord_Consumer struct {
+	Consumer *Consumer `protobuf:"bytes,5,opt,name=consumer,proto3,oneof"`
+}
+
 func (*SnapshotRecord_Event) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Session) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Member) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_Segment) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_Consumer) isSnapshotRecord_Record() {}
 
 var File_logbookv1_command_proto protoreflect.FileDescriptor
 
@@ -868,7 +1386,35 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x1b\n" +
 	"\thttp_addr\x18\x04 \x01(\tR\bhttpAddr\"C\n" +
 	"\x15RegisterMemberCommand\x12*\n" +
-	"\x06member\x18\x01 \x01(\v2\x12.logbook.v1.MemberR\x06member\"\xfd\x01\n" +
+	"\x06member\x18\x01 \x01(\v2\x12.logbook.v1.MemberR\x06member\"b\n" +
+	"\rJournalConfig\x12,\n" +
+	"\x12events_per_segment\x18\x01 \x01(\x04R\x10eventsPerSegment\x12#\n" +
+	"\rsegment_bytes\x18\x02 \x01(\x04R\fsegmentBytes\"~\n" +
+	"\x0fConsumerCommand\x12&\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x16.logbook.v1.ConsumerOpR\x02op\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x1d\n" +
+	"\n" +
+	"from_given\x18\x04 \x01(\bR\tfromGiven\"g\n" +
+	"\vTrimCommand\x12\x15\n" +
+	"\x06to_seq\x18\x01 \x01(\x04R\x05toSeq\x12#\n" +
+	"\rcovered_index\x18\x02 \x01(\x04R\fcoveredIndex\x12\x1c\n" +
+	"\tautomatic\x18\x03 \x01(\bR\tautomatic\"\x0e\n" +
+	"\fResetCommand\"\xd7\x01\n" +
+	"\aSegment\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1b\n" +
+	"\tfirst_seq\x18\x02 \x01(\x04R\bfirstSeq\x12\x19\n" +
+	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\x12\x16\n" +
+	"\x06events\x18\x04 \x01(\x04R\x06events\x12\x14\n" +
+	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\x12\x1f\n" +
+	"\vfirst_index\x18\x06 \x01(\x04R\n" +
+	"firstIndex\x12\x1d\n" +
+	"\n" +
+	"last_index\x18\a \x01(\x04R\tlastIndex\x12\x16\n" +
+	"\x06sealed\x18\b \x01(\bR\x06sealed\";\n" +
+	"\bConsumer\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\tacked_seq\x18\x02 \x01(\x04R\backedSeq\"\xc9\x03\n" +
 	"\x0eSnapshotHeader\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x19\n" +
 	"\bnext_seq\x18\x02 \x01(\x04R\anextSeq\x12\x1f\n" +
@@ -877,7 +1423,13 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\rsession_count\x18\x04 \x01(\x04R\fsessionCount\x12!\n" +
 	"\fmember_count\x18\x05 \x01(\x04R\vmemberCount\x12#\n" +
 	"\rapplied_index\x18\x06 \x01(\x04R\fappliedIndex\x12\x1b\n" +
-	"\tfirst_seq\x18\a \x01(\x04R\bfirstSeq\"\xa1\x01\n" +
+	"\tfirst_seq\x18\a \x01(\x04R\bfirstSeq\x12#\n" +
+	"\rsegment_count\x18\b \x01(\x04R\fsegmentCount\x12%\n" +
+	"\x0econsumer_count\x18\t \x01(\x04R\rconsumerCount\x12@\n" +
+	"\x0ejournal_config\x18\n" +
+	" \x01(\v2\x19.logbook.v1.JournalConfigR\rjournalConfig\x12&\n" +
+	"\x0fnext_segment_id\x18\v \x01(\x04R\rnextSegmentId\x12\x14\n" +
+	"\x05trims\x18\f \x01(\x04R\x05trims\"\xa1\x01\n" +
 	"\vStoredEvent\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x18\n" +
@@ -896,16 +1448,28 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\tacked_seq\x18\x02 \x01(\x04R\backedSeq\x123\n" +
 	"\aresults\x18\x03 \x03(\v2\x19.logbook.v1.SessionResultR\aresults\x12\x1d\n" +
 	"\n" +
-	"last_index\x18\x04 \x01(\x04R\tlastIndex\"\xaa\x01\n" +
+	"last_index\x18\x04 \x01(\x04R\tlastIndex\"\x8f\x02\n" +
 	"\x0eSnapshotRecord\x12/\n" +
 	"\x05event\x18\x01 \x01(\v2\x17.logbook.v1.StoredEventH\x00R\x05event\x12/\n" +
 	"\asession\x18\x02 \x01(\v2\x13.logbook.v1.SessionH\x00R\asession\x12,\n" +
-	"\x06member\x18\x03 \x01(\v2\x12.logbook.v1.MemberH\x00R\x06memberB\b\n" +
-	"\x06record*f\n" +
+	"\x06member\x18\x03 \x01(\v2\x12.logbook.v1.MemberH\x00R\x06member\x12/\n" +
+	"\asegment\x18\x04 \x01(\v2\x13.logbook.v1.SegmentH\x00R\asegment\x122\n" +
+	"\bconsumer\x18\x05 \x01(\v2\x14.logbook.v1.ConsumerH\x00R\bconsumerB\b\n" +
+	"\x06record*\xd4\x01\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13COMMAND_TYPE_APPEND\x10\x01\x12 \n" +
-	"\x1cCOMMAND_TYPE_REGISTER_MEMBER\x10\x02B,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
+	"\x1cCOMMAND_TYPE_REGISTER_MEMBER\x10\x02\x12\"\n" +
+	"\x1eCOMMAND_TYPE_CONFIGURE_JOURNAL\x10\x03\x12\x19\n" +
+	"\x15COMMAND_TYPE_CONSUMER\x10\x04\x12\x15\n" +
+	"\x11COMMAND_TYPE_TRIM\x10\x05\x12\x16\n" +
+	"\x12COMMAND_TYPE_RESET\x10\x06*p\n" +
+	"\n" +
+	"ConsumerOp\x12\x1b\n" +
+	"\x17CONSUMER_OP_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14CONSUMER_OP_REGISTER\x10\x01\x12\x13\n" +
+	"\x0fCONSUMER_OP_ACK\x10\x02\x12\x16\n" +
+	"\x12CONSUMER_OP_REMOVE\x10\x03B,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
 
 var (
 	file_logbookv1_command_proto_rawDescOnce sync.Once
@@ -919,36 +1483,47 @@ func file_logbookv1_command_proto_rawDescGZIP() []byte {
 	return file_logbookv1_command_proto_rawDescData
 }
 
-var file_logbookv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_logbookv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_logbookv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_logbookv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_logbookv1_command_proto_goTypes = []any{
 	(CommandType)(0),              // 0: logbook.v1.CommandType
-	(*Command)(nil),               // 1: logbook.v1.Command
-	(*JournalEvent)(nil),          // 2: logbook.v1.JournalEvent
-	(*AppendOp)(nil),              // 3: logbook.v1.AppendOp
-	(*AppendCommand)(nil),         // 4: logbook.v1.AppendCommand
-	(*Member)(nil),                // 5: logbook.v1.Member
-	(*RegisterMemberCommand)(nil), // 6: logbook.v1.RegisterMemberCommand
-	(*SnapshotHeader)(nil),        // 7: logbook.v1.SnapshotHeader
-	(*StoredEvent)(nil),           // 8: logbook.v1.StoredEvent
-	(*SessionResult)(nil),         // 9: logbook.v1.SessionResult
-	(*Session)(nil),               // 10: logbook.v1.Session
-	(*SnapshotRecord)(nil),        // 11: logbook.v1.SnapshotRecord
+	(ConsumerOp)(0),               // 1: logbook.v1.ConsumerOp
+	(*Command)(nil),               // 2: logbook.v1.Command
+	(*JournalEvent)(nil),          // 3: logbook.v1.JournalEvent
+	(*AppendOp)(nil),              // 4: logbook.v1.AppendOp
+	(*AppendCommand)(nil),         // 5: logbook.v1.AppendCommand
+	(*Member)(nil),                // 6: logbook.v1.Member
+	(*RegisterMemberCommand)(nil), // 7: logbook.v1.RegisterMemberCommand
+	(*JournalConfig)(nil),         // 8: logbook.v1.JournalConfig
+	(*ConsumerCommand)(nil),       // 9: logbook.v1.ConsumerCommand
+	(*TrimCommand)(nil),           // 10: logbook.v1.TrimCommand
+	(*ResetCommand)(nil),          // 11: logbook.v1.ResetCommand
+	(*Segment)(nil),               // 12: logbook.v1.Segment
+	(*Consumer)(nil),              // 13: logbook.v1.Consumer
+	(*SnapshotHeader)(nil),        // 14: logbook.v1.SnapshotHeader
+	(*StoredEvent)(nil),           // 15: logbook.v1.StoredEvent
+	(*SessionResult)(nil),         // 16: logbook.v1.SessionResult
+	(*Session)(nil),               // 17: logbook.v1.Session
+	(*SnapshotRecord)(nil),        // 18: logbook.v1.SnapshotRecord
 }
 var file_logbookv1_command_proto_depIdxs = []int32{
 	0,  // 0: logbook.v1.Command.type:type_name -> logbook.v1.CommandType
-	2,  // 1: logbook.v1.AppendOp.events:type_name -> logbook.v1.JournalEvent
-	3,  // 2: logbook.v1.AppendCommand.ops:type_name -> logbook.v1.AppendOp
-	5,  // 3: logbook.v1.RegisterMemberCommand.member:type_name -> logbook.v1.Member
-	9,  // 4: logbook.v1.Session.results:type_name -> logbook.v1.SessionResult
-	8,  // 5: logbook.v1.SnapshotRecord.event:type_name -> logbook.v1.StoredEvent
-	10, // 6: logbook.v1.SnapshotRecord.session:type_name -> logbook.v1.Session
-	5,  // 7: logbook.v1.SnapshotRecord.member:type_name -> logbook.v1.Member
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	3,  // 1: logbook.v1.AppendOp.events:type_name -> logbook.v1.JournalEvent
+	4,  // 2: logbook.v1.AppendCommand.ops:type_name -> logbook.v1.AppendOp
+	6,  // 3: logbook.v1.RegisterMemberCommand.member:type_name -> logbook.v1.Member
+	1,  // 4: logbook.v1.ConsumerCommand.op:type_name -> logbook.v1.ConsumerOp
+	8,  // 5: logbook.v1.SnapshotHeader.journal_config:type_name -> logbook.v1.JournalConfig
+	16, // 6: logbook.v1.Session.results:type_name -> logbook.v1.SessionResult
+	15, // 7: logbook.v1.SnapshotRecord.event:type_name -> logbook.v1.StoredEvent
+	17, // 8: logbook.v1.SnapshotRecord.session:type_name -> logbook.v1.Session
+	6,  // 9: logbook.v1.SnapshotRecord.member:type_name -> logbook.v1.Member
+	12, // 10: logbook.v1.SnapshotRecord.segment:type_name -> logbook.v1.Segment
+	13, // 11: logbook.v1.SnapshotRecord.consumer:type_name -> logbook.v1.Consumer
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_logbookv1_command_proto_init() }
@@ -956,18 +1531,20 @@ func file_logbookv1_command_proto_init() {
 	if File_logbookv1_command_proto != nil {
 		return
 	}
-	file_logbookv1_command_proto_msgTypes[10].OneofWrappers = []any{
+	file_logbookv1_command_proto_msgTypes[16].OneofWrappers = []any{
 		(*SnapshotRecord_Event)(nil),
 		(*SnapshotRecord_Session)(nil),
 		(*SnapshotRecord_Member)(nil),
+		(*SnapshotRecord_Segment)(nil),
+		(*SnapshotRecord_Consumer)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_command_proto_rawDesc), len(file_logbookv1_command_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   11,
+			NumEnums:      2,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -72,6 +72,969 @@ func (Consistency) EnumDescriptor() ([]byte, []int) {
 	return file_logbookv1_journal_proto_rawDescGZIP(), []int{0}
 }
 
+type TailRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	From  uint64                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
+	// Idle heartbeat interval in milliseconds (0: 1000).
+	HeartbeatMs   uint32 `protobuf:"varint,2,opt,name=heartbeat_ms,json=heartbeatMs,proto3" json:"heartbeat_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TailRequest) Reset() {
+	*x = TailRequest{}
+	mi := &file_logbookv1_journal_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TailRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TailRequest) ProtoMessage() {}
+
+func (x *TailRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TailRequest.ProtoReflect.Descriptor instead.
+func (*TailRequest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *TailRequest) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *TailRequest) GetHeartbeatMs() uint32 {
+	if x != nil {
+		return x.HeartbeatMs
+	}
+	return 0
+}
+
+type TailResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Events []*StoredEvent         `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// Progress: this member's safe_pos and applied index when it sent this.
+	SafePos       uint64 `protobuf:"varint,2,opt,name=safe_pos,json=safePos,proto3" json:"safe_pos,omitempty"`
+	AppliedIndex  uint64 `protobuf:"varint,3,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TailResponse) Reset() {
+	*x = TailResponse{}
+	mi := &file_logbookv1_journal_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TailResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TailResponse) ProtoMessage() {}
+
+func (x *TailResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TailResponse.ProtoReflect.Descriptor instead.
+func (*TailResponse) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TailResponse) GetEvents() []*StoredEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *TailResponse) GetSafePos() uint64 {
+	if x != nil {
+		return x.SafePos
+	}
+	return 0
+}
+
+func (x *TailResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+type PositionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PositionsRequest) Reset() {
+	*x = PositionsRequest{}
+	mi := &file_logbookv1_journal_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PositionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PositionsRequest) ProtoMessage() {}
+
+func (x *PositionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PositionsRequest.ProtoReflect.Descriptor instead.
+func (*PositionsRequest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{2}
+}
+
+type PositionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Leader: last seq handed to Raft (safe_pos plus events in flight);
+	// follower: its safe_pos.
+	WritePos     uint64 `protobuf:"varint,1,opt,name=write_pos,json=writePos,proto3" json:"write_pos,omitempty"`
+	SafePos      uint64 `protobuf:"varint,2,opt,name=safe_pos,json=safePos,proto3" json:"safe_pos,omitempty"`
+	ExpirePos    uint64 `protobuf:"varint,3,opt,name=expire_pos,json=expirePos,proto3" json:"expire_pos,omitempty"`
+	TrimmedPos   uint64 `protobuf:"varint,4,opt,name=trimmed_pos,json=trimmedPos,proto3" json:"trimmed_pos,omitempty"`
+	EventCount   uint64 `protobuf:"varint,5,opt,name=event_count,json=eventCount,proto3" json:"event_count,omitempty"`
+	SegmentCount uint64 `protobuf:"varint,6,opt,name=segment_count,json=segmentCount,proto3" json:"segment_count,omitempty"`
+	AppliedIndex uint64 `protobuf:"varint,7,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	MemberId     string `protobuf:"bytes,8,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// Health warning, e.g. "behind on trimming: 9/4 segments"; empty if fine.
+	Warning       string `protobuf:"bytes,9,opt,name=warning,proto3" json:"warning,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PositionsResponse) Reset() {
+	*x = PositionsResponse{}
+	mi := &file_logbookv1_journal_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PositionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PositionsResponse) ProtoMessage() {}
+
+func (x *PositionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PositionsResponse.ProtoReflect.Descriptor instead.
+func (*PositionsResponse) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PositionsResponse) GetWritePos() uint64 {
+	if x != nil {
+		return x.WritePos
+	}
+	return 0
+}
+
+func (x *PositionsResponse) GetSafePos() uint64 {
+	if x != nil {
+		return x.SafePos
+	}
+	return 0
+}
+
+func (x *PositionsResponse) GetExpirePos() uint64 {
+	if x != nil {
+		return x.ExpirePos
+	}
+	return 0
+}
+
+func (x *PositionsResponse) GetTrimmedPos() uint64 {
+	if x != nil {
+		return x.TrimmedPos
+	}
+	return 0
+}
+
+func (x *PositionsResponse) GetEventCount() uint64 {
+	if x != nil {
+		return x.EventCount
+	}
+	return 0
+}
+
+func (x *PositionsResponse) GetSegmentCount() uint64 {
+	if x != nil {
+		return x.SegmentCount
+	}
+	return 0
+}
+
+func (x *PositionsResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *PositionsResponse) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *PositionsResponse) GetWarning() string {
+	if x != nil {
+		return x.Warning
+	}
+	return ""
+}
+
+type SegmentsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SegmentsRequest) Reset() {
+	*x = SegmentsRequest{}
+	mi := &file_logbookv1_journal_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SegmentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SegmentsRequest) ProtoMessage() {}
+
+func (x *SegmentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SegmentsRequest.ProtoReflect.Descriptor instead.
+func (*SegmentsRequest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{4}
+}
+
+type SegmentInfo struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	FirstSeq uint64                 `protobuf:"varint,2,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
+	LastSeq  uint64                 `protobuf:"varint,3,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	Events   uint64                 `protobuf:"varint,4,opt,name=events,proto3" json:"events,omitempty"`
+	Bytes    uint64                 `protobuf:"varint,5,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// "open", "sealed", "expiring" (every consumer acked past it, waiting
+	// for a snapshot to cover it) or "expired".
+	State         string `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
+	FirstIndex    uint64 `protobuf:"varint,7,opt,name=first_index,json=firstIndex,proto3" json:"first_index,omitempty"`
+	LastIndex     uint64 `protobuf:"varint,8,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SegmentInfo) Reset() {
+	*x = SegmentInfo{}
+	mi := &file_logbookv1_journal_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SegmentInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SegmentInfo) ProtoMessage() {}
+
+func (x *SegmentInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SegmentInfo.ProtoReflect.Descriptor instead.
+func (*SegmentInfo) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SegmentInfo) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SegmentInfo) GetFirstSeq() uint64 {
+	if x != nil {
+		return x.FirstSeq
+	}
+	return 0
+}
+
+func (x *SegmentInfo) GetLastSeq() uint64 {
+	if x != nil {
+		return x.LastSeq
+	}
+	return 0
+}
+
+func (x *SegmentInfo) GetEvents() uint64 {
+	if x != nil {
+		return x.Events
+	}
+	return 0
+}
+
+func (x *SegmentInfo) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *SegmentInfo) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *SegmentInfo) GetFirstIndex() uint64 {
+	if x != nil {
+		return x.FirstIndex
+	}
+	return 0
+}
+
+func (x *SegmentInfo) GetLastIndex() uint64 {
+	if x != nil {
+		return x.LastIndex
+	}
+	return 0
+}
+
+type SegmentsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Segments      []*SegmentInfo         `protobuf:"bytes,1,rep,name=segments,proto3" json:"segments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SegmentsResponse) Reset() {
+	*x = SegmentsResponse{}
+	mi := &file_logbookv1_journal_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SegmentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SegmentsResponse) ProtoMessage() {}
+
+func (x *SegmentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SegmentsResponse.ProtoReflect.Descriptor instead.
+func (*SegmentsResponse) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SegmentsResponse) GetSegments() []*SegmentInfo {
+	if x != nil {
+		return x.Segments
+	}
+	return nil
+}
+
+type RegisterConsumerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The consumer has consumed everything below from (0: from safe_pos+1).
+	From          uint64 `protobuf:"varint,2,opt,name=from,proto3" json:"from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterConsumerRequest) Reset() {
+	*x = RegisterConsumerRequest{}
+	mi := &file_logbookv1_journal_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterConsumerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterConsumerRequest) ProtoMessage() {}
+
+func (x *RegisterConsumerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterConsumerRequest.ProtoReflect.Descriptor instead.
+func (*RegisterConsumerRequest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RegisterConsumerRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RegisterConsumerRequest) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+type AckConsumerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckConsumerRequest) Reset() {
+	*x = AckConsumerRequest{}
+	mi := &file_logbookv1_journal_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckConsumerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckConsumerRequest) ProtoMessage() {}
+
+func (x *AckConsumerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckConsumerRequest.ProtoReflect.Descriptor instead.
+func (*AckConsumerRequest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AckConsumerRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AckConsumerRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+type RemoveConsumerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveConsumerRequest) Reset() {
+	*x = RemoveConsumerRequest{}
+	mi := &file_logbookv1_journal_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveConsumerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveConsumerRequest) ProtoMessage() {}
+
+func (x *RemoveConsumerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveConsumerRequest.ProtoReflect.Descriptor instead.
+func (*RemoveConsumerRequest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RemoveConsumerRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ConsumerInfo struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	AckedSeq uint64                 `protobuf:"varint,2,opt,name=acked_seq,json=ackedSeq,proto3" json:"acked_seq,omitempty"`
+	// safe_pos - acked_seq.
+	Lag           uint64 `protobuf:"varint,3,opt,name=lag,proto3" json:"lag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsumerInfo) Reset() {
+	*x = ConsumerInfo{}
+	mi := &file_logbookv1_journal_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerInfo) ProtoMessage() {}
+
+func (x *ConsumerInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerInfo.ProtoReflect.Descriptor instead.
+func (*ConsumerInfo) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ConsumerInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConsumerInfo) GetAckedSeq() uint64 {
+	if x != nil {
+		return x.AckedSeq
+	}
+	return 0
+}
+
+func (x *ConsumerInfo) GetLag() uint64 {
+	if x != nil {
+		return x.Lag
+	}
+	return 0
+}
+
+type ConsumerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Consumer      *ConsumerInfo          `protobuf:"bytes,1,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsumerResponse) Reset() {
+	*x = ConsumerResponse{}
+	mi := &file_logbookv1_journal_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerResponse) ProtoMessage() {}
+
+func (x *ConsumerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerResponse.ProtoReflect.Descriptor instead.
+func (*ConsumerResponse) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ConsumerResponse) GetConsumer() *ConsumerInfo {
+	if x != nil {
+		return x.Consumer
+	}
+	return nil
+}
+
+type ListConsumersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListConsumersRequest) Reset() {
+	*x = ListConsumersRequest{}
+	mi := &file_logbookv1_journal_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListConsumersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListConsumersRequest) ProtoMessage() {}
+
+func (x *ListConsumersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListConsumersRequest.ProtoReflect.Descriptor instead.
+func (*ListConsumersRequest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{12}
+}
+
+type ListConsumersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Consumers     []*ConsumerInfo        `protobuf:"bytes,1,rep,name=consumers,proto3" json:"consumers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListConsumersResponse) Reset() {
+	*x = ListConsumersResponse{}
+	mi := &file_logbookv1_journal_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListConsumersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListConsumersResponse) ProtoMessage() {}
+
+func (x *ListConsumersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListConsumersResponse.ProtoReflect.Descriptor instead.
+func (*ListConsumersResponse) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ListConsumersResponse) GetConsumers() []*ConsumerInfo {
+	if x != nil {
+		return x.Consumers
+	}
+	return nil
+}
+
+type TrimRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 0: as far as allowed.
+	To            uint64 `protobuf:"varint,1,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrimRequest) Reset() {
+	*x = TrimRequest{}
+	mi := &file_logbookv1_journal_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrimRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrimRequest) ProtoMessage() {}
+
+func (x *TrimRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrimRequest.ProtoReflect.Descriptor instead.
+func (*TrimRequest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *TrimRequest) GetTo() uint64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+type TrimResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TrimmedPos      uint64                 `protobuf:"varint,1,opt,name=trimmed_pos,json=trimmedPos,proto3" json:"trimmed_pos,omitempty"`
+	SegmentsTrimmed uint64                 `protobuf:"varint,2,opt,name=segments_trimmed,json=segmentsTrimmed,proto3" json:"segments_trimmed,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TrimResponse) Reset() {
+	*x = TrimResponse{}
+	mi := &file_logbookv1_journal_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrimResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrimResponse) ProtoMessage() {}
+
+func (x *TrimResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrimResponse.ProtoReflect.Descriptor instead.
+func (*TrimResponse) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *TrimResponse) GetTrimmedPos() uint64 {
+	if x != nil {
+		return x.TrimmedPos
+	}
+	return 0
+}
+
+func (x *TrimResponse) GetSegmentsTrimmed() uint64 {
+	if x != nil {
+		return x.SegmentsTrimmed
+	}
+	return 0
+}
+
+type ResetRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Must be true: a reset drops every retained event.
+	Confirm       bool `protobuf:"varint,1,opt,name=confirm,proto3" json:"confirm,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetRequest) Reset() {
+	*x = ResetRequest{}
+	mi := &file_logbookv1_journal_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetRequest) ProtoMessage() {}
+
+func (x *ResetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetRequest.ProtoReflect.Descriptor instead.
+func (*ResetRequest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ResetRequest) GetConfirm() bool {
+	if x != nil {
+		return x.Confirm
+	}
+	return false
+}
+
+type ResetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TrimmedPos    uint64                 `protobuf:"varint,1,opt,name=trimmed_pos,json=trimmedPos,proto3" json:"trimmed_pos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetResponse) Reset() {
+	*x = ResetResponse{}
+	mi := &file_logbookv1_journal_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetResponse) ProtoMessage() {}
+
+func (x *ResetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetResponse.ProtoReflect.Descriptor instead.
+func (*ResetResponse) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ResetResponse) GetTrimmedPos() uint64 {
+	if x != nil {
+		return x.TrimmedPos
+	}
+	return 0
+}
+
 type Event struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
@@ -82,7 +1045,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_logbookv1_journal_proto_msgTypes[0]
+	mi := &file_logbookv1_journal_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -94,7 +1057,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[0]
+	mi := &file_logbookv1_journal_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -107,7 +1070,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{0}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Event) GetType() string {
@@ -137,7 +1100,7 @@ type AppendRequest struct {
 
 func (x *AppendRequest) Reset() {
 	*x = AppendRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[1]
+	mi := &file_logbookv1_journal_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -149,7 +1112,7 @@ func (x *AppendRequest) String() string {
 func (*AppendRequest) ProtoMessage() {}
 
 func (x *AppendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[1]
+	mi := &file_logbookv1_journal_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -162,7 +1125,7 @@ func (x *AppendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendRequest.ProtoReflect.Descriptor instead.
 func (*AppendRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{1}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AppendRequest) GetClientId() string {
@@ -206,7 +1169,7 @@ type AppendResponse struct {
 
 func (x *AppendResponse) Reset() {
 	*x = AppendResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[2]
+	mi := &file_logbookv1_journal_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -218,7 +1181,7 @@ func (x *AppendResponse) String() string {
 func (*AppendResponse) ProtoMessage() {}
 
 func (x *AppendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[2]
+	mi := &file_logbookv1_journal_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -231,7 +1194,7 @@ func (x *AppendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResponse.ProtoReflect.Descriptor instead.
 func (*AppendResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{2}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AppendResponse) GetFirstSeq() uint64 {
@@ -266,7 +1229,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[3]
+	mi := &file_logbookv1_journal_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -278,7 +1241,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[3]
+	mi := &file_logbookv1_journal_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -291,7 +1254,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{3}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReadRequest) GetFrom() uint64 {
@@ -328,7 +1291,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[4]
+	mi := &file_logbookv1_journal_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -340,7 +1303,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[4]
+	mi := &file_logbookv1_journal_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -353,7 +1316,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{4}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReadResponse) GetEvents() []*StoredEvent {
@@ -382,7 +1345,70 @@ var File_logbookv1_journal_proto protoreflect.FileDescriptor
 const file_logbookv1_journal_proto_rawDesc = "" +
 	"\n" +
 	"\x17logbookv1/journal.proto\x12\n" +
-	"logbook.v1\x1a\x17logbookv1/command.proto\"5\n" +
+	"logbook.v1\x1a\x17logbookv1/command.proto\"D\n" +
+	"\vTailRequest\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\x04R\x04from\x12!\n" +
+	"\fheartbeat_ms\x18\x02 \x01(\rR\vheartbeatMs\"\x7f\n" +
+	"\fTailResponse\x12/\n" +
+	"\x06events\x18\x01 \x03(\v2\x17.logbook.v1.StoredEventR\x06events\x12\x19\n" +
+	"\bsafe_pos\x18\x02 \x01(\x04R\asafePos\x12#\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\x12\n" +
+	"\x10PositionsRequest\"\xad\x02\n" +
+	"\x11PositionsResponse\x12\x1b\n" +
+	"\twrite_pos\x18\x01 \x01(\x04R\bwritePos\x12\x19\n" +
+	"\bsafe_pos\x18\x02 \x01(\x04R\asafePos\x12\x1d\n" +
+	"\n" +
+	"expire_pos\x18\x03 \x01(\x04R\texpirePos\x12\x1f\n" +
+	"\vtrimmed_pos\x18\x04 \x01(\x04R\n" +
+	"trimmedPos\x12\x1f\n" +
+	"\vevent_count\x18\x05 \x01(\x04R\n" +
+	"eventCount\x12#\n" +
+	"\rsegment_count\x18\x06 \x01(\x04R\fsegmentCount\x12#\n" +
+	"\rapplied_index\x18\a \x01(\x04R\fappliedIndex\x12\x1b\n" +
+	"\tmember_id\x18\b \x01(\tR\bmemberId\x12\x18\n" +
+	"\awarning\x18\t \x01(\tR\awarning\"\x11\n" +
+	"\x0fSegmentsRequest\"\xd9\x01\n" +
+	"\vSegmentInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1b\n" +
+	"\tfirst_seq\x18\x02 \x01(\x04R\bfirstSeq\x12\x19\n" +
+	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\x12\x16\n" +
+	"\x06events\x18\x04 \x01(\x04R\x06events\x12\x14\n" +
+	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\x12\x14\n" +
+	"\x05state\x18\x06 \x01(\tR\x05state\x12\x1f\n" +
+	"\vfirst_index\x18\a \x01(\x04R\n" +
+	"firstIndex\x12\x1d\n" +
+	"\n" +
+	"last_index\x18\b \x01(\x04R\tlastIndex\"G\n" +
+	"\x10SegmentsResponse\x123\n" +
+	"\bsegments\x18\x01 \x03(\v2\x17.logbook.v1.SegmentInfoR\bsegments\"A\n" +
+	"\x17RegisterConsumerRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\x04R\x04from\":\n" +
+	"\x12AckConsumerRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\"+\n" +
+	"\x15RemoveConsumerRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"Q\n" +
+	"\fConsumerInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\tacked_seq\x18\x02 \x01(\x04R\backedSeq\x12\x10\n" +
+	"\x03lag\x18\x03 \x01(\x04R\x03lag\"H\n" +
+	"\x10ConsumerResponse\x124\n" +
+	"\bconsumer\x18\x01 \x01(\v2\x18.logbook.v1.ConsumerInfoR\bconsumer\"\x16\n" +
+	"\x14ListConsumersRequest\"O\n" +
+	"\x15ListConsumersResponse\x126\n" +
+	"\tconsumers\x18\x01 \x03(\v2\x18.logbook.v1.ConsumerInfoR\tconsumers\"\x1d\n" +
+	"\vTrimRequest\x12\x0e\n" +
+	"\x02to\x18\x01 \x01(\x04R\x02to\"Z\n" +
+	"\fTrimResponse\x12\x1f\n" +
+	"\vtrimmed_pos\x18\x01 \x01(\x04R\n" +
+	"trimmedPos\x12)\n" +
+	"\x10segments_trimmed\x18\x02 \x01(\x04R\x0fsegmentsTrimmed\"(\n" +
+	"\fResetRequest\x12\x18\n" +
+	"\aconfirm\x18\x01 \x01(\bR\aconfirm\"0\n" +
+	"\rResetResponse\x12\x1f\n" +
+	"\vtrimmed_pos\x18\x01 \x01(\x04R\n" +
+	"trimmedPos\"5\n" +
 	"\x05Event\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\"\x95\x01\n" +
@@ -407,10 +1433,19 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\vConsistency\x12\x1b\n" +
 	"\x17CONSISTENCY_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x01\x12\x15\n" +
-	"\x11CONSISTENCY_STALE\x10\x022\x85\x01\n" +
+	"\x11CONSISTENCY_STALE\x10\x022\x99\x06\n" +
 	"\aJournal\x12?\n" +
 	"\x06Append\x12\x19.logbook.v1.AppendRequest\x1a\x1a.logbook.v1.AppendResponse\x129\n" +
-	"\x04Read\x12\x17.logbook.v1.ReadRequest\x1a\x18.logbook.v1.ReadResponseB,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
+	"\x04Read\x12\x17.logbook.v1.ReadRequest\x1a\x18.logbook.v1.ReadResponse\x12;\n" +
+	"\x04Tail\x12\x17.logbook.v1.TailRequest\x1a\x18.logbook.v1.TailResponse0\x01\x12H\n" +
+	"\tPositions\x12\x1c.logbook.v1.PositionsRequest\x1a\x1d.logbook.v1.PositionsResponse\x12E\n" +
+	"\bSegments\x12\x1b.logbook.v1.SegmentsRequest\x1a\x1c.logbook.v1.SegmentsResponse\x12U\n" +
+	"\x10RegisterConsumer\x12#.logbook.v1.RegisterConsumerRequest\x1a\x1c.logbook.v1.ConsumerResponse\x12K\n" +
+	"\vAckConsumer\x12\x1e.logbook.v1.AckConsumerRequest\x1a\x1c.logbook.v1.ConsumerResponse\x12Q\n" +
+	"\x0eRemoveConsumer\x12!.logbook.v1.RemoveConsumerRequest\x1a\x1c.logbook.v1.ConsumerResponse\x12T\n" +
+	"\rListConsumers\x12 .logbook.v1.ListConsumersRequest\x1a!.logbook.v1.ListConsumersResponse\x129\n" +
+	"\x04Trim\x12\x17.logbook.v1.TrimRequest\x1a\x18.logbook.v1.TrimResponse\x12<\n" +
+	"\x05Reset\x12\x18.logbook.v1.ResetRequest\x1a\x19.logbook.v1.ResetResponseB,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
 
 var (
 	file_logbookv1_journal_proto_rawDescOnce sync.Once
@@ -425,29 +1460,69 @@ func file_logbookv1_journal_proto_rawDescGZIP() []byte {
 }
 
 var file_logbookv1_journal_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_logbookv1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_logbookv1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_logbookv1_journal_proto_goTypes = []any{
-	(Consistency)(0),       // 0: logbook.v1.Consistency
-	(*Event)(nil),          // 1: logbook.v1.Event
-	(*AppendRequest)(nil),  // 2: logbook.v1.AppendRequest
-	(*AppendResponse)(nil), // 3: logbook.v1.AppendResponse
-	(*ReadRequest)(nil),    // 4: logbook.v1.ReadRequest
-	(*ReadResponse)(nil),   // 5: logbook.v1.ReadResponse
-	(*StoredEvent)(nil),    // 6: logbook.v1.StoredEvent
+	(Consistency)(0),                // 0: logbook.v1.Consistency
+	(*TailRequest)(nil),             // 1: logbook.v1.TailRequest
+	(*TailResponse)(nil),            // 2: logbook.v1.TailResponse
+	(*PositionsRequest)(nil),        // 3: logbook.v1.PositionsRequest
+	(*PositionsResponse)(nil),       // 4: logbook.v1.PositionsResponse
+	(*SegmentsRequest)(nil),         // 5: logbook.v1.SegmentsRequest
+	(*SegmentInfo)(nil),             // 6: logbook.v1.SegmentInfo
+	(*SegmentsResponse)(nil),        // 7: logbook.v1.SegmentsResponse
+	(*RegisterConsumerRequest)(nil), // 8: logbook.v1.RegisterConsumerRequest
+	(*AckConsumerRequest)(nil),      // 9: logbook.v1.AckConsumerRequest
+	(*RemoveConsumerRequest)(nil),   // 10: logbook.v1.RemoveConsumerRequest
+	(*ConsumerInfo)(nil),            // 11: logbook.v1.ConsumerInfo
+	(*ConsumerResponse)(nil),        // 12: logbook.v1.ConsumerResponse
+	(*ListConsumersRequest)(nil),    // 13: logbook.v1.ListConsumersRequest
+	(*ListConsumersResponse)(nil),   // 14: logbook.v1.ListConsumersResponse
+	(*TrimRequest)(nil),             // 15: logbook.v1.TrimRequest
+	(*TrimResponse)(nil),            // 16: logbook.v1.TrimResponse
+	(*ResetRequest)(nil),            // 17: logbook.v1.ResetRequest
+	(*ResetResponse)(nil),           // 18: logbook.v1.ResetResponse
+	(*Event)(nil),                   // 19: logbook.v1.Event
+	(*AppendRequest)(nil),           // 20: logbook.v1.AppendRequest
+	(*AppendResponse)(nil),          // 21: logbook.v1.AppendResponse
+	(*ReadRequest)(nil),             // 22: logbook.v1.ReadRequest
+	(*ReadResponse)(nil),            // 23: logbook.v1.ReadResponse
+	(*StoredEvent)(nil),             // 24: logbook.v1.StoredEvent
 }
 var file_logbookv1_journal_proto_depIdxs = []int32{
-	1, // 0: logbook.v1.AppendRequest.events:type_name -> logbook.v1.Event
-	0, // 1: logbook.v1.ReadRequest.consistency:type_name -> logbook.v1.Consistency
-	6, // 2: logbook.v1.ReadResponse.events:type_name -> logbook.v1.StoredEvent
-	2, // 3: logbook.v1.Journal.Append:input_type -> logbook.v1.AppendRequest
-	4, // 4: logbook.v1.Journal.Read:input_type -> logbook.v1.ReadRequest
-	3, // 5: logbook.v1.Journal.Append:output_type -> logbook.v1.AppendResponse
-	5, // 6: logbook.v1.Journal.Read:output_type -> logbook.v1.ReadResponse
-	5, // [5:7] is the sub-list for method output_type
-	3, // [3:5] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	24, // 0: logbook.v1.TailResponse.events:type_name -> logbook.v1.StoredEvent
+	6,  // 1: logbook.v1.SegmentsResponse.segments:type_name -> logbook.v1.SegmentInfo
+	11, // 2: logbook.v1.ConsumerResponse.consumer:type_name -> logbook.v1.ConsumerInfo
+	11, // 3: logbook.v1.ListConsumersResponse.consumers:type_name -> logbook.v1.ConsumerInfo
+	19, // 4: logbook.v1.AppendRequest.events:type_name -> logbook.v1.Event
+	0,  // 5: logbook.v1.ReadRequest.consistency:type_name -> logbook.v1.Consistency
+	24, // 6: logbook.v1.ReadResponse.events:type_name -> logbook.v1.StoredEvent
+	20, // 7: logbook.v1.Journal.Append:input_type -> logbook.v1.AppendRequest
+	22, // 8: logbook.v1.Journal.Read:input_type -> logbook.v1.ReadRequest
+	1,  // 9: logbook.v1.Journal.Tail:input_type -> logbook.v1.TailRequest
+	3,  // 10: logbook.v1.Journal.Positions:input_type -> logbook.v1.PositionsRequest
+	5,  // 11: logbook.v1.Journal.Segments:input_type -> logbook.v1.SegmentsRequest
+	8,  // 12: logbook.v1.Journal.RegisterConsumer:input_type -> logbook.v1.RegisterConsumerRequest
+	9,  // 13: logbook.v1.Journal.AckConsumer:input_type -> logbook.v1.AckConsumerRequest
+	10, // 14: logbook.v1.Journal.RemoveConsumer:input_type -> logbook.v1.RemoveConsumerRequest
+	13, // 15: logbook.v1.Journal.ListConsumers:input_type -> logbook.v1.ListConsumersRequest
+	15, // 16: logbook.v1.Journal.Trim:input_type -> logbook.v1.TrimRequest
+	17, // 17: logbook.v1.Journal.Reset:input_type -> logbook.v1.ResetRequest
+	21, // 18: logbook.v1.Journal.Append:output_type -> logbook.v1.AppendResponse
+	23, // 19: logbook.v1.Journal.Read:output_type -> logbook.v1.ReadResponse
+	2,  // 20: logbook.v1.Journal.Tail:output_type -> logbook.v1.TailResponse
+	4,  // 21: logbook.v1.Journal.Positions:output_type -> logbook.v1.PositionsResponse
+	7,  // 22: logbook.v1.Journal.Segments:output_type -> logbook.v1.SegmentsResponse
+	12, // 23: logbook.v1.Journal.RegisterConsumer:output_type -> logbook.v1.ConsumerResponse
+	12, // 24: logbook.v1.Journal.AckConsumer:output_type -> logbook.v1.ConsumerResponse
+	12, // 25: logbook.v1.Journal.RemoveConsumer:output_type -> logbook.v1.ConsumerResponse
+	14, // 26: logbook.v1.Journal.ListConsumers:output_type -> logbook.v1.ListConsumersResponse
+	16, // 27: logbook.v1.Journal.Trim:output_type -> logbook.v1.TrimResponse
+	18, // 28: logbook.v1.Journal.Reset:output_type -> logbook.v1.ResetResponse
+	18, // [18:29] is the sub-list for method output_type
+	7,  // [7:18] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_logbookv1_journal_proto_init() }
@@ -462,7 +1537,7 @@ func file_logbookv1_journal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_journal_proto_rawDesc), len(file_logbookv1_journal_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   5,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,8 +21,17 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Journal_Append_FullMethodName = "/logbook.v1.Journal/Append"
-	Journal_Read_FullMethodName   = "/logbook.v1.Journal/Read"
+	Journal_Append_FullMethodName           = "/logbook.v1.Journal/Append"
+	Journal_Read_FullMethodName             = "/logbook.v1.Journal/Read"
+	Journal_Tail_FullMethodName             = "/logbook.v1.Journal/Tail"
+	Journal_Positions_FullMethodName        = "/logbook.v1.Journal/Positions"
+	Journal_Segments_FullMethodName         = "/logbook.v1.Journal/Segments"
+	Journal_RegisterConsumer_FullMethodName = "/logbook.v1.Journal/RegisterConsumer"
+	Journal_AckConsumer_FullMethodName      = "/logbook.v1.Journal/AckConsumer"
+	Journal_RemoveConsumer_FullMethodName   = "/logbook.v1.Journal/RemoveConsumer"
+	Journal_ListConsumers_FullMethodName    = "/logbook.v1.Journal/ListConsumers"
+	Journal_Trim_FullMethodName             = "/logbook.v1.Journal/Trim"
+	Journal_Reset_FullMethodName            = "/logbook.v1.Journal/Reset"
 )
 
 // JournalClient is the client API for Journal service.
@@ -33,8 +42,22 @@ type JournalClient interface {
 	// quorum and applied. Any coordinator accepts it; followers forward to the
 	// leader in batches.
 	Append(ctx context.Context, in *AppendRequest, opts ...grpc.CallOption) (*AppendResponse, error)
-	// Read returns up to max events starting at seq from.
+	// Read returns up to max events starting at seq from. A seq below
+	// trimmed_pos fails with OutOfRange naming the earliest retained seq.
 	Read(ctx context.Context, in *ReadRequest, opts ...grpc.CallOption) (*ReadResponse, error)
+	// Tail streams every event from seq from on, in order and without gaps,
+	// as this member applies them, with progress heartbeats while idle.
+	Tail(ctx context.Context, in *TailRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[TailResponse], error)
+	Positions(ctx context.Context, in *PositionsRequest, opts ...grpc.CallOption) (*PositionsResponse, error)
+	Segments(ctx context.Context, in *SegmentsRequest, opts ...grpc.CallOption) (*SegmentsResponse, error)
+	RegisterConsumer(ctx context.Context, in *RegisterConsumerRequest, opts ...grpc.CallOption) (*ConsumerResponse, error)
+	AckConsumer(ctx context.Context, in *AckConsumerRequest, opts ...grpc.CallOption) (*ConsumerResponse, error)
+	RemoveConsumer(ctx context.Context, in *RemoveConsumerRequest, opts ...grpc.CallOption) (*ConsumerResponse, error)
+	ListConsumers(ctx context.Context, in *ListConsumersRequest, opts ...grpc.CallOption) (*ListConsumersResponse, error)
+	// Trim drops expired segments, oldest first, never the open one.
+	Trim(ctx context.Context, in *TrimRequest, opts ...grpc.CallOption) (*TrimResponse, error)
+	// Reset drops every event (a replicated reset event); seqs continue.
+	Reset(ctx context.Context, in *ResetRequest, opts ...grpc.CallOption) (*ResetResponse, error)
 }
 
 type journalClient struct {
@@ -65,6 +88,105 @@ func (c *journalClient) Read(ctx context.Context, in *ReadRequest, opts ...grpc.
 	return out, nil
 }
 
+func (c *journalClient) Tail(ctx context.Context, in *TailRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[TailResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Journal_ServiceDesc.Streams[0], Journal_Tail_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[TailRequest, TailResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Journal_TailClient = grpc.ServerStreamingClient[TailResponse]
+
+func (c *journalClient) Positions(ctx context.Context, in *PositionsRequest, opts ...grpc.CallOption) (*PositionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PositionsResponse)
+	err := c.cc.Invoke(ctx, Journal_Positions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *journalClient) Segments(ctx context.Context, in *SegmentsRequest, opts ...grpc.CallOption) (*SegmentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SegmentsResponse)
+	err := c.cc.Invoke(ctx, Journal_Segments_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *journalClient) RegisterConsumer(ctx context.Context, in *RegisterConsumerRequest, opts ...grpc.CallOption) (*ConsumerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConsumerResponse)
+	err := c.cc.Invoke(ctx, Journal_RegisterConsumer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *journalClient) AckConsumer(ctx context.Context, in *AckConsumerRequest, opts ...grpc.CallOption) (*ConsumerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConsumerResponse)
+	err := c.cc.Invoke(ctx, Journal_AckConsumer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *journalClient) RemoveConsumer(ctx context.Context, in *RemoveConsumerRequest, opts ...grpc.CallOption) (*ConsumerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConsumerResponse)
+	err := c.cc.Invoke(ctx, Journal_RemoveConsumer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *journalClient) ListConsumers(ctx context.Context, in *ListConsumersRequest, opts ...grpc.CallOption) (*ListConsumersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListConsumersResponse)
+	err := c.cc.Invoke(ctx, Journal_ListConsumers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *journalClient) Trim(ctx context.Context, in *TrimRequest, opts ...grpc.CallOption) (*TrimResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TrimResponse)
+	err := c.cc.Invoke(ctx, Journal_Trim_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *journalClient) Reset(ctx context.Context, in *ResetRequest, opts ...grpc.CallOption) (*ResetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResetResponse)
+	err := c.cc.Invoke(ctx, Journal_Reset_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JournalServer is the server API for Journal service.
 // All implementations must embed UnimplementedJournalServer
 // for forward compatibility.
@@ -73,8 +195,22 @@ type JournalServer interface {
 	// quorum and applied. Any coordinator accepts it; followers forward to the
 	// leader in batches.
 	Append(context.Context, *AppendRequest) (*AppendResponse, error)
-	// Read returns up to max events starting at seq from.
+	// Read returns up to max events starting at seq from. A seq below
+	// trimmed_pos fails with OutOfRange naming the earliest retained seq.
 	Read(context.Context, *ReadRequest) (*ReadResponse, error)
+	// Tail streams every event from seq from on, in order and without gaps,
+	// as this member applies them, with progress heartbeats while idle.
+	Tail(*TailRequest, grpc.ServerStreamingServer[TailResponse]) error
+	Positions(context.Context, *PositionsRequest) (*PositionsResponse, error)
+	Segments(context.Context, *SegmentsRequest) (*SegmentsResponse, error)
+	RegisterConsumer(context.Context, *RegisterConsumerRequest) (*ConsumerResponse, error)
+	AckConsumer(context.Context, *AckConsumerRequest) (*ConsumerResponse, error)
+	RemoveConsumer(context.Context, *RemoveConsumerRequest) (*ConsumerResponse, error)
+	ListConsumers(context.Context, *ListConsumersRequest) (*ListConsumersResponse, error)
+	// Trim drops expired segments, oldest first, never the open one.
+	Trim(context.Context, *TrimRequest) (*TrimResponse, error)
+	// Reset drops every event (a replicated reset event); seqs continue.
+	Reset(context.Context, *ResetRequest) (*ResetResponse, error)
 	mustEmbedUnimplementedJournalServer()
 }
 
@@ -90,6 +226,33 @@ func (UnimplementedJournalServer) Append(context.Context, *AppendRequest) (*Appe
 }
 func (UnimplementedJournalServer) Read(context.Context, *ReadRequest) (*ReadResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Read not implemented")
+}
+func (UnimplementedJournalServer) Tail(*TailRequest, grpc.ServerStreamingServer[TailResponse]) error {
+	return status.Error(codes.Unimplemented, "method Tail not implemented")
+}
+func (UnimplementedJournalServer) Positions(context.Context, *PositionsRequest) (*PositionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Positions not implemented")
+}
+func (UnimplementedJournalServer) Segments(context.Context, *SegmentsRequest) (*SegmentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Segments not implemented")
+}
+func (UnimplementedJournalServer) RegisterConsumer(context.Context, *RegisterConsumerRequest) (*ConsumerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RegisterConsumer not implemented")
+}
+func (UnimplementedJournalServer) AckConsumer(context.Context, *AckConsumerRequest) (*ConsumerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AckConsumer not implemented")
+}
+func (UnimplementedJournalServer) RemoveConsumer(context.Context, *RemoveConsumerRequest) (*ConsumerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveConsumer not implemented")
+}
+func (UnimplementedJournalServer) ListConsumers(context.Context, *ListConsumersRequest) (*ListConsumersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListConsumers not implemented")
+}
+func (UnimplementedJournalServer) Trim(context.Context, *TrimRequest) (*TrimResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Trim not implemented")
+}
+func (UnimplementedJournalServer) Reset(context.Context, *ResetRequest) (*ResetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reset not implemented")
 }
 func (UnimplementedJournalServer) mustEmbedUnimplementedJournalServer() {}
 func (UnimplementedJournalServer) testEmbeddedByValue()                 {}
@@ -148,6 +311,161 @@ func _Journal_Read_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Journal_Tail_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(TailRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(JournalServer).Tail(m, &grpc.GenericServerStream[TailRequest, TailResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Journal_TailServer = grpc.ServerStreamingServer[TailResponse]
+
+func _Journal_Positions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PositionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JournalServer).Positions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Journal_Positions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JournalServer).Positions(ctx, req.(*PositionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Journal_Segments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SegmentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JournalServer).Segments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Journal_Segments_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JournalServer).Segments(ctx, req.(*SegmentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Journal_RegisterConsumer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RegisterConsumerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JournalServer).RegisterConsumer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Journal_RegisterConsumer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JournalServer).RegisterConsumer(ctx, req.(*RegisterConsumerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Journal_AckConsumer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AckConsumerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JournalServer).AckConsumer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Journal_AckConsumer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JournalServer).AckConsumer(ctx, req.(*AckConsumerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Journal_RemoveConsumer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveConsumerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JournalServer).RemoveConsumer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Journal_RemoveConsumer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JournalServer).RemoveConsumer(ctx, req.(*RemoveConsumerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Journal_ListConsumers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListConsumersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JournalServer).ListConsumers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Journal_ListConsumers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JournalServer).ListConsumers(ctx, req.(*ListConsumersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Journal_Trim_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TrimRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JournalServer).Trim(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Journal_Trim_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JournalServer).Trim(ctx, req.(*TrimRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Journal_Reset_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JournalServer).Reset(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Journal_Reset_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JournalServer).Reset(ctx, req.(*ResetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Journal_ServiceDesc is the grpc.ServiceDesc for Journal service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -163,7 +481,45 @@ var Journal_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Read",
 			Handler:    _Journal_Read_Handler,
 		},
+		{
+			MethodName: "Positions",
+			Handler:    _Journal_Positions_Handler,
+		},
+		{
+			MethodName: "Segments",
+			Handler:    _Journal_Segments_Handler,
+		},
+		{
+			MethodName: "RegisterConsumer",
+			Handler:    _Journal_RegisterConsumer_Handler,
+		},
+		{
+			MethodName: "AckConsumer",
+			Handler:    _Journal_AckConsumer_Handler,
+		},
+		{
+			MethodName: "RemoveConsumer",
+			Handler:    _Journal_RemoveConsumer_Handler,
+		},
+		{
+			MethodName: "ListConsumers",
+			Handler:    _Journal_ListConsumers_Handler,
+		},
+		{
+			MethodName: "Trim",
+			Handler:    _Journal_Trim_Handler,
+		},
+		{
+			MethodName: "Reset",
+			Handler:    _Journal_Reset_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Tail",
+			Handler:       _Journal_Tail_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "logbookv1/journal.proto",
 }

@@ -1,0 +1,233 @@
+package fsm
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+)
+
+// Journal rules that are part of the replicated behaviour.
+const (
+	// DefaultEventsPerSegment and DefaultSegmentBytes roll segments until
+	// the leader replicates its configured values.
+	DefaultEventsPerSegment = 1024
+	DefaultSegmentBytes     = 16 << 20
+	// MaxConsumers bounds the consumer registry.
+	MaxConsumers = 1024
+)
+
+var consumerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// ValidConsumerName reports whether s can name a consumer.
+func ValidConsumerName(s string) bool { return consumerName.MatchString(s) }
+
+// Segment states as reported (derived, never stored).
+const (
+	SegmentOpen     = "open"
+	SegmentSealed   = "sealed"
+	SegmentExpiring = "expiring"
+	SegmentExpired  = "expired"
+)
+
+// TrimResult is the outcome of a trim or reset.
+type TrimResult struct {
+	TrimmedPos uint64
+	Segments   uint64
+	Err        error
+}
+
+// ConsumerResult is the outcome of a consumer command.
+type ConsumerResult struct {
+	Name     string
+	AckedSeq uint64
+	Err      error
+}
+
+func defaultJournalConfig() *pb.JournalConfig {
+	return &pb.JournalConfig{EventsPerSegment: DefaultEventsPerSegment, SegmentBytes: DefaultSegmentBytes}
+}
+
+// addToSegment accounts one applied event in the open segment, starting a
+// new segment after a sealed one and sealing it when it reaches a bound.
+func (s *State) addToSegment(e *pb.StoredEvent) {
+	var seg *pb.Segment
+	if n := len(s.segments); n > 0 && !s.segments[n-1].Sealed {
+		seg = s.segments[n-1]
+	} else {
+		s.nextSegmentID++
+		seg = &pb.Segment{Id: s.nextSegmentID, FirstSeq: e.Seq, FirstIndex: e.Index}
+		s.segments = append(s.segments, seg)
+	}
+	seg.LastSeq, seg.LastIndex = e.Seq, e.Index
+	seg.Events++
+	seg.Bytes += uint64(len(e.Type) + len(e.Payload))
+	if seg.Events >= s.config.EventsPerSegment || seg.Bytes >= s.config.SegmentBytes {
+		seg.Sealed = true
+	}
+}
+
+func (s *State) applyConfigure(c *pb.JournalConfig) error {
+	if c.EventsPerSegment == 0 || c.SegmentBytes == 0 {
+		return ErrInvalidJournalConfig
+	}
+	s.config = &pb.JournalConfig{EventsPerSegment: c.EventsPerSegment, SegmentBytes: c.SegmentBytes}
+	return nil
+}
+
+// JournalConfig returns the replicated segment thresholds.
+func (s *State) JournalConfig() *pb.JournalConfig { return s.config }
+
+func (s *State) allAcked(seq uint64) bool {
+	for _, acked := range s.consumers {
+		if acked < seq {
+			return false
+		}
+	}
+	return true
+}
+
+// SegmentState derives a segment's state, given the newest snapshot index
+// the caller knows covers the log (expiry needs both every consumer past the
+// segment and a snapshot covering its entries).
+func (s *State) SegmentState(seg *pb.Segment, coveredIndex uint64) string {
+	switch {
+	case !seg.Sealed:
+		return SegmentOpen
+	case !s.allAcked(seg.LastSeq):
+		return SegmentSealed
+	case seg.LastIndex > coveredIndex:
+		return SegmentExpiring
+	default:
+		return SegmentExpired
+	}
+}
+
+// Segments returns the retained segments, oldest first (shared: read only).
+func (s *State) Segments() []*pb.Segment { return s.segments }
+
+// ExpirePos is the first seq not known to be expired: every seq below it
+// lies in an expired segment (or was trimmed).
+func (s *State) ExpirePos(coveredIndex uint64) uint64 {
+	pos := s.firstSeq
+	for _, seg := range s.segments {
+		if s.SegmentState(seg, coveredIndex) != SegmentExpired {
+			break
+		}
+		pos = seg.LastSeq + 1
+	}
+	return pos
+}
+
+// Consumers returns the registered consumers sorted by name.
+func (s *State) Consumers() []*pb.Consumer {
+	out := make([]*pb.Consumer, 0, len(s.consumers))
+	for n, a := range s.consumers {
+		out = append(out, &pb.Consumer{Name: n, AckedSeq: a})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Trims counts trims and resets applied (for tests and metrics).
+func (s *State) Trims() uint64 { return s.trims }
+
+func (s *State) applyConsumer(c *pb.ConsumerCommand) ConsumerResult {
+	safe := s.nextSeq - 1
+	acked, exists := s.consumers[c.Name]
+	switch c.Op {
+	case pb.ConsumerOp_CONSUMER_OP_REGISTER:
+		if !ValidConsumerName(c.Name) {
+			return ConsumerResult{Err: ErrConsumerName}
+		}
+		if exists {
+			return ConsumerResult{Name: c.Name, AckedSeq: acked, Err: ErrConsumerExists}
+		}
+		if len(s.consumers) >= MaxConsumers {
+			return ConsumerResult{Err: ErrTooManyConsumers}
+		}
+		acked = safe
+		if c.FromGiven {
+			if c.Seq < s.firstSeq || c.Seq > s.nextSeq {
+				return ConsumerResult{Err: fmt.Errorf("%w: from %d is outside the retained range %d..%d", ErrConsumerFrom, c.Seq, s.firstSeq, s.nextSeq)}
+			}
+			acked = c.Seq - 1
+		}
+		s.consumers[c.Name] = acked
+		return ConsumerResult{Name: c.Name, AckedSeq: acked}
+	case pb.ConsumerOp_CONSUMER_OP_ACK:
+		switch {
+		case !exists:
+			return ConsumerResult{Err: ErrConsumerNotFound}
+		case c.Seq > safe:
+			return ConsumerResult{Name: c.Name, AckedSeq: acked, Err: fmt.Errorf("%w: ack %d, safe_pos %d", ErrAckBeyondSafe, c.Seq, safe)}
+		case c.Seq < acked:
+			return ConsumerResult{Name: c.Name, AckedSeq: acked, Err: fmt.Errorf("%w: ack %d after %d", ErrAckBackwards, c.Seq, acked)}
+		}
+		s.consumers[c.Name] = c.Seq
+		return ConsumerResult{Name: c.Name, AckedSeq: c.Seq}
+	case pb.ConsumerOp_CONSUMER_OP_REMOVE:
+		if !exists {
+			return ConsumerResult{Err: ErrConsumerNotFound}
+		}
+		delete(s.consumers, c.Name)
+		return ConsumerResult{Name: c.Name, AckedSeq: acked}
+	}
+	return ConsumerResult{Err: ErrConsumerOp}
+}
+
+// applyTrim drops whole expired segments, oldest first. It never drops the
+// open segment, one a consumer still needs, or one whose entries the
+// proposer's snapshot does not cover.
+func (s *State) applyTrim(c *pb.TrimCommand) TrimResult {
+	if c.ToSeq > s.nextSeq {
+		return TrimResult{TrimmedPos: s.firstSeq, Err: fmt.Errorf("%w: to %d, next seq %d", ErrTrimFuture, c.ToSeq, s.nextSeq)}
+	}
+	n := 0
+	for _, seg := range s.segments {
+		if c.ToSeq != 0 && seg.LastSeq >= c.ToSeq {
+			break
+		}
+		if s.SegmentState(seg, c.CoveredIndex) != SegmentExpired {
+			break
+		}
+		n++
+	}
+	if n == 0 {
+		return TrimResult{TrimmedPos: s.firstSeq}
+	}
+	newFirst := s.segments[n-1].LastSeq + 1
+	drop := newFirst - s.firstSeq
+	// Copy the survivors so the trimmed prefix can be freed; a snapshot
+	// being persisted keeps its own view of the old slice.
+	s.events = append([]*pb.StoredEvent(nil), s.events[drop:]...)
+	s.segments = append([]*pb.Segment(nil), s.segments[n:]...)
+	s.firstSeq = newFirst
+	s.trims++
+	return TrimResult{TrimmedPos: s.firstSeq, Segments: uint64(n)}
+}
+
+// applyReset drops every retained event; the next seq continues and every
+// consumer is moved past the reset.
+func (s *State) applyReset() TrimResult {
+	n := uint64(len(s.segments))
+	s.events, s.segments = nil, nil
+	s.firstSeq = s.nextSeq
+	for name, acked := range s.consumers {
+		if acked < s.nextSeq-1 {
+			s.consumers[name] = s.nextSeq - 1
+		}
+	}
+	s.trims++
+	return TrimResult{TrimmedPos: s.firstSeq, Segments: n}
+}
+
+// rebuildSegments derives segments from retained events (restoring a
+// format-1 snapshot, which had none) with the same rolling rule Apply uses.
+func (s *State) rebuildSegments() {
+	s.segments = nil
+	for _, e := range s.events {
+		s.addToSegment(e)
+	}
+}

@@ -1,0 +1,266 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"testing"
+
+	"github.com/hashicorp/raft"
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"google.golang.org/protobuf/proto"
+)
+
+func cmdEntry(t testing.TB, index uint64, ty pb.CommandType, m proto.Message) *raft.Log {
+	t.Helper()
+	data, err := EncodeCommand(ty, m, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &raft.Log{Index: index, Type: raft.LogCommand, Data: data}
+}
+
+// journal is a small driver over one State for table tests.
+type journal struct {
+	t   *testing.T
+	f   *FSM
+	idx uint64
+}
+
+func newJournal(t *testing.T, eventsPerSegment uint64) *journal {
+	j := &journal{t: t, f: New(nil)}
+	j.do(pb.CommandType_COMMAND_TYPE_CONFIGURE_JOURNAL, &pb.JournalConfig{EventsPerSegment: eventsPerSegment, SegmentBytes: 1 << 30})
+	return j
+}
+
+func (j *journal) do(ty pb.CommandType, m proto.Message) any {
+	j.idx++
+	return j.f.Apply(cmdEntry(j.t, j.idx, ty, m))
+}
+
+func (j *journal) append(n int) {
+	for i := 0; i < n; i++ {
+		j.idx++
+		j.f.Apply(appendEntry(j.t, j.idx, op("", 0, 0, "e")))
+	}
+}
+
+func (j *journal) consumer(op pb.ConsumerOp, name string, seq uint64, from bool) ConsumerResult {
+	return j.do(pb.CommandType_COMMAND_TYPE_CONSUMER, &pb.ConsumerCommand{Op: op, Name: name, Seq: seq, FromGiven: from}).(ConsumerResult)
+}
+
+func (j *journal) trim(to, covered uint64) TrimResult {
+	return j.do(pb.CommandType_COMMAND_TYPE_TRIM, &pb.TrimCommand{ToSeq: to, CoveredIndex: covered}).(TrimResult)
+}
+
+func (j *journal) state() *State {
+	var st *State
+	j.f.View(func(s *State) { st = s })
+	return st
+}
+
+func TestSegmentsRollAndTile(t *testing.T) {
+	j := newJournal(t, 4)
+	j.append(10)
+	st := j.state()
+	segs := st.Segments()
+	if len(segs) != 3 || !segs[0].Sealed || !segs[1].Sealed || segs[2].Sealed {
+		t.Fatalf("segments %v", segs)
+	}
+	if segs[0].FirstSeq != 1 || segs[0].LastSeq != 4 || segs[2].FirstSeq != 9 || segs[2].LastSeq != 10 {
+		t.Fatalf("segment bounds %v", segs)
+	}
+	if err := st.checkSegments(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTrimRules(t *testing.T) {
+	j := newJournal(t, 4)
+	if r := j.consumer(pb.ConsumerOp_CONSUMER_OP_REGISTER, "slow", 1, true); r.Err != nil || r.AckedSeq != 0 {
+		t.Fatalf("register: %+v", r)
+	}
+	j.append(10) // segments [1-4] [5-8] [9-10 open]
+	covered := j.idx
+
+	// A consumer that acked nothing holds every segment.
+	if r := j.trim(0, covered); r.Segments != 0 || r.TrimmedPos != 1 {
+		t.Fatalf("trim past a consumer: %+v", r)
+	}
+	j.consumer(pb.ConsumerOp_CONSUMER_OP_ACK, "slow", 6, false)
+	// Acked to 6: only [1-4] may go; and only once a snapshot covers it.
+	if r := j.trim(0, 0); r.Segments != 0 {
+		t.Fatalf("trim without snapshot coverage: %+v", r)
+	}
+	if st := j.state(); st.SegmentState(st.Segments()[0], 0) != SegmentExpiring {
+		t.Fatal("acked but uncovered segment should be expiring")
+	}
+	if r := j.trim(0, covered); r.Segments != 1 || r.TrimmedPos != 5 {
+		t.Fatalf("trim: %+v", r)
+	}
+	// The open segment never goes, even with everything acked.
+	j.consumer(pb.ConsumerOp_CONSUMER_OP_ACK, "slow", 10, false)
+	if r := j.trim(0, j.idx); r.Segments != 1 || r.TrimmedPos != 9 {
+		t.Fatalf("trim to the open segment: %+v", r)
+	}
+	st := j.state()
+	if st.FirstSeq() != 9 || st.ExpirePos(j.idx) != 9 || len(st.Read(1, 100)) != 2 {
+		t.Fatalf("after trims: first %d expire %d", st.FirstSeq(), st.ExpirePos(j.idx))
+	}
+	// to_seq bounds the trim to whole segments below it; the future is refused.
+	if r := j.trim(st.NextSeq()+1, j.idx); !errors.Is(r.Err, ErrTrimFuture) {
+		t.Fatalf("trim to the future: %+v", r)
+	}
+}
+
+func TestTrimToBound(t *testing.T) {
+	j := newJournal(t, 4)
+	j.append(13) // [1-4] [5-8] [9-12] [13 open]
+	if r := j.trim(7, j.idx); r.Segments != 1 || r.TrimmedPos != 5 {
+		t.Fatalf("trim --to 7: %+v", r)
+	}
+	if r := j.trim(13, j.idx); r.Segments != 2 || r.TrimmedPos != 13 {
+		t.Fatalf("trim --to 13: %+v", r)
+	}
+}
+
+func TestConsumerErrors(t *testing.T) {
+	j := newJournal(t, 4)
+	j.append(5)
+	C := pb.ConsumerOp_CONSUMER_OP_REGISTER
+	A := pb.ConsumerOp_CONSUMER_OP_ACK
+	R := pb.ConsumerOp_CONSUMER_OP_REMOVE
+	for _, tc := range []struct {
+		op   pb.ConsumerOp
+		name string
+		seq  uint64
+		from bool
+		want error
+	}{
+		{C, "../bad", 0, false, ErrConsumerName},
+		{C, "c1", 0, false, nil},
+		{C, "c1", 0, false, ErrConsumerExists},
+		{C, "c2", 99, true, ErrConsumerFrom},
+		{A, "nobody", 1, false, ErrConsumerNotFound},
+		{A, "c1", 6, false, ErrAckBeyondSafe},
+		{A, "c1", 4, false, ErrAckBackwards}, // registered at safe_pos 5
+		{A, "c1", 5, false, nil},
+		{R, "nobody", 0, false, ErrConsumerNotFound},
+		{R, "c1", 0, false, nil},
+		{pb.ConsumerOp(42), "c1", 0, false, ErrConsumerOp},
+	} {
+		r := j.consumer(tc.op, tc.name, tc.seq, tc.from)
+		if !errors.Is(r.Err, tc.want) {
+			t.Fatalf("%v %s %d: got %v, want %v", tc.op, tc.name, tc.seq, r.Err, tc.want)
+		}
+	}
+}
+
+func TestResetContinuesSeqs(t *testing.T) {
+	j := newJournal(t, 4)
+	j.consumer(pb.ConsumerOp_CONSUMER_OP_REGISTER, "c", 1, true)
+	j.append(6)
+	r := j.do(pb.CommandType_COMMAND_TYPE_RESET, &pb.ResetCommand{}).(TrimResult)
+	if r.TrimmedPos != 7 {
+		t.Fatalf("reset: %+v", r)
+	}
+	j.append(1)
+	st := j.state()
+	evs := st.Read(1, 10)
+	if len(evs) != 1 || evs[0].Seq != 7 || st.Consumers()[0].AckedSeq != 6 {
+		t.Fatalf("after reset: %v consumers %v", evs, st.Consumers())
+	}
+}
+
+// randomJournalLogs mixes appends with every journal command.
+func randomJournalLogs(t testing.TB, seed int64, n int) []*raft.Log {
+	r := rand.New(rand.NewSource(seed))
+	var logs []*raft.Log
+	acked := uint64(0)
+	for i := 1; i <= n; i++ {
+		idx := uint64(i)
+		switch k := r.Intn(20); {
+		case k == 0:
+			logs = append(logs, cmdEntry(t, idx, pb.CommandType_COMMAND_TYPE_CONFIGURE_JOURNAL, &pb.JournalConfig{EventsPerSegment: uint64(2 + r.Intn(6)), SegmentBytes: uint64(64 + r.Intn(512))}))
+		case k == 1:
+			logs = append(logs, cmdEntry(t, idx, pb.CommandType_COMMAND_TYPE_CONSUMER, &pb.ConsumerCommand{Op: pb.ConsumerOp_CONSUMER_OP_REGISTER, Name: fmt.Sprintf("c%d", r.Intn(3))}))
+		case k <= 3:
+			acked += uint64(r.Intn(5))
+			logs = append(logs, cmdEntry(t, idx, pb.CommandType_COMMAND_TYPE_CONSUMER, &pb.ConsumerCommand{Op: pb.ConsumerOp_CONSUMER_OP_ACK, Name: fmt.Sprintf("c%d", r.Intn(3)), Seq: acked}))
+		case k == 4:
+			logs = append(logs, cmdEntry(t, idx, pb.CommandType_COMMAND_TYPE_TRIM, &pb.TrimCommand{CoveredIndex: idx - uint64(r.Intn(10))}))
+		case k == 5 && r.Intn(10) == 0:
+			logs = append(logs, cmdEntry(t, idx, pb.CommandType_COMMAND_TYPE_RESET, &pb.ResetCommand{}))
+		default:
+			logs = append(logs, appendEntry(t, idx, op("", 0, 0, "x", "y")))
+		}
+	}
+	return logs
+}
+
+func TestJournalDeterminismAndSnapshot(t *testing.T) {
+	for seed := int64(0); seed < 5; seed++ {
+		logs := randomJournalLogs(t, seed, 600)
+		a, b := New(nil), New(nil)
+		a.ApplyBatch(logs)
+		b.ApplyBatch(logs[:300])
+		data := snapshotBytes(t, b)
+		c := New(nil)
+		if err := c.Restore(nopCloser{bytes.NewReader(data)}); err != nil {
+			t.Fatal(err)
+		}
+		c.ApplyBatch(logs[300:])
+		var ha, hc [32]byte
+		a.View(func(s *State) {
+			ha = s.Hash()
+			if err := s.checkSegments(); err != nil {
+				t.Fatal(err)
+			}
+		})
+		c.View(func(s *State) { hc = s.Hash() })
+		if ha != hc || a.Halted() != nil {
+			t.Fatalf("seed %d: snapshot+replay differs from straight apply", seed)
+		}
+	}
+}
+
+// TestRestoreFormat1Fixture reads a snapshot written by format 1 (before
+// the journal header existed): it must restore, rebuild the segments with
+// the same rule Apply uses, and be rewritten as the current format.
+func TestRestoreFormat1Fixture(t *testing.T) {
+	data, err := os.ReadFile("testdata/snapshot-v1.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := New(nil)
+	if err := old.Restore(nopCloser{bytes.NewReader(data)}); err != nil {
+		t.Fatal(err)
+	}
+	ref := New(nil)
+	ref.ApplyBatch(randomLogs(t, 11, 120))
+	var ho, hr [32]byte
+	old.View(func(s *State) {
+		ho = s.Hash()
+		if s.AppliedIndex() != 120 || s.NextSeq() != 267 || s.SessionCount() != 4 || len(s.Members()) != 3 {
+			t.Fatalf("fixture restored wrong: applied %d next %d", s.AppliedIndex(), s.NextSeq())
+		}
+	})
+	ref.View(func(s *State) { hr = s.Hash() })
+	if ho != hr {
+		t.Fatal("format-1 fixture does not restore to the state that produced it")
+	}
+	again := snapshotBytes(t, old)
+	if v := uint32(again[8])<<24 | uint32(again[9])<<16 | uint32(again[10])<<8 | uint32(again[11]); v != SnapshotFormatVersion {
+		t.Fatalf("rewritten as format %d", v)
+	}
+	round := New(nil)
+	if err := round.Restore(nopCloser{bytes.NewReader(again)}); err != nil {
+		t.Fatal(err)
+	}
+	round.View(func(s *State) { hr = s.Hash() })
+	if hr != ho {
+		t.Fatal("format-2 rewrite changed the state")
+	}
+}
