@@ -132,6 +132,15 @@ func (f *FSM) AppliedIndex() uint64 {
 	return f.state.appliedIndex
 }
 
+// ViewWait is View that also returns a channel closed at the next apply or
+// restore after fn saw the state, so a follower of the state misses nothing.
+func (f *FSM) ViewWait(fn func(*State)) <-chan struct{} {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fn(f.state)
+	return f.applied
+}
+
 // WaitApplied blocks until the FSM applied index or ctx ends.
 func (f *FSM) WaitApplied(ctx context.Context, index uint64) error {
 	for {

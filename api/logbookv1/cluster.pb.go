@@ -196,7 +196,9 @@ type StatusResponse struct {
 	AppliedIndex   uint64                 `protobuf:"varint,6,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	Members        []*MemberStatus        `protobuf:"bytes,7,rep,name=members,proto3" json:"members,omitempty"`
 	// The member that answered.
-	ResponderId   string `protobuf:"bytes,8,opt,name=responder_id,json=responderId,proto3" json:"responder_id,omitempty"`
+	ResponderId string `protobuf:"bytes,8,opt,name=responder_id,json=responderId,proto3" json:"responder_id,omitempty"`
+	// Health warnings, e.g. "behind on trimming: 9/4 segments".
+	Warnings      []string `protobuf:"bytes,9,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -285,6 +287,13 @@ func (x *StatusResponse) GetResponderId() string {
 		return x.ResponderId
 	}
 	return ""
+}
+
+func (x *StatusResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
 }
 
 type AddServerRequest struct {
@@ -1078,7 +1087,7 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"raft_state\x18\n" +
 	" \x01(\tR\traftState\x12\x14\n" +
-	"\x05error\x18\v \x01(\tR\x05error\"\xa9\x02\n" +
+	"\x05error\x18\v \x01(\tR\x05error\"\xc5\x02\n" +
 	"\x0eStatusResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x1b\n" +
@@ -1088,7 +1097,8 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\fcommit_index\x18\x05 \x01(\x04R\vcommitIndex\x12#\n" +
 	"\rapplied_index\x18\x06 \x01(\x04R\fappliedIndex\x122\n" +
 	"\amembers\x18\a \x03(\v2\x18.logbook.v1.MemberStatusR\amembers\x12!\n" +
-	"\fresponder_id\x18\b \x01(\tR\vresponderId\"?\n" +
+	"\fresponder_id\x18\b \x01(\tR\vresponderId\x12\x1a\n" +
+	"\bwarnings\x18\t \x03(\tR\bwarnings\"?\n" +
 	"\x10AddServerRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\"%\n" +

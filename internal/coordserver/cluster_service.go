@@ -54,6 +54,11 @@ func (c *clusterService) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.S
 		Term: local.Term, CommitIndex: local.CommitIndex, AppliedIndex: local.AppliedIndex,
 		ResponderId: s.cfg.ID,
 	}
+	s.fsm.View(func(st *fsm.State) {
+		if w := s.trimWarning(st); w != "" {
+			resp.Warnings = append(resp.Warnings, w)
+		}
+	})
 	servers := f.Configuration().Servers
 	resp.Members = make([]*pb.MemberStatus, len(servers))
 	var wg sync.WaitGroup

@@ -47,6 +47,18 @@ type RaftTiming struct {
 	MaxAppendEntries   int
 }
 
+// JournalConfig holds the segment and retention knobs.
+type JournalConfig struct {
+	// EventsPerSegment and SegmentBytes roll segments; the leader
+	// replicates them so every member rolls identically.
+	EventsPerSegment uint64
+	SegmentBytes     uint64
+	// MaxSegments and MaxEvents trigger automatic trim of expired
+	// segments; 0 disables that bound.
+	MaxSegments int
+	MaxEvents   int
+}
+
 // Config configures one coordinator.
 type Config struct {
 	ID        string
@@ -73,7 +85,8 @@ type Config struct {
 	// voters. The member with the lowest id bootstraps.
 	Peers []Peer
 
-	Raft RaftTiming
+	Raft    RaftTiming
+	Journal JournalConfig
 	// NoLeaderHold is how long a request waits for a leader before it
 	// fails with Unavailable.
 	NoLeaderHold time.Duration
@@ -109,6 +122,12 @@ func DefaultConfig() Config {
 			SnapshotInterval:   30 * time.Second,
 			TrailingLogs:       10240,
 			MaxAppendEntries:   256,
+		},
+		Journal: JournalConfig{
+			EventsPerSegment: 1024,
+			SegmentBytes:     16 << 20,
+			MaxSegments:      128,
+			MaxEvents:        0,
 		},
 		NoLeaderHold:        5 * time.Second,
 		ApplyTimeout:        10 * time.Second,
@@ -175,6 +194,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxEventBytes < 1 || c.MaxRequestBytes < c.MaxEventBytes || c.MaxEventsPerRequest < 1 || c.MaxReadEvents < 1 {
 		errs = append(errs, errors.New("limits: want positive limits with max request bytes >= max event bytes"))
+	}
+	if j := c.Journal; j.EventsPerSegment < 1 || j.SegmentBytes < 1 || j.MaxSegments < 0 || j.MaxEvents < 0 {
+		errs = append(errs, errors.New("journal: want events per segment and segment bytes >= 1, max segments and max events >= 0"))
 	}
 	if c.NoLeaderHold < 0 || c.ApplyTimeout <= 0 {
 		errs = append(errs, errors.New("timeouts: want no-leader hold >= 0 and apply timeout > 0"))

@@ -53,8 +53,18 @@ func (s *Server) toStatus(err error) error {
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, fsm.ErrEmptyAppend), errors.Is(err, fsm.ErrInvalidEvent), errors.Is(err, fsm.ErrInvalidMember):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, fsm.ErrSessionAcked), errors.Is(err, fsm.ErrSessionResultExpired):
+	case errors.Is(err, fsm.ErrSessionAcked), errors.Is(err, fsm.ErrSessionResultExpired), errors.Is(err, fsm.ErrAckBackwards):
 		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, fsm.ErrConsumerName), errors.Is(err, fsm.ErrConsumerOp), errors.Is(err, fsm.ErrTrimFuture), errors.Is(err, fsm.ErrInvalidJournalConfig):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, fsm.ErrConsumerNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, fsm.ErrConsumerExists):
+		return status.Error(codes.AlreadyExists, err.Error())
+	case errors.Is(err, fsm.ErrTooManyConsumers):
+		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.Is(err, fsm.ErrAckBeyondSafe), errors.Is(err, fsm.ErrConsumerFrom):
+		return status.Error(codes.OutOfRange, err.Error())
 	case errors.Is(err, fsm.ErrHalted):
 		return s.statusErr(codes.Internal, ReasonHalted, err.Error())
 	case errors.Is(err, journal.ErrQueueFull):

@@ -26,6 +26,11 @@ var leaderOnly = map[string]bool{
 	pb.Cluster_AddNonvoter_FullMethodName:        true,
 	pb.Cluster_RemoveServer_FullMethodName:       true,
 	pb.Cluster_TransferLeadership_FullMethodName: true,
+	pb.Journal_RegisterConsumer_FullMethodName:   true,
+	pb.Journal_AckConsumer_FullMethodName:        true,
+	pb.Journal_RemoveConsumer_FullMethodName:     true,
+	pb.Journal_Trim_FullMethodName:               true,
+	pb.Journal_Reset_FullMethodName:              true,
 }
 
 func (s *Server) checkClusterID(ctx context.Context, method string) error {
@@ -93,6 +98,12 @@ func newReply(method string) any {
 	switch method {
 	case pb.Cluster_TransferLeadership_FullMethodName:
 		return &pb.TransferLeadershipResponse{}
+	case pb.Journal_RegisterConsumer_FullMethodName, pb.Journal_AckConsumer_FullMethodName, pb.Journal_RemoveConsumer_FullMethodName:
+		return &pb.ConsumerResponse{}
+	case pb.Journal_Trim_FullMethodName:
+		return &pb.TrimResponse{}
+	case pb.Journal_Reset_FullMethodName:
+		return &pb.ResetResponse{}
 	default:
 		return &pb.MembershipResponse{}
 	}

@@ -324,9 +324,15 @@ func (l leaderSink) Start(ops []*pb.AppendOp) func() ([]fsm.Result, error) {
 	if err != nil {
 		return func() ([]fsm.Result, error) { return nil, err }
 	}
+	events := 0
+	for _, op := range ops {
+		events += len(op.Events)
+	}
+	s.inflightEvents.Add(int64(events))
 	f := s.raft.Apply(data, s.cfg.ApplyTimeout)
 	s.metrics.batchOps.Observe(float64(len(ops)))
 	return func() ([]fsm.Result, error) {
+		defer s.inflightEvents.Add(-int64(events))
 		if err := s.await(f); err != nil {
 			return nil, s.toStatus(err)
 		}

@@ -67,6 +67,26 @@ func newMetrics(s *Server) *metrics {
 				return 0
 			}))
 		}),
+		gauge("logbook_journal_segments", "Retained journal segments.", func() float64 {
+			return s.journalStat(func(st *fsm.State) float64 { return float64(len(st.Segments())) })
+		}),
+		gauge("logbook_journal_events", "Retained journal events.", func() float64 {
+			return s.journalStat(func(st *fsm.State) float64 { return float64(st.EventCount()) })
+		}),
+		gauge("logbook_journal_safe_pos", "Last safe (committed and applied) seq.", func() float64 {
+			return s.journalStat(func(st *fsm.State) float64 { return float64(st.NextSeq() - 1) })
+		}),
+		gauge("logbook_journal_trimmed_pos", "First retained seq.", func() float64 {
+			return s.journalStat(func(st *fsm.State) float64 { return float64(st.FirstSeq()) })
+		}),
+		gauge("logbook_journal_behind_on_trimming", "1 while a lagging consumer holds over twice the segment limit.", func() float64 {
+			return s.journalStat(func(st *fsm.State) float64 {
+				if s.trimWarning(st) != "" {
+					return 1
+				}
+				return 0
+			})
+		}),
 		gauge("logbook_raft_last_contact_seconds", "Time since this member last heard from the leader.", func() float64 {
 			if s.raft == nil || s.raft.State() == raft.Leader || s.raft.LastContact().IsZero() {
 				return 0
@@ -75,6 +95,15 @@ func newMetrics(s *Server) *metrics {
 		}),
 	)
 	return m
+}
+
+func (s *Server) journalStat(fn func(*fsm.State) float64) float64 {
+	if s.fsm == nil {
+		return 0
+	}
+	var v float64
+	s.fsm.View(func(st *fsm.State) { v = fn(st) })
+	return v
 }
 
 func (s *Server) raftOr(fn func(*raft.Raft) uint64) uint64 {

@@ -59,16 +59,17 @@ type Server struct {
 	leaderB  *journal.Batcher // applies to the local Raft; leader only
 	forwardB *journal.Batcher // forwards to the leader in batches
 
-	self       pb.Member
-	readyTerm  atomic.Uint64 // term in which this leader's first entry applied
-	closing    atomic.Bool
-	fatalCh    chan error
-	ctx        context.Context
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup
-	closeOnce  sync.Once
-	closeErr   error
-	bootstrapd atomic.Bool
+	self           pb.Member
+	inflightEvents atomic.Int64  // leader: events handed to Raft, not yet applied
+	readyTerm      atomic.Uint64 // term in which this leader's first entry applied
+	closing        atomic.Bool
+	fatalCh        chan error
+	ctx            context.Context
+	cancel         context.CancelFunc
+	wg             sync.WaitGroup
+	closeOnce      sync.Once
+	closeErr       error
+	bootstrapd     atomic.Bool
 	// formed is set on the one member that called BootstrapCluster.
 	formed atomic.Bool
 }
@@ -130,6 +131,7 @@ func New(cfg Config) (_ *Server, err error) {
 	s.goLoop(s.leaderLoop)
 	s.goLoop(s.registerLoop)
 	s.goLoop(s.watchLoop)
+	s.goLoop(s.journalLoop)
 	if err := s.bootstrap(); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,189 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"google.golang.org/grpc"
+)
+
+// Positions are the journal positions as one member sees them.
+type Positions struct {
+	WritePos, SafePos, ExpirePos, TrimmedPos uint64
+	EventCount, SegmentCount, AppliedIndex   uint64
+	MemberID, Warning                        string
+}
+
+// Positions returns the journal positions from any member (the leader's
+// write_pos includes events in flight).
+func (j *Journal) Positions(ctx context.Context) (Positions, error) {
+	var r *pb.PositionsResponse
+	err := j.c.do(ctx, false, func(ctx context.Context, cc *grpc.ClientConn) error {
+		var err error
+		r, err = pb.NewJournalClient(cc).Positions(ctx, &pb.PositionsRequest{})
+		return err
+	})
+	if err != nil {
+		return Positions{}, err
+	}
+	return Positions{WritePos: r.WritePos, SafePos: r.SafePos, ExpirePos: r.ExpirePos, TrimmedPos: r.TrimmedPos,
+		EventCount: r.EventCount, SegmentCount: r.SegmentCount, AppliedIndex: r.AppliedIndex, MemberID: r.MemberId, Warning: r.Warning}, nil
+}
+
+// Segments lists the retained segments, oldest first.
+func (j *Journal) Segments(ctx context.Context) ([]*pb.SegmentInfo, error) {
+	var r *pb.SegmentsResponse
+	err := j.c.do(ctx, false, func(ctx context.Context, cc *grpc.ClientConn) error {
+		var err error
+		r, err = pb.NewJournalClient(cc).Segments(ctx, &pb.SegmentsRequest{})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.Segments, nil
+}
+
+// Trim drops expired segments that end below to (0: as far as allowed) and
+// returns the new trimmed_pos.
+func (j *Journal) Trim(ctx context.Context, to uint64) (trimmedPos, segments uint64, err error) {
+	var r *pb.TrimResponse
+	err = j.c.do(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+		var err error
+		r, err = pb.NewJournalClient(cc).Trim(ctx, &pb.TrimRequest{To: to})
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return r.TrimmedPos, r.SegmentsTrimmed, nil
+}
+
+// Reset drops every retained event; seqs continue after the old end.
+// confirm must be true.
+func (j *Journal) Reset(ctx context.Context, confirm bool) (trimmedPos uint64, err error) {
+	var r *pb.ResetResponse
+	err = j.c.do(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+		var err error
+		r, err = pb.NewJournalClient(cc).Reset(ctx, &pb.ResetRequest{Confirm: confirm})
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return r.TrimmedPos, nil
+}
+
+// Consumers is the durable consumer API: a registered consumer holds back
+// trim until it acknowledges past a segment.
+type Consumers struct{ c *Client }
+
+// Consumers returns the consumer API.
+func (j *Journal) Consumers() *Consumers { return &Consumers{c: j.c} }
+
+func (cs *Consumers) op(ctx context.Context, fn func(context.Context, pb.JournalClient) (*pb.ConsumerResponse, error)) (*pb.ConsumerInfo, error) {
+	var r *pb.ConsumerResponse
+	err := cs.c.do(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+		var err error
+		r, err = fn(ctx, pb.NewJournalClient(cc))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.Consumer, nil
+}
+
+// Register adds a consumer that has consumed everything below from (0:
+// everything up to the current safe_pos).
+func (cs *Consumers) Register(ctx context.Context, name string, from uint64) (*pb.ConsumerInfo, error) {
+	return cs.op(ctx, func(ctx context.Context, c pb.JournalClient) (*pb.ConsumerResponse, error) {
+		return c.RegisterConsumer(ctx, &pb.RegisterConsumerRequest{Name: name, From: from})
+	})
+}
+
+// Ack records that the consumer has consumed everything up to seq.
+func (cs *Consumers) Ack(ctx context.Context, name string, seq uint64) (*pb.ConsumerInfo, error) {
+	return cs.op(ctx, func(ctx context.Context, c pb.JournalClient) (*pb.ConsumerResponse, error) {
+		return c.AckConsumer(ctx, &pb.AckConsumerRequest{Name: name, Seq: seq})
+	})
+}
+
+// Remove drops a consumer.
+func (cs *Consumers) Remove(ctx context.Context, name string) error {
+	_, err := cs.op(ctx, func(ctx context.Context, c pb.JournalClient) (*pb.ConsumerResponse, error) {
+		return c.RemoveConsumer(ctx, &pb.RemoveConsumerRequest{Name: name})
+	})
+	return err
+}
+
+// List returns every consumer with its acked seq and lag.
+func (cs *Consumers) List(ctx context.Context) ([]*pb.ConsumerInfo, error) {
+	var r *pb.ListConsumersResponse
+	err := cs.c.do(ctx, false, func(ctx context.Context, cc *grpc.ClientConn) error {
+		var err error
+		r, err = pb.NewJournalClient(cc).ListConsumers(ctx, &pb.ListConsumersRequest{})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.Consumers, nil
+}
+
+// Tail follows the journal from seq from: fn gets every event in order,
+// exactly once, across leader changes and member failures (the stream is
+// reopened at the next seq on another member). It returns when ctx ends,
+// fn returns an error, or the position was trimmed (ErrOutOfRange).
+func (j *Journal) Tail(ctx context.Context, from uint64, fn func(StoredEvent) error) error {
+	if from == 0 {
+		from = 1
+	}
+	next := from
+	for {
+		err := j.c.do(ctx, false, func(actx context.Context, cc *grpc.ClientConn) error {
+			// The attempt timeout bounds opening the stream, not following it.
+			stream, err := pb.NewJournalClient(cc).Tail(ctx, &pb.TailRequest{From: next})
+			if err != nil {
+				return err
+			}
+			for {
+				resp, err := stream.Recv()
+				if err != nil {
+					if errors.Is(err, io.EOF) {
+						return nil
+					}
+					return err
+				}
+				for _, e := range resp.Events {
+					if e.Seq < next {
+						continue // already delivered (a reopened stream)
+					}
+					if e.Seq > next {
+						return &callbackError{fmt.Errorf("logbook: tail gap: got seq %d, want %d", e.Seq, next)}
+					}
+					if err := fn(StoredEvent{Seq: e.Seq, Type: e.Type, Payload: e.Payload, ClientID: e.ClientId, RequestSeq: e.RequestSeq, Index: e.Index}); err != nil {
+						return &callbackError{err}
+					}
+					next++
+				}
+			}
+		})
+		var cb *callbackError
+		switch {
+		case errors.As(err, &cb):
+			return cb.err
+		case err != nil:
+			return err
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+	}
+}
+
+type callbackError struct{ err error }
+
+func (c *callbackError) Error() string { return c.err.Error() }

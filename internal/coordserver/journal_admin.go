@@ -1,0 +1,301 @@
+package coordserver
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/fsm"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// applyCommand proposes one non-append command on the leader and returns
+// the state machine's response. Followers reach it through the forward
+// interceptor.
+func (s *Server) applyCommand(t pb.CommandType, m proto.Message) (any, error) {
+	if s.raft.State() != raft.Leader {
+		return nil, s.statusErr(codes.Unavailable, ReasonNotLeader, "not the leader")
+	}
+	data, err := fsm.EncodeCommand(t, m, time.Now().UnixNano())
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	f := s.raft.Apply(data, s.cfg.ApplyTimeout)
+	if err := s.await(f); err != nil {
+		return nil, s.toStatus(err)
+	}
+	if err, ok := f.Response().(error); ok {
+		return nil, s.toStatus(err)
+	}
+	return f.Response(), nil
+}
+
+// snapshotIndex is the index of this member's newest snapshot (0: none).
+func (s *Server) snapshotIndex() uint64 {
+	list, err := s.snaps.List()
+	if err != nil || len(list) == 0 {
+		return 0
+	}
+	return list[0].Index
+}
+
+// trimWarning is the "behind on trimming" health warning: a lagging
+// consumer holds more than twice the segment limit.
+func (s *Server) trimWarning(st *fsm.State) string {
+	max := s.cfg.Journal.MaxSegments
+	if max == 0 {
+		return ""
+	}
+	if n := len(st.Segments()); n > 2*max {
+		return fmt.Sprintf("behind on trimming: %d/%d segments", n, max)
+	}
+	return ""
+}
+
+func (j *journalService) Positions(ctx context.Context, _ *pb.PositionsRequest) (*pb.PositionsResponse, error) {
+	s := j.s
+	covered := s.snapshotIndex()
+	resp := &pb.PositionsResponse{MemberId: s.cfg.ID}
+	s.fsm.View(func(st *fsm.State) {
+		resp.SafePos = st.NextSeq() - 1
+		resp.ExpirePos = st.ExpirePos(covered)
+		resp.TrimmedPos = st.FirstSeq()
+		resp.EventCount = uint64(st.EventCount())
+		resp.SegmentCount = uint64(len(st.Segments()))
+		resp.AppliedIndex = st.AppliedIndex()
+		resp.Warning = s.trimWarning(st)
+	})
+	resp.WritePos = resp.SafePos
+	if s.raft.State() == raft.Leader {
+		resp.WritePos += uint64(s.inflightEvents.Load())
+	}
+	return resp, nil
+}
+
+func (j *journalService) Segments(ctx context.Context, _ *pb.SegmentsRequest) (*pb.SegmentsResponse, error) {
+	s := j.s
+	covered := s.snapshotIndex()
+	resp := &pb.SegmentsResponse{}
+	s.fsm.View(func(st *fsm.State) {
+		for _, seg := range st.Segments() {
+			resp.Segments = append(resp.Segments, &pb.SegmentInfo{
+				Id: seg.Id, FirstSeq: seg.FirstSeq, LastSeq: seg.LastSeq, Events: seg.Events, Bytes: seg.Bytes,
+				State: st.SegmentState(seg, covered), FirstIndex: seg.FirstIndex, LastIndex: seg.LastIndex,
+			})
+		}
+	})
+	return resp, nil
+}
+
+func (s *Server) consumerInfo(name string, acked uint64) *pb.ConsumerInfo {
+	var safe uint64
+	s.fsm.View(func(st *fsm.State) { safe = st.NextSeq() - 1 })
+	lag := uint64(0)
+	if safe > acked {
+		lag = safe - acked
+	}
+	return &pb.ConsumerInfo{Name: name, AckedSeq: acked, Lag: lag}
+}
+
+func (s *Server) consumerOp(c *pb.ConsumerCommand) (*pb.ConsumerResponse, error) {
+	if !fsm.ValidConsumerName(c.Name) {
+		return nil, status.Error(codes.InvalidArgument, fsm.ErrConsumerName.Error())
+	}
+	resp, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_CONSUMER, c)
+	if err != nil {
+		return nil, err
+	}
+	r := resp.(fsm.ConsumerResult)
+	if r.Err != nil {
+		return nil, s.toStatus(r.Err)
+	}
+	return &pb.ConsumerResponse{Consumer: s.consumerInfo(r.Name, r.AckedSeq)}, nil
+}
+
+func (j *journalService) RegisterConsumer(ctx context.Context, req *pb.RegisterConsumerRequest) (*pb.ConsumerResponse, error) {
+	return j.s.consumerOp(&pb.ConsumerCommand{Op: pb.ConsumerOp_CONSUMER_OP_REGISTER, Name: req.Name, Seq: req.From, FromGiven: req.From != 0})
+}
+
+func (j *journalService) AckConsumer(ctx context.Context, req *pb.AckConsumerRequest) (*pb.ConsumerResponse, error) {
+	return j.s.consumerOp(&pb.ConsumerCommand{Op: pb.ConsumerOp_CONSUMER_OP_ACK, Name: req.Name, Seq: req.Seq})
+}
+
+func (j *journalService) RemoveConsumer(ctx context.Context, req *pb.RemoveConsumerRequest) (*pb.ConsumerResponse, error) {
+	return j.s.consumerOp(&pb.ConsumerCommand{Op: pb.ConsumerOp_CONSUMER_OP_REMOVE, Name: req.Name})
+}
+
+func (j *journalService) ListConsumers(ctx context.Context, _ *pb.ListConsumersRequest) (*pb.ListConsumersResponse, error) {
+	s := j.s
+	resp := &pb.ListConsumersResponse{}
+	s.fsm.View(func(st *fsm.State) {
+		safe := st.NextSeq() - 1
+		for _, c := range st.Consumers() {
+			resp.Consumers = append(resp.Consumers, &pb.ConsumerInfo{Name: c.Name, AckedSeq: c.AckedSeq, Lag: safe - min(safe, c.AckedSeq)})
+		}
+	})
+	return resp, nil
+}
+
+// trim proposes a trim bounded by this leader's newest snapshot.
+func (s *Server) trim(to uint64, automatic bool) (fsm.TrimResult, error) {
+	resp, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_TRIM, &pb.TrimCommand{ToSeq: to, CoveredIndex: s.snapshotIndex(), Automatic: automatic})
+	if err != nil {
+		return fsm.TrimResult{}, err
+	}
+	r := resp.(fsm.TrimResult)
+	return r, s.toStatus(r.Err)
+}
+
+func (j *journalService) Trim(ctx context.Context, req *pb.TrimRequest) (*pb.TrimResponse, error) {
+	s := j.s
+	var next uint64
+	s.fsm.View(func(st *fsm.State) { next = st.NextSeq() })
+	if req.To > next {
+		return nil, status.Errorf(codes.InvalidArgument, "trim: --to %d is beyond the end of the journal (next seq %d)", req.To, next)
+	}
+	// Segments every consumer has passed need a snapshot covering them
+	// before they expire: take one if the newest does not.
+	if s.needsSnapshotForTrim() {
+		if err := s.await(s.raft.Snapshot()); err != nil && err != raft.ErrNothingNewToSnapshot {
+			s.log.Warn("snapshot before trim failed", "err", err)
+		}
+	}
+	r, err := s.trim(req.To, false)
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("journal trimmed", "trimmed-pos", r.TrimmedPos, "segments", r.Segments)
+	return &pb.TrimResponse{TrimmedPos: r.TrimmedPos, SegmentsTrimmed: r.Segments}, nil
+}
+
+// needsSnapshotForTrim: some segment is acked by every consumer but not
+// yet covered by this member's newest snapshot.
+func (s *Server) needsSnapshotForTrim() bool {
+	covered := s.snapshotIndex()
+	need := false
+	s.fsm.View(func(st *fsm.State) {
+		for _, seg := range st.Segments() {
+			if st.SegmentState(seg, covered) == fsm.SegmentExpiring {
+				need = true
+				return
+			}
+		}
+	})
+	return need
+}
+
+func (j *journalService) Reset(ctx context.Context, req *pb.ResetRequest) (*pb.ResetResponse, error) {
+	s := j.s
+	if !req.Confirm {
+		return nil, status.Error(codes.FailedPrecondition, "reset drops every retained event: confirm it (coord journal reset --yes)")
+	}
+	resp, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_RESET, &pb.ResetCommand{})
+	if err != nil {
+		return nil, err
+	}
+	r := resp.(fsm.TrimResult)
+	s.log.Warn("journal reset", "trimmed-pos", r.TrimmedPos)
+	return &pb.ResetResponse{TrimmedPos: r.TrimmedPos}, nil
+}
+
+// Tail streams events in seq order as this member applies them: gapless
+// because it reads the applied state, which only grows at the end, and
+// fails with OutOfRange if the journal was trimmed past its position.
+func (j *journalService) Tail(req *pb.TailRequest, stream pb.Journal_TailServer) error {
+	s := j.s
+	ctx := stream.Context()
+	next := req.From
+	if next == 0 {
+		next = 1
+	}
+	hb := time.Duration(req.HeartbeatMs) * time.Millisecond
+	if hb <= 0 {
+		hb = time.Second
+	}
+	const batch = 1000
+	for {
+		resp := &pb.TailResponse{}
+		var err error
+		applied := s.fsm.ViewWait(func(st *fsm.State) {
+			if next < st.FirstSeq() {
+				err = status.Errorf(codes.OutOfRange, "tail: seq %d is no longer retained; earliest is %d", next, st.FirstSeq())
+				return
+			}
+			for _, e := range st.Read(next, batch) {
+				resp.Events = append(resp.Events, &pb.StoredEvent{Seq: e.Seq, Type: e.Type, Payload: e.Payload, ClientId: e.ClientId, RequestSeq: e.RequestSeq, Index: e.Index})
+			}
+			resp.SafePos, resp.AppliedIndex = st.NextSeq()-1, st.AppliedIndex()
+		})
+		if err != nil {
+			return err
+		}
+		if n := len(resp.Events); n > 0 {
+			next = resp.Events[n-1].Seq + 1
+			if err := stream.Send(resp); err != nil {
+				return err
+			}
+			continue
+		}
+		timer := time.NewTimer(hb)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return status.FromContextError(ctx.Err()).Err()
+		case <-s.ctx.Done():
+			timer.Stop()
+			return status.Error(codes.Unavailable, "coordinator shutting down")
+		case <-applied:
+			timer.Stop()
+		case <-timer.C:
+			if err := stream.Send(resp); err != nil { // progress heartbeat
+				return err
+			}
+		}
+	}
+}
+
+// journalLoop is the leader's journal upkeep: it replicates the configured
+// segment thresholds, and trims expired segments once the journal is over
+// its limits (taking a snapshot first when the expired segments are not yet
+// covered by one).
+func (s *Server) journalLoop() {
+	s.every(time.Second, func() bool {
+		if !s.leaderReady() {
+			return true
+		}
+		want := &pb.JournalConfig{EventsPerSegment: s.cfg.Journal.EventsPerSegment, SegmentBytes: s.cfg.Journal.SegmentBytes}
+		var have *pb.JournalConfig
+		var segs, events int
+		s.fsm.View(func(st *fsm.State) {
+			have = st.JournalConfig()
+			segs, events = len(st.Segments()), st.EventCount()
+		})
+		if !proto.Equal(want, have) {
+			if _, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_CONFIGURE_JOURNAL, want); err != nil {
+				s.log.Warn("replicating journal config failed", "err", err)
+			}
+			return true
+		}
+		j := s.cfg.Journal
+		if (j.MaxSegments == 0 || segs <= j.MaxSegments) && (j.MaxEvents == 0 || events <= j.MaxEvents) {
+			return true
+		}
+		if s.needsSnapshotForTrim() {
+			if err := s.await(s.raft.Snapshot()); err != nil && err != raft.ErrNothingNewToSnapshot {
+				s.log.Warn("snapshot before automatic trim failed", "err", err)
+				return true
+			}
+		}
+		r, err := s.trim(0, true)
+		if err != nil {
+			s.log.Warn("automatic trim failed", "err", err)
+		} else if r.Segments > 0 {
+			s.log.Info("journal trimmed automatically", "trimmed-pos", r.TrimmedPos, "segments", r.Segments)
+		}
+		return true
+	})
+}
