@@ -133,48 +133,61 @@ func (s *State) Consumers() []*pb.Consumer {
 // Trims counts trims and resets applied (for tests and metrics).
 func (s *State) Trims() uint64 { return s.trims }
 
-func (s *State) applyConsumer(c *pb.ConsumerCommand) ConsumerResult {
+// CheckConsumer reports the error applying c would give, without applying
+// it: the leader refuses bad commands before they reach the log.
+func (s *State) CheckConsumer(c *pb.ConsumerCommand) error {
 	safe := s.nextSeq - 1
 	acked, exists := s.consumers[c.Name]
 	switch c.Op {
 	case pb.ConsumerOp_CONSUMER_OP_REGISTER:
-		if !ValidConsumerName(c.Name) {
-			return ConsumerResult{Err: ErrConsumerName}
+		switch {
+		case !ValidConsumerName(c.Name):
+			return ErrConsumerName
+		case exists:
+			return ErrConsumerExists
+		case len(s.consumers) >= MaxConsumers:
+			return ErrTooManyConsumers
+		case c.FromGiven && (c.Seq < s.firstSeq || c.Seq > s.nextSeq):
+			return fmt.Errorf("%w: from %d is outside the retained range %d..%d", ErrConsumerFrom, c.Seq, s.firstSeq, s.nextSeq)
 		}
-		if exists {
-			return ConsumerResult{Name: c.Name, AckedSeq: acked, Err: ErrConsumerExists}
-		}
-		if len(s.consumers) >= MaxConsumers {
-			return ConsumerResult{Err: ErrTooManyConsumers}
-		}
-		acked = safe
-		if c.FromGiven {
-			if c.Seq < s.firstSeq || c.Seq > s.nextSeq {
-				return ConsumerResult{Err: fmt.Errorf("%w: from %d is outside the retained range %d..%d", ErrConsumerFrom, c.Seq, s.firstSeq, s.nextSeq)}
-			}
-			acked = c.Seq - 1
-		}
-		s.consumers[c.Name] = acked
-		return ConsumerResult{Name: c.Name, AckedSeq: acked}
 	case pb.ConsumerOp_CONSUMER_OP_ACK:
 		switch {
 		case !exists:
-			return ConsumerResult{Err: ErrConsumerNotFound}
+			return ErrConsumerNotFound
 		case c.Seq > safe:
-			return ConsumerResult{Name: c.Name, AckedSeq: acked, Err: fmt.Errorf("%w: ack %d, safe_pos %d", ErrAckBeyondSafe, c.Seq, safe)}
+			return fmt.Errorf("%w: ack %d, safe_pos %d", ErrAckBeyondSafe, c.Seq, safe)
 		case c.Seq < acked:
-			return ConsumerResult{Name: c.Name, AckedSeq: acked, Err: fmt.Errorf("%w: ack %d after %d", ErrAckBackwards, c.Seq, acked)}
+			return fmt.Errorf("%w: ack %d after %d", ErrAckBackwards, c.Seq, acked)
 		}
-		s.consumers[c.Name] = c.Seq
-		return ConsumerResult{Name: c.Name, AckedSeq: c.Seq}
 	case pb.ConsumerOp_CONSUMER_OP_REMOVE:
 		if !exists {
-			return ConsumerResult{Err: ErrConsumerNotFound}
+			return ErrConsumerNotFound
 		}
-		delete(s.consumers, c.Name)
-		return ConsumerResult{Name: c.Name, AckedSeq: acked}
+	default:
+		return ErrConsumerOp
 	}
-	return ConsumerResult{Err: ErrConsumerOp}
+	return nil
+}
+
+func (s *State) applyConsumer(c *pb.ConsumerCommand) ConsumerResult {
+	acked := s.consumers[c.Name]
+	if err := s.CheckConsumer(c); err != nil {
+		return ConsumerResult{Name: c.Name, AckedSeq: acked, Err: err}
+	}
+	switch c.Op {
+	case pb.ConsumerOp_CONSUMER_OP_REGISTER:
+		acked = s.nextSeq - 1
+		if c.FromGiven {
+			acked = c.Seq - 1
+		}
+		s.consumers[c.Name] = acked
+	case pb.ConsumerOp_CONSUMER_OP_ACK:
+		acked = c.Seq
+		s.consumers[c.Name] = acked
+	case pb.ConsumerOp_CONSUMER_OP_REMOVE:
+		delete(s.consumers, c.Name)
+	}
+	return ConsumerResult{Name: c.Name, AckedSeq: acked}
 }
 
 // applyTrim drops whole expired segments, oldest first. It never drops the

@@ -25,6 +25,8 @@ type clientOpts struct {
 	timeout    time.Duration
 	addressMap []string
 	json       bool
+	// zeroTimeout lets --timeout 0 mean no deadline (journal tail).
+	zeroTimeout bool
 }
 
 // addClientFlags registers the client flags on cmd.
@@ -45,7 +47,10 @@ func (o *clientOpts) validate() (endpoints []string, addrMap map[string]string, 
 	if len(endpoints) == 0 {
 		return nil, nil, usageErrorf("--endpoints: at least one address is required")
 	}
-	if o.timeout <= 0 {
+	switch {
+	case o.timeout < 0 && o.zeroTimeout:
+		return nil, nil, usageErrorf("--timeout %s: want a positive duration, or 0 for no deadline", o.timeout)
+	case o.timeout < 0, o.timeout == 0 && !o.zeroTimeout:
 		return nil, nil, usageErrorf("--timeout %s: want a positive duration", o.timeout)
 	}
 	for _, kv := range cleanList(o.addressMap) {
@@ -67,22 +72,35 @@ func (o *clientOpts) config() (client.Config, error) {
 	if err != nil {
 		return client.Config{}, err
 	}
+	attempt := 5 * time.Second
+	if o.timeout > 0 {
+		attempt = min(attempt, o.timeout)
+	}
 	return client.Config{
 		Endpoints:      endpoints,
 		ClusterID:      strings.TrimSpace(o.clusterID),
 		AddressMap:     addrMap,
-		AttemptTimeout: min(5*time.Second, o.timeout),
+		AttemptTimeout: attempt,
 	}, nil
 }
 
 // withClient runs fn with a client and a context bounded by --timeout; SDK
 // errors become one clear runtime error.
 func (o *clientOpts) withClient(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client) error) error {
+	return o.withClientContext(cmd.Context(), fn)
+}
+
+// withClientContext is withClient under parent (--timeout 0, where allowed,
+// leaves parent's deadline alone).
+func (o *clientOpts) withClientContext(parent context.Context, fn func(ctx context.Context, c *client.Client) error) error {
 	cfg, err := o.config()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
+	ctx, cancel := parent, context.CancelFunc(func() {})
+	if o.timeout > 0 {
+		ctx, cancel = context.WithTimeout(parent, o.timeout)
+	}
 	defer cancel()
 	c, err := client.New(ctx, cfg)
 	if err != nil {
@@ -125,6 +143,9 @@ func newStatusCmd() *cobra.Command {
 				t := newTable(w)
 				fmt.Fprintf(t, "cluster\t%s\nleader\t%s\nterm\t%d\ncommit index\t%d\napplied index\t%d\nanswered by\t%s\n",
 					st.ClusterId, orDash(st.LeaderId), st.Term, st.CommitIndex, st.AppliedIndex, st.ResponderId)
+				for _, w := range st.Warnings {
+					fmt.Fprintf(t, "warning\t%s\n", w)
+				}
 				t.Flush()
 				fmt.Fprintln(w)
 				return writeMembersTable(w, st.Members)

@@ -18,7 +18,23 @@ import (
 const maxPayloadRead = 64 << 20
 
 func newJournalCmd() *cobra.Command {
-	return groupCmd("journal", "Append to and read the metadata journal", newAppendCmd(), newReadCmd())
+	c := groupCmd("journal", "Append, read and tail the metadata journal; manage its retention",
+		newAppendCmd(), newReadCmd(), newTailCmd(), newPositionsCmd(), newSegmentsCmd(),
+		newConsumersCmd(), newTrimCmd(), newResetCmd())
+	c.Long = `Append, read and tail the metadata journal, and manage its retention.
+
+Every event gets the next seq (1, 2, ...). Events are kept in segments; a
+sealed segment expires once every durable consumer has acked past it and a
+snapshot covers it, and trim (automatic past the configured limits, or
+journal trim) drops expired segments, oldest first. journal positions shows
+where the journal stands: safe pos (the last readable seq), expire pos and
+trimmed pos (the earliest seq still retained).
+
+  append, read, tail    write and read events
+  positions, segments   where the journal stands
+  consumers             durable consumers, which hold back trim
+  trim, reset           drop expired segments now, or every event`
+	return c
 }
 
 // readPayload returns the event payload of journal append: --payload TEXT

@@ -35,6 +35,7 @@ type statusJSON struct {
 	CommitIndex  uint64       `json:"commit_index"`
 	AppliedIndex uint64       `json:"applied_index"`
 	Members      []memberJSON `json:"members"`
+	Warnings     []string     `json:"warnings"`
 }
 
 // memberJSON is one member in coord status and coord members.
@@ -55,6 +56,7 @@ func toStatusJSON(st *pb.StatusResponse) statusJSON {
 		CommitIndex:  st.GetCommitIndex(),
 		AppliedIndex: st.GetAppliedIndex(),
 		Members:      toMembersJSON(st.GetMembers()),
+		Warnings:     append([]string{}, st.GetWarnings()...),
 	}
 }
 
@@ -149,4 +151,59 @@ func tablePayload(p []byte) string {
 		s = string(r[:tablePayloadWidth-1]) + "…"
 	}
 	return s
+}
+
+// positionsJSON is the JSON shape of coord journal positions.
+type positionsJSON struct {
+	WritePos     uint64 `json:"write_pos"`
+	SafePos      uint64 `json:"safe_pos"`
+	ExpirePos    uint64 `json:"expire_pos"`
+	TrimmedPos   uint64 `json:"trimmed_pos"`
+	EventCount   uint64 `json:"event_count"`
+	SegmentCount uint64 `json:"segment_count"`
+	AppliedIndex uint64 `json:"applied_index"`
+	Member       string `json:"member"`
+	Warning      string `json:"warning"`
+}
+
+func toPositionsJSON(p client.Positions) positionsJSON {
+	return positionsJSON{
+		WritePos: p.WritePos, SafePos: p.SafePos, ExpirePos: p.ExpirePos, TrimmedPos: p.TrimmedPos,
+		EventCount: p.EventCount, SegmentCount: p.SegmentCount, AppliedIndex: p.AppliedIndex,
+		Member: p.MemberID, Warning: p.Warning,
+	}
+}
+
+// segmentJSON is one segment of coord journal segments.
+type segmentJSON struct {
+	ID         uint64 `json:"id"`
+	FirstSeq   uint64 `json:"first_seq"`
+	LastSeq    uint64 `json:"last_seq"`
+	Events     uint64 `json:"events"`
+	Bytes      uint64 `json:"bytes"`
+	State      string `json:"state"`
+	FirstIndex uint64 `json:"first_index"`
+	LastIndex  uint64 `json:"last_index"`
+}
+
+func toSegmentsJSON(segs []*pb.SegmentInfo) []segmentJSON {
+	out := make([]segmentJSON, 0, len(segs))
+	for _, s := range segs {
+		out = append(out, segmentJSON{
+			ID: s.GetId(), FirstSeq: s.GetFirstSeq(), LastSeq: s.GetLastSeq(), Events: s.GetEvents(), Bytes: s.GetBytes(),
+			State: s.GetState(), FirstIndex: s.GetFirstIndex(), LastIndex: s.GetLastIndex(),
+		})
+	}
+	return out
+}
+
+// consumerJSON is one consumer of coord journal consumers.
+type consumerJSON struct {
+	Name     string `json:"name"`
+	AckedSeq uint64 `json:"acked_seq"`
+	Lag      uint64 `json:"lag"`
+}
+
+func toConsumerJSON(c *pb.ConsumerInfo) consumerJSON {
+	return consumerJSON{Name: c.GetName(), AckedSeq: c.GetAckedSeq(), Lag: c.GetLag()}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
 )
 
 // freePortPicker hands out ports the OS reports free (gossip needs the UDP
@@ -41,7 +43,10 @@ func freePortPicker(t *testing.T) portPicker {
 	}
 }
 
-func TestDevClusterSmoke(t *testing.T) {
+// startTestCluster starts a 3-member dev cluster on free ports, waits until
+// it is ready and stops it when the test ends.
+func startTestCluster(t *testing.T) (*devCluster, *pb.StatusResponse) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a 3-member cluster")
 	}
@@ -52,7 +57,7 @@ func TestDevClusterSmoke(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.run(ctx, func(id string, err error) { t.Errorf("%s stopped: %v", id, err) }) }()
-	defer func() {
+	t.Cleanup(func() {
 		cancel()
 		select {
 		case err := <-done:
@@ -62,7 +67,7 @@ func TestDevClusterSmoke(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Error("cluster did not stop within 30s")
 		}
-	}()
+	})
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
 	st, err := d.waitReady(wctx)
 	wcancel()
@@ -72,21 +77,42 @@ func TestDevClusterSmoke(t *testing.T) {
 	if st.LeaderId == "" {
 		t.Fatal("no leader")
 	}
-	eps := strings.Join(d.endpoints(), ",")
-	first := d.endpoints()[0]
-	coord := func(want int, args ...string) string {
+	return d, st
+}
+
+// coordRunner runs coord and fails the test unless it exits with want.
+func coordRunner(t *testing.T) func(want int, args ...string) (stdout, stderr string) {
+	return func(want int, args ...string) (string, string) {
 		t.Helper()
 		code, out, stderr := run(t, nil, args...)
 		if code != want {
 			t.Fatalf("coord %s: exit %d, want %d; stdout %q stderr %q", strings.Join(args, " "), code, want, out, stderr)
 		}
+		return out, stderr
+	}
+}
+
+// decodeJSON unmarshals out into v or fails the test.
+func decodeJSON(t *testing.T, out string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("decode %q: %v", out, err)
+	}
+}
+
+func TestDevClusterSmoke(t *testing.T) {
+	d, _ := startTestCluster(t)
+	eps := strings.Join(d.endpoints(), ",")
+	first := d.endpoints()[0]
+	runCoord := coordRunner(t)
+	coord := func(want int, args ...string) string {
+		t.Helper()
+		out, _ := runCoord(want, args...)
 		return out
 	}
 	decode := func(out string, v any) {
 		t.Helper()
-		if err := json.Unmarshal([]byte(out), v); err != nil {
-			t.Fatalf("decode %q: %v", out, err)
-		}
+		decodeJSON(t, out, v)
 	}
 
 	var appended struct{ Seqs []uint64 }
@@ -128,6 +154,11 @@ func TestDevClusterSmoke(t *testing.T) {
 		if len(m) != 6 || m["suffrage"] != "voter" || m["grpc_addr"] == "" || m["id"] == "" {
 			t.Errorf("member: %v", m)
 		}
+	}
+	var rawStatus map[string]any
+	decode(coord(0, "status", "--json", "--endpoints", first), &rawStatus)
+	if w, ok := rawStatus["warnings"].([]any); !ok || len(w) != 0 {
+		t.Errorf("status warnings: want [], got %#v", rawStatus["warnings"])
 	}
 	if out := coord(0, "members", "--endpoints", first); !strings.Contains(out, status.Leader) || !strings.Contains(out, "SUFFRAGE") {
 		t.Fatalf("members table: %q", out)

@@ -102,8 +102,10 @@ func (s *Server) consumerInfo(name string, acked uint64) *pb.ConsumerInfo {
 }
 
 func (s *Server) consumerOp(c *pb.ConsumerCommand) (*pb.ConsumerResponse, error) {
-	if !fsm.ValidConsumerName(c.Name) {
-		return nil, status.Error(codes.InvalidArgument, fsm.ErrConsumerName.Error())
+	var err error
+	s.fsm.View(func(st *fsm.State) { err = st.CheckConsumer(c) })
+	if err != nil {
+		return nil, s.toStatus(err) // refused before it reaches the log
 	}
 	resp, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_CONSUMER, c)
 	if err != nil {

@@ -1,0 +1,252 @@
+package coordserver
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/client"
+	"github.com/logbookhq/logbook/fsm"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+)
+
+func smallSegments(eps uint64, maxSegs int) clusterOpt {
+	return func(i int, c *Config) {
+		c.Journal.EventsPerSegment = eps
+		c.Journal.MaxSegments = maxSegs
+	}
+}
+
+// waitJournalConfig waits until every member rolls segments at eps events
+// (the leader replicates its configuration shortly after election).
+func waitJournalConfig(t *testing.T, tc *testCluster, eps uint64) {
+	eventually(t, 10*time.Second, "the journal config to replicate", func() bool {
+		for i := range tc.servers {
+			var got uint64
+			tc.server(i).fsm.View(func(st *fsm.State) { got = st.JournalConfig().EventsPerSegment })
+			if got != eps {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// checkPositions asserts trimmed_pos <= expire_pos <= safe_pos+1 and that
+// no consumer's needs were trimmed, on one member.
+func checkPositions(t *testing.T, s *Server) {
+	t.Helper()
+	covered := s.snapshotIndex()
+	s.fsm.View(func(st *fsm.State) {
+		trimmed, expire, safe := st.FirstSeq(), st.ExpirePos(covered), st.NextSeq()-1
+		if trimmed > expire || expire > safe+1 {
+			t.Fatalf("%s: positions out of order: trimmed %d expire %d safe %d", s.ID(), trimmed, expire, safe)
+		}
+		for _, c := range st.Consumers() {
+			if c.AckedSeq+1 < trimmed {
+				t.Fatalf("%s: trimmed to %d past consumer %s at %d", s.ID(), trimmed, c.Name, c.AckedSeq)
+			}
+		}
+		if n := len(st.Segments()); n > 0 && st.Segments()[0].FirstSeq != trimmed {
+			t.Fatalf("%s: oldest segment starts at %d, trimmed_pos %d", s.ID(), st.Segments()[0].FirstSeq, trimmed)
+		}
+	})
+}
+
+func TestTrimWhileAppendingNeverPassesConsumer(t *testing.T) {
+	tc := newTestCluster(t, 3, smallSegments(16, 3))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	waitJournalConfig(t, tc, 16)
+	c := tc.client(ctx)
+	if _, err := c.Journal().Consumers().Register(ctx, "indexer", 1); err != nil {
+		t.Fatal(err)
+	}
+	a := startAppenders(t, tc, 4)
+	// The consumer acks in steps, lagging behind; trim follows it.
+	var acked uint64
+	for step := 0; step < 6; step++ {
+		eventually(t, 20*time.Second, "more appends", func() bool { return a.count() >= (step+1)*60 })
+		p, err := c.Journal().Positions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked = p.SafePos - 20
+		if _, err := c.Journal().Consumers().Ack(ctx, "indexer", acked); err != nil {
+			t.Fatal(err)
+		}
+		for i := range tc.servers {
+			checkPositions(t, tc.server(i))
+		}
+	}
+	// Automatic trim catches up with the consumer (over the 3-segment limit).
+	eventually(t, 20*time.Second, "automatic trim", func() bool {
+		var first uint64
+		ls := tc.server(tc.waitLeader())
+		ls.fsm.View(func(st *fsm.State) {
+			first = st.FirstSeq()
+		})
+		return first > 1 && first+16 > acked-16
+	})
+	a.halt()
+	tc.waitConverged()
+	for i := range tc.servers {
+		checkPositions(t, tc.server(i))
+	}
+	// Reads below trimmed_pos are refused with the earliest retained seq.
+	_, _, err := c.Journal().Read(ctx, 1, 10)
+	if !errors.Is(err, client.ErrOutOfRange) {
+		t.Fatalf("read below trimmed_pos: %v", err)
+	}
+}
+
+func TestConsumerRegisteredOnOneLeaderAckedOnTheNext(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := tc.client(ctx)
+	if _, err := c.Journal().Append(ctx, client.Event{Type: "t"}, client.Event{Type: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Journal().Consumers().Register(ctx, "audit", 1); err != nil {
+		t.Fatal(err)
+	}
+	old := tc.waitLeader()
+	if _, err := c.Cluster().TransferLeadership(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if tc.waitLeader() == old {
+		t.Fatal("leadership did not move")
+	}
+	info, err := c.Journal().Consumers().Ack(ctx, "audit", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.AckedSeq != 2 || info.Lag != 0 {
+		t.Fatalf("ack: %+v", info)
+	}
+	tc.waitConverged()
+	for i := range tc.servers {
+		tc.server(i).fsm.View(func(st *fsm.State) {
+			cs := st.Consumers()
+			if len(cs) != 1 || cs[0].Name != "audit" || cs[0].AckedSeq != 2 {
+				t.Fatalf("member %d consumers %v", i, cs)
+			}
+		})
+	}
+}
+
+func TestTailAcrossLeaderChangeNoGapNoDuplicate(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := tc.client(ctx)
+	var mu sync.Mutex
+	var got []uint64
+	tailCtx, stopTail := context.WithCancel(ctx)
+	tailDone := make(chan error, 1)
+	go func() {
+		tailDone <- c.Journal().Tail(tailCtx, 1, func(e client.StoredEvent) error {
+			mu.Lock()
+			got = append(got, e.Seq)
+			mu.Unlock()
+			return nil
+		})
+	}()
+	a := startAppenders(t, tc, 4)
+	eventually(t, 20*time.Second, "appends before the kill", func() bool { return a.count() >= 100 })
+	tc.kill(tc.waitLeader())
+	tc.waitLeader()
+	before := a.count()
+	eventually(t, 20*time.Second, "appends after failover", func() bool { return a.count() >= before+100 })
+	a.halt()
+	var safe uint64
+	s := tc.server(tc.waitLeader())
+	s.fsm.View(func(st *fsm.State) { safe = st.NextSeq() - 1 })
+	eventually(t, 20*time.Second, "the tail to reach safe_pos", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return uint64(len(got)) >= safe
+	})
+	stopTail()
+	<-tailDone
+	mu.Lock()
+	defer mu.Unlock()
+	for i, seq := range got {
+		if seq != uint64(i+1) {
+			t.Fatalf("tail delivered seq %d at position %d (gap or duplicate)", seq, i)
+		}
+	}
+}
+
+func TestJournalAdminBadInput(t *testing.T) {
+	tc := newTestCluster(t, 3, smallSegments(4, 0))
+	leader := tc.waitLeader()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := tc.client(ctx)
+	if _, err := c.Journal().Append(ctx, client.Event{Type: "t"}, client.Event{Type: "t"}, client.Event{Type: "t"}, client.Event{Type: "t"}, client.Event{Type: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Journal().Consumers().Register(ctx, "c1", 0); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(tc.cfgs[tc.followers(leader)[0]].GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	jc := pb.NewJournalClient(conn) // through a follower: forwarded
+	// Background commands (journal config, member registration) first.
+	waitJournalConfig(t, tc, 4)
+	eventually(t, 10*time.Second, "every member registered", func() bool {
+		n := 0
+		tc.server(leader).fsm.View(func(st *fsm.State) { n = len(st.Members()) })
+		return n == len(tc.servers)
+	})
+	tc.waitConverged()
+	before := tc.server(leader).fsm.AppliedIndex()
+	for _, tcase := range []struct {
+		name string
+		call func() error
+		code codes.Code
+	}{
+		{"ack beyond safe_pos", func() error { _, err := jc.AckConsumer(ctx, &pb.AckConsumerRequest{Name: "c1", Seq: 99}); return err }, codes.OutOfRange},
+		{"ack backwards", func() error { _, err := jc.AckConsumer(ctx, &pb.AckConsumerRequest{Name: "c1", Seq: 1}); return err }, codes.FailedPrecondition},
+		{"ack unknown", func() error { _, err := jc.AckConsumer(ctx, &pb.AckConsumerRequest{Name: "nobody", Seq: 1}); return err }, codes.NotFound},
+		{"remove unknown", func() error { _, err := jc.RemoveConsumer(ctx, &pb.RemoveConsumerRequest{Name: "nobody"}); return err }, codes.NotFound},
+		{"register twice", func() error { _, err := jc.RegisterConsumer(ctx, &pb.RegisterConsumerRequest{Name: "c1"}); return err }, codes.AlreadyExists},
+		{"bad name", func() error { _, err := jc.RegisterConsumer(ctx, &pb.RegisterConsumerRequest{Name: "a/b"}); return err }, codes.InvalidArgument},
+		{"register from the future", func() error {
+			_, err := jc.RegisterConsumer(ctx, &pb.RegisterConsumerRequest{Name: "c2", From: 1000})
+			return err
+		}, codes.OutOfRange},
+		{"trim to the future", func() error { _, err := jc.Trim(ctx, &pb.TrimRequest{To: 1000}); return err }, codes.InvalidArgument},
+		{"reset without confirm", func() error { _, err := jc.Reset(ctx, &pb.ResetRequest{}); return err }, codes.FailedPrecondition},
+	} {
+		if err := tcase.call(); status.Code(err) != tcase.code {
+			t.Fatalf("%s: got %v, want %v", tcase.name, err, tcase.code)
+		}
+	}
+	if after := tc.server(leader).fsm.AppliedIndex(); after != before {
+		t.Fatalf("refused journal commands reached the log (applied index %d -> %d)", before, after)
+	}
+	// Reset: events gone, seqs continue, tail from a trimmed seq refused.
+	if _, err := c.Journal().Reset(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	seqs, err := c.Journal().Append(ctx, client.Event{Type: "after"})
+	if err != nil || seqs[0] != 6 {
+		t.Fatalf("append after reset: %v %v", seqs, err)
+	}
+	err = c.Journal().Tail(ctx, 1, func(client.StoredEvent) error { return nil })
+	if !errors.Is(err, client.ErrOutOfRange) {
+		t.Fatalf("tail from a trimmed seq: %v", err)
+	}
+}
