@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"runtime"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -262,5 +263,29 @@ func TestRestoreFormat1Fixture(t *testing.T) {
 	round.View(func(s *State) { hr = s.Hash() })
 	if hr != ho {
 		t.Fatal("format-2 rewrite changed the state")
+	}
+}
+
+// BenchmarkRetainedEventMemory reports heap bytes held per retained event
+// (256-byte payloads, 100 events per entry).
+func BenchmarkRetainedEventMemory(b *testing.B) {
+	const n = 100000
+	for i := 0; i < b.N; i++ {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		f := New(nil)
+		payload := bytes.Repeat([]byte("x"), 256)
+		for idx := uint64(1); idx <= n/100; idx++ {
+			ops := make([]*pb.AppendOp, 100)
+			for k := range ops {
+				ops[k] = &pb.AppendOp{Events: []*pb.JournalEvent{{Type: "bench", Payload: payload}}}
+			}
+			f.Apply(appendEntry(b, idx, ops...))
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-bytes/event")
+		runtime.KeepAlive(f)
 	}
 }

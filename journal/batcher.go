@@ -1,5 +1,3 @@
-// Package journal implements MDLog semantics on the Raft log: group commit of
-// appends, and (in later work) segments, positions, consumers and trim.
 package journal
 
 import (

@@ -1,0 +1,54 @@
+// Package journal is Logbook's metadata journal: Ceph's MDLog semantics on
+// the Raft log. The replicated half (segments, consumers, trim, reset) lives
+// in the state machine (package fsm); this package holds the submit path.
+//
+// # Submit path and group commit
+//
+// Batcher takes everything queued, bounded by ops and bytes, into one Raft
+// entry, with at most InFlight entries (default 2) awaiting commit. An
+// append is safe once its entry is committed by a quorum and applied; seqs
+// are assigned at apply, contiguous from 1. Followers forward appends to the
+// leader in batches, through the same Batcher with a forwarding sink.
+//
+// # Positions
+//
+//	trimmed_pos  first retained seq; every seq below it is gone (1 until a trim)
+//	expire_pos   every seq below it lies in an expired segment
+//	safe_pos     last committed and applied seq
+//	write_pos    leader: safe_pos plus events handed to Raft and not yet
+//	             applied; follower: its safe_pos
+//
+// with trimmed_pos <= expire_pos <= safe_pos+1 at all times.
+//
+// # Segments, expiry and trim
+//
+// Events are grouped in segments that roll after EventsPerSegment events or
+// SegmentBytes bytes (the leader replicates its configured thresholds as a
+// command, so every member rolls at the same seq). A segment is open until it
+// rolls, then sealed; it is expiring once every registered consumer has
+// acknowledged past its last seq, and expired once a snapshot also covers its
+// last Raft index. Trim is a replicated command (the analogue of the MDLog
+// header write) that drops expired segments, oldest first, never the open
+// one; the leader proposes it when asked (coord journal trim) or when the
+// journal is over MaxSegments / MaxEvents, taking a snapshot first if the
+// expiring segments are not yet covered by one.
+//
+// # Where consumers read from: retained state, not the Raft log
+//
+// Consumers (Read, Tail) read events from the state machine's retained
+// events, never from the Raft log. Raft log compaction is therefore free to
+// follow its own rules (SnapshotThreshold, TrailingLogs): a snapshot carries
+// every retained event, so a member restored from a snapshot serves the same
+// reads as one that applied the whole log. The price is memory: retained
+// events live in memory until trimmed, about the payload plus ~150 bytes of
+// overhead per event, bounded by the segment limits and by consumers'
+// progress (a lagging consumer raises the "behind on trimming" warning once
+// it holds more than twice MaxSegments).
+//
+// # Reads and tail
+//
+// Read(from, max) is linearizable by default (ReadIndex through the leader)
+// or stale. Tail(from) streams from this member's applied state: gapless and
+// in order, with idle heartbeats; a position below trimmed_pos fails with
+// OutOfRange naming the earliest retained seq, never a silent skip.
+package journal
