@@ -15,6 +15,9 @@ type Positions struct {
 	WritePos, SafePos, ExpirePos, TrimmedPos uint64
 	EventCount, SegmentCount, AppliedIndex   uint64
 	MemberID, Warning                        string
+	// Paused: the answering member is the leader and its submit path is
+	// paused.
+	Paused bool
 }
 
 // Positions returns the journal positions from any member (the leader's
@@ -30,7 +33,7 @@ func (j *Journal) Positions(ctx context.Context) (Positions, error) {
 		return Positions{}, err
 	}
 	return Positions{WritePos: r.WritePos, SafePos: r.SafePos, ExpirePos: r.ExpirePos, TrimmedPos: r.TrimmedPos,
-		EventCount: r.EventCount, SegmentCount: r.SegmentCount, AppliedIndex: r.AppliedIndex, MemberID: r.MemberId, Warning: r.Warning}, nil
+		EventCount: r.EventCount, SegmentCount: r.SegmentCount, AppliedIndex: r.AppliedIndex, MemberID: r.MemberId, Warning: r.Warning, Paused: r.Paused}, nil
 }
 
 // Segments lists the retained segments, oldest first.
@@ -187,3 +190,12 @@ func (j *Journal) Tail(ctx context.Context, from uint64, fn func(StoredEvent) er
 type callbackError struct{ err error }
 
 func (c *callbackError) Error() string { return c.err.Error() }
+
+// SetPaused pauses or resumes the leader's submit path (appends wait, in
+// order, while paused; a new leader starts unpaused).
+func (j *Journal) SetPaused(ctx context.Context, paused bool) error {
+	return j.c.do(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+		_, err := pb.NewJournalClient(cc).SetPaused(ctx, &pb.SetPausedRequest{Paused: paused})
+		return err
+	})
+}

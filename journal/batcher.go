@@ -66,6 +66,7 @@ type Batcher struct {
 	queue  []*pending
 	wake   chan struct{}
 	closed bool
+	paused bool
 
 	slots chan struct{}
 	wg    sync.WaitGroup
@@ -174,10 +175,38 @@ func (b *Batcher) take() []*pending {
 	return batch
 }
 
+// queued reports whether a batch can be taken: ops are queued and the
+// submit path is not paused.
 func (b *Batcher) queued() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.queue) > 0
+	return len(b.queue) > 0 && !b.paused
+}
+
+// Pause stops handing ops to the log (like mds_log_pause): appends queue
+// and wait, in order; batches already handed over still complete.
+func (b *Batcher) Pause() {
+	b.mu.Lock()
+	b.paused = true
+	b.mu.Unlock()
+}
+
+// Resume restarts the submit path; queued ops drain in submission order.
+func (b *Batcher) Resume() {
+	b.mu.Lock()
+	b.paused = false
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Paused reports whether the submit path is paused.
+func (b *Batcher) Paused() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.paused
 }
 
 func (b *Batcher) loop() {

@@ -183,3 +183,30 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond) // polling interval
 	}
 }
+
+func TestPauseResumeKeepsOrder(t *testing.T) {
+	log := &fakeLog{}
+	cfg := DefaultBatcherConfig()
+	b := NewBatcher(cfg, func(context.Context) (Sink, error) { return log, nil })
+	defer b.Close()
+	b.Pause()
+	done := make(chan []fsm.Result, 1)
+	ops := make([]*pb.AppendOp, 20)
+	for i := range ops {
+		ops[i] = opN(i)
+	}
+	go func() { done <- b.SubmitAll(context.Background(), ops) }()
+	waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 20 })
+	log.mu.Lock()
+	if len(log.batches) != 0 {
+		t.Fatal("a paused batcher handed ops to the log")
+	}
+	log.mu.Unlock()
+	b.Resume()
+	res := <-done
+	for i, r := range res {
+		if r.Err != nil || r.FirstSeq != uint64(i+1) {
+			t.Fatalf("op %d after resume: %+v", i, r)
+		}
+	}
+}

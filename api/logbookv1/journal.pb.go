@@ -72,6 +72,102 @@ func (Consistency) EnumDescriptor() ([]byte, []int) {
 	return file_logbookv1_journal_proto_rawDescGZIP(), []int{0}
 }
 
+type SetPausedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Paused        bool                   `protobuf:"varint,1,opt,name=paused,proto3" json:"paused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPausedRequest) Reset() {
+	*x = SetPausedRequest{}
+	mi := &file_logbookv1_journal_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPausedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPausedRequest) ProtoMessage() {}
+
+func (x *SetPausedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPausedRequest.ProtoReflect.Descriptor instead.
+func (*SetPausedRequest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SetPausedRequest) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+type SetPausedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Paused        bool                   `protobuf:"varint,1,opt,name=paused,proto3" json:"paused,omitempty"`
+	LeaderId      string                 `protobuf:"bytes,2,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPausedResponse) Reset() {
+	*x = SetPausedResponse{}
+	mi := &file_logbookv1_journal_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPausedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPausedResponse) ProtoMessage() {}
+
+func (x *SetPausedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPausedResponse.ProtoReflect.Descriptor instead.
+func (*SetPausedResponse) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SetPausedResponse) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *SetPausedResponse) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
 type TailRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	From  uint64                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
@@ -83,7 +179,7 @@ type TailRequest struct {
 
 func (x *TailRequest) Reset() {
 	*x = TailRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[0]
+	mi := &file_logbookv1_journal_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -95,7 +191,7 @@ func (x *TailRequest) String() string {
 func (*TailRequest) ProtoMessage() {}
 
 func (x *TailRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[0]
+	mi := &file_logbookv1_journal_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -108,7 +204,7 @@ func (x *TailRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailRequest.ProtoReflect.Descriptor instead.
 func (*TailRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{0}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *TailRequest) GetFrom() uint64 {
@@ -137,7 +233,7 @@ type TailResponse struct {
 
 func (x *TailResponse) Reset() {
 	*x = TailResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[1]
+	mi := &file_logbookv1_journal_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -149,7 +245,7 @@ func (x *TailResponse) String() string {
 func (*TailResponse) ProtoMessage() {}
 
 func (x *TailResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[1]
+	mi := &file_logbookv1_journal_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -162,7 +258,7 @@ func (x *TailResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailResponse.ProtoReflect.Descriptor instead.
 func (*TailResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{1}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *TailResponse) GetEvents() []*StoredEvent {
@@ -194,7 +290,7 @@ type PositionsRequest struct {
 
 func (x *PositionsRequest) Reset() {
 	*x = PositionsRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[2]
+	mi := &file_logbookv1_journal_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -206,7 +302,7 @@ func (x *PositionsRequest) String() string {
 func (*PositionsRequest) ProtoMessage() {}
 
 func (x *PositionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[2]
+	mi := &file_logbookv1_journal_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -219,7 +315,7 @@ func (x *PositionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PositionsRequest.ProtoReflect.Descriptor instead.
 func (*PositionsRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{2}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{4}
 }
 
 type PositionsResponse struct {
@@ -235,14 +331,16 @@ type PositionsResponse struct {
 	AppliedIndex uint64 `protobuf:"varint,7,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	MemberId     string `protobuf:"bytes,8,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
 	// Health warning, e.g. "behind on trimming: 9/4 segments"; empty if fine.
-	Warning       string `protobuf:"bytes,9,opt,name=warning,proto3" json:"warning,omitempty"`
+	Warning string `protobuf:"bytes,9,opt,name=warning,proto3" json:"warning,omitempty"`
+	// Leader only: the submit path is paused.
+	Paused        bool `protobuf:"varint,10,opt,name=paused,proto3" json:"paused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PositionsResponse) Reset() {
 	*x = PositionsResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[3]
+	mi := &file_logbookv1_journal_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -254,7 +352,7 @@ func (x *PositionsResponse) String() string {
 func (*PositionsResponse) ProtoMessage() {}
 
 func (x *PositionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[3]
+	mi := &file_logbookv1_journal_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -267,7 +365,7 @@ func (x *PositionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PositionsResponse.ProtoReflect.Descriptor instead.
 func (*PositionsResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{3}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PositionsResponse) GetWritePos() uint64 {
@@ -333,6 +431,13 @@ func (x *PositionsResponse) GetWarning() string {
 	return ""
 }
 
+func (x *PositionsResponse) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
 type SegmentsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -341,7 +446,7 @@ type SegmentsRequest struct {
 
 func (x *SegmentsRequest) Reset() {
 	*x = SegmentsRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[4]
+	mi := &file_logbookv1_journal_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -353,7 +458,7 @@ func (x *SegmentsRequest) String() string {
 func (*SegmentsRequest) ProtoMessage() {}
 
 func (x *SegmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[4]
+	mi := &file_logbookv1_journal_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -366,7 +471,7 @@ func (x *SegmentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentsRequest.ProtoReflect.Descriptor instead.
 func (*SegmentsRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{4}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{6}
 }
 
 type SegmentInfo struct {
@@ -387,7 +492,7 @@ type SegmentInfo struct {
 
 func (x *SegmentInfo) Reset() {
 	*x = SegmentInfo{}
-	mi := &file_logbookv1_journal_proto_msgTypes[5]
+	mi := &file_logbookv1_journal_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -399,7 +504,7 @@ func (x *SegmentInfo) String() string {
 func (*SegmentInfo) ProtoMessage() {}
 
 func (x *SegmentInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[5]
+	mi := &file_logbookv1_journal_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -412,7 +517,7 @@ func (x *SegmentInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentInfo.ProtoReflect.Descriptor instead.
 func (*SegmentInfo) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{5}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SegmentInfo) GetId() uint64 {
@@ -480,7 +585,7 @@ type SegmentsResponse struct {
 
 func (x *SegmentsResponse) Reset() {
 	*x = SegmentsResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[6]
+	mi := &file_logbookv1_journal_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -492,7 +597,7 @@ func (x *SegmentsResponse) String() string {
 func (*SegmentsResponse) ProtoMessage() {}
 
 func (x *SegmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[6]
+	mi := &file_logbookv1_journal_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -505,7 +610,7 @@ func (x *SegmentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentsResponse.ProtoReflect.Descriptor instead.
 func (*SegmentsResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{6}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SegmentsResponse) GetSegments() []*SegmentInfo {
@@ -526,7 +631,7 @@ type RegisterConsumerRequest struct {
 
 func (x *RegisterConsumerRequest) Reset() {
 	*x = RegisterConsumerRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[7]
+	mi := &file_logbookv1_journal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -538,7 +643,7 @@ func (x *RegisterConsumerRequest) String() string {
 func (*RegisterConsumerRequest) ProtoMessage() {}
 
 func (x *RegisterConsumerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[7]
+	mi := &file_logbookv1_journal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -551,7 +656,7 @@ func (x *RegisterConsumerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterConsumerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterConsumerRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{7}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RegisterConsumerRequest) GetName() string {
@@ -578,7 +683,7 @@ type AckConsumerRequest struct {
 
 func (x *AckConsumerRequest) Reset() {
 	*x = AckConsumerRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[8]
+	mi := &file_logbookv1_journal_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -590,7 +695,7 @@ func (x *AckConsumerRequest) String() string {
 func (*AckConsumerRequest) ProtoMessage() {}
 
 func (x *AckConsumerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[8]
+	mi := &file_logbookv1_journal_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -603,7 +708,7 @@ func (x *AckConsumerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckConsumerRequest.ProtoReflect.Descriptor instead.
 func (*AckConsumerRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{8}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AckConsumerRequest) GetName() string {
@@ -629,7 +734,7 @@ type RemoveConsumerRequest struct {
 
 func (x *RemoveConsumerRequest) Reset() {
 	*x = RemoveConsumerRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[9]
+	mi := &file_logbookv1_journal_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -641,7 +746,7 @@ func (x *RemoveConsumerRequest) String() string {
 func (*RemoveConsumerRequest) ProtoMessage() {}
 
 func (x *RemoveConsumerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[9]
+	mi := &file_logbookv1_journal_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -654,7 +759,7 @@ func (x *RemoveConsumerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveConsumerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveConsumerRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{9}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RemoveConsumerRequest) GetName() string {
@@ -676,7 +781,7 @@ type ConsumerInfo struct {
 
 func (x *ConsumerInfo) Reset() {
 	*x = ConsumerInfo{}
-	mi := &file_logbookv1_journal_proto_msgTypes[10]
+	mi := &file_logbookv1_journal_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +793,7 @@ func (x *ConsumerInfo) String() string {
 func (*ConsumerInfo) ProtoMessage() {}
 
 func (x *ConsumerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[10]
+	mi := &file_logbookv1_journal_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +806,7 @@ func (x *ConsumerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerInfo.ProtoReflect.Descriptor instead.
 func (*ConsumerInfo) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{10}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ConsumerInfo) GetName() string {
@@ -734,7 +839,7 @@ type ConsumerResponse struct {
 
 func (x *ConsumerResponse) Reset() {
 	*x = ConsumerResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[11]
+	mi := &file_logbookv1_journal_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -746,7 +851,7 @@ func (x *ConsumerResponse) String() string {
 func (*ConsumerResponse) ProtoMessage() {}
 
 func (x *ConsumerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[11]
+	mi := &file_logbookv1_journal_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -759,7 +864,7 @@ func (x *ConsumerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerResponse.ProtoReflect.Descriptor instead.
 func (*ConsumerResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{11}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ConsumerResponse) GetConsumer() *ConsumerInfo {
@@ -777,7 +882,7 @@ type ListConsumersRequest struct {
 
 func (x *ListConsumersRequest) Reset() {
 	*x = ListConsumersRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[12]
+	mi := &file_logbookv1_journal_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -789,7 +894,7 @@ func (x *ListConsumersRequest) String() string {
 func (*ListConsumersRequest) ProtoMessage() {}
 
 func (x *ListConsumersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[12]
+	mi := &file_logbookv1_journal_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -802,7 +907,7 @@ func (x *ListConsumersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConsumersRequest.ProtoReflect.Descriptor instead.
 func (*ListConsumersRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{12}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{14}
 }
 
 type ListConsumersResponse struct {
@@ -814,7 +919,7 @@ type ListConsumersResponse struct {
 
 func (x *ListConsumersResponse) Reset() {
 	*x = ListConsumersResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[13]
+	mi := &file_logbookv1_journal_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +931,7 @@ func (x *ListConsumersResponse) String() string {
 func (*ListConsumersResponse) ProtoMessage() {}
 
 func (x *ListConsumersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[13]
+	mi := &file_logbookv1_journal_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +944,7 @@ func (x *ListConsumersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConsumersResponse.ProtoReflect.Descriptor instead.
 func (*ListConsumersResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{13}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListConsumersResponse) GetConsumers() []*ConsumerInfo {
@@ -859,7 +964,7 @@ type TrimRequest struct {
 
 func (x *TrimRequest) Reset() {
 	*x = TrimRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[14]
+	mi := &file_logbookv1_journal_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +976,7 @@ func (x *TrimRequest) String() string {
 func (*TrimRequest) ProtoMessage() {}
 
 func (x *TrimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[14]
+	mi := &file_logbookv1_journal_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +989,7 @@ func (x *TrimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimRequest.ProtoReflect.Descriptor instead.
 func (*TrimRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{14}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TrimRequest) GetTo() uint64 {
@@ -904,7 +1009,7 @@ type TrimResponse struct {
 
 func (x *TrimResponse) Reset() {
 	*x = TrimResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[15]
+	mi := &file_logbookv1_journal_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +1021,7 @@ func (x *TrimResponse) String() string {
 func (*TrimResponse) ProtoMessage() {}
 
 func (x *TrimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[15]
+	mi := &file_logbookv1_journal_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +1034,7 @@ func (x *TrimResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimResponse.ProtoReflect.Descriptor instead.
 func (*TrimResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{15}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TrimResponse) GetTrimmedPos() uint64 {
@@ -956,7 +1061,7 @@ type ResetRequest struct {
 
 func (x *ResetRequest) Reset() {
 	*x = ResetRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[16]
+	mi := &file_logbookv1_journal_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1073,7 @@ func (x *ResetRequest) String() string {
 func (*ResetRequest) ProtoMessage() {}
 
 func (x *ResetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[16]
+	mi := &file_logbookv1_journal_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1086,7 @@ func (x *ResetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetRequest.ProtoReflect.Descriptor instead.
 func (*ResetRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{16}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ResetRequest) GetConfirm() bool {
@@ -1000,7 +1105,7 @@ type ResetResponse struct {
 
 func (x *ResetResponse) Reset() {
 	*x = ResetResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[17]
+	mi := &file_logbookv1_journal_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1012,7 +1117,7 @@ func (x *ResetResponse) String() string {
 func (*ResetResponse) ProtoMessage() {}
 
 func (x *ResetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[17]
+	mi := &file_logbookv1_journal_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1025,7 +1130,7 @@ func (x *ResetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetResponse.ProtoReflect.Descriptor instead.
 func (*ResetResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{17}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ResetResponse) GetTrimmedPos() uint64 {
@@ -1045,7 +1150,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_logbookv1_journal_proto_msgTypes[18]
+	mi := &file_logbookv1_journal_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1162,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[18]
+	mi := &file_logbookv1_journal_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1175,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{18}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Event) GetType() string {
@@ -1100,7 +1205,7 @@ type AppendRequest struct {
 
 func (x *AppendRequest) Reset() {
 	*x = AppendRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[19]
+	mi := &file_logbookv1_journal_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1217,7 @@ func (x *AppendRequest) String() string {
 func (*AppendRequest) ProtoMessage() {}
 
 func (x *AppendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[19]
+	mi := &file_logbookv1_journal_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1230,7 @@ func (x *AppendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendRequest.ProtoReflect.Descriptor instead.
 func (*AppendRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{19}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AppendRequest) GetClientId() string {
@@ -1169,7 +1274,7 @@ type AppendResponse struct {
 
 func (x *AppendResponse) Reset() {
 	*x = AppendResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[20]
+	mi := &file_logbookv1_journal_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +1286,7 @@ func (x *AppendResponse) String() string {
 func (*AppendResponse) ProtoMessage() {}
 
 func (x *AppendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[20]
+	mi := &file_logbookv1_journal_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +1299,7 @@ func (x *AppendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResponse.ProtoReflect.Descriptor instead.
 func (*AppendResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{20}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AppendResponse) GetFirstSeq() uint64 {
@@ -1229,7 +1334,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[21]
+	mi := &file_logbookv1_journal_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1241,7 +1346,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[21]
+	mi := &file_logbookv1_journal_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1254,7 +1359,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{21}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReadRequest) GetFrom() uint64 {
@@ -1291,7 +1396,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[22]
+	mi := &file_logbookv1_journal_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1303,7 +1408,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[22]
+	mi := &file_logbookv1_journal_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1316,7 +1421,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{22}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReadResponse) GetEvents() []*StoredEvent {
@@ -1345,7 +1450,12 @@ var File_logbookv1_journal_proto protoreflect.FileDescriptor
 const file_logbookv1_journal_proto_rawDesc = "" +
 	"\n" +
 	"\x17logbookv1/journal.proto\x12\n" +
-	"logbook.v1\x1a\x17logbookv1/command.proto\"D\n" +
+	"logbook.v1\x1a\x17logbookv1/command.proto\"*\n" +
+	"\x10SetPausedRequest\x12\x16\n" +
+	"\x06paused\x18\x01 \x01(\bR\x06paused\"H\n" +
+	"\x11SetPausedResponse\x12\x16\n" +
+	"\x06paused\x18\x01 \x01(\bR\x06paused\x12\x1b\n" +
+	"\tleader_id\x18\x02 \x01(\tR\bleaderId\"D\n" +
 	"\vTailRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12!\n" +
 	"\fheartbeat_ms\x18\x02 \x01(\rR\vheartbeatMs\"\x7f\n" +
@@ -1353,7 +1463,7 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\x06events\x18\x01 \x03(\v2\x17.logbook.v1.StoredEventR\x06events\x12\x19\n" +
 	"\bsafe_pos\x18\x02 \x01(\x04R\asafePos\x12#\n" +
 	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\x12\n" +
-	"\x10PositionsRequest\"\xad\x02\n" +
+	"\x10PositionsRequest\"\xc5\x02\n" +
 	"\x11PositionsResponse\x12\x1b\n" +
 	"\twrite_pos\x18\x01 \x01(\x04R\bwritePos\x12\x19\n" +
 	"\bsafe_pos\x18\x02 \x01(\x04R\asafePos\x12\x1d\n" +
@@ -1366,7 +1476,9 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\rsegment_count\x18\x06 \x01(\x04R\fsegmentCount\x12#\n" +
 	"\rapplied_index\x18\a \x01(\x04R\fappliedIndex\x12\x1b\n" +
 	"\tmember_id\x18\b \x01(\tR\bmemberId\x12\x18\n" +
-	"\awarning\x18\t \x01(\tR\awarning\"\x11\n" +
+	"\awarning\x18\t \x01(\tR\awarning\x12\x16\n" +
+	"\x06paused\x18\n" +
+	" \x01(\bR\x06paused\"\x11\n" +
 	"\x0fSegmentsRequest\"\xd9\x01\n" +
 	"\vSegmentInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1b\n" +
@@ -1433,7 +1545,7 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\vConsistency\x12\x1b\n" +
 	"\x17CONSISTENCY_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x01\x12\x15\n" +
-	"\x11CONSISTENCY_STALE\x10\x022\x99\x06\n" +
+	"\x11CONSISTENCY_STALE\x10\x022\xe3\x06\n" +
 	"\aJournal\x12?\n" +
 	"\x06Append\x12\x19.logbook.v1.AppendRequest\x1a\x1a.logbook.v1.AppendResponse\x129\n" +
 	"\x04Read\x12\x17.logbook.v1.ReadRequest\x1a\x18.logbook.v1.ReadResponse\x12;\n" +
@@ -1445,7 +1557,8 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\x0eRemoveConsumer\x12!.logbook.v1.RemoveConsumerRequest\x1a\x1c.logbook.v1.ConsumerResponse\x12T\n" +
 	"\rListConsumers\x12 .logbook.v1.ListConsumersRequest\x1a!.logbook.v1.ListConsumersResponse\x129\n" +
 	"\x04Trim\x12\x17.logbook.v1.TrimRequest\x1a\x18.logbook.v1.TrimResponse\x12<\n" +
-	"\x05Reset\x12\x18.logbook.v1.ResetRequest\x1a\x19.logbook.v1.ResetResponseB,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
+	"\x05Reset\x12\x18.logbook.v1.ResetRequest\x1a\x19.logbook.v1.ResetResponse\x12H\n" +
+	"\tSetPaused\x12\x1c.logbook.v1.SetPausedRequest\x1a\x1d.logbook.v1.SetPausedResponseB,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
 
 var (
 	file_logbookv1_journal_proto_rawDescOnce sync.Once
@@ -1460,66 +1573,70 @@ func file_logbookv1_journal_proto_rawDescGZIP() []byte {
 }
 
 var file_logbookv1_journal_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_logbookv1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_logbookv1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_logbookv1_journal_proto_goTypes = []any{
 	(Consistency)(0),                // 0: logbook.v1.Consistency
-	(*TailRequest)(nil),             // 1: logbook.v1.TailRequest
-	(*TailResponse)(nil),            // 2: logbook.v1.TailResponse
-	(*PositionsRequest)(nil),        // 3: logbook.v1.PositionsRequest
-	(*PositionsResponse)(nil),       // 4: logbook.v1.PositionsResponse
-	(*SegmentsRequest)(nil),         // 5: logbook.v1.SegmentsRequest
-	(*SegmentInfo)(nil),             // 6: logbook.v1.SegmentInfo
-	(*SegmentsResponse)(nil),        // 7: logbook.v1.SegmentsResponse
-	(*RegisterConsumerRequest)(nil), // 8: logbook.v1.RegisterConsumerRequest
-	(*AckConsumerRequest)(nil),      // 9: logbook.v1.AckConsumerRequest
-	(*RemoveConsumerRequest)(nil),   // 10: logbook.v1.RemoveConsumerRequest
-	(*ConsumerInfo)(nil),            // 11: logbook.v1.ConsumerInfo
-	(*ConsumerResponse)(nil),        // 12: logbook.v1.ConsumerResponse
-	(*ListConsumersRequest)(nil),    // 13: logbook.v1.ListConsumersRequest
-	(*ListConsumersResponse)(nil),   // 14: logbook.v1.ListConsumersResponse
-	(*TrimRequest)(nil),             // 15: logbook.v1.TrimRequest
-	(*TrimResponse)(nil),            // 16: logbook.v1.TrimResponse
-	(*ResetRequest)(nil),            // 17: logbook.v1.ResetRequest
-	(*ResetResponse)(nil),           // 18: logbook.v1.ResetResponse
-	(*Event)(nil),                   // 19: logbook.v1.Event
-	(*AppendRequest)(nil),           // 20: logbook.v1.AppendRequest
-	(*AppendResponse)(nil),          // 21: logbook.v1.AppendResponse
-	(*ReadRequest)(nil),             // 22: logbook.v1.ReadRequest
-	(*ReadResponse)(nil),            // 23: logbook.v1.ReadResponse
-	(*StoredEvent)(nil),             // 24: logbook.v1.StoredEvent
+	(*SetPausedRequest)(nil),        // 1: logbook.v1.SetPausedRequest
+	(*SetPausedResponse)(nil),       // 2: logbook.v1.SetPausedResponse
+	(*TailRequest)(nil),             // 3: logbook.v1.TailRequest
+	(*TailResponse)(nil),            // 4: logbook.v1.TailResponse
+	(*PositionsRequest)(nil),        // 5: logbook.v1.PositionsRequest
+	(*PositionsResponse)(nil),       // 6: logbook.v1.PositionsResponse
+	(*SegmentsRequest)(nil),         // 7: logbook.v1.SegmentsRequest
+	(*SegmentInfo)(nil),             // 8: logbook.v1.SegmentInfo
+	(*SegmentsResponse)(nil),        // 9: logbook.v1.SegmentsResponse
+	(*RegisterConsumerRequest)(nil), // 10: logbook.v1.RegisterConsumerRequest
+	(*AckConsumerRequest)(nil),      // 11: logbook.v1.AckConsumerRequest
+	(*RemoveConsumerRequest)(nil),   // 12: logbook.v1.RemoveConsumerRequest
+	(*ConsumerInfo)(nil),            // 13: logbook.v1.ConsumerInfo
+	(*ConsumerResponse)(nil),        // 14: logbook.v1.ConsumerResponse
+	(*ListConsumersRequest)(nil),    // 15: logbook.v1.ListConsumersRequest
+	(*ListConsumersResponse)(nil),   // 16: logbook.v1.ListConsumersResponse
+	(*TrimRequest)(nil),             // 17: logbook.v1.TrimRequest
+	(*TrimResponse)(nil),            // 18: logbook.v1.TrimResponse
+	(*ResetRequest)(nil),            // 19: logbook.v1.ResetRequest
+	(*ResetResponse)(nil),           // 20: logbook.v1.ResetResponse
+	(*Event)(nil),                   // 21: logbook.v1.Event
+	(*AppendRequest)(nil),           // 22: logbook.v1.AppendRequest
+	(*AppendResponse)(nil),          // 23: logbook.v1.AppendResponse
+	(*ReadRequest)(nil),             // 24: logbook.v1.ReadRequest
+	(*ReadResponse)(nil),            // 25: logbook.v1.ReadResponse
+	(*StoredEvent)(nil),             // 26: logbook.v1.StoredEvent
 }
 var file_logbookv1_journal_proto_depIdxs = []int32{
-	24, // 0: logbook.v1.TailResponse.events:type_name -> logbook.v1.StoredEvent
-	6,  // 1: logbook.v1.SegmentsResponse.segments:type_name -> logbook.v1.SegmentInfo
-	11, // 2: logbook.v1.ConsumerResponse.consumer:type_name -> logbook.v1.ConsumerInfo
-	11, // 3: logbook.v1.ListConsumersResponse.consumers:type_name -> logbook.v1.ConsumerInfo
-	19, // 4: logbook.v1.AppendRequest.events:type_name -> logbook.v1.Event
+	26, // 0: logbook.v1.TailResponse.events:type_name -> logbook.v1.StoredEvent
+	8,  // 1: logbook.v1.SegmentsResponse.segments:type_name -> logbook.v1.SegmentInfo
+	13, // 2: logbook.v1.ConsumerResponse.consumer:type_name -> logbook.v1.ConsumerInfo
+	13, // 3: logbook.v1.ListConsumersResponse.consumers:type_name -> logbook.v1.ConsumerInfo
+	21, // 4: logbook.v1.AppendRequest.events:type_name -> logbook.v1.Event
 	0,  // 5: logbook.v1.ReadRequest.consistency:type_name -> logbook.v1.Consistency
-	24, // 6: logbook.v1.ReadResponse.events:type_name -> logbook.v1.StoredEvent
-	20, // 7: logbook.v1.Journal.Append:input_type -> logbook.v1.AppendRequest
-	22, // 8: logbook.v1.Journal.Read:input_type -> logbook.v1.ReadRequest
-	1,  // 9: logbook.v1.Journal.Tail:input_type -> logbook.v1.TailRequest
-	3,  // 10: logbook.v1.Journal.Positions:input_type -> logbook.v1.PositionsRequest
-	5,  // 11: logbook.v1.Journal.Segments:input_type -> logbook.v1.SegmentsRequest
-	8,  // 12: logbook.v1.Journal.RegisterConsumer:input_type -> logbook.v1.RegisterConsumerRequest
-	9,  // 13: logbook.v1.Journal.AckConsumer:input_type -> logbook.v1.AckConsumerRequest
-	10, // 14: logbook.v1.Journal.RemoveConsumer:input_type -> logbook.v1.RemoveConsumerRequest
-	13, // 15: logbook.v1.Journal.ListConsumers:input_type -> logbook.v1.ListConsumersRequest
-	15, // 16: logbook.v1.Journal.Trim:input_type -> logbook.v1.TrimRequest
-	17, // 17: logbook.v1.Journal.Reset:input_type -> logbook.v1.ResetRequest
-	21, // 18: logbook.v1.Journal.Append:output_type -> logbook.v1.AppendResponse
-	23, // 19: logbook.v1.Journal.Read:output_type -> logbook.v1.ReadResponse
-	2,  // 20: logbook.v1.Journal.Tail:output_type -> logbook.v1.TailResponse
-	4,  // 21: logbook.v1.Journal.Positions:output_type -> logbook.v1.PositionsResponse
-	7,  // 22: logbook.v1.Journal.Segments:output_type -> logbook.v1.SegmentsResponse
-	12, // 23: logbook.v1.Journal.RegisterConsumer:output_type -> logbook.v1.ConsumerResponse
-	12, // 24: logbook.v1.Journal.AckConsumer:output_type -> logbook.v1.ConsumerResponse
-	12, // 25: logbook.v1.Journal.RemoveConsumer:output_type -> logbook.v1.ConsumerResponse
-	14, // 26: logbook.v1.Journal.ListConsumers:output_type -> logbook.v1.ListConsumersResponse
-	16, // 27: logbook.v1.Journal.Trim:output_type -> logbook.v1.TrimResponse
-	18, // 28: logbook.v1.Journal.Reset:output_type -> logbook.v1.ResetResponse
-	18, // [18:29] is the sub-list for method output_type
-	7,  // [7:18] is the sub-list for method input_type
+	26, // 6: logbook.v1.ReadResponse.events:type_name -> logbook.v1.StoredEvent
+	22, // 7: logbook.v1.Journal.Append:input_type -> logbook.v1.AppendRequest
+	24, // 8: logbook.v1.Journal.Read:input_type -> logbook.v1.ReadRequest
+	3,  // 9: logbook.v1.Journal.Tail:input_type -> logbook.v1.TailRequest
+	5,  // 10: logbook.v1.Journal.Positions:input_type -> logbook.v1.PositionsRequest
+	7,  // 11: logbook.v1.Journal.Segments:input_type -> logbook.v1.SegmentsRequest
+	10, // 12: logbook.v1.Journal.RegisterConsumer:input_type -> logbook.v1.RegisterConsumerRequest
+	11, // 13: logbook.v1.Journal.AckConsumer:input_type -> logbook.v1.AckConsumerRequest
+	12, // 14: logbook.v1.Journal.RemoveConsumer:input_type -> logbook.v1.RemoveConsumerRequest
+	15, // 15: logbook.v1.Journal.ListConsumers:input_type -> logbook.v1.ListConsumersRequest
+	17, // 16: logbook.v1.Journal.Trim:input_type -> logbook.v1.TrimRequest
+	19, // 17: logbook.v1.Journal.Reset:input_type -> logbook.v1.ResetRequest
+	1,  // 18: logbook.v1.Journal.SetPaused:input_type -> logbook.v1.SetPausedRequest
+	23, // 19: logbook.v1.Journal.Append:output_type -> logbook.v1.AppendResponse
+	25, // 20: logbook.v1.Journal.Read:output_type -> logbook.v1.ReadResponse
+	4,  // 21: logbook.v1.Journal.Tail:output_type -> logbook.v1.TailResponse
+	6,  // 22: logbook.v1.Journal.Positions:output_type -> logbook.v1.PositionsResponse
+	9,  // 23: logbook.v1.Journal.Segments:output_type -> logbook.v1.SegmentsResponse
+	14, // 24: logbook.v1.Journal.RegisterConsumer:output_type -> logbook.v1.ConsumerResponse
+	14, // 25: logbook.v1.Journal.AckConsumer:output_type -> logbook.v1.ConsumerResponse
+	14, // 26: logbook.v1.Journal.RemoveConsumer:output_type -> logbook.v1.ConsumerResponse
+	16, // 27: logbook.v1.Journal.ListConsumers:output_type -> logbook.v1.ListConsumersResponse
+	18, // 28: logbook.v1.Journal.Trim:output_type -> logbook.v1.TrimResponse
+	20, // 29: logbook.v1.Journal.Reset:output_type -> logbook.v1.ResetResponse
+	2,  // 30: logbook.v1.Journal.SetPaused:output_type -> logbook.v1.SetPausedResponse
+	19, // [19:31] is the sub-list for method output_type
+	7,  // [7:19] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name
@@ -1537,7 +1654,7 @@ func file_logbookv1_journal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_journal_proto_rawDesc), len(file_logbookv1_journal_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

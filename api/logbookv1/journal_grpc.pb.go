@@ -32,6 +32,7 @@ const (
 	Journal_ListConsumers_FullMethodName    = "/logbook.v1.Journal/ListConsumers"
 	Journal_Trim_FullMethodName             = "/logbook.v1.Journal/Trim"
 	Journal_Reset_FullMethodName            = "/logbook.v1.Journal/Reset"
+	Journal_SetPaused_FullMethodName        = "/logbook.v1.Journal/SetPaused"
 )
 
 // JournalClient is the client API for Journal service.
@@ -58,6 +59,10 @@ type JournalClient interface {
 	Trim(ctx context.Context, in *TrimRequest, opts ...grpc.CallOption) (*TrimResponse, error)
 	// Reset drops every event (a replicated reset event); seqs continue.
 	Reset(ctx context.Context, in *ResetRequest, opts ...grpc.CallOption) (*ResetResponse, error)
+	// SetPaused stops or restarts the leader's submit path (mds_log_pause):
+	// appends wait, in order, nothing is lost. It is the current leader's
+	// switch: a new leader starts unpaused.
+	SetPaused(ctx context.Context, in *SetPausedRequest, opts ...grpc.CallOption) (*SetPausedResponse, error)
 }
 
 type journalClient struct {
@@ -187,6 +192,16 @@ func (c *journalClient) Reset(ctx context.Context, in *ResetRequest, opts ...grp
 	return out, nil
 }
 
+func (c *journalClient) SetPaused(ctx context.Context, in *SetPausedRequest, opts ...grpc.CallOption) (*SetPausedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetPausedResponse)
+	err := c.cc.Invoke(ctx, Journal_SetPaused_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JournalServer is the server API for Journal service.
 // All implementations must embed UnimplementedJournalServer
 // for forward compatibility.
@@ -211,6 +226,10 @@ type JournalServer interface {
 	Trim(context.Context, *TrimRequest) (*TrimResponse, error)
 	// Reset drops every event (a replicated reset event); seqs continue.
 	Reset(context.Context, *ResetRequest) (*ResetResponse, error)
+	// SetPaused stops or restarts the leader's submit path (mds_log_pause):
+	// appends wait, in order, nothing is lost. It is the current leader's
+	// switch: a new leader starts unpaused.
+	SetPaused(context.Context, *SetPausedRequest) (*SetPausedResponse, error)
 	mustEmbedUnimplementedJournalServer()
 }
 
@@ -253,6 +272,9 @@ func (UnimplementedJournalServer) Trim(context.Context, *TrimRequest) (*TrimResp
 }
 func (UnimplementedJournalServer) Reset(context.Context, *ResetRequest) (*ResetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Reset not implemented")
+}
+func (UnimplementedJournalServer) SetPaused(context.Context, *SetPausedRequest) (*SetPausedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetPaused not implemented")
 }
 func (UnimplementedJournalServer) mustEmbedUnimplementedJournalServer() {}
 func (UnimplementedJournalServer) testEmbeddedByValue()                 {}
@@ -466,6 +488,24 @@ func _Journal_Reset_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Journal_SetPaused_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetPausedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JournalServer).SetPaused(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Journal_SetPaused_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JournalServer).SetPaused(ctx, req.(*SetPausedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Journal_ServiceDesc is the grpc.ServiceDesc for Journal service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -512,6 +552,10 @@ var Journal_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Reset",
 			Handler:    _Journal_Reset_Handler,
+		},
+		{
+			MethodName: "SetPaused",
+			Handler:    _Journal_SetPaused_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -31,6 +31,7 @@ var leaderOnly = map[string]bool{
 	pb.Journal_RemoveConsumer_FullMethodName:     true,
 	pb.Journal_Trim_FullMethodName:               true,
 	pb.Journal_Reset_FullMethodName:              true,
+	pb.Journal_SetPaused_FullMethodName:          true,
 }
 
 func (s *Server) checkClusterID(ctx context.Context, method string) error {
@@ -104,6 +105,8 @@ func newReply(method string) any {
 		return &pb.TrimResponse{}
 	case pb.Journal_Reset_FullMethodName:
 		return &pb.ResetResponse{}
+	case pb.Journal_SetPaused_FullMethodName:
+		return &pb.SetPausedResponse{}
 	default:
 		return &pb.MembershipResponse{}
 	}

@@ -72,6 +72,7 @@ func (j *journalService) Positions(ctx context.Context, _ *pb.PositionsRequest) 
 	resp.WritePos = resp.SafePos
 	if s.raft.State() == raft.Leader {
 		resp.WritePos += uint64(s.inflightEvents.Load())
+		resp.Paused = s.leaderB.Paused()
 	}
 	return resp, nil
 }
@@ -300,4 +301,19 @@ func (s *Server) journalLoop() {
 		}
 		return true
 	})
+}
+
+func (j *journalService) SetPaused(ctx context.Context, req *pb.SetPausedRequest) (*pb.SetPausedResponse, error) {
+	s := j.s
+	if s.raft.State() != raft.Leader {
+		return nil, s.statusErr(codes.Unavailable, ReasonNotLeader, "not the leader")
+	}
+	if req.Paused {
+		s.leaderB.Pause()
+		s.log.Warn("journal submit path paused")
+	} else {
+		s.leaderB.Resume()
+		s.log.Info("journal submit path resumed")
+	}
+	return &pb.SetPausedResponse{Paused: s.leaderB.Paused(), LeaderId: s.cfg.ID}, nil
 }
