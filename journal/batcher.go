@@ -99,6 +99,13 @@ func (b *Batcher) Submit(ctx context.Context, op *pb.AppendOp) (fsm.Result, erro
 // SubmitAll queues ops together, in order, and waits for all of them. Each
 // result carries its own error in Err.
 func (b *Batcher) SubmitAll(ctx context.Context, ops []*pb.AppendOp) []fsm.Result {
+	return b.Enqueue(ops)(ctx)
+}
+
+// Enqueue queues ops together, in order, and returns at once; the returned
+// wait blocks until all of them are safe or failed (or ctx ends). Callers
+// that enqueue in order get their ops into the log in that order.
+func (b *Batcher) Enqueue(ops []*pb.AppendOp) (wait func(ctx context.Context) []fsm.Result) {
 	out := make([]fsm.Result, len(ops))
 	ps := make([]*pending, len(ops))
 	for i, op := range ops {
@@ -119,24 +126,26 @@ func (b *Batcher) SubmitAll(ctx context.Context, ops []*pb.AppendOp) []fsm.Resul
 		for i := range out {
 			out[i].Err = err
 		}
-		return out
+		return func(context.Context) []fsm.Result { return out }
 	}
 	select {
 	case b.wake <- struct{}{}:
 	default:
 	}
-	for i, p := range ps {
-		select {
-		case o := <-p.done:
-			out[i] = o.res
-			if o.err != nil {
-				out[i].Err = o.err
+	return func(ctx context.Context) []fsm.Result {
+		for i, p := range ps {
+			select {
+			case o := <-p.done:
+				out[i] = o.res
+				if o.err != nil {
+					out[i].Err = o.err
+				}
+			case <-ctx.Done():
+				out[i].Err = ctx.Err()
 			}
-		case <-ctx.Done():
-			out[i].Err = ctx.Err()
 		}
+		return out
 	}
-	return out
 }
 
 // Close fails queued ops with ErrClosed and waits for in-flight batches.

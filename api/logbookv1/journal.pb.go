@@ -1323,6 +1323,92 @@ func (x *AppendResponse) GetIndex() uint64 {
 	return 0
 }
 
+type AppendStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Echoes the request's request_seq.
+	RequestSeq uint64 `protobuf:"varint,1,opt,name=request_seq,json=requestSeq,proto3" json:"request_seq,omitempty"`
+	FirstSeq   uint64 `protobuf:"varint,2,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
+	Count      uint32 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	Index      uint64 `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"`
+	// Non-zero: this request failed with that gRPC code; the stream goes on.
+	Code          uint32 `protobuf:"varint,5,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendStreamResponse) Reset() {
+	*x = AppendStreamResponse{}
+	mi := &file_logbookv1_journal_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendStreamResponse) ProtoMessage() {}
+
+func (x *AppendStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendStreamResponse.ProtoReflect.Descriptor instead.
+func (*AppendStreamResponse) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *AppendStreamResponse) GetRequestSeq() uint64 {
+	if x != nil {
+		return x.RequestSeq
+	}
+	return 0
+}
+
+func (x *AppendStreamResponse) GetFirstSeq() uint64 {
+	if x != nil {
+		return x.FirstSeq
+	}
+	return 0
+}
+
+func (x *AppendStreamResponse) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *AppendStreamResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *AppendStreamResponse) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *AppendStreamResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type ReadRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	From          uint64                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
@@ -1334,7 +1420,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[23]
+	mi := &file_logbookv1_journal_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1346,7 +1432,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[23]
+	mi := &file_logbookv1_journal_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1359,7 +1445,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{23}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReadRequest) GetFrom() uint64 {
@@ -1396,7 +1482,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[24]
+	mi := &file_logbookv1_journal_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +1494,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[24]
+	mi := &file_logbookv1_journal_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +1507,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{24}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReadResponse) GetEvents() []*StoredEvent {
@@ -1533,7 +1619,15 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\x0eAppendResponse\x12\x1b\n" +
 	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\x12\x14\n" +
-	"\x05index\x18\x03 \x01(\x04R\x05index\"n\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index\"\xae\x01\n" +
+	"\x14AppendStreamResponse\x12\x1f\n" +
+	"\vrequest_seq\x18\x01 \x01(\x04R\n" +
+	"requestSeq\x12\x1b\n" +
+	"\tfirst_seq\x18\x02 \x01(\x04R\bfirstSeq\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\rR\x05count\x12\x14\n" +
+	"\x05index\x18\x04 \x01(\x04R\x05index\x12\x12\n" +
+	"\x04code\x18\x05 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"n\n" +
 	"\vReadRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x10\n" +
 	"\x03max\x18\x02 \x01(\rR\x03max\x129\n" +
@@ -1545,9 +1639,10 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\vConsistency\x12\x1b\n" +
 	"\x17CONSISTENCY_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x01\x12\x15\n" +
-	"\x11CONSISTENCY_STALE\x10\x022\xe3\x06\n" +
+	"\x11CONSISTENCY_STALE\x10\x022\xb4\a\n" +
 	"\aJournal\x12?\n" +
-	"\x06Append\x12\x19.logbook.v1.AppendRequest\x1a\x1a.logbook.v1.AppendResponse\x129\n" +
+	"\x06Append\x12\x19.logbook.v1.AppendRequest\x1a\x1a.logbook.v1.AppendResponse\x12O\n" +
+	"\fAppendStream\x12\x19.logbook.v1.AppendRequest\x1a .logbook.v1.AppendStreamResponse(\x010\x01\x129\n" +
 	"\x04Read\x12\x17.logbook.v1.ReadRequest\x1a\x18.logbook.v1.ReadResponse\x12;\n" +
 	"\x04Tail\x12\x17.logbook.v1.TailRequest\x1a\x18.logbook.v1.TailResponse0\x01\x12H\n" +
 	"\tPositions\x12\x1c.logbook.v1.PositionsRequest\x1a\x1d.logbook.v1.PositionsResponse\x12E\n" +
@@ -1573,7 +1668,7 @@ func file_logbookv1_journal_proto_rawDescGZIP() []byte {
 }
 
 var file_logbookv1_journal_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_logbookv1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_logbookv1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_logbookv1_journal_proto_goTypes = []any{
 	(Consistency)(0),                // 0: logbook.v1.Consistency
 	(*SetPausedRequest)(nil),        // 1: logbook.v1.SetPausedRequest
@@ -1599,44 +1694,47 @@ var file_logbookv1_journal_proto_goTypes = []any{
 	(*Event)(nil),                   // 21: logbook.v1.Event
 	(*AppendRequest)(nil),           // 22: logbook.v1.AppendRequest
 	(*AppendResponse)(nil),          // 23: logbook.v1.AppendResponse
-	(*ReadRequest)(nil),             // 24: logbook.v1.ReadRequest
-	(*ReadResponse)(nil),            // 25: logbook.v1.ReadResponse
-	(*StoredEvent)(nil),             // 26: logbook.v1.StoredEvent
+	(*AppendStreamResponse)(nil),    // 24: logbook.v1.AppendStreamResponse
+	(*ReadRequest)(nil),             // 25: logbook.v1.ReadRequest
+	(*ReadResponse)(nil),            // 26: logbook.v1.ReadResponse
+	(*StoredEvent)(nil),             // 27: logbook.v1.StoredEvent
 }
 var file_logbookv1_journal_proto_depIdxs = []int32{
-	26, // 0: logbook.v1.TailResponse.events:type_name -> logbook.v1.StoredEvent
+	27, // 0: logbook.v1.TailResponse.events:type_name -> logbook.v1.StoredEvent
 	8,  // 1: logbook.v1.SegmentsResponse.segments:type_name -> logbook.v1.SegmentInfo
 	13, // 2: logbook.v1.ConsumerResponse.consumer:type_name -> logbook.v1.ConsumerInfo
 	13, // 3: logbook.v1.ListConsumersResponse.consumers:type_name -> logbook.v1.ConsumerInfo
 	21, // 4: logbook.v1.AppendRequest.events:type_name -> logbook.v1.Event
 	0,  // 5: logbook.v1.ReadRequest.consistency:type_name -> logbook.v1.Consistency
-	26, // 6: logbook.v1.ReadResponse.events:type_name -> logbook.v1.StoredEvent
+	27, // 6: logbook.v1.ReadResponse.events:type_name -> logbook.v1.StoredEvent
 	22, // 7: logbook.v1.Journal.Append:input_type -> logbook.v1.AppendRequest
-	24, // 8: logbook.v1.Journal.Read:input_type -> logbook.v1.ReadRequest
-	3,  // 9: logbook.v1.Journal.Tail:input_type -> logbook.v1.TailRequest
-	5,  // 10: logbook.v1.Journal.Positions:input_type -> logbook.v1.PositionsRequest
-	7,  // 11: logbook.v1.Journal.Segments:input_type -> logbook.v1.SegmentsRequest
-	10, // 12: logbook.v1.Journal.RegisterConsumer:input_type -> logbook.v1.RegisterConsumerRequest
-	11, // 13: logbook.v1.Journal.AckConsumer:input_type -> logbook.v1.AckConsumerRequest
-	12, // 14: logbook.v1.Journal.RemoveConsumer:input_type -> logbook.v1.RemoveConsumerRequest
-	15, // 15: logbook.v1.Journal.ListConsumers:input_type -> logbook.v1.ListConsumersRequest
-	17, // 16: logbook.v1.Journal.Trim:input_type -> logbook.v1.TrimRequest
-	19, // 17: logbook.v1.Journal.Reset:input_type -> logbook.v1.ResetRequest
-	1,  // 18: logbook.v1.Journal.SetPaused:input_type -> logbook.v1.SetPausedRequest
-	23, // 19: logbook.v1.Journal.Append:output_type -> logbook.v1.AppendResponse
-	25, // 20: logbook.v1.Journal.Read:output_type -> logbook.v1.ReadResponse
-	4,  // 21: logbook.v1.Journal.Tail:output_type -> logbook.v1.TailResponse
-	6,  // 22: logbook.v1.Journal.Positions:output_type -> logbook.v1.PositionsResponse
-	9,  // 23: logbook.v1.Journal.Segments:output_type -> logbook.v1.SegmentsResponse
-	14, // 24: logbook.v1.Journal.RegisterConsumer:output_type -> logbook.v1.ConsumerResponse
-	14, // 25: logbook.v1.Journal.AckConsumer:output_type -> logbook.v1.ConsumerResponse
-	14, // 26: logbook.v1.Journal.RemoveConsumer:output_type -> logbook.v1.ConsumerResponse
-	16, // 27: logbook.v1.Journal.ListConsumers:output_type -> logbook.v1.ListConsumersResponse
-	18, // 28: logbook.v1.Journal.Trim:output_type -> logbook.v1.TrimResponse
-	20, // 29: logbook.v1.Journal.Reset:output_type -> logbook.v1.ResetResponse
-	2,  // 30: logbook.v1.Journal.SetPaused:output_type -> logbook.v1.SetPausedResponse
-	19, // [19:31] is the sub-list for method output_type
-	7,  // [7:19] is the sub-list for method input_type
+	22, // 8: logbook.v1.Journal.AppendStream:input_type -> logbook.v1.AppendRequest
+	25, // 9: logbook.v1.Journal.Read:input_type -> logbook.v1.ReadRequest
+	3,  // 10: logbook.v1.Journal.Tail:input_type -> logbook.v1.TailRequest
+	5,  // 11: logbook.v1.Journal.Positions:input_type -> logbook.v1.PositionsRequest
+	7,  // 12: logbook.v1.Journal.Segments:input_type -> logbook.v1.SegmentsRequest
+	10, // 13: logbook.v1.Journal.RegisterConsumer:input_type -> logbook.v1.RegisterConsumerRequest
+	11, // 14: logbook.v1.Journal.AckConsumer:input_type -> logbook.v1.AckConsumerRequest
+	12, // 15: logbook.v1.Journal.RemoveConsumer:input_type -> logbook.v1.RemoveConsumerRequest
+	15, // 16: logbook.v1.Journal.ListConsumers:input_type -> logbook.v1.ListConsumersRequest
+	17, // 17: logbook.v1.Journal.Trim:input_type -> logbook.v1.TrimRequest
+	19, // 18: logbook.v1.Journal.Reset:input_type -> logbook.v1.ResetRequest
+	1,  // 19: logbook.v1.Journal.SetPaused:input_type -> logbook.v1.SetPausedRequest
+	23, // 20: logbook.v1.Journal.Append:output_type -> logbook.v1.AppendResponse
+	24, // 21: logbook.v1.Journal.AppendStream:output_type -> logbook.v1.AppendStreamResponse
+	26, // 22: logbook.v1.Journal.Read:output_type -> logbook.v1.ReadResponse
+	4,  // 23: logbook.v1.Journal.Tail:output_type -> logbook.v1.TailResponse
+	6,  // 24: logbook.v1.Journal.Positions:output_type -> logbook.v1.PositionsResponse
+	9,  // 25: logbook.v1.Journal.Segments:output_type -> logbook.v1.SegmentsResponse
+	14, // 26: logbook.v1.Journal.RegisterConsumer:output_type -> logbook.v1.ConsumerResponse
+	14, // 27: logbook.v1.Journal.AckConsumer:output_type -> logbook.v1.ConsumerResponse
+	14, // 28: logbook.v1.Journal.RemoveConsumer:output_type -> logbook.v1.ConsumerResponse
+	16, // 29: logbook.v1.Journal.ListConsumers:output_type -> logbook.v1.ListConsumersResponse
+	18, // 30: logbook.v1.Journal.Trim:output_type -> logbook.v1.TrimResponse
+	20, // 31: logbook.v1.Journal.Reset:output_type -> logbook.v1.ResetResponse
+	2,  // 32: logbook.v1.Journal.SetPaused:output_type -> logbook.v1.SetPausedResponse
+	20, // [20:33] is the sub-list for method output_type
+	7,  // [7:20] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name
@@ -1654,7 +1752,7 @@ func file_logbookv1_journal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_journal_proto_rawDesc), len(file_logbookv1_journal_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

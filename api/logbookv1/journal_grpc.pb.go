@@ -22,6 +22,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	Journal_Append_FullMethodName           = "/logbook.v1.Journal/Append"
+	Journal_AppendStream_FullMethodName     = "/logbook.v1.Journal/AppendStream"
 	Journal_Read_FullMethodName             = "/logbook.v1.Journal/Read"
 	Journal_Tail_FullMethodName             = "/logbook.v1.Journal/Tail"
 	Journal_Positions_FullMethodName        = "/logbook.v1.Journal/Positions"
@@ -43,6 +44,10 @@ type JournalClient interface {
 	// quorum and applied. Any coordinator accepts it; followers forward to the
 	// leader in batches.
 	Append(ctx context.Context, in *AppendRequest, opts ...grpc.CallOption) (*AppendResponse, error)
+	// AppendStream keeps many requests in flight on one stream: each request
+	// is answered, in request order, once its events are safe. Only the
+	// leader accepts it (followers answer NOT_LEADER with a hint).
+	AppendStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AppendRequest, AppendStreamResponse], error)
 	// Read returns up to max events starting at seq from. A seq below
 	// trimmed_pos fails with OutOfRange naming the earliest retained seq.
 	Read(ctx context.Context, in *ReadRequest, opts ...grpc.CallOption) (*ReadResponse, error)
@@ -83,6 +88,19 @@ func (c *journalClient) Append(ctx context.Context, in *AppendRequest, opts ...g
 	return out, nil
 }
 
+func (c *journalClient) AppendStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AppendRequest, AppendStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Journal_ServiceDesc.Streams[0], Journal_AppendStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[AppendRequest, AppendStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Journal_AppendStreamClient = grpc.BidiStreamingClient[AppendRequest, AppendStreamResponse]
+
 func (c *journalClient) Read(ctx context.Context, in *ReadRequest, opts ...grpc.CallOption) (*ReadResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReadResponse)
@@ -95,7 +113,7 @@ func (c *journalClient) Read(ctx context.Context, in *ReadRequest, opts ...grpc.
 
 func (c *journalClient) Tail(ctx context.Context, in *TailRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[TailResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Journal_ServiceDesc.Streams[0], Journal_Tail_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Journal_ServiceDesc.Streams[1], Journal_Tail_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -210,6 +228,10 @@ type JournalServer interface {
 	// quorum and applied. Any coordinator accepts it; followers forward to the
 	// leader in batches.
 	Append(context.Context, *AppendRequest) (*AppendResponse, error)
+	// AppendStream keeps many requests in flight on one stream: each request
+	// is answered, in request order, once its events are safe. Only the
+	// leader accepts it (followers answer NOT_LEADER with a hint).
+	AppendStream(grpc.BidiStreamingServer[AppendRequest, AppendStreamResponse]) error
 	// Read returns up to max events starting at seq from. A seq below
 	// trimmed_pos fails with OutOfRange naming the earliest retained seq.
 	Read(context.Context, *ReadRequest) (*ReadResponse, error)
@@ -242,6 +264,9 @@ type UnimplementedJournalServer struct{}
 
 func (UnimplementedJournalServer) Append(context.Context, *AppendRequest) (*AppendResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Append not implemented")
+}
+func (UnimplementedJournalServer) AppendStream(grpc.BidiStreamingServer[AppendRequest, AppendStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method AppendStream not implemented")
 }
 func (UnimplementedJournalServer) Read(context.Context, *ReadRequest) (*ReadResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Read not implemented")
@@ -314,6 +339,13 @@ func _Journal_Append_Handler(srv interface{}, ctx context.Context, dec func(inte
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Journal_AppendStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(JournalServer).AppendStream(&grpc.GenericServerStream[AppendRequest, AppendStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Journal_AppendStreamServer = grpc.BidiStreamingServer[AppendRequest, AppendStreamResponse]
 
 func _Journal_Read_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ReadRequest)
@@ -559,6 +591,12 @@ var Journal_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "AppendStream",
+			Handler:       _Journal_AppendStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
 		{
 			StreamName:    "Tail",
 			Handler:       _Journal_Tail_Handler,

@@ -224,14 +224,17 @@ func TestFollowerCatchesUpBySnapshot(t *testing.T) {
 	a := startAppenders(t, tc, 4)
 	eventually(t, 20*time.Second, "appends while a follower is down", func() bool { return a.count() >= 300 })
 	a.halt()
-	// Compact the leader's log past what the follower has.
-	ls := tc.server(leader)
-	if err := ls.raft.Snapshot().Error(); err != nil {
-		t.Fatal(err)
-	}
-	first, _ := ls.store.FirstIndex()
-	if first <= 1 {
-		t.Fatalf("leader log not compacted (first index %d)", first)
+	// Compact every running member's log past what the follower has, so
+	// whichever member leads when it returns must send a snapshot.
+	for _, i := range tc.followers(-1) {
+		s := tc.server(i)
+		if err := s.raft.Snapshot().Error(); err != nil {
+			t.Fatal(err)
+		}
+		first, _ := s.store.FirstIndex()
+		if first <= 1 {
+			t.Fatalf("member %s log not compacted (first index %d)", s.ID(), first)
+		}
 	}
 	tc.start(f)
 	verifyJournal(t, tc, a.acked)

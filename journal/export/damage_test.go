@@ -177,9 +177,24 @@ func TestSeqGapAndOrder(t *testing.T) {
 	if rep := Inspect(bytes.NewReader(d)); rep.Integrity != IntegrityDamaged || rep.TrailerOK || rep.Records != 23 {
 		t.Fatalf("missing last: inspect:\n%s", rep)
 	}
+	// A record replaced by another intact record with the same seq: only the
+	// trailer digest can tell.
+	other := slices.Clone(evs)
+	other[5].Payload = []byte("forged")
+	od := encode(t, h, other)
+	_, ostarts, _ := layout(h, other)
+	d = slices.Concat(data[:starts[5]], od[ostarts[5]:ostarts[6]], data[starts[6]:])
+	var de *DamageError
+	if _, got, err := readAll(d); !errors.As(err, &de) || !strings.HasPrefix(de.Reason, "trailer: record crc digest") ||
+		de.Offset != trailer+int64(len(d)-len(data)) || de.Record != 24 || len(got) != 24 {
+		t.Fatalf("forged record: %v", err)
+	}
+	if rep := Inspect(bytes.NewReader(d)); rep.Integrity != IntegrityDamaged || rep.TrailerOK || rep.Records != 24 ||
+		len(rep.Damaged) != 1 || !strings.HasPrefix(rep.Damaged[0].Reason, "trailer: record crc digest") {
+		t.Fatalf("forged record: inspect:\n%s", rep)
+	}
 	// Trailing data after the trailer.
 	d = append(slices.Clone(data), 0)
-	var de *DamageError
 	if _, _, err := readAll(d); !errors.As(err, &de) || de.Reason != "trailing data after trailer" || de.Offset != int64(len(data)) {
 		t.Fatalf("trailing data: %v", err)
 	}

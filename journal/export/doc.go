@@ -19,7 +19,7 @@
 //	offset  size  field
 //	0       8     magic "LBKJEXP\n" (4C 42 4B 4A 45 58 50 0A)
 //	8       2     format version (1)
-//	10      4     N, header body length; 36 <= N <= 65536
+//	10      4     N, header body length; N <= 65536 in every version
 //	14      N     header body (below)
 //	14+N    4     CRC32C of bytes [0, 14+N): magic, version, N and body
 //

@@ -194,7 +194,7 @@ func readHeader(w *window) (Header, int64, error) {
 		return damage("bad magic")
 	}
 	n := binary.BigEndian.Uint32(p[10:])
-	if n < headerFixed || n > MaxHeaderLen {
+	if n > MaxHeaderLen { // the v1 lower bound is checked by parsing below
 		return damage(fmt.Sprintf("bad length %d", n))
 	}
 	total := prefixLen + int(n) + 4
@@ -258,7 +258,8 @@ const (
 type frame struct {
 	kind   int
 	size   int64
-	reason string
+	why    uint8 // frameBad: what is wrong (a why* constant), with x and y
+	x, y   int64
 	crc    uint32 // record CRC field
 	ev     Event  // Type, ClientID and Payload left empty; see typ etc.
 	typ    []byte
@@ -268,69 +269,106 @@ type frame struct {
 	digest uint32 // trailer digest
 }
 
+// Reasons a frame is bad; see frame.reason.
+const (
+	whyTruncated uint8 = iota
+	whyTrailerTruncated
+	whyTrailerCRC
+	whyLength
+	whyTypeLen
+	whyClientLen
+	whyPayloadLen
+	whyFields
+	whyCRC
+)
+
+// reason describes why a frameBad frame is bad. It is formatted only on
+// demand, as Inspect's resync scan rejects candidates at every byte.
+func (f frame) reason() string {
+	switch f.why {
+	case whyTrailerTruncated:
+		return "trailer: truncated"
+	case whyTrailerCRC:
+		return "trailer: crc mismatch"
+	case whyLength:
+		return fmt.Sprintf("bad length %d", f.x)
+	case whyTypeLen:
+		return fmt.Sprintf("bad length: type length %d exceeds %d", f.x, MaxTypeLen)
+	case whyClientLen:
+		return fmt.Sprintf("bad length: client id length %d exceeds %d", f.x, MaxClientIDLen)
+	case whyPayloadLen:
+		return fmt.Sprintf("bad length: payload length %d exceeds %d", f.x, MaxPayloadLen)
+	case whyFields:
+		return fmt.Sprintf("bad length %d: fields need %d", f.x, f.y)
+	case whyCRC:
+		return "crc mismatch"
+	}
+	return "truncated"
+}
+
 // parseFrame parses the record or trailer starting at off. It checks, in
 // order, the length bounds, the consistency of the body's own lengths with
 // the record length, and the CRC; it does not look at seqs.
 func parseFrame(w *window, off int64) frame {
-	bad := func(reason string) frame { return frame{kind: frameBad, reason: reason} }
+	bad := func(why uint8, x, y int64) frame { return frame{kind: frameBad, why: why, x: x, y: y} }
 	if !w.ensure(off, 4) {
 		if w.avail(off) == 0 && w.ioErr() == nil {
 			return frame{kind: frameEOF}
 		}
-		return bad("truncated")
+		return bad(whyTruncated, 0, 0)
 	}
 	l := binary.BigEndian.Uint32(w.slice(off, 4))
 	if l == trailerMarker {
 		if !w.ensure(off, trailerLen) {
-			return bad("trailer: truncated")
+			return bad(whyTrailerTruncated, 0, 0)
 		}
 		b := w.slice(off, trailerLen)
 		if crc32.Checksum(b[:16], castagnoli) != binary.BigEndian.Uint32(b[16:]) {
-			return bad("trailer: crc mismatch")
+			return bad(whyTrailerCRC, 0, 0)
 		}
 		return frame{kind: frameTrailer, size: trailerLen,
 			count: binary.BigEndian.Uint64(b[4:]), digest: binary.BigEndian.Uint32(b[12:])}
 	}
 	if l < minBody || l > maxBody {
-		return bad(fmt.Sprintf("bad length %d", l))
+		return bad(whyLength, int64(l), 0)
 	}
 	// Walk the body's own length fields; each read is bounded by the
 	// previous check, so at most ~560 bytes are needed before L is trusted.
 	at := 4 + 8
 	if !w.ensure(off, at+2) {
-		return bad("truncated")
+		return bad(whyTruncated, 0, 0)
 	}
 	t := int(binary.BigEndian.Uint16(w.slice(off+int64(at), 2)))
 	if t > MaxTypeLen {
-		return bad(fmt.Sprintf("bad length: type length %d exceeds %d", t, MaxTypeLen))
+		return bad(whyTypeLen, int64(t), 0)
 	}
 	at += 2 + t
 	if !w.ensure(off, at+2) {
-		return bad("truncated")
+		return bad(whyTruncated, 0, 0)
 	}
 	k := int(binary.BigEndian.Uint16(w.slice(off+int64(at), 2)))
 	if k > MaxClientIDLen {
-		return bad(fmt.Sprintf("bad length: client id length %d exceeds %d", k, MaxClientIDLen))
+		return bad(whyClientLen, int64(k), 0)
 	}
 	at += 2 + k + 16
 	if !w.ensure(off, at+4) {
-		return bad("truncated")
+		return bad(whyTruncated, 0, 0)
 	}
 	p := int64(binary.BigEndian.Uint32(w.slice(off+int64(at), 4)))
 	if p > MaxPayloadLen {
-		return bad(fmt.Sprintf("bad length: payload length %d exceeds %d", p, MaxPayloadLen))
+		return bad(whyPayloadLen, p, 0)
 	}
 	if need := int64(minBody+t+k) + p; need != int64(l) {
-		return bad(fmt.Sprintf("bad length %d: fields need %d", l, need))
+		return bad(whyFields, int64(l), need)
 	}
 	size := 4 + int(l) + 4
 	if !w.ensure(off, size) {
-		return bad("truncated")
+		return bad(whyTruncated, 0, 0)
 	}
 	b := w.slice(off, size)
 	f := frame{kind: frameRecord, size: int64(size), crc: binary.BigEndian.Uint32(b[size-4:])}
 	if crc32.Checksum(b[:size-4], castagnoli) != f.crc {
-		return bad("crc mismatch")
+		return bad(whyCRC, 0, 0)
 	}
 	f.ev.Seq = binary.BigEndian.Uint64(b[4:])
 	f.typ = b[14 : 14+t]

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
-	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -28,8 +27,8 @@ func fuzzSeeds(f *testing.F) {
 }
 
 // fixCRCs returns a copy of data with every CRC that can be located (the
-// header's, each record's whose length is in bounds, the trailer's own)
-// recomputed, so that fuzzing also reaches the checks behind the CRCs.
+// header's, each record's whose length is in bounds, the trailer's digest
+// and own CRC) recomputed, so that fuzzing also reaches the checks behind the CRCs.
 func fixCRCs(data []byte) []byte {
 	d := bytes.Clone(data)
 	be := binary.BigEndian
@@ -41,16 +40,20 @@ func fixCRCs(data []byte) []byte {
 		return d
 	}
 	be.PutUint32(d[off:], crc32.Checksum(d[:off], castagnoli))
+	var digest uint32
 	for off += 4; off+4 <= len(d); {
 		l := be.Uint32(d[off:])
 		switch {
 		case l == trailerMarker && off+trailerLen <= len(d):
+			be.PutUint32(d[off+12:], digest)
 			be.PutUint32(d[off+16:], crc32.Checksum(d[off:off+16], castagnoli))
 			return d
 		case l < minBody || l > maxBody || off+8+int(l) > len(d):
 			return d
 		}
-		be.PutUint32(d[off+4+int(l):], crc32.Checksum(d[off:off+4+int(l)], castagnoli))
+		crc := crc32.Checksum(d[off:off+4+int(l)], castagnoli)
+		be.PutUint32(d[off+4+int(l):], crc)
+		digest = digestAdd(digest, crc)
 		off += 8 + int(l)
 	}
 	return d
@@ -79,22 +82,20 @@ func FuzzReader(f *testing.F) {
 }
 
 func checkReader(t *testing.T, data []byte) {
-	{
-		h, evs, err := readAll(data)
-		rep := Inspect(bytes.NewReader(data))
-		if err != nil {
-			checkDamage(t, err)
-			if rep.Integrity != IntegrityDamaged {
-				t.Fatalf("reader: %v; inspect:\n%s", err, rep)
-			}
-			return
+	h, evs, err := readAll(data)
+	rep := Inspect(bytes.NewReader(data))
+	if err != nil {
+		checkDamage(t, err)
+		if rep.Integrity != IntegrityDamaged {
+			t.Fatalf("reader: %v; inspect:\n%s", err, rep)
 		}
-		if rep.Integrity != IntegrityOK || rep.Records != uint64(len(evs)) {
-			t.Fatalf("reader OK with %d events; inspect:\n%s", len(evs), rep)
-		}
-		if again := encode(t, h, evs); !bytes.Equal(again, data) {
-			t.Fatalf("re-encoding differs:\n% x\n% x", data, again)
-		}
+		return
+	}
+	if rep.Integrity != IntegrityOK || rep.Records != uint64(len(evs)) {
+		t.Fatalf("reader OK with %d events; inspect:\n%s", len(evs), rep)
+	}
+	if again := encode(t, h, evs); !bytes.Equal(again, data) {
+		t.Fatalf("re-encoding differs:\n% x\n% x", data, again)
 	}
 }
 
@@ -109,28 +110,26 @@ func FuzzInspect(f *testing.F) {
 }
 
 func checkInspect(t *testing.T, data []byte) {
-	{
-		rep := Inspect(bytes.NewReader(data))
-		s := rep.String()
-		if !strings.HasSuffix(s, "integrity "+rep.Integrity) {
-			t.Fatalf("report string: %q", s)
+	rep := Inspect(bytes.NewReader(data))
+	s := rep.String()
+	if !strings.HasSuffix(s, "integrity "+rep.Integrity) {
+		t.Fatalf("report string: %q", s)
+	}
+	prev := int64(0)
+	for _, d := range rep.Damaged {
+		if d.StartOffset < prev || d.EndOffset < d.StartOffset || d.EndOffset > int64(len(data)) {
+			t.Fatalf("bad range %+v (previous end %d, size %d):\n%s", d, prev, len(data), s)
 		}
-		prev := int64(0)
-		for _, d := range rep.Damaged {
-			if d.StartOffset < prev || d.EndOffset < d.StartOffset || d.EndOffset > int64(len(data)) {
-				t.Fatalf("bad range %+v (previous end %d, size %d):\n%s", d, prev, len(data), s)
-			}
-			prev = d.EndOffset
-		}
-		if rep.Records > 0 && rep.LastSeq-rep.FirstSeq < rep.Records-1 {
-			t.Fatalf("%d records in seq %d..%d", rep.Records, rep.FirstSeq, rep.LastSeq)
-		}
-		_, _, err := readAll(data)
-		if (err == nil) != (rep.Integrity == IntegrityOK) {
-			t.Fatalf("reader: %v; inspect:\n%s", err, s)
-		}
-		if err != nil && err != io.EOF {
-			checkDamage(t, err)
-		}
+		prev = d.EndOffset
+	}
+	if rep.Records > 0 && rep.LastSeq-rep.FirstSeq < rep.Records-1 {
+		t.Fatalf("%d records in seq %d..%d", rep.Records, rep.FirstSeq, rep.LastSeq)
+	}
+	_, _, err := readAll(data)
+	if (err == nil) != (rep.Integrity == IntegrityOK) {
+		t.Fatalf("reader: %v; inspect:\n%s", err, s)
+	}
+	if err != nil {
+		checkDamage(t, err)
 	}
 }

@@ -1,6 +1,7 @@
 package export
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -44,6 +45,8 @@ type Report struct {
 	// Integrity is IntegrityOK if the file is entirely good, otherwise
 	// IntegrityDamaged.
 	Integrity string
+
+	trailerNote string // for String: why the trailer is not OK
 }
 
 // inspector holds the state of one Inspect scan.
@@ -61,7 +64,9 @@ type inspector struct {
 // in the Report. After a damaged element it resynchronises by scanning
 // forward byte by byte for the next intact trailer or intact record with a
 // plausible seq (after the last good one and, if the header is good, within
-// its range).
+// its range). It streams: memory is bounded by the largest record, not the
+// file size. The scan costs a few nanoseconds per damaged byte; only
+// offsets whose lengths are all consistent are CRC-checked.
 func Inspect(r io.Reader) Report {
 	in := &inspector{w: newWindow(r), trailer: -1}
 	in.scan()
@@ -119,7 +124,7 @@ func (in *inspector) scan() {
 			if in.readErr() {
 				return
 			}
-			if off = in.resync(off, f.reason); off < 0 {
+			if off = in.resync(off, f.reason()); off < 0 {
 				return
 			}
 			resynced = true
@@ -197,6 +202,11 @@ func (in *inspector) resync(start int64, reason string) int64 {
 			in.readErr()
 			return -1
 		}
+		if in.w.ensure(p, 4) { // fast path: most offsets fail the length bounds
+			if l := binary.BigEndian.Uint32(in.w.slice(p, 4)); l != trailerMarker && (l < minBody || l > maxBody) {
+				continue
+			}
+		}
 		f := parseFrame(in.w, p)
 		if f.kind == frameTrailer || f.kind == frameRecord && in.implausible(f.ev.Seq) == "" {
 			in.add(start, p, reason)
@@ -232,6 +242,9 @@ func (in *inspector) finish() {
 			h.EventCount, h.FirstSeq, h.LastSeq, rep.Records, rep.FirstSeq, rep.LastSeq)
 		at, end = 0, in.hdrEnd
 	}
+	if !rep.TrailerOK && in.trailer >= 0 {
+		rep.trailerNote = fmt.Sprintf("intact at offset %d but %s", in.trailer, strings.TrimPrefix(why, "trailer: "))
+	}
 	if why != "" && len(rep.Damaged) == 0 {
 		in.add(at, end, why)
 	}
@@ -257,10 +270,13 @@ func (r Report) String() string {
 	} else {
 		b.WriteString("records: 0 good\n")
 	}
-	if r.TrailerOK {
+	switch {
+	case r.TrailerOK:
 		b.WriteString("trailer: OK\n")
-	} else {
-		b.WriteString("trailer: missing, damaged or inconsistent\n")
+	case r.trailerNote != "":
+		b.WriteString("trailer: " + r.trailerNote + "\n")
+	default:
+		b.WriteString("trailer: missing or damaged\n")
 	}
 	if len(r.Damaged) > 0 {
 		fmt.Fprintf(&b, "damaged ranges: %d\n", len(r.Damaged))

@@ -63,7 +63,7 @@ func (r *Reader) next() (Event, error) {
 	case frameEOF:
 		return Event{}, r.damage(r.off, "truncated: missing trailer")
 	case frameBad:
-		return Event{}, r.damage(r.off, f.reason)
+		return Event{}, r.damage(r.off, f.reason())
 	case frameTrailer:
 		return Event{}, r.trailer(f)
 	}
