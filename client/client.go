@@ -65,7 +65,8 @@ type Client struct {
 	next      int
 	closed    bool
 
-	session *session
+	session  *session
+	appender *appender
 }
 
 // New returns a client and checks that an endpoint answers (the leader is
@@ -91,6 +92,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		cfg.MaxMessageBytes = 8 << 20
 	}
 	c := &Client{cfg: cfg, conns: map[string]*grpc.ClientConn{}, endpoints: append([]string(nil), cfg.Endpoints...), session: newSession(cfg.ClientID)}
+	c.appender = newAppender(c)
 	if err := c.discover(ctx); err != nil && !errors.Is(err, ErrNoLeader) {
 		c.Close()
 		return nil, err

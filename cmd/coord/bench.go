@@ -23,6 +23,9 @@ type benchOptions struct {
 	batch    int
 	duration time.Duration
 	warmup   time.Duration
+	// stream > 0: submit asynchronously on the append stream, keeping up
+	// to stream submissions in flight per client.
+	stream int
 }
 
 func (b benchOptions) validate() error {
@@ -37,6 +40,8 @@ func (b benchOptions) validate() error {
 		return usageErrorf("--duration %s: want > 0", b.duration)
 	case b.warmup < 0:
 		return usageErrorf("--warmup %s: want >= 0", b.warmup)
+	case b.stream < 0 || b.stream > 4096:
+		return usageErrorf("--stream %d: want 0..4096", b.stream)
 	}
 	return nil
 }
@@ -142,7 +147,11 @@ func runBench(ctx context.Context, cfg client.Config, opts benchOptions, callTim
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w.loop(ctx, c, events, measureStart, end, callTimeout)
+			if opts.stream > 0 {
+				w.streamLoop(ctx, c, events, measureStart, end, opts.stream)
+			} else {
+				w.loop(ctx, c, events, measureStart, end, callTimeout)
+			}
 		}()
 	}
 	wg.Wait()
@@ -262,6 +271,42 @@ of successful calls (ms) and the error count. Exit 1 when no call succeeded.`,
 	fs.IntVar(&opts.batch, "batch", 1, "events per Append call")
 	fs.DurationVar(&opts.duration, "duration", 10*time.Second, "measured duration")
 	fs.DurationVar(&opts.warmup, "warmup", time.Second, "unmeasured warmup before the measured duration")
+	fs.IntVar(&opts.stream, "stream", 0, "submit on the streaming append with this many submissions in flight per client (0: unary Append calls)")
 	o = addClientFlags(journal, 10*time.Second, "deadline for connecting and for each Append call")
 	return groupCmd("bench", "Benchmark a running cluster", journal)
+}
+
+// streamLoop keeps up to window submissions in flight on the client's
+// append stream; an op's latency runs from Submit to safe.
+func (w *benchWorker) streamLoop(ctx context.Context, c *client.Client, events []client.Event, measureStart, end time.Time, window int) {
+	type sub struct {
+		f  *client.Future
+		t0 time.Time
+	}
+	var inflight []sub
+	settle := func(s sub) {
+		_, err := s.f.Wait(ctx)
+		t1 := time.Now()
+		measured := !s.t0.Before(measureStart)
+		switch {
+		case err != nil && ctx.Err() == nil && measured:
+			w.errs++
+			if w.firstErr == nil {
+				w.firstErr = err
+			}
+		case err == nil && measured && !t1.After(end):
+			w.ops++
+			w.lat.add(t1.Sub(s.t0))
+		}
+	}
+	for time.Now().Before(end) && ctx.Err() == nil {
+		if len(inflight) >= window {
+			settle(inflight[0])
+			inflight = inflight[1:]
+		}
+		inflight = append(inflight, sub{c.Journal().Submit(events...), time.Now()})
+	}
+	for _, s := range inflight {
+		settle(s)
+	}
 }

@@ -3,6 +3,7 @@ package coordserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -308,4 +309,41 @@ func TestPauseResume(t *testing.T) {
 			t.Fatalf("seq %d missing after resume (%d appends done)", s, len(seen))
 		}
 	}
+}
+
+func TestStreamingSubmitExactlyOnceAcrossFailover(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := tc.client(ctx)
+	const n = 3000
+	futures := make([]*client.Future, n)
+	for i := 0; i < n; i++ {
+		futures[i] = c.Journal().Submit(client.Event{Type: "stream", Payload: []byte(fmt.Sprint(i))})
+		if i == n/3 {
+			// Kill the leader with many submissions in flight.
+			tc.kill(tc.waitLeader())
+		}
+	}
+	if err := c.Journal().Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Journal().WaitForSafe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	prev := uint64(0)
+	acked := map[uint64]string{}
+	for i, f := range futures {
+		seqs, err := f.Wait(ctx)
+		if err != nil {
+			t.Fatalf("submission %d: %v", i, err)
+		}
+		// One client's submissions keep their order.
+		if seqs[0] <= prev {
+			t.Fatalf("submission %d got seq %d after %d", i, seqs[0], prev)
+		}
+		prev = seqs[0]
+		acked[seqs[0]] = fmt.Sprint(i)
+	}
+	verifyJournal(t, tc, acked)
 }
