@@ -14,15 +14,16 @@ import (
 // from a server are *Error values, which match these sentinels by reason or
 // code.
 var (
-	ErrNoLeader        = errors.New("logbook: no leader")
-	ErrNotLeader       = errors.New("logbook: not the leader")
-	ErrClusterMismatch = errors.New("logbook: cluster id mismatch")
-	ErrOutOfRange      = errors.New("logbook: out of range")
-	ErrInvalidArgument = errors.New("logbook: invalid argument")
-	ErrNotFound        = errors.New("logbook: not found")
-	ErrUnavailable     = errors.New("logbook: unavailable")
-	ErrTooLarge        = errors.New("logbook: resource exhausted")
-	ErrClosed          = errors.New("logbook: client closed")
+	ErrNoLeader           = errors.New("logbook: no leader")
+	ErrNotLeader          = errors.New("logbook: not the leader")
+	ErrClusterMismatch    = errors.New("logbook: cluster id mismatch")
+	ErrOutOfRange         = errors.New("logbook: out of range")
+	ErrInvalidArgument    = errors.New("logbook: invalid argument")
+	ErrNotFound           = errors.New("logbook: not found")
+	ErrUnavailable        = errors.New("logbook: unavailable")
+	ErrTooLarge           = errors.New("logbook: resource exhausted")
+	ErrFailedPrecondition = errors.New("logbook: failed precondition")
+	ErrClosed             = errors.New("logbook: client closed")
 )
 
 // Error is a server error with its gRPC code and Logbook details.
@@ -61,6 +62,8 @@ func (e *Error) Is(target error) bool {
 		return e.Code == codes.Unavailable
 	case ErrTooLarge:
 		return e.Code == codes.ResourceExhausted
+	case ErrFailedPrecondition:
+		return e.Code == codes.FailedPrecondition
 	}
 	return false
 }

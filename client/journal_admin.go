@@ -20,11 +20,12 @@ type Positions struct {
 	Paused bool
 }
 
-// Positions returns the journal positions from any member (the leader's
-// write_pos includes events in flight).
+// Positions returns the journal positions as the leader sees them (its
+// write_pos includes events in flight; its safe_pos covers every
+// acknowledged append). Any member answers PositionsRequest for itself too.
 func (j *Journal) Positions(ctx context.Context) (Positions, error) {
 	var r *pb.PositionsResponse
-	err := j.c.do(ctx, false, func(ctx context.Context, cc *grpc.ClientConn) error {
+	err := j.c.do(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
 		var err error
 		r, err = pb.NewJournalClient(cc).Positions(ctx, &pb.PositionsRequest{})
 		return err
@@ -36,10 +37,11 @@ func (j *Journal) Positions(ctx context.Context) (Positions, error) {
 		EventCount: r.EventCount, SegmentCount: r.SegmentCount, AppliedIndex: r.AppliedIndex, MemberID: r.MemberId, Warning: r.Warning, Paused: r.Paused}, nil
 }
 
-// Segments lists the retained segments, oldest first.
+// Segments lists the retained segments, oldest first, as the leader sees
+// them.
 func (j *Journal) Segments(ctx context.Context) ([]*pb.SegmentInfo, error) {
 	var r *pb.SegmentsResponse
-	err := j.c.do(ctx, false, func(ctx context.Context, cc *grpc.ClientConn) error {
+	err := j.c.do(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
 		var err error
 		r, err = pb.NewJournalClient(cc).Segments(ctx, &pb.SegmentsRequest{})
 		return err
@@ -126,7 +128,7 @@ func (cs *Consumers) Remove(ctx context.Context, name string) error {
 // List returns every consumer with its acked seq and lag.
 func (cs *Consumers) List(ctx context.Context) ([]*pb.ConsumerInfo, error) {
 	var r *pb.ListConsumersResponse
-	err := cs.c.do(ctx, false, func(ctx context.Context, cc *grpc.ClientConn) error {
+	err := cs.c.do(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
 		var err error
 		r, err = pb.NewJournalClient(cc).ListConsumers(ctx, &pb.ListConsumersRequest{})
 		return err
@@ -198,4 +200,23 @@ func (j *Journal) SetPaused(ctx context.Context, paused bool) error {
 		_, err := pb.NewJournalClient(cc).SetPaused(ctx, &pb.SetPausedRequest{Paused: paused})
 		return err
 	})
+}
+
+// ImportChunk sends one chunk of exported events (see coord journal
+// import); it returns the journal's next seq.
+func (j *Journal) ImportChunk(ctx context.Context, events []StoredEvent, first, force bool, sourceClusterID string) (uint64, error) {
+	req := &pb.ImportRequest{FirstChunk: first, Force: force, SourceClusterId: sourceClusterID, Events: make([]*pb.StoredEvent, len(events))}
+	for i, e := range events {
+		req.Events[i] = &pb.StoredEvent{Seq: e.Seq, Type: e.Type, Payload: e.Payload, ClientId: e.ClientID, RequestSeq: e.RequestSeq, Index: e.Index}
+	}
+	var r *pb.ImportResponse
+	err := j.c.do(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+		var err error
+		r, err = pb.NewJournalClient(cc).Import(ctx, req)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return r.NextSeq, nil
 }

@@ -37,3 +37,10 @@ var (
 	ErrAckBackwards         = errors.New("fsm: ack moves backwards")
 	ErrTrimFuture           = errors.New("fsm: trim beyond the end of the journal")
 )
+
+var (
+	// ErrImportNotEmpty: an import into a journal that already holds events.
+	ErrImportNotEmpty = errors.New("fsm: import into a non-empty journal (force replaces it)")
+	// ErrImportGap: an import chunk does not continue at the next seq.
+	ErrImportGap = errors.New("fsm: import chunk does not continue the journal")
+)

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"container/list"
 	"fmt"
 	"regexp"
 	"sort"
@@ -243,4 +244,50 @@ func (s *State) rebuildSegments() {
 	for _, e := range s.events {
 		s.addToSegment(e)
 	}
+}
+
+// applyImport appends exported events with their seqs. The first chunk
+// needs an empty journal (never written, or force) and may start at any
+// seq; every chunk must be contiguous with the journal.
+func (s *State) applyImport(index uint64, c *pb.ImportCommand) TrimResult {
+	if len(c.Events) == 0 {
+		return TrimResult{TrimmedPos: s.firstSeq, Err: ErrEmptyAppend}
+	}
+	first := c.Events[0].Seq
+	if c.FirstChunk {
+		empty := s.nextSeq == 1 && len(s.events) == 0
+		if !empty && !c.Force {
+			return TrimResult{TrimmedPos: s.firstSeq, Err: ErrImportNotEmpty}
+		}
+		if first == 0 {
+			return TrimResult{TrimmedPos: s.firstSeq, Err: fmt.Errorf("%w: seq 0", ErrImportGap)}
+		}
+	} else if first != s.nextSeq {
+		return TrimResult{TrimmedPos: s.firstSeq, Err: fmt.Errorf("%w: chunk starts at %d, next seq %d", ErrImportGap, first, s.nextSeq)}
+	}
+	for i, e := range c.Events {
+		if e.Seq != first+uint64(i) || e.Type == "" {
+			return TrimResult{TrimmedPos: s.firstSeq, Err: fmt.Errorf("%w: event %d has seq %d", ErrImportGap, i, e.Seq)}
+		}
+	}
+	if c.FirstChunk {
+		if s.nextSeq != 1 || len(s.events) > 0 {
+			// A forced import replaces the journal: results cached for
+			// retries and consumer positions refer to the old contents.
+			s.sessions, s.lru = make(map[string]*session), list.New()
+			for name, acked := range s.consumers {
+				s.consumers[name] = min(acked, first-1)
+			}
+		}
+		s.events, s.segments = nil, nil
+		s.firstSeq, s.nextSeq = first, first
+		s.trims++
+	}
+	for _, e := range c.Events {
+		se := &pb.StoredEvent{Seq: e.Seq, Type: e.Type, Payload: e.Payload, ClientId: e.ClientId, RequestSeq: e.RequestSeq, Index: index}
+		s.events = append(s.events, se)
+		s.addToSegment(se)
+		s.nextSeq++
+	}
+	return TrimResult{TrimmedPos: s.firstSeq}
 }

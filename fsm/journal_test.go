@@ -289,3 +289,37 @@ func BenchmarkRetainedEventMemory(b *testing.B) {
 		runtime.KeepAlive(f)
 	}
 }
+
+func TestImport(t *testing.T) {
+	j := newJournal(t, 4)
+	imp := func(first bool, force bool, seqs ...uint64) TrimResult {
+		c := &pb.ImportCommand{FirstChunk: first, Force: force}
+		for _, s := range seqs {
+			c.Events = append(c.Events, &pb.StoredEvent{Seq: s, Type: "t", Payload: []byte{byte(s)}, ClientId: "orig", RequestSeq: s})
+		}
+		return j.do(pb.CommandType_COMMAND_TYPE_IMPORT, c).(TrimResult)
+	}
+	if r := imp(true, false, 10, 11, 12); r.Err != nil || r.TrimmedPos != 10 {
+		t.Fatalf("first chunk: %+v", r)
+	}
+	if r := imp(false, false, 14); !errors.Is(r.Err, ErrImportGap) {
+		t.Fatalf("gap: %+v", r)
+	}
+	if r := imp(false, false, 13, 14); r.Err != nil {
+		t.Fatalf("second chunk: %+v", r)
+	}
+	if r := imp(true, false, 1); !errors.Is(r.Err, ErrImportNotEmpty) {
+		t.Fatalf("import into a non-empty journal: %+v", r)
+	}
+	st := j.state()
+	evs := st.Read(10, 10)
+	if len(evs) != 5 || evs[0].ClientId != "orig" || evs[4].Seq != 14 || st.NextSeq() != 15 {
+		t.Fatalf("imported: %v next %d", evs, st.NextSeq())
+	}
+	if err := st.checkSegments(); err != nil {
+		t.Fatal(err)
+	}
+	if r := imp(true, true, 1, 2); r.Err != nil || j.state().NextSeq() != 3 {
+		t.Fatalf("forced import: %+v", r)
+	}
+}

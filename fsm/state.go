@@ -180,6 +180,13 @@ func (s *State) Apply(index uint64, cmd *pb.Command) (any, error) {
 		}
 		s.appliedIndex = index
 		return s.applyReset(), nil
+	case pb.CommandType_COMMAND_TYPE_IMPORT:
+		var c pb.ImportCommand
+		if err := proto.Unmarshal(cmd.Payload, &c); err != nil {
+			return nil, fmt.Errorf("fsm: decode import command at index %d: %w", index, err)
+		}
+		s.appliedIndex = index
+		return s.applyImport(index, &c), nil
 	default:
 		return nil, fmt.Errorf("fsm: unknown command type %d at index %d", cmd.Type, index)
 	}

@@ -45,6 +45,8 @@ const (
 	CommandType_COMMAND_TYPE_TRIM CommandType = 5
 	// Payload: ResetCommand. Drop every event; the next seq continues.
 	CommandType_COMMAND_TYPE_RESET CommandType = 6
+	// Payload: ImportCommand. Events of an export, with their seqs.
+	CommandType_COMMAND_TYPE_IMPORT CommandType = 7
 )
 
 // Enum value maps for CommandType.
@@ -57,6 +59,7 @@ var (
 		4: "COMMAND_TYPE_CONSUMER",
 		5: "COMMAND_TYPE_TRIM",
 		6: "COMMAND_TYPE_RESET",
+		7: "COMMAND_TYPE_IMPORT",
 	}
 	CommandType_value = map[string]int32{
 		"COMMAND_TYPE_UNSPECIFIED":       0,
@@ -66,6 +69,7 @@ var (
 		"COMMAND_TYPE_CONSUMER":          4,
 		"COMMAND_TYPE_TRIM":              5,
 		"COMMAND_TYPE_RESET":             6,
+		"COMMAND_TYPE_IMPORT":            7,
 	}
 )
 
@@ -725,6 +729,69 @@ func (*ResetCommand) Descriptor() ([]byte, []int) {
 	return file_logbookv1_command_proto_rawDescGZIP(), []int{9}
 }
 
+type ImportCommand struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Contiguous events; the first chunk of an import may start anywhere on
+	// an empty journal, later chunks continue at the next seq.
+	Events     []*StoredEvent `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	FirstChunk bool           `protobuf:"varint,2,opt,name=first_chunk,json=firstChunk,proto3" json:"first_chunk,omitempty"`
+	// Replace a non-empty journal (the first chunk resets it).
+	Force         bool `protobuf:"varint,3,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportCommand) Reset() {
+	*x = ImportCommand{}
+	mi := &file_logbookv1_command_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportCommand) ProtoMessage() {}
+
+func (x *ImportCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_command_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportCommand.ProtoReflect.Descriptor instead.
+func (*ImportCommand) Descriptor() ([]byte, []int) {
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ImportCommand) GetEvents() []*StoredEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *ImportCommand) GetFirstChunk() bool {
+	if x != nil {
+		return x.FirstChunk
+	}
+	return false
+}
+
+func (x *ImportCommand) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
 // Segment is a run of contiguous events: the unit of expiry and trim.
 type Segment struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -742,7 +809,7 @@ type Segment struct {
 
 func (x *Segment) Reset() {
 	*x = Segment{}
-	mi := &file_logbookv1_command_proto_msgTypes[10]
+	mi := &file_logbookv1_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -754,7 +821,7 @@ func (x *Segment) String() string {
 func (*Segment) ProtoMessage() {}
 
 func (x *Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[10]
+	mi := &file_logbookv1_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -767,7 +834,7 @@ func (x *Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Segment.ProtoReflect.Descriptor instead.
 func (*Segment) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{10}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Segment) GetId() uint64 {
@@ -836,7 +903,7 @@ type Consumer struct {
 
 func (x *Consumer) Reset() {
 	*x = Consumer{}
-	mi := &file_logbookv1_command_proto_msgTypes[11]
+	mi := &file_logbookv1_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +915,7 @@ func (x *Consumer) String() string {
 func (*Consumer) ProtoMessage() {}
 
 func (x *Consumer) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[11]
+	mi := &file_logbookv1_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +928,7 @@ func (x *Consumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Consumer.ProtoReflect.Descriptor instead.
 func (*Consumer) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{11}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Consumer) GetName() string {
@@ -901,7 +968,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_logbookv1_command_proto_msgTypes[12]
+	mi := &file_logbookv1_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +980,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[12]
+	mi := &file_logbookv1_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +993,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{12}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SnapshotHeader) GetFormatVersion() uint32 {
@@ -1028,7 +1095,7 @@ type StoredEvent struct {
 
 func (x *StoredEvent) Reset() {
 	*x = StoredEvent{}
-	mi := &file_logbookv1_command_proto_msgTypes[13]
+	mi := &file_logbookv1_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1107,7 @@ func (x *StoredEvent) String() string {
 func (*StoredEvent) ProtoMessage() {}
 
 func (x *StoredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[13]
+	mi := &file_logbookv1_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1120,7 @@ func (x *StoredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredEvent.ProtoReflect.Descriptor instead.
 func (*StoredEvent) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{13}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StoredEvent) GetSeq() uint64 {
@@ -1109,7 +1176,7 @@ type SessionResult struct {
 
 func (x *SessionResult) Reset() {
 	*x = SessionResult{}
-	mi := &file_logbookv1_command_proto_msgTypes[14]
+	mi := &file_logbookv1_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1188,7 @@ func (x *SessionResult) String() string {
 func (*SessionResult) ProtoMessage() {}
 
 func (x *SessionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[14]
+	mi := &file_logbookv1_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1201,7 @@ func (x *SessionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResult.ProtoReflect.Descriptor instead.
 func (*SessionResult) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{14}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SessionResult) GetRequestSeq() uint64 {
@@ -1172,7 +1239,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_logbookv1_command_proto_msgTypes[15]
+	mi := &file_logbookv1_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1184,7 +1251,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[15]
+	mi := &file_logbookv1_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1197,7 +1264,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{15}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Session) GetClientId() string {
@@ -1244,7 +1311,7 @@ type SnapshotRecord struct {
 
 func (x *SnapshotRecord) Reset() {
 	*x = SnapshotRecord{}
-	mi := &file_logbookv1_command_proto_msgTypes[16]
+	mi := &file_logbookv1_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1323,7 @@ func (x *SnapshotRecord) String() string {
 func (*SnapshotRecord) ProtoMessage() {}
 
 func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[16]
+	mi := &file_logbookv1_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1336,7 @@ func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRecord.ProtoReflect.Descriptor instead.
 func (*SnapshotRecord) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{16}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SnapshotRecord) GetRecord() isSnapshotRecord_Record {
@@ -1400,7 +1467,12 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x06to_seq\x18\x01 \x01(\x04R\x05toSeq\x12#\n" +
 	"\rcovered_index\x18\x02 \x01(\x04R\fcoveredIndex\x12\x1c\n" +
 	"\tautomatic\x18\x03 \x01(\bR\tautomatic\"\x0e\n" +
-	"\fResetCommand\"\xd7\x01\n" +
+	"\fResetCommand\"w\n" +
+	"\rImportCommand\x12/\n" +
+	"\x06events\x18\x01 \x03(\v2\x17.logbook.v1.StoredEventR\x06events\x12\x1f\n" +
+	"\vfirst_chunk\x18\x02 \x01(\bR\n" +
+	"firstChunk\x12\x14\n" +
+	"\x05force\x18\x03 \x01(\bR\x05force\"\xd7\x01\n" +
 	"\aSegment\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1b\n" +
 	"\tfirst_seq\x18\x02 \x01(\x04R\bfirstSeq\x12\x19\n" +
@@ -1455,7 +1527,7 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x06member\x18\x03 \x01(\v2\x12.logbook.v1.MemberH\x00R\x06member\x12/\n" +
 	"\asegment\x18\x04 \x01(\v2\x13.logbook.v1.SegmentH\x00R\asegment\x122\n" +
 	"\bconsumer\x18\x05 \x01(\v2\x14.logbook.v1.ConsumerH\x00R\bconsumerB\b\n" +
-	"\x06record*\xd4\x01\n" +
+	"\x06record*\xed\x01\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13COMMAND_TYPE_APPEND\x10\x01\x12 \n" +
@@ -1463,7 +1535,8 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x1eCOMMAND_TYPE_CONFIGURE_JOURNAL\x10\x03\x12\x19\n" +
 	"\x15COMMAND_TYPE_CONSUMER\x10\x04\x12\x15\n" +
 	"\x11COMMAND_TYPE_TRIM\x10\x05\x12\x16\n" +
-	"\x12COMMAND_TYPE_RESET\x10\x06*p\n" +
+	"\x12COMMAND_TYPE_RESET\x10\x06\x12\x17\n" +
+	"\x13COMMAND_TYPE_IMPORT\x10\a*p\n" +
 	"\n" +
 	"ConsumerOp\x12\x1b\n" +
 	"\x17CONSUMER_OP_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -1484,7 +1557,7 @@ func file_logbookv1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_logbookv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_logbookv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_logbookv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_logbookv1_command_proto_goTypes = []any{
 	(CommandType)(0),              // 0: logbook.v1.CommandType
 	(ConsumerOp)(0),               // 1: logbook.v1.ConsumerOp
@@ -1498,13 +1571,14 @@ var file_logbookv1_command_proto_goTypes = []any{
 	(*ConsumerCommand)(nil),       // 9: logbook.v1.ConsumerCommand
 	(*TrimCommand)(nil),           // 10: logbook.v1.TrimCommand
 	(*ResetCommand)(nil),          // 11: logbook.v1.ResetCommand
-	(*Segment)(nil),               // 12: logbook.v1.Segment
-	(*Consumer)(nil),              // 13: logbook.v1.Consumer
-	(*SnapshotHeader)(nil),        // 14: logbook.v1.SnapshotHeader
-	(*StoredEvent)(nil),           // 15: logbook.v1.StoredEvent
-	(*SessionResult)(nil),         // 16: logbook.v1.SessionResult
-	(*Session)(nil),               // 17: logbook.v1.Session
-	(*SnapshotRecord)(nil),        // 18: logbook.v1.SnapshotRecord
+	(*ImportCommand)(nil),         // 12: logbook.v1.ImportCommand
+	(*Segment)(nil),               // 13: logbook.v1.Segment
+	(*Consumer)(nil),              // 14: logbook.v1.Consumer
+	(*SnapshotHeader)(nil),        // 15: logbook.v1.SnapshotHeader
+	(*StoredEvent)(nil),           // 16: logbook.v1.StoredEvent
+	(*SessionResult)(nil),         // 17: logbook.v1.SessionResult
+	(*Session)(nil),               // 18: logbook.v1.Session
+	(*SnapshotRecord)(nil),        // 19: logbook.v1.SnapshotRecord
 }
 var file_logbookv1_command_proto_depIdxs = []int32{
 	0,  // 0: logbook.v1.Command.type:type_name -> logbook.v1.CommandType
@@ -1512,18 +1586,19 @@ var file_logbookv1_command_proto_depIdxs = []int32{
 	4,  // 2: logbook.v1.AppendCommand.ops:type_name -> logbook.v1.AppendOp
 	6,  // 3: logbook.v1.RegisterMemberCommand.member:type_name -> logbook.v1.Member
 	1,  // 4: logbook.v1.ConsumerCommand.op:type_name -> logbook.v1.ConsumerOp
-	8,  // 5: logbook.v1.SnapshotHeader.journal_config:type_name -> logbook.v1.JournalConfig
-	16, // 6: logbook.v1.Session.results:type_name -> logbook.v1.SessionResult
-	15, // 7: logbook.v1.SnapshotRecord.event:type_name -> logbook.v1.StoredEvent
-	17, // 8: logbook.v1.SnapshotRecord.session:type_name -> logbook.v1.Session
-	6,  // 9: logbook.v1.SnapshotRecord.member:type_name -> logbook.v1.Member
-	12, // 10: logbook.v1.SnapshotRecord.segment:type_name -> logbook.v1.Segment
-	13, // 11: logbook.v1.SnapshotRecord.consumer:type_name -> logbook.v1.Consumer
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	16, // 5: logbook.v1.ImportCommand.events:type_name -> logbook.v1.StoredEvent
+	8,  // 6: logbook.v1.SnapshotHeader.journal_config:type_name -> logbook.v1.JournalConfig
+	17, // 7: logbook.v1.Session.results:type_name -> logbook.v1.SessionResult
+	16, // 8: logbook.v1.SnapshotRecord.event:type_name -> logbook.v1.StoredEvent
+	18, // 9: logbook.v1.SnapshotRecord.session:type_name -> logbook.v1.Session
+	6,  // 10: logbook.v1.SnapshotRecord.member:type_name -> logbook.v1.Member
+	13, // 11: logbook.v1.SnapshotRecord.segment:type_name -> logbook.v1.Segment
+	14, // 12: logbook.v1.SnapshotRecord.consumer:type_name -> logbook.v1.Consumer
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_logbookv1_command_proto_init() }
@@ -1531,7 +1606,7 @@ func file_logbookv1_command_proto_init() {
 	if File_logbookv1_command_proto != nil {
 		return
 	}
-	file_logbookv1_command_proto_msgTypes[16].OneofWrappers = []any{
+	file_logbookv1_command_proto_msgTypes[17].OneofWrappers = []any{
 		(*SnapshotRecord_Event)(nil),
 		(*SnapshotRecord_Session)(nil),
 		(*SnapshotRecord_Member)(nil),
@@ -1544,7 +1619,7 @@ func file_logbookv1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_command_proto_rawDesc), len(file_logbookv1_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

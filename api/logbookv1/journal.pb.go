@@ -72,6 +72,120 @@ func (Consistency) EnumDescriptor() ([]byte, []int) {
 	return file_logbookv1_journal_proto_rawDescGZIP(), []int{0}
 }
 
+type ImportRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Events     []*StoredEvent         `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	FirstChunk bool                   `protobuf:"varint,2,opt,name=first_chunk,json=firstChunk,proto3" json:"first_chunk,omitempty"`
+	// Replace a non-empty journal, and accept an export of another cluster.
+	Force bool `protobuf:"varint,3,opt,name=force,proto3" json:"force,omitempty"`
+	// The cluster id recorded in the export.
+	SourceClusterId string `protobuf:"bytes,4,opt,name=source_cluster_id,json=sourceClusterId,proto3" json:"source_cluster_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ImportRequest) Reset() {
+	*x = ImportRequest{}
+	mi := &file_logbookv1_journal_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportRequest) ProtoMessage() {}
+
+func (x *ImportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
+func (*ImportRequest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ImportRequest) GetEvents() []*StoredEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *ImportRequest) GetFirstChunk() bool {
+	if x != nil {
+		return x.FirstChunk
+	}
+	return false
+}
+
+func (x *ImportRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+func (x *ImportRequest) GetSourceClusterId() string {
+	if x != nil {
+		return x.SourceClusterId
+	}
+	return ""
+}
+
+type ImportResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NextSeq       uint64                 `protobuf:"varint,1,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportResponse) Reset() {
+	*x = ImportResponse{}
+	mi := &file_logbookv1_journal_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportResponse) ProtoMessage() {}
+
+func (x *ImportResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
+func (*ImportResponse) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ImportResponse) GetNextSeq() uint64 {
+	if x != nil {
+		return x.NextSeq
+	}
+	return 0
+}
+
 type SetPausedRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Paused        bool                   `protobuf:"varint,1,opt,name=paused,proto3" json:"paused,omitempty"`
@@ -81,7 +195,7 @@ type SetPausedRequest struct {
 
 func (x *SetPausedRequest) Reset() {
 	*x = SetPausedRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[0]
+	mi := &file_logbookv1_journal_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -93,7 +207,7 @@ func (x *SetPausedRequest) String() string {
 func (*SetPausedRequest) ProtoMessage() {}
 
 func (x *SetPausedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[0]
+	mi := &file_logbookv1_journal_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -106,7 +220,7 @@ func (x *SetPausedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPausedRequest.ProtoReflect.Descriptor instead.
 func (*SetPausedRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{0}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SetPausedRequest) GetPaused() bool {
@@ -126,7 +240,7 @@ type SetPausedResponse struct {
 
 func (x *SetPausedResponse) Reset() {
 	*x = SetPausedResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[1]
+	mi := &file_logbookv1_journal_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -138,7 +252,7 @@ func (x *SetPausedResponse) String() string {
 func (*SetPausedResponse) ProtoMessage() {}
 
 func (x *SetPausedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[1]
+	mi := &file_logbookv1_journal_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -151,7 +265,7 @@ func (x *SetPausedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPausedResponse.ProtoReflect.Descriptor instead.
 func (*SetPausedResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{1}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *SetPausedResponse) GetPaused() bool {
@@ -179,7 +293,7 @@ type TailRequest struct {
 
 func (x *TailRequest) Reset() {
 	*x = TailRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[2]
+	mi := &file_logbookv1_journal_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -191,7 +305,7 @@ func (x *TailRequest) String() string {
 func (*TailRequest) ProtoMessage() {}
 
 func (x *TailRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[2]
+	mi := &file_logbookv1_journal_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -204,7 +318,7 @@ func (x *TailRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailRequest.ProtoReflect.Descriptor instead.
 func (*TailRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{2}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TailRequest) GetFrom() uint64 {
@@ -233,7 +347,7 @@ type TailResponse struct {
 
 func (x *TailResponse) Reset() {
 	*x = TailResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[3]
+	mi := &file_logbookv1_journal_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -245,7 +359,7 @@ func (x *TailResponse) String() string {
 func (*TailResponse) ProtoMessage() {}
 
 func (x *TailResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[3]
+	mi := &file_logbookv1_journal_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -258,7 +372,7 @@ func (x *TailResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailResponse.ProtoReflect.Descriptor instead.
 func (*TailResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{3}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TailResponse) GetEvents() []*StoredEvent {
@@ -290,7 +404,7 @@ type PositionsRequest struct {
 
 func (x *PositionsRequest) Reset() {
 	*x = PositionsRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[4]
+	mi := &file_logbookv1_journal_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -302,7 +416,7 @@ func (x *PositionsRequest) String() string {
 func (*PositionsRequest) ProtoMessage() {}
 
 func (x *PositionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[4]
+	mi := &file_logbookv1_journal_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -315,7 +429,7 @@ func (x *PositionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PositionsRequest.ProtoReflect.Descriptor instead.
 func (*PositionsRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{4}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{6}
 }
 
 type PositionsResponse struct {
@@ -340,7 +454,7 @@ type PositionsResponse struct {
 
 func (x *PositionsResponse) Reset() {
 	*x = PositionsResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[5]
+	mi := &file_logbookv1_journal_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -352,7 +466,7 @@ func (x *PositionsResponse) String() string {
 func (*PositionsResponse) ProtoMessage() {}
 
 func (x *PositionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[5]
+	mi := &file_logbookv1_journal_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -365,7 +479,7 @@ func (x *PositionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PositionsResponse.ProtoReflect.Descriptor instead.
 func (*PositionsResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{5}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PositionsResponse) GetWritePos() uint64 {
@@ -446,7 +560,7 @@ type SegmentsRequest struct {
 
 func (x *SegmentsRequest) Reset() {
 	*x = SegmentsRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[6]
+	mi := &file_logbookv1_journal_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -458,7 +572,7 @@ func (x *SegmentsRequest) String() string {
 func (*SegmentsRequest) ProtoMessage() {}
 
 func (x *SegmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[6]
+	mi := &file_logbookv1_journal_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -471,7 +585,7 @@ func (x *SegmentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentsRequest.ProtoReflect.Descriptor instead.
 func (*SegmentsRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{6}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{8}
 }
 
 type SegmentInfo struct {
@@ -492,7 +606,7 @@ type SegmentInfo struct {
 
 func (x *SegmentInfo) Reset() {
 	*x = SegmentInfo{}
-	mi := &file_logbookv1_journal_proto_msgTypes[7]
+	mi := &file_logbookv1_journal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -504,7 +618,7 @@ func (x *SegmentInfo) String() string {
 func (*SegmentInfo) ProtoMessage() {}
 
 func (x *SegmentInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[7]
+	mi := &file_logbookv1_journal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -517,7 +631,7 @@ func (x *SegmentInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentInfo.ProtoReflect.Descriptor instead.
 func (*SegmentInfo) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{7}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SegmentInfo) GetId() uint64 {
@@ -585,7 +699,7 @@ type SegmentsResponse struct {
 
 func (x *SegmentsResponse) Reset() {
 	*x = SegmentsResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[8]
+	mi := &file_logbookv1_journal_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -597,7 +711,7 @@ func (x *SegmentsResponse) String() string {
 func (*SegmentsResponse) ProtoMessage() {}
 
 func (x *SegmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[8]
+	mi := &file_logbookv1_journal_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -610,7 +724,7 @@ func (x *SegmentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentsResponse.ProtoReflect.Descriptor instead.
 func (*SegmentsResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{8}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SegmentsResponse) GetSegments() []*SegmentInfo {
@@ -631,7 +745,7 @@ type RegisterConsumerRequest struct {
 
 func (x *RegisterConsumerRequest) Reset() {
 	*x = RegisterConsumerRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[9]
+	mi := &file_logbookv1_journal_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -643,7 +757,7 @@ func (x *RegisterConsumerRequest) String() string {
 func (*RegisterConsumerRequest) ProtoMessage() {}
 
 func (x *RegisterConsumerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[9]
+	mi := &file_logbookv1_journal_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -656,7 +770,7 @@ func (x *RegisterConsumerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterConsumerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterConsumerRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{9}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RegisterConsumerRequest) GetName() string {
@@ -683,7 +797,7 @@ type AckConsumerRequest struct {
 
 func (x *AckConsumerRequest) Reset() {
 	*x = AckConsumerRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[10]
+	mi := &file_logbookv1_journal_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -695,7 +809,7 @@ func (x *AckConsumerRequest) String() string {
 func (*AckConsumerRequest) ProtoMessage() {}
 
 func (x *AckConsumerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[10]
+	mi := &file_logbookv1_journal_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -708,7 +822,7 @@ func (x *AckConsumerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckConsumerRequest.ProtoReflect.Descriptor instead.
 func (*AckConsumerRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{10}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AckConsumerRequest) GetName() string {
@@ -734,7 +848,7 @@ type RemoveConsumerRequest struct {
 
 func (x *RemoveConsumerRequest) Reset() {
 	*x = RemoveConsumerRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[11]
+	mi := &file_logbookv1_journal_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -746,7 +860,7 @@ func (x *RemoveConsumerRequest) String() string {
 func (*RemoveConsumerRequest) ProtoMessage() {}
 
 func (x *RemoveConsumerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[11]
+	mi := &file_logbookv1_journal_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -759,7 +873,7 @@ func (x *RemoveConsumerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveConsumerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveConsumerRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{11}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RemoveConsumerRequest) GetName() string {
@@ -781,7 +895,7 @@ type ConsumerInfo struct {
 
 func (x *ConsumerInfo) Reset() {
 	*x = ConsumerInfo{}
-	mi := &file_logbookv1_journal_proto_msgTypes[12]
+	mi := &file_logbookv1_journal_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -793,7 +907,7 @@ func (x *ConsumerInfo) String() string {
 func (*ConsumerInfo) ProtoMessage() {}
 
 func (x *ConsumerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[12]
+	mi := &file_logbookv1_journal_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -806,7 +920,7 @@ func (x *ConsumerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerInfo.ProtoReflect.Descriptor instead.
 func (*ConsumerInfo) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{12}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ConsumerInfo) GetName() string {
@@ -839,7 +953,7 @@ type ConsumerResponse struct {
 
 func (x *ConsumerResponse) Reset() {
 	*x = ConsumerResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[13]
+	mi := &file_logbookv1_journal_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +965,7 @@ func (x *ConsumerResponse) String() string {
 func (*ConsumerResponse) ProtoMessage() {}
 
 func (x *ConsumerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[13]
+	mi := &file_logbookv1_journal_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +978,7 @@ func (x *ConsumerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerResponse.ProtoReflect.Descriptor instead.
 func (*ConsumerResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{13}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ConsumerResponse) GetConsumer() *ConsumerInfo {
@@ -882,7 +996,7 @@ type ListConsumersRequest struct {
 
 func (x *ListConsumersRequest) Reset() {
 	*x = ListConsumersRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[14]
+	mi := &file_logbookv1_journal_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -894,7 +1008,7 @@ func (x *ListConsumersRequest) String() string {
 func (*ListConsumersRequest) ProtoMessage() {}
 
 func (x *ListConsumersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[14]
+	mi := &file_logbookv1_journal_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -907,7 +1021,7 @@ func (x *ListConsumersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConsumersRequest.ProtoReflect.Descriptor instead.
 func (*ListConsumersRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{14}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{16}
 }
 
 type ListConsumersResponse struct {
@@ -919,7 +1033,7 @@ type ListConsumersResponse struct {
 
 func (x *ListConsumersResponse) Reset() {
 	*x = ListConsumersResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[15]
+	mi := &file_logbookv1_journal_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -931,7 +1045,7 @@ func (x *ListConsumersResponse) String() string {
 func (*ListConsumersResponse) ProtoMessage() {}
 
 func (x *ListConsumersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[15]
+	mi := &file_logbookv1_journal_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -944,7 +1058,7 @@ func (x *ListConsumersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConsumersResponse.ProtoReflect.Descriptor instead.
 func (*ListConsumersResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{15}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListConsumersResponse) GetConsumers() []*ConsumerInfo {
@@ -964,7 +1078,7 @@ type TrimRequest struct {
 
 func (x *TrimRequest) Reset() {
 	*x = TrimRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[16]
+	mi := &file_logbookv1_journal_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1090,7 @@ func (x *TrimRequest) String() string {
 func (*TrimRequest) ProtoMessage() {}
 
 func (x *TrimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[16]
+	mi := &file_logbookv1_journal_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1103,7 @@ func (x *TrimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimRequest.ProtoReflect.Descriptor instead.
 func (*TrimRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{16}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TrimRequest) GetTo() uint64 {
@@ -1009,7 +1123,7 @@ type TrimResponse struct {
 
 func (x *TrimResponse) Reset() {
 	*x = TrimResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[17]
+	mi := &file_logbookv1_journal_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1135,7 @@ func (x *TrimResponse) String() string {
 func (*TrimResponse) ProtoMessage() {}
 
 func (x *TrimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[17]
+	mi := &file_logbookv1_journal_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1148,7 @@ func (x *TrimResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimResponse.ProtoReflect.Descriptor instead.
 func (*TrimResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{17}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TrimResponse) GetTrimmedPos() uint64 {
@@ -1061,7 +1175,7 @@ type ResetRequest struct {
 
 func (x *ResetRequest) Reset() {
 	*x = ResetRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[18]
+	mi := &file_logbookv1_journal_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1187,7 @@ func (x *ResetRequest) String() string {
 func (*ResetRequest) ProtoMessage() {}
 
 func (x *ResetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[18]
+	mi := &file_logbookv1_journal_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +1200,7 @@ func (x *ResetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetRequest.ProtoReflect.Descriptor instead.
 func (*ResetRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{18}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ResetRequest) GetConfirm() bool {
@@ -1105,7 +1219,7 @@ type ResetResponse struct {
 
 func (x *ResetResponse) Reset() {
 	*x = ResetResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[19]
+	mi := &file_logbookv1_journal_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1231,7 @@ func (x *ResetResponse) String() string {
 func (*ResetResponse) ProtoMessage() {}
 
 func (x *ResetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[19]
+	mi := &file_logbookv1_journal_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1244,7 @@ func (x *ResetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetResponse.ProtoReflect.Descriptor instead.
 func (*ResetResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{19}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ResetResponse) GetTrimmedPos() uint64 {
@@ -1150,7 +1264,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_logbookv1_journal_proto_msgTypes[20]
+	mi := &file_logbookv1_journal_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1162,7 +1276,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[20]
+	mi := &file_logbookv1_journal_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1175,7 +1289,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{20}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Event) GetType() string {
@@ -1205,7 +1319,7 @@ type AppendRequest struct {
 
 func (x *AppendRequest) Reset() {
 	*x = AppendRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[21]
+	mi := &file_logbookv1_journal_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1331,7 @@ func (x *AppendRequest) String() string {
 func (*AppendRequest) ProtoMessage() {}
 
 func (x *AppendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[21]
+	mi := &file_logbookv1_journal_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1344,7 @@ func (x *AppendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendRequest.ProtoReflect.Descriptor instead.
 func (*AppendRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{21}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AppendRequest) GetClientId() string {
@@ -1274,7 +1388,7 @@ type AppendResponse struct {
 
 func (x *AppendResponse) Reset() {
 	*x = AppendResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[22]
+	mi := &file_logbookv1_journal_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1286,7 +1400,7 @@ func (x *AppendResponse) String() string {
 func (*AppendResponse) ProtoMessage() {}
 
 func (x *AppendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[22]
+	mi := &file_logbookv1_journal_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1299,7 +1413,7 @@ func (x *AppendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResponse.ProtoReflect.Descriptor instead.
 func (*AppendResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{22}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AppendResponse) GetFirstSeq() uint64 {
@@ -1339,7 +1453,7 @@ type AppendStreamResponse struct {
 
 func (x *AppendStreamResponse) Reset() {
 	*x = AppendStreamResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[23]
+	mi := &file_logbookv1_journal_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1351,7 +1465,7 @@ func (x *AppendStreamResponse) String() string {
 func (*AppendStreamResponse) ProtoMessage() {}
 
 func (x *AppendStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[23]
+	mi := &file_logbookv1_journal_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1364,7 +1478,7 @@ func (x *AppendStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendStreamResponse.ProtoReflect.Descriptor instead.
 func (*AppendStreamResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{23}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AppendStreamResponse) GetRequestSeq() uint64 {
@@ -1420,7 +1534,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[24]
+	mi := &file_logbookv1_journal_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1432,7 +1546,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[24]
+	mi := &file_logbookv1_journal_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1445,7 +1559,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{24}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReadRequest) GetFrom() uint64 {
@@ -1482,7 +1596,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[25]
+	mi := &file_logbookv1_journal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1494,7 +1608,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[25]
+	mi := &file_logbookv1_journal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1507,7 +1621,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{25}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReadResponse) GetEvents() []*StoredEvent {
@@ -1536,7 +1650,15 @@ var File_logbookv1_journal_proto protoreflect.FileDescriptor
 const file_logbookv1_journal_proto_rawDesc = "" +
 	"\n" +
 	"\x17logbookv1/journal.proto\x12\n" +
-	"logbook.v1\x1a\x17logbookv1/command.proto\"*\n" +
+	"logbook.v1\x1a\x17logbookv1/command.proto\"\xa3\x01\n" +
+	"\rImportRequest\x12/\n" +
+	"\x06events\x18\x01 \x03(\v2\x17.logbook.v1.StoredEventR\x06events\x12\x1f\n" +
+	"\vfirst_chunk\x18\x02 \x01(\bR\n" +
+	"firstChunk\x12\x14\n" +
+	"\x05force\x18\x03 \x01(\bR\x05force\x12*\n" +
+	"\x11source_cluster_id\x18\x04 \x01(\tR\x0fsourceClusterId\"+\n" +
+	"\x0eImportResponse\x12\x19\n" +
+	"\bnext_seq\x18\x01 \x01(\x04R\anextSeq\"*\n" +
 	"\x10SetPausedRequest\x12\x16\n" +
 	"\x06paused\x18\x01 \x01(\bR\x06paused\"H\n" +
 	"\x11SetPausedResponse\x12\x16\n" +
@@ -1639,7 +1761,7 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\vConsistency\x12\x1b\n" +
 	"\x17CONSISTENCY_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x01\x12\x15\n" +
-	"\x11CONSISTENCY_STALE\x10\x022\xb4\a\n" +
+	"\x11CONSISTENCY_STALE\x10\x022\xf5\a\n" +
 	"\aJournal\x12?\n" +
 	"\x06Append\x12\x19.logbook.v1.AppendRequest\x1a\x1a.logbook.v1.AppendResponse\x12O\n" +
 	"\fAppendStream\x12\x19.logbook.v1.AppendRequest\x1a .logbook.v1.AppendStreamResponse(\x010\x01\x129\n" +
@@ -1653,7 +1775,8 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\rListConsumers\x12 .logbook.v1.ListConsumersRequest\x1a!.logbook.v1.ListConsumersResponse\x129\n" +
 	"\x04Trim\x12\x17.logbook.v1.TrimRequest\x1a\x18.logbook.v1.TrimResponse\x12<\n" +
 	"\x05Reset\x12\x18.logbook.v1.ResetRequest\x1a\x19.logbook.v1.ResetResponse\x12H\n" +
-	"\tSetPaused\x12\x1c.logbook.v1.SetPausedRequest\x1a\x1d.logbook.v1.SetPausedResponseB,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
+	"\tSetPaused\x12\x1c.logbook.v1.SetPausedRequest\x1a\x1d.logbook.v1.SetPausedResponse\x12?\n" +
+	"\x06Import\x12\x19.logbook.v1.ImportRequest\x1a\x1a.logbook.v1.ImportResponseB,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
 
 var (
 	file_logbookv1_journal_proto_rawDescOnce sync.Once
@@ -1668,76 +1791,81 @@ func file_logbookv1_journal_proto_rawDescGZIP() []byte {
 }
 
 var file_logbookv1_journal_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_logbookv1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_logbookv1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_logbookv1_journal_proto_goTypes = []any{
 	(Consistency)(0),                // 0: logbook.v1.Consistency
-	(*SetPausedRequest)(nil),        // 1: logbook.v1.SetPausedRequest
-	(*SetPausedResponse)(nil),       // 2: logbook.v1.SetPausedResponse
-	(*TailRequest)(nil),             // 3: logbook.v1.TailRequest
-	(*TailResponse)(nil),            // 4: logbook.v1.TailResponse
-	(*PositionsRequest)(nil),        // 5: logbook.v1.PositionsRequest
-	(*PositionsResponse)(nil),       // 6: logbook.v1.PositionsResponse
-	(*SegmentsRequest)(nil),         // 7: logbook.v1.SegmentsRequest
-	(*SegmentInfo)(nil),             // 8: logbook.v1.SegmentInfo
-	(*SegmentsResponse)(nil),        // 9: logbook.v1.SegmentsResponse
-	(*RegisterConsumerRequest)(nil), // 10: logbook.v1.RegisterConsumerRequest
-	(*AckConsumerRequest)(nil),      // 11: logbook.v1.AckConsumerRequest
-	(*RemoveConsumerRequest)(nil),   // 12: logbook.v1.RemoveConsumerRequest
-	(*ConsumerInfo)(nil),            // 13: logbook.v1.ConsumerInfo
-	(*ConsumerResponse)(nil),        // 14: logbook.v1.ConsumerResponse
-	(*ListConsumersRequest)(nil),    // 15: logbook.v1.ListConsumersRequest
-	(*ListConsumersResponse)(nil),   // 16: logbook.v1.ListConsumersResponse
-	(*TrimRequest)(nil),             // 17: logbook.v1.TrimRequest
-	(*TrimResponse)(nil),            // 18: logbook.v1.TrimResponse
-	(*ResetRequest)(nil),            // 19: logbook.v1.ResetRequest
-	(*ResetResponse)(nil),           // 20: logbook.v1.ResetResponse
-	(*Event)(nil),                   // 21: logbook.v1.Event
-	(*AppendRequest)(nil),           // 22: logbook.v1.AppendRequest
-	(*AppendResponse)(nil),          // 23: logbook.v1.AppendResponse
-	(*AppendStreamResponse)(nil),    // 24: logbook.v1.AppendStreamResponse
-	(*ReadRequest)(nil),             // 25: logbook.v1.ReadRequest
-	(*ReadResponse)(nil),            // 26: logbook.v1.ReadResponse
-	(*StoredEvent)(nil),             // 27: logbook.v1.StoredEvent
+	(*ImportRequest)(nil),           // 1: logbook.v1.ImportRequest
+	(*ImportResponse)(nil),          // 2: logbook.v1.ImportResponse
+	(*SetPausedRequest)(nil),        // 3: logbook.v1.SetPausedRequest
+	(*SetPausedResponse)(nil),       // 4: logbook.v1.SetPausedResponse
+	(*TailRequest)(nil),             // 5: logbook.v1.TailRequest
+	(*TailResponse)(nil),            // 6: logbook.v1.TailResponse
+	(*PositionsRequest)(nil),        // 7: logbook.v1.PositionsRequest
+	(*PositionsResponse)(nil),       // 8: logbook.v1.PositionsResponse
+	(*SegmentsRequest)(nil),         // 9: logbook.v1.SegmentsRequest
+	(*SegmentInfo)(nil),             // 10: logbook.v1.SegmentInfo
+	(*SegmentsResponse)(nil),        // 11: logbook.v1.SegmentsResponse
+	(*RegisterConsumerRequest)(nil), // 12: logbook.v1.RegisterConsumerRequest
+	(*AckConsumerRequest)(nil),      // 13: logbook.v1.AckConsumerRequest
+	(*RemoveConsumerRequest)(nil),   // 14: logbook.v1.RemoveConsumerRequest
+	(*ConsumerInfo)(nil),            // 15: logbook.v1.ConsumerInfo
+	(*ConsumerResponse)(nil),        // 16: logbook.v1.ConsumerResponse
+	(*ListConsumersRequest)(nil),    // 17: logbook.v1.ListConsumersRequest
+	(*ListConsumersResponse)(nil),   // 18: logbook.v1.ListConsumersResponse
+	(*TrimRequest)(nil),             // 19: logbook.v1.TrimRequest
+	(*TrimResponse)(nil),            // 20: logbook.v1.TrimResponse
+	(*ResetRequest)(nil),            // 21: logbook.v1.ResetRequest
+	(*ResetResponse)(nil),           // 22: logbook.v1.ResetResponse
+	(*Event)(nil),                   // 23: logbook.v1.Event
+	(*AppendRequest)(nil),           // 24: logbook.v1.AppendRequest
+	(*AppendResponse)(nil),          // 25: logbook.v1.AppendResponse
+	(*AppendStreamResponse)(nil),    // 26: logbook.v1.AppendStreamResponse
+	(*ReadRequest)(nil),             // 27: logbook.v1.ReadRequest
+	(*ReadResponse)(nil),            // 28: logbook.v1.ReadResponse
+	(*StoredEvent)(nil),             // 29: logbook.v1.StoredEvent
 }
 var file_logbookv1_journal_proto_depIdxs = []int32{
-	27, // 0: logbook.v1.TailResponse.events:type_name -> logbook.v1.StoredEvent
-	8,  // 1: logbook.v1.SegmentsResponse.segments:type_name -> logbook.v1.SegmentInfo
-	13, // 2: logbook.v1.ConsumerResponse.consumer:type_name -> logbook.v1.ConsumerInfo
-	13, // 3: logbook.v1.ListConsumersResponse.consumers:type_name -> logbook.v1.ConsumerInfo
-	21, // 4: logbook.v1.AppendRequest.events:type_name -> logbook.v1.Event
-	0,  // 5: logbook.v1.ReadRequest.consistency:type_name -> logbook.v1.Consistency
-	27, // 6: logbook.v1.ReadResponse.events:type_name -> logbook.v1.StoredEvent
-	22, // 7: logbook.v1.Journal.Append:input_type -> logbook.v1.AppendRequest
-	22, // 8: logbook.v1.Journal.AppendStream:input_type -> logbook.v1.AppendRequest
-	25, // 9: logbook.v1.Journal.Read:input_type -> logbook.v1.ReadRequest
-	3,  // 10: logbook.v1.Journal.Tail:input_type -> logbook.v1.TailRequest
-	5,  // 11: logbook.v1.Journal.Positions:input_type -> logbook.v1.PositionsRequest
-	7,  // 12: logbook.v1.Journal.Segments:input_type -> logbook.v1.SegmentsRequest
-	10, // 13: logbook.v1.Journal.RegisterConsumer:input_type -> logbook.v1.RegisterConsumerRequest
-	11, // 14: logbook.v1.Journal.AckConsumer:input_type -> logbook.v1.AckConsumerRequest
-	12, // 15: logbook.v1.Journal.RemoveConsumer:input_type -> logbook.v1.RemoveConsumerRequest
-	15, // 16: logbook.v1.Journal.ListConsumers:input_type -> logbook.v1.ListConsumersRequest
-	17, // 17: logbook.v1.Journal.Trim:input_type -> logbook.v1.TrimRequest
-	19, // 18: logbook.v1.Journal.Reset:input_type -> logbook.v1.ResetRequest
-	1,  // 19: logbook.v1.Journal.SetPaused:input_type -> logbook.v1.SetPausedRequest
-	23, // 20: logbook.v1.Journal.Append:output_type -> logbook.v1.AppendResponse
-	24, // 21: logbook.v1.Journal.AppendStream:output_type -> logbook.v1.AppendStreamResponse
-	26, // 22: logbook.v1.Journal.Read:output_type -> logbook.v1.ReadResponse
-	4,  // 23: logbook.v1.Journal.Tail:output_type -> logbook.v1.TailResponse
-	6,  // 24: logbook.v1.Journal.Positions:output_type -> logbook.v1.PositionsResponse
-	9,  // 25: logbook.v1.Journal.Segments:output_type -> logbook.v1.SegmentsResponse
-	14, // 26: logbook.v1.Journal.RegisterConsumer:output_type -> logbook.v1.ConsumerResponse
-	14, // 27: logbook.v1.Journal.AckConsumer:output_type -> logbook.v1.ConsumerResponse
-	14, // 28: logbook.v1.Journal.RemoveConsumer:output_type -> logbook.v1.ConsumerResponse
-	16, // 29: logbook.v1.Journal.ListConsumers:output_type -> logbook.v1.ListConsumersResponse
-	18, // 30: logbook.v1.Journal.Trim:output_type -> logbook.v1.TrimResponse
-	20, // 31: logbook.v1.Journal.Reset:output_type -> logbook.v1.ResetResponse
-	2,  // 32: logbook.v1.Journal.SetPaused:output_type -> logbook.v1.SetPausedResponse
-	20, // [20:33] is the sub-list for method output_type
-	7,  // [7:20] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	29, // 0: logbook.v1.ImportRequest.events:type_name -> logbook.v1.StoredEvent
+	29, // 1: logbook.v1.TailResponse.events:type_name -> logbook.v1.StoredEvent
+	10, // 2: logbook.v1.SegmentsResponse.segments:type_name -> logbook.v1.SegmentInfo
+	15, // 3: logbook.v1.ConsumerResponse.consumer:type_name -> logbook.v1.ConsumerInfo
+	15, // 4: logbook.v1.ListConsumersResponse.consumers:type_name -> logbook.v1.ConsumerInfo
+	23, // 5: logbook.v1.AppendRequest.events:type_name -> logbook.v1.Event
+	0,  // 6: logbook.v1.ReadRequest.consistency:type_name -> logbook.v1.Consistency
+	29, // 7: logbook.v1.ReadResponse.events:type_name -> logbook.v1.StoredEvent
+	24, // 8: logbook.v1.Journal.Append:input_type -> logbook.v1.AppendRequest
+	24, // 9: logbook.v1.Journal.AppendStream:input_type -> logbook.v1.AppendRequest
+	27, // 10: logbook.v1.Journal.Read:input_type -> logbook.v1.ReadRequest
+	5,  // 11: logbook.v1.Journal.Tail:input_type -> logbook.v1.TailRequest
+	7,  // 12: logbook.v1.Journal.Positions:input_type -> logbook.v1.PositionsRequest
+	9,  // 13: logbook.v1.Journal.Segments:input_type -> logbook.v1.SegmentsRequest
+	12, // 14: logbook.v1.Journal.RegisterConsumer:input_type -> logbook.v1.RegisterConsumerRequest
+	13, // 15: logbook.v1.Journal.AckConsumer:input_type -> logbook.v1.AckConsumerRequest
+	14, // 16: logbook.v1.Journal.RemoveConsumer:input_type -> logbook.v1.RemoveConsumerRequest
+	17, // 17: logbook.v1.Journal.ListConsumers:input_type -> logbook.v1.ListConsumersRequest
+	19, // 18: logbook.v1.Journal.Trim:input_type -> logbook.v1.TrimRequest
+	21, // 19: logbook.v1.Journal.Reset:input_type -> logbook.v1.ResetRequest
+	3,  // 20: logbook.v1.Journal.SetPaused:input_type -> logbook.v1.SetPausedRequest
+	1,  // 21: logbook.v1.Journal.Import:input_type -> logbook.v1.ImportRequest
+	25, // 22: logbook.v1.Journal.Append:output_type -> logbook.v1.AppendResponse
+	26, // 23: logbook.v1.Journal.AppendStream:output_type -> logbook.v1.AppendStreamResponse
+	28, // 24: logbook.v1.Journal.Read:output_type -> logbook.v1.ReadResponse
+	6,  // 25: logbook.v1.Journal.Tail:output_type -> logbook.v1.TailResponse
+	8,  // 26: logbook.v1.Journal.Positions:output_type -> logbook.v1.PositionsResponse
+	11, // 27: logbook.v1.Journal.Segments:output_type -> logbook.v1.SegmentsResponse
+	16, // 28: logbook.v1.Journal.RegisterConsumer:output_type -> logbook.v1.ConsumerResponse
+	16, // 29: logbook.v1.Journal.AckConsumer:output_type -> logbook.v1.ConsumerResponse
+	16, // 30: logbook.v1.Journal.RemoveConsumer:output_type -> logbook.v1.ConsumerResponse
+	18, // 31: logbook.v1.Journal.ListConsumers:output_type -> logbook.v1.ListConsumersResponse
+	20, // 32: logbook.v1.Journal.Trim:output_type -> logbook.v1.TrimResponse
+	22, // 33: logbook.v1.Journal.Reset:output_type -> logbook.v1.ResetResponse
+	4,  // 34: logbook.v1.Journal.SetPaused:output_type -> logbook.v1.SetPausedResponse
+	2,  // 35: logbook.v1.Journal.Import:output_type -> logbook.v1.ImportResponse
+	22, // [22:36] is the sub-list for method output_type
+	8,  // [8:22] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_logbookv1_journal_proto_init() }
@@ -1752,7 +1880,7 @@ func file_logbookv1_journal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_journal_proto_rawDesc), len(file_logbookv1_journal_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

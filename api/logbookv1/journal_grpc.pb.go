@@ -34,6 +34,7 @@ const (
 	Journal_Trim_FullMethodName             = "/logbook.v1.Journal/Trim"
 	Journal_Reset_FullMethodName            = "/logbook.v1.Journal/Reset"
 	Journal_SetPaused_FullMethodName        = "/logbook.v1.Journal/SetPaused"
+	Journal_Import_FullMethodName           = "/logbook.v1.Journal/Import"
 )
 
 // JournalClient is the client API for Journal service.
@@ -68,6 +69,9 @@ type JournalClient interface {
 	// appends wait, in order, nothing is lost. It is the current leader's
 	// switch: a new leader starts unpaused.
 	SetPaused(ctx context.Context, in *SetPausedRequest, opts ...grpc.CallOption) (*SetPausedResponse, error)
+	// Import appends the events of an export (seqs, client ids and request
+	// seqs preserved), in chunks; see coord journal import.
+	Import(ctx context.Context, in *ImportRequest, opts ...grpc.CallOption) (*ImportResponse, error)
 }
 
 type journalClient struct {
@@ -220,6 +224,16 @@ func (c *journalClient) SetPaused(ctx context.Context, in *SetPausedRequest, opt
 	return out, nil
 }
 
+func (c *journalClient) Import(ctx context.Context, in *ImportRequest, opts ...grpc.CallOption) (*ImportResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ImportResponse)
+	err := c.cc.Invoke(ctx, Journal_Import_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JournalServer is the server API for Journal service.
 // All implementations must embed UnimplementedJournalServer
 // for forward compatibility.
@@ -252,6 +266,9 @@ type JournalServer interface {
 	// appends wait, in order, nothing is lost. It is the current leader's
 	// switch: a new leader starts unpaused.
 	SetPaused(context.Context, *SetPausedRequest) (*SetPausedResponse, error)
+	// Import appends the events of an export (seqs, client ids and request
+	// seqs preserved), in chunks; see coord journal import.
+	Import(context.Context, *ImportRequest) (*ImportResponse, error)
 	mustEmbedUnimplementedJournalServer()
 }
 
@@ -300,6 +317,9 @@ func (UnimplementedJournalServer) Reset(context.Context, *ResetRequest) (*ResetR
 }
 func (UnimplementedJournalServer) SetPaused(context.Context, *SetPausedRequest) (*SetPausedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetPaused not implemented")
+}
+func (UnimplementedJournalServer) Import(context.Context, *ImportRequest) (*ImportResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Import not implemented")
 }
 func (UnimplementedJournalServer) mustEmbedUnimplementedJournalServer() {}
 func (UnimplementedJournalServer) testEmbeddedByValue()                 {}
@@ -538,6 +558,24 @@ func _Journal_SetPaused_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Journal_Import_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ImportRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JournalServer).Import(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Journal_Import_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JournalServer).Import(ctx, req.(*ImportRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Journal_ServiceDesc is the grpc.ServiceDesc for Journal service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -588,6 +626,10 @@ var Journal_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetPaused",
 			Handler:    _Journal_SetPaused_Handler,
+		},
+		{
+			MethodName: "Import",
+			Handler:    _Journal_Import_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

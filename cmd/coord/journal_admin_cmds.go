@@ -385,14 +385,8 @@ OutOfRange, naming the earliest retained seq.`,
 					end = p.SafePos
 				}
 				w := cmd.OutOrStdout()
-				enc := json.NewEncoder(w)
 				err := c.Journal().Tail(ctx, from, func(e client.StoredEvent) error {
-					var err error
-					if o.json {
-						err = enc.Encode(toEventJSON(e))
-					} else {
-						_, err = fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", e.Seq, tablePayload([]byte(e.Type)), e.ClientID, tablePayload(e.Payload))
-					}
+					err := printEventLine(w, e, o.json)
 					if err == nil && end != 0 && e.Seq >= end {
 						err = errTailDone
 					}
@@ -414,4 +408,14 @@ OutOfRange, naming the earliest retained seq.`,
 	o = addClientFlags(cmd, 0, "deadline for the whole command, retries included; 0: none (default 10s without --follow, none with --follow)")
 	o.zeroTimeout = true
 	return cmd
+}
+
+// printEventLine prints one event: a tab-separated line, or a JSON Lines
+// object shaped like journal read's events.
+func printEventLine(w io.Writer, e client.StoredEvent, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(toEventJSON(e))
+	}
+	_, err := fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", e.Seq, tablePayload([]byte(e.Type)), e.ClientID, tablePayload(e.Payload))
+	return err
 }

@@ -20,7 +20,8 @@ const maxPayloadRead = 64 << 20
 func newJournalCmd() *cobra.Command {
 	c := groupCmd("journal", "Append, read and tail the metadata journal; manage its retention",
 		newAppendCmd(), newReadCmd(), newTailCmd(), newPositionsCmd(), newSegmentsCmd(),
-		newConsumersCmd(), newTrimCmd(), newResetCmd())
+		newConsumersCmd(), newTrimCmd(), newResetCmd(),
+		newExportCmd(), newInspectCmd(), newImportCmd(), newEventsCmd())
 	c.Long = `Append, read and tail the metadata journal, and manage its retention.
 
 Every event gets the next seq (1, 2, ...). Events are kept in segments; a
@@ -33,7 +34,9 @@ trimmed pos (the earliest seq still retained).
   append, read, tail    write and read events
   positions, segments   where the journal stands
   consumers             durable consumers, which hold back trim
-  trim, reset           drop expired segments now, or every event`
+  trim, reset           drop expired segments now, or every event
+  export, inspect,      the journal tool: checksummed export files, their
+  import, events        integrity check, loading one, filtered listing`
 	return c
 }
 

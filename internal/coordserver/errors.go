@@ -57,6 +57,8 @@ func (s *Server) toStatus(err error) error {
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, fsm.ErrConsumerName), errors.Is(err, fsm.ErrConsumerOp), errors.Is(err, fsm.ErrTrimFuture), errors.Is(err, fsm.ErrInvalidJournalConfig):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, fsm.ErrImportNotEmpty), errors.Is(err, fsm.ErrImportGap):
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, fsm.ErrConsumerNotFound):
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, fsm.ErrConsumerExists):

@@ -32,6 +32,7 @@ var leaderOnly = map[string]bool{
 	pb.Journal_Trim_FullMethodName:               true,
 	pb.Journal_Reset_FullMethodName:              true,
 	pb.Journal_SetPaused_FullMethodName:          true,
+	pb.Journal_Import_FullMethodName:             true,
 }
 
 func (s *Server) checkClusterID(ctx context.Context, method string) error {
@@ -107,6 +108,8 @@ func newReply(method string) any {
 		return &pb.ResetResponse{}
 	case pb.Journal_SetPaused_FullMethodName:
 		return &pb.SetPausedResponse{}
+	case pb.Journal_Import_FullMethodName:
+		return &pb.ImportResponse{}
 	default:
 		return &pb.MembershipResponse{}
 	}

@@ -317,3 +317,34 @@ func (j *journalService) SetPaused(ctx context.Context, req *pb.SetPausedRequest
 	}
 	return &pb.SetPausedResponse{Paused: s.leaderB.Paused(), LeaderId: s.cfg.ID}, nil
 }
+
+// Import applies one chunk of an export. The first chunk refuses a
+// non-empty journal and an export of another cluster unless forced.
+func (j *journalService) Import(ctx context.Context, req *pb.ImportRequest) (*pb.ImportResponse, error) {
+	s := j.s
+	if len(req.Events) == 0 || len(req.Events) > s.cfg.MaxEventsPerRequest {
+		return nil, status.Errorf(codes.InvalidArgument, "import: %d events in a chunk; want 1..%d", len(req.Events), s.cfg.MaxEventsPerRequest)
+	}
+	if n := proto.Size(req); n > s.cfg.MaxRequestBytes {
+		return nil, status.Errorf(codes.ResourceExhausted, "import: chunk of %d bytes exceeds %d", n, s.cfg.MaxRequestBytes)
+	}
+	for i, e := range req.Events {
+		if e.Type == "" || len(e.Type) > maxTypeLen || len(e.Payload) > s.cfg.MaxEventBytes || len(e.ClientId) > maxClientIDLen {
+			return nil, status.Errorf(codes.InvalidArgument, "import: event %d (seq %d) exceeds a limit or has no type", i, e.Seq)
+		}
+	}
+	if req.FirstChunk && !req.Force && req.SourceClusterId != s.cfg.ClusterID {
+		return nil, s.statusErr(codes.FailedPrecondition, ReasonClusterID,
+			fmt.Sprintf("import: the export belongs to cluster %q, this is %q (force to import anyway)", req.SourceClusterId, s.cfg.ClusterID))
+	}
+	resp, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_IMPORT, &pb.ImportCommand{Events: req.Events, FirstChunk: req.FirstChunk, Force: req.Force})
+	if err != nil {
+		return nil, err
+	}
+	if r := resp.(fsm.TrimResult); r.Err != nil {
+		return nil, s.toStatus(r.Err)
+	}
+	var next uint64
+	s.fsm.View(func(st *fsm.State) { next = st.NextSeq() })
+	return &pb.ImportResponse{NextSeq: next}, nil
+}
