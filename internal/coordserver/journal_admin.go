@@ -229,7 +229,7 @@ func (j *journalService) Tail(req *pb.TailRequest, stream pb.Journal_TailServer)
 				return
 			}
 			for _, e := range st.Read(next, batch) {
-				resp.Events = append(resp.Events, &pb.StoredEvent{Seq: e.Seq, Type: e.Type, Payload: e.Payload, ClientId: e.ClientId, RequestSeq: e.RequestSeq, Index: e.Index})
+				resp.Events = append(resp.Events, eventCopy(e))
 			}
 			resp.SafePos, resp.AppliedIndex = st.NextSeq()-1, st.AppliedIndex()
 		})

@@ -112,10 +112,9 @@ func (j *journalService) Read(ctx context.Context, req *pb.ReadRequest) (*pb.Rea
 		resp.AppliedIndex = st.AppliedIndex()
 		resp.NextSeq = st.NextSeq()
 		evs := st.Read(from, max)
-		// Copy the envelope only; payload bytes are immutable once applied.
 		resp.Events = make([]*pb.StoredEvent, len(evs))
 		for i, e := range evs {
-			resp.Events[i] = &pb.StoredEvent{Seq: e.Seq, Type: e.Type, Payload: e.Payload, ClientId: e.ClientId, RequestSeq: e.RequestSeq, Index: e.Index}
+			resp.Events[i] = eventCopy(e)
 		}
 	})
 	// Bound the reply to the message cap: stop early rather than fail.
@@ -196,4 +195,12 @@ func (s *Server) waitLeaderReady(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// eventCopy copies a retained event's envelope for a reply: gRPC marshals
+// replies concurrently and a message caches its size while marshalling, so
+// state-owned messages are never sent as they are. Payload bytes are
+// immutable once applied and are shared.
+func eventCopy(e *pb.StoredEvent) *pb.StoredEvent {
+	return &pb.StoredEvent{Seq: e.Seq, Type: e.Type, Payload: e.Payload, ClientId: e.ClientId, RequestSeq: e.RequestSeq, Index: e.Index}
 }
