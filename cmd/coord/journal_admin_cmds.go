@@ -45,8 +45,9 @@ func newPositionsCmd() *cobra.Command {
 	var o *clientOpts
 	cmd := &cobra.Command{
 		Use:   "positions",
-		Short: "Show the journal positions as one member sees them",
-		Long: `Show the journal positions as the answering member sees them:
+		Short: "Show the journal positions, as the leader sees them",
+		Long: `Show the journal positions as the answering member sees them (the client
+asks the leader):
 
   write pos      leader: last seq handed to Raft (safe pos plus events in
                  flight); follower: its safe pos

@@ -21,7 +21,8 @@ func newJournalCmd() *cobra.Command {
 	c := groupCmd("journal", "Append, read and tail the metadata journal; manage its retention",
 		newAppendCmd(), newReadCmd(), newTailCmd(), newPositionsCmd(), newSegmentsCmd(),
 		newConsumersCmd(), newTrimCmd(), newResetCmd(),
-		newExportCmd(), newInspectCmd(), newImportCmd(), newEventsCmd())
+		newExportCmd(), newInspectCmd(), newImportCmd(), newEventsCmd(),
+		newPauseCmd(true), newPauseCmd(false))
 	c.Long = `Append, read and tail the metadata journal, and manage its retention.
 
 Every event gets the next seq (1, 2, ...). Events are kept in segments; a
@@ -35,6 +36,7 @@ trimmed pos (the earliest seq still retained).
   positions, segments   where the journal stands
   consumers             durable consumers, which hold back trim
   trim, reset           drop expired segments now, or every event
+  pause, resume         stop and restart the leader's submit path
   export, inspect,      the journal tool: checksummed export files, their
   import, events        integrity check, loading one, filtered listing`
 	return c
