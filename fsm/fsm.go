@@ -47,7 +47,12 @@ type FSM struct {
 	// select on it.
 	applied chan struct{}
 	onHalt  func(error)
+	// checkpoints holds this member's digests at the last checkpoint
+	// entries (local bookkeeping, not replicated state).
+	checkpoints []Checkpoint
 }
+
+const keepCheckpoints = 16
 
 var (
 	_ raft.FSM         = (*FSM)(nil)
@@ -91,6 +96,12 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 			out[i] = f.halted
 			continue
 		}
+		if cp, ok := resp.(Checkpoint); ok {
+			f.checkpoints = append(f.checkpoints, cp)
+			if len(f.checkpoints) > keepCheckpoints {
+				f.checkpoints = f.checkpoints[1:]
+			}
+		}
 		out[i] = resp
 	}
 	close(f.applied)
@@ -108,6 +119,18 @@ func (f *FSM) applyEntry(l *raft.Log) (any, error) {
 		return nil, fmt.Errorf("index %d: %w", l.Index, err)
 	}
 	return f.state.Apply(l.Index, cmd)
+}
+
+// CheckpointDigest returns the digest recorded at a checkpoint index.
+func (f *FSM) CheckpointDigest(index uint64) ([32]byte, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, cp := range f.checkpoints {
+		if cp.Index == index {
+			return cp.Digest, true
+		}
+	}
+	return [32]byte{}, false
 }
 
 // Halted returns the error that stopped the state machine, or nil.

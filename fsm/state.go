@@ -21,6 +21,12 @@ const (
 	MaxSessions = 65536
 )
 
+// Checkpoint is the digest of the state at a checkpoint entry's index.
+type Checkpoint struct {
+	Index  uint64
+	Digest [32]byte
+}
+
 // Result is the outcome of one AppendOp.
 type Result struct {
 	FirstSeq uint64
@@ -180,6 +186,9 @@ func (s *State) Apply(index uint64, cmd *pb.Command) (any, error) {
 		}
 		s.appliedIndex = index
 		return s.applyReset(), nil
+	case pb.CommandType_COMMAND_TYPE_CHECKPOINT:
+		s.appliedIndex = index
+		return Checkpoint{Index: index, Digest: s.Hash()}, nil
 	case pb.CommandType_COMMAND_TYPE_IMPORT:
 		var c pb.ImportCommand
 		if err := proto.Unmarshal(cmd.Payload, &c); err != nil {

@@ -23,6 +23,164 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type VerifyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyRequest) Reset() {
+	*x = VerifyRequest{}
+	mi := &file_logbookv1_cluster_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyRequest) ProtoMessage() {}
+
+func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_cluster_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
+func (*VerifyRequest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{0}
+}
+
+type MemberDigest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Hex SHA-256 of the member's state at the checkpoint index.
+	Digest        string `protobuf:"bytes,2,opt,name=digest,proto3" json:"digest,omitempty"`
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberDigest) Reset() {
+	*x = MemberDigest{}
+	mi := &file_logbookv1_cluster_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberDigest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberDigest) ProtoMessage() {}
+
+func (x *MemberDigest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_cluster_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberDigest.ProtoReflect.Descriptor instead.
+func (*MemberDigest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *MemberDigest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *MemberDigest) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *MemberDigest) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type VerifyResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Index   uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Members []*MemberDigest        `protobuf:"bytes,2,rep,name=members,proto3" json:"members,omitempty"`
+	// Every member answered with the same digest.
+	Consistent    bool `protobuf:"varint,3,opt,name=consistent,proto3" json:"consistent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyResponse) Reset() {
+	*x = VerifyResponse{}
+	mi := &file_logbookv1_cluster_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyResponse) ProtoMessage() {}
+
+func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_cluster_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
+func (*VerifyResponse) Descriptor() ([]byte, []int) {
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *VerifyResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *VerifyResponse) GetMembers() []*MemberDigest {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *VerifyResponse) GetConsistent() bool {
+	if x != nil {
+		return x.Consistent
+	}
+	return false
+}
+
 type StatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -31,7 +189,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[0]
+	mi := &file_logbookv1_cluster_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -43,7 +201,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[0]
+	mi := &file_logbookv1_cluster_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -56,7 +214,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{0}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{3}
 }
 
 type MemberStatus struct {
@@ -81,7 +239,7 @@ type MemberStatus struct {
 
 func (x *MemberStatus) Reset() {
 	*x = MemberStatus{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[1]
+	mi := &file_logbookv1_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -93,7 +251,7 @@ func (x *MemberStatus) String() string {
 func (*MemberStatus) ProtoMessage() {}
 
 func (x *MemberStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[1]
+	mi := &file_logbookv1_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -106,7 +264,7 @@ func (x *MemberStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberStatus.ProtoReflect.Descriptor instead.
 func (*MemberStatus) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{1}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *MemberStatus) GetId() string {
@@ -205,7 +363,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[2]
+	mi := &file_logbookv1_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -217,7 +375,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[2]
+	mi := &file_logbookv1_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -230,7 +388,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{2}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *StatusResponse) GetClusterId() string {
@@ -306,7 +464,7 @@ type AddServerRequest struct {
 
 func (x *AddServerRequest) Reset() {
 	*x = AddServerRequest{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[3]
+	mi := &file_logbookv1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -318,7 +476,7 @@ func (x *AddServerRequest) String() string {
 func (*AddServerRequest) ProtoMessage() {}
 
 func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[3]
+	mi := &file_logbookv1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -331,7 +489,7 @@ func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerRequest.ProtoReflect.Descriptor instead.
 func (*AddServerRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{3}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AddServerRequest) GetId() string {
@@ -357,7 +515,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[4]
+	mi := &file_logbookv1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -369,7 +527,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[4]
+	mi := &file_logbookv1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -382,7 +540,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{4}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -402,7 +560,7 @@ type MembershipResponse struct {
 
 func (x *MembershipResponse) Reset() {
 	*x = MembershipResponse{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[5]
+	mi := &file_logbookv1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -414,7 +572,7 @@ func (x *MembershipResponse) String() string {
 func (*MembershipResponse) ProtoMessage() {}
 
 func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[5]
+	mi := &file_logbookv1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -427,7 +585,7 @@ func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipResponse.ProtoReflect.Descriptor instead.
 func (*MembershipResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MembershipResponse) GetIndex() uint64 {
@@ -447,7 +605,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[6]
+	mi := &file_logbookv1_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -459,7 +617,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[6]
+	mi := &file_logbookv1_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -472,7 +630,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TransferLeadershipRequest) GetId() string {
@@ -491,7 +649,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[7]
+	mi := &file_logbookv1_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -503,7 +661,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[7]
+	mi := &file_logbookv1_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -516,7 +674,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{7}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -534,7 +692,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[8]
+	mi := &file_logbookv1_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -546,7 +704,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[8]
+	mi := &file_logbookv1_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -559,7 +717,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{8}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 type SnapshotResponse struct {
@@ -572,7 +730,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[9]
+	mi := &file_logbookv1_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -584,7 +742,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[9]
+	mi := &file_logbookv1_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -597,7 +755,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{9}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SnapshotResponse) GetIndex() uint64 {
@@ -614,6 +772,94 @@ func (x *SnapshotResponse) GetTerm() uint64 {
 	return 0
 }
 
+type CheckpointDigestRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointDigestRequest) Reset() {
+	*x = CheckpointDigestRequest{}
+	mi := &file_logbookv1_cluster_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointDigestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointDigestRequest) ProtoMessage() {}
+
+func (x *CheckpointDigestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_cluster_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointDigestRequest.ProtoReflect.Descriptor instead.
+func (*CheckpointDigestRequest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CheckpointDigestRequest) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+type CheckpointDigestResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Digest        []byte                 `protobuf:"bytes,1,opt,name=digest,proto3" json:"digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointDigestResponse) Reset() {
+	*x = CheckpointDigestResponse{}
+	mi := &file_logbookv1_cluster_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointDigestResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointDigestResponse) ProtoMessage() {}
+
+func (x *CheckpointDigestResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_cluster_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointDigestResponse.ProtoReflect.Descriptor instead.
+func (*CheckpointDigestResponse) Descriptor() ([]byte, []int) {
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CheckpointDigestResponse) GetDigest() []byte {
+	if x != nil {
+		return x.Digest
+	}
+	return nil
+}
+
 type ForwardAppendRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Ops           []*AppendOp            `protobuf:"bytes,1,rep,name=ops,proto3" json:"ops,omitempty"`
@@ -623,7 +869,7 @@ type ForwardAppendRequest struct {
 
 func (x *ForwardAppendRequest) Reset() {
 	*x = ForwardAppendRequest{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[10]
+	mi := &file_logbookv1_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -635,7 +881,7 @@ func (x *ForwardAppendRequest) String() string {
 func (*ForwardAppendRequest) ProtoMessage() {}
 
 func (x *ForwardAppendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[10]
+	mi := &file_logbookv1_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -648,7 +894,7 @@ func (x *ForwardAppendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardAppendRequest.ProtoReflect.Descriptor instead.
 func (*ForwardAppendRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{10}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ForwardAppendRequest) GetOps() []*AppendOp {
@@ -672,7 +918,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[11]
+	mi := &file_logbookv1_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -684,7 +930,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[11]
+	mi := &file_logbookv1_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -697,7 +943,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{11}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AppendResult) GetFirstSeq() uint64 {
@@ -744,7 +990,7 @@ type ForwardAppendResponse struct {
 
 func (x *ForwardAppendResponse) Reset() {
 	*x = ForwardAppendResponse{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[12]
+	mi := &file_logbookv1_cluster_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -756,7 +1002,7 @@ func (x *ForwardAppendResponse) String() string {
 func (*ForwardAppendResponse) ProtoMessage() {}
 
 func (x *ForwardAppendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[12]
+	mi := &file_logbookv1_cluster_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -769,7 +1015,7 @@ func (x *ForwardAppendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardAppendResponse.ProtoReflect.Descriptor instead.
 func (*ForwardAppendResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{12}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ForwardAppendResponse) GetResults() []*AppendResult {
@@ -787,7 +1033,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[13]
+	mi := &file_logbookv1_cluster_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -799,7 +1045,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[13]
+	mi := &file_logbookv1_cluster_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -812,7 +1058,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{13}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 type ReadIndexResponse struct {
@@ -824,7 +1070,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[14]
+	mi := &file_logbookv1_cluster_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +1082,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[14]
+	mi := &file_logbookv1_cluster_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +1095,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{14}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -867,7 +1113,7 @@ type LocalStatusRequest struct {
 
 func (x *LocalStatusRequest) Reset() {
 	*x = LocalStatusRequest{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[15]
+	mi := &file_logbookv1_cluster_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -879,7 +1125,7 @@ func (x *LocalStatusRequest) String() string {
 func (*LocalStatusRequest) ProtoMessage() {}
 
 func (x *LocalStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[15]
+	mi := &file_logbookv1_cluster_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -892,7 +1138,7 @@ func (x *LocalStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalStatusRequest.ProtoReflect.Descriptor instead.
 func (*LocalStatusRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{15}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{20}
 }
 
 type LocalStatusResponse struct {
@@ -910,7 +1156,7 @@ type LocalStatusResponse struct {
 
 func (x *LocalStatusResponse) Reset() {
 	*x = LocalStatusResponse{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[16]
+	mi := &file_logbookv1_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +1168,7 @@ func (x *LocalStatusResponse) String() string {
 func (*LocalStatusResponse) ProtoMessage() {}
 
 func (x *LocalStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[16]
+	mi := &file_logbookv1_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +1181,7 @@ func (x *LocalStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalStatusResponse.ProtoReflect.Descriptor instead.
 func (*LocalStatusResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{16}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LocalStatusResponse) GetId() string {
@@ -996,7 +1242,7 @@ type RegisterMemberRequest struct {
 
 func (x *RegisterMemberRequest) Reset() {
 	*x = RegisterMemberRequest{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[17]
+	mi := &file_logbookv1_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1008,7 +1254,7 @@ func (x *RegisterMemberRequest) String() string {
 func (*RegisterMemberRequest) ProtoMessage() {}
 
 func (x *RegisterMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[17]
+	mi := &file_logbookv1_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1021,7 +1267,7 @@ func (x *RegisterMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterMemberRequest.ProtoReflect.Descriptor instead.
 func (*RegisterMemberRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{17}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RegisterMemberRequest) GetMember() *Member {
@@ -1039,7 +1285,7 @@ type RegisterMemberResponse struct {
 
 func (x *RegisterMemberResponse) Reset() {
 	*x = RegisterMemberResponse{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[18]
+	mi := &file_logbookv1_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1051,7 +1297,7 @@ func (x *RegisterMemberResponse) String() string {
 func (*RegisterMemberResponse) ProtoMessage() {}
 
 func (x *RegisterMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[18]
+	mi := &file_logbookv1_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1064,7 +1310,7 @@ func (x *RegisterMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterMemberResponse.ProtoReflect.Descriptor instead.
 func (*RegisterMemberResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{18}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 var File_logbookv1_cluster_proto protoreflect.FileDescriptor
@@ -1073,6 +1319,17 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"\x17logbookv1/cluster.proto\x12\n" +
 	"logbook.v1\x1a\x17logbookv1/command.proto\"\x0f\n" +
+	"\rVerifyRequest\"L\n" +
+	"\fMemberDigest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06digest\x18\x02 \x01(\tR\x06digest\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"z\n" +
+	"\x0eVerifyResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x122\n" +
+	"\amembers\x18\x02 \x03(\v2\x18.logbook.v1.MemberDigestR\amembers\x12\x1e\n" +
+	"\n" +
+	"consistent\x18\x03 \x01(\bR\n" +
+	"consistent\"\x0f\n" +
 	"\rStatusRequest\"\xc5\x02\n" +
 	"\fMemberStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
@@ -1113,7 +1370,11 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\x0fSnapshotRequest\"<\n" +
 	"\x10SnapshotResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
-	"\x04term\x18\x02 \x01(\x04R\x04term\">\n" +
+	"\x04term\x18\x02 \x01(\x04R\x04term\"/\n" +
+	"\x17CheckpointDigestRequest\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"2\n" +
+	"\x18CheckpointDigestResponse\x12\x16\n" +
+	"\x06digest\x18\x01 \x01(\fR\x06digest\">\n" +
 	"\x14ForwardAppendRequest\x12&\n" +
 	"\x03ops\x18\x01 \x03(\v2\x14.logbook.v1.AppendOpR\x03ops\"\x85\x01\n" +
 	"\fAppendResult\x12\x1b\n" +
@@ -1139,19 +1400,21 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\tleader_id\x18\a \x01(\tR\bleaderId\"C\n" +
 	"\x15RegisterMemberRequest\x12*\n" +
 	"\x06member\x18\x01 \x01(\v2\x12.logbook.v1.MemberR\x06member\"\x18\n" +
-	"\x16RegisterMemberResponse2\xde\x03\n" +
+	"\x16RegisterMemberResponse2\x9f\x04\n" +
 	"\aCluster\x12?\n" +
 	"\x06Status\x12\x19.logbook.v1.StatusRequest\x1a\x1a.logbook.v1.StatusResponse\x12H\n" +
 	"\bAddVoter\x12\x1c.logbook.v1.AddServerRequest\x1a\x1e.logbook.v1.MembershipResponse\x12K\n" +
 	"\vAddNonvoter\x12\x1c.logbook.v1.AddServerRequest\x1a\x1e.logbook.v1.MembershipResponse\x12O\n" +
 	"\fRemoveServer\x12\x1f.logbook.v1.RemoveServerRequest\x1a\x1e.logbook.v1.MembershipResponse\x12c\n" +
 	"\x12TransferLeadership\x12%.logbook.v1.TransferLeadershipRequest\x1a&.logbook.v1.TransferLeadershipResponse\x12E\n" +
-	"\bSnapshot\x12\x1b.logbook.v1.SnapshotRequest\x1a\x1c.logbook.v1.SnapshotResponse2\xcf\x02\n" +
+	"\bSnapshot\x12\x1b.logbook.v1.SnapshotRequest\x1a\x1c.logbook.v1.SnapshotResponse\x12?\n" +
+	"\x06Verify\x12\x19.logbook.v1.VerifyRequest\x1a\x1a.logbook.v1.VerifyResponse2\xae\x03\n" +
 	"\x04Peer\x12T\n" +
 	"\rForwardAppend\x12 .logbook.v1.ForwardAppendRequest\x1a!.logbook.v1.ForwardAppendResponse\x12H\n" +
 	"\tReadIndex\x12\x1c.logbook.v1.ReadIndexRequest\x1a\x1d.logbook.v1.ReadIndexResponse\x12N\n" +
 	"\vLocalStatus\x12\x1e.logbook.v1.LocalStatusRequest\x1a\x1f.logbook.v1.LocalStatusResponse\x12W\n" +
-	"\x0eRegisterMember\x12!.logbook.v1.RegisterMemberRequest\x1a\".logbook.v1.RegisterMemberResponseB,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
+	"\x0eRegisterMember\x12!.logbook.v1.RegisterMemberRequest\x1a\".logbook.v1.RegisterMemberResponse\x12]\n" +
+	"\x10CheckpointDigest\x12#.logbook.v1.CheckpointDigestRequest\x1a$.logbook.v1.CheckpointDigestResponseB,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
 
 var (
 	file_logbookv1_cluster_proto_rawDescOnce sync.Once
@@ -1165,60 +1428,70 @@ func file_logbookv1_cluster_proto_rawDescGZIP() []byte {
 	return file_logbookv1_cluster_proto_rawDescData
 }
 
-var file_logbookv1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_logbookv1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_logbookv1_cluster_proto_goTypes = []any{
-	(*StatusRequest)(nil),              // 0: logbook.v1.StatusRequest
-	(*MemberStatus)(nil),               // 1: logbook.v1.MemberStatus
-	(*StatusResponse)(nil),             // 2: logbook.v1.StatusResponse
-	(*AddServerRequest)(nil),           // 3: logbook.v1.AddServerRequest
-	(*RemoveServerRequest)(nil),        // 4: logbook.v1.RemoveServerRequest
-	(*MembershipResponse)(nil),         // 5: logbook.v1.MembershipResponse
-	(*TransferLeadershipRequest)(nil),  // 6: logbook.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 7: logbook.v1.TransferLeadershipResponse
-	(*SnapshotRequest)(nil),            // 8: logbook.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),           // 9: logbook.v1.SnapshotResponse
-	(*ForwardAppendRequest)(nil),       // 10: logbook.v1.ForwardAppendRequest
-	(*AppendResult)(nil),               // 11: logbook.v1.AppendResult
-	(*ForwardAppendResponse)(nil),      // 12: logbook.v1.ForwardAppendResponse
-	(*ReadIndexRequest)(nil),           // 13: logbook.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),          // 14: logbook.v1.ReadIndexResponse
-	(*LocalStatusRequest)(nil),         // 15: logbook.v1.LocalStatusRequest
-	(*LocalStatusResponse)(nil),        // 16: logbook.v1.LocalStatusResponse
-	(*RegisterMemberRequest)(nil),      // 17: logbook.v1.RegisterMemberRequest
-	(*RegisterMemberResponse)(nil),     // 18: logbook.v1.RegisterMemberResponse
-	(*AppendOp)(nil),                   // 19: logbook.v1.AppendOp
-	(*Member)(nil),                     // 20: logbook.v1.Member
+	(*VerifyRequest)(nil),              // 0: logbook.v1.VerifyRequest
+	(*MemberDigest)(nil),               // 1: logbook.v1.MemberDigest
+	(*VerifyResponse)(nil),             // 2: logbook.v1.VerifyResponse
+	(*StatusRequest)(nil),              // 3: logbook.v1.StatusRequest
+	(*MemberStatus)(nil),               // 4: logbook.v1.MemberStatus
+	(*StatusResponse)(nil),             // 5: logbook.v1.StatusResponse
+	(*AddServerRequest)(nil),           // 6: logbook.v1.AddServerRequest
+	(*RemoveServerRequest)(nil),        // 7: logbook.v1.RemoveServerRequest
+	(*MembershipResponse)(nil),         // 8: logbook.v1.MembershipResponse
+	(*TransferLeadershipRequest)(nil),  // 9: logbook.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 10: logbook.v1.TransferLeadershipResponse
+	(*SnapshotRequest)(nil),            // 11: logbook.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),           // 12: logbook.v1.SnapshotResponse
+	(*CheckpointDigestRequest)(nil),    // 13: logbook.v1.CheckpointDigestRequest
+	(*CheckpointDigestResponse)(nil),   // 14: logbook.v1.CheckpointDigestResponse
+	(*ForwardAppendRequest)(nil),       // 15: logbook.v1.ForwardAppendRequest
+	(*AppendResult)(nil),               // 16: logbook.v1.AppendResult
+	(*ForwardAppendResponse)(nil),      // 17: logbook.v1.ForwardAppendResponse
+	(*ReadIndexRequest)(nil),           // 18: logbook.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),          // 19: logbook.v1.ReadIndexResponse
+	(*LocalStatusRequest)(nil),         // 20: logbook.v1.LocalStatusRequest
+	(*LocalStatusResponse)(nil),        // 21: logbook.v1.LocalStatusResponse
+	(*RegisterMemberRequest)(nil),      // 22: logbook.v1.RegisterMemberRequest
+	(*RegisterMemberResponse)(nil),     // 23: logbook.v1.RegisterMemberResponse
+	(*AppendOp)(nil),                   // 24: logbook.v1.AppendOp
+	(*Member)(nil),                     // 25: logbook.v1.Member
 }
 var file_logbookv1_cluster_proto_depIdxs = []int32{
-	1,  // 0: logbook.v1.StatusResponse.members:type_name -> logbook.v1.MemberStatus
-	19, // 1: logbook.v1.ForwardAppendRequest.ops:type_name -> logbook.v1.AppendOp
-	11, // 2: logbook.v1.ForwardAppendResponse.results:type_name -> logbook.v1.AppendResult
-	20, // 3: logbook.v1.RegisterMemberRequest.member:type_name -> logbook.v1.Member
-	0,  // 4: logbook.v1.Cluster.Status:input_type -> logbook.v1.StatusRequest
-	3,  // 5: logbook.v1.Cluster.AddVoter:input_type -> logbook.v1.AddServerRequest
-	3,  // 6: logbook.v1.Cluster.AddNonvoter:input_type -> logbook.v1.AddServerRequest
-	4,  // 7: logbook.v1.Cluster.RemoveServer:input_type -> logbook.v1.RemoveServerRequest
-	6,  // 8: logbook.v1.Cluster.TransferLeadership:input_type -> logbook.v1.TransferLeadershipRequest
-	8,  // 9: logbook.v1.Cluster.Snapshot:input_type -> logbook.v1.SnapshotRequest
-	10, // 10: logbook.v1.Peer.ForwardAppend:input_type -> logbook.v1.ForwardAppendRequest
-	13, // 11: logbook.v1.Peer.ReadIndex:input_type -> logbook.v1.ReadIndexRequest
-	15, // 12: logbook.v1.Peer.LocalStatus:input_type -> logbook.v1.LocalStatusRequest
-	17, // 13: logbook.v1.Peer.RegisterMember:input_type -> logbook.v1.RegisterMemberRequest
-	2,  // 14: logbook.v1.Cluster.Status:output_type -> logbook.v1.StatusResponse
-	5,  // 15: logbook.v1.Cluster.AddVoter:output_type -> logbook.v1.MembershipResponse
-	5,  // 16: logbook.v1.Cluster.AddNonvoter:output_type -> logbook.v1.MembershipResponse
-	5,  // 17: logbook.v1.Cluster.RemoveServer:output_type -> logbook.v1.MembershipResponse
-	7,  // 18: logbook.v1.Cluster.TransferLeadership:output_type -> logbook.v1.TransferLeadershipResponse
-	9,  // 19: logbook.v1.Cluster.Snapshot:output_type -> logbook.v1.SnapshotResponse
-	12, // 20: logbook.v1.Peer.ForwardAppend:output_type -> logbook.v1.ForwardAppendResponse
-	14, // 21: logbook.v1.Peer.ReadIndex:output_type -> logbook.v1.ReadIndexResponse
-	16, // 22: logbook.v1.Peer.LocalStatus:output_type -> logbook.v1.LocalStatusResponse
-	18, // 23: logbook.v1.Peer.RegisterMember:output_type -> logbook.v1.RegisterMemberResponse
-	14, // [14:24] is the sub-list for method output_type
-	4,  // [4:14] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	1,  // 0: logbook.v1.VerifyResponse.members:type_name -> logbook.v1.MemberDigest
+	4,  // 1: logbook.v1.StatusResponse.members:type_name -> logbook.v1.MemberStatus
+	24, // 2: logbook.v1.ForwardAppendRequest.ops:type_name -> logbook.v1.AppendOp
+	16, // 3: logbook.v1.ForwardAppendResponse.results:type_name -> logbook.v1.AppendResult
+	25, // 4: logbook.v1.RegisterMemberRequest.member:type_name -> logbook.v1.Member
+	3,  // 5: logbook.v1.Cluster.Status:input_type -> logbook.v1.StatusRequest
+	6,  // 6: logbook.v1.Cluster.AddVoter:input_type -> logbook.v1.AddServerRequest
+	6,  // 7: logbook.v1.Cluster.AddNonvoter:input_type -> logbook.v1.AddServerRequest
+	7,  // 8: logbook.v1.Cluster.RemoveServer:input_type -> logbook.v1.RemoveServerRequest
+	9,  // 9: logbook.v1.Cluster.TransferLeadership:input_type -> logbook.v1.TransferLeadershipRequest
+	11, // 10: logbook.v1.Cluster.Snapshot:input_type -> logbook.v1.SnapshotRequest
+	0,  // 11: logbook.v1.Cluster.Verify:input_type -> logbook.v1.VerifyRequest
+	15, // 12: logbook.v1.Peer.ForwardAppend:input_type -> logbook.v1.ForwardAppendRequest
+	18, // 13: logbook.v1.Peer.ReadIndex:input_type -> logbook.v1.ReadIndexRequest
+	20, // 14: logbook.v1.Peer.LocalStatus:input_type -> logbook.v1.LocalStatusRequest
+	22, // 15: logbook.v1.Peer.RegisterMember:input_type -> logbook.v1.RegisterMemberRequest
+	13, // 16: logbook.v1.Peer.CheckpointDigest:input_type -> logbook.v1.CheckpointDigestRequest
+	5,  // 17: logbook.v1.Cluster.Status:output_type -> logbook.v1.StatusResponse
+	8,  // 18: logbook.v1.Cluster.AddVoter:output_type -> logbook.v1.MembershipResponse
+	8,  // 19: logbook.v1.Cluster.AddNonvoter:output_type -> logbook.v1.MembershipResponse
+	8,  // 20: logbook.v1.Cluster.RemoveServer:output_type -> logbook.v1.MembershipResponse
+	10, // 21: logbook.v1.Cluster.TransferLeadership:output_type -> logbook.v1.TransferLeadershipResponse
+	12, // 22: logbook.v1.Cluster.Snapshot:output_type -> logbook.v1.SnapshotResponse
+	2,  // 23: logbook.v1.Cluster.Verify:output_type -> logbook.v1.VerifyResponse
+	17, // 24: logbook.v1.Peer.ForwardAppend:output_type -> logbook.v1.ForwardAppendResponse
+	19, // 25: logbook.v1.Peer.ReadIndex:output_type -> logbook.v1.ReadIndexResponse
+	21, // 26: logbook.v1.Peer.LocalStatus:output_type -> logbook.v1.LocalStatusResponse
+	23, // 27: logbook.v1.Peer.RegisterMember:output_type -> logbook.v1.RegisterMemberResponse
+	14, // 28: logbook.v1.Peer.CheckpointDigest:output_type -> logbook.v1.CheckpointDigestResponse
+	17, // [17:29] is the sub-list for method output_type
+	5,  // [5:17] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_logbookv1_cluster_proto_init() }
@@ -1233,7 +1506,7 @@ func file_logbookv1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_cluster_proto_rawDesc), len(file_logbookv1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

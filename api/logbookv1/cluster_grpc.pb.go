@@ -27,6 +27,7 @@ const (
 	Cluster_RemoveServer_FullMethodName       = "/logbook.v1.Cluster/RemoveServer"
 	Cluster_TransferLeadership_FullMethodName = "/logbook.v1.Cluster/TransferLeadership"
 	Cluster_Snapshot_FullMethodName           = "/logbook.v1.Cluster/Snapshot"
+	Cluster_Verify_FullMethodName             = "/logbook.v1.Cluster/Verify"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -39,6 +40,9 @@ type ClusterClient interface {
 	RemoveServer(ctx context.Context, in *RemoveServerRequest, opts ...grpc.CallOption) (*MembershipResponse, error)
 	TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error)
 	Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (*SnapshotResponse, error)
+	// Verify replicates a checkpoint and compares every member's state
+	// digest at that index (invariant 2).
+	Verify(ctx context.Context, in *VerifyRequest, opts ...grpc.CallOption) (*VerifyResponse, error)
 }
 
 type clusterClient struct {
@@ -109,6 +113,16 @@ func (c *clusterClient) Snapshot(ctx context.Context, in *SnapshotRequest, opts 
 	return out, nil
 }
 
+func (c *clusterClient) Verify(ctx context.Context, in *VerifyRequest, opts ...grpc.CallOption) (*VerifyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VerifyResponse)
+	err := c.cc.Invoke(ctx, Cluster_Verify_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -119,6 +133,9 @@ type ClusterServer interface {
 	RemoveServer(context.Context, *RemoveServerRequest) (*MembershipResponse, error)
 	TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error)
 	Snapshot(context.Context, *SnapshotRequest) (*SnapshotResponse, error)
+	// Verify replicates a checkpoint and compares every member's state
+	// digest at that index (invariant 2).
+	Verify(context.Context, *VerifyRequest) (*VerifyResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -146,6 +163,9 @@ func (UnimplementedClusterServer) TransferLeadership(context.Context, *TransferL
 }
 func (UnimplementedClusterServer) Snapshot(context.Context, *SnapshotRequest) (*SnapshotResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Snapshot not implemented")
+}
+func (UnimplementedClusterServer) Verify(context.Context, *VerifyRequest) (*VerifyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Verify not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -276,6 +296,24 @@ func _Cluster_Snapshot_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_Verify_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(VerifyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Verify(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Verify_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Verify(ctx, req.(*VerifyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -307,16 +345,21 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Snapshot",
 			Handler:    _Cluster_Snapshot_Handler,
 		},
+		{
+			MethodName: "Verify",
+			Handler:    _Cluster_Verify_Handler,
+		},
 	},
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "logbookv1/cluster.proto",
 }
 
 const (
-	Peer_ForwardAppend_FullMethodName  = "/logbook.v1.Peer/ForwardAppend"
-	Peer_ReadIndex_FullMethodName      = "/logbook.v1.Peer/ReadIndex"
-	Peer_LocalStatus_FullMethodName    = "/logbook.v1.Peer/LocalStatus"
-	Peer_RegisterMember_FullMethodName = "/logbook.v1.Peer/RegisterMember"
+	Peer_ForwardAppend_FullMethodName    = "/logbook.v1.Peer/ForwardAppend"
+	Peer_ReadIndex_FullMethodName        = "/logbook.v1.Peer/ReadIndex"
+	Peer_LocalStatus_FullMethodName      = "/logbook.v1.Peer/LocalStatus"
+	Peer_RegisterMember_FullMethodName   = "/logbook.v1.Peer/RegisterMember"
+	Peer_CheckpointDigest_FullMethodName = "/logbook.v1.Peer/CheckpointDigest"
 )
 
 // PeerClient is the client API for Peer service.
@@ -334,6 +377,9 @@ type PeerClient interface {
 	ReadIndex(ctx context.Context, in *ReadIndexRequest, opts ...grpc.CallOption) (*ReadIndexResponse, error)
 	LocalStatus(ctx context.Context, in *LocalStatusRequest, opts ...grpc.CallOption) (*LocalStatusResponse, error)
 	RegisterMember(ctx context.Context, in *RegisterMemberRequest, opts ...grpc.CallOption) (*RegisterMemberResponse, error)
+	// CheckpointDigest waits until this member applied index and returns the
+	// digest it recorded when it applied the checkpoint there.
+	CheckpointDigest(ctx context.Context, in *CheckpointDigestRequest, opts ...grpc.CallOption) (*CheckpointDigestResponse, error)
 }
 
 type peerClient struct {
@@ -384,6 +430,16 @@ func (c *peerClient) RegisterMember(ctx context.Context, in *RegisterMemberReque
 	return out, nil
 }
 
+func (c *peerClient) CheckpointDigest(ctx context.Context, in *CheckpointDigestRequest, opts ...grpc.CallOption) (*CheckpointDigestResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckpointDigestResponse)
+	err := c.cc.Invoke(ctx, Peer_CheckpointDigest_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -399,6 +455,9 @@ type PeerServer interface {
 	ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexResponse, error)
 	LocalStatus(context.Context, *LocalStatusRequest) (*LocalStatusResponse, error)
 	RegisterMember(context.Context, *RegisterMemberRequest) (*RegisterMemberResponse, error)
+	// CheckpointDigest waits until this member applied index and returns the
+	// digest it recorded when it applied the checkpoint there.
+	CheckpointDigest(context.Context, *CheckpointDigestRequest) (*CheckpointDigestResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -420,6 +479,9 @@ func (UnimplementedPeerServer) LocalStatus(context.Context, *LocalStatusRequest)
 }
 func (UnimplementedPeerServer) RegisterMember(context.Context, *RegisterMemberRequest) (*RegisterMemberResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RegisterMember not implemented")
+}
+func (UnimplementedPeerServer) CheckpointDigest(context.Context, *CheckpointDigestRequest) (*CheckpointDigestResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckpointDigest not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -514,6 +576,24 @@ func _Peer_RegisterMember_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_CheckpointDigest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckpointDigestRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).CheckpointDigest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_CheckpointDigest_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).CheckpointDigest(ctx, req.(*CheckpointDigestRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -536,6 +616,10 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RegisterMember",
 			Handler:    _Peer_RegisterMember_Handler,
+		},
+		{
+			MethodName: "CheckpointDigest",
+			Handler:    _Peer_CheckpointDigest_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -47,6 +47,9 @@ const (
 	CommandType_COMMAND_TYPE_RESET CommandType = 6
 	// Payload: ImportCommand. Events of an export, with their seqs.
 	CommandType_COMMAND_TYPE_IMPORT CommandType = 7
+	// Payload: CheckpointCommand. Changes nothing; every member records the
+	// digest of its state at this index, for coord journal verify.
+	CommandType_COMMAND_TYPE_CHECKPOINT CommandType = 8
 )
 
 // Enum value maps for CommandType.
@@ -60,6 +63,7 @@ var (
 		5: "COMMAND_TYPE_TRIM",
 		6: "COMMAND_TYPE_RESET",
 		7: "COMMAND_TYPE_IMPORT",
+		8: "COMMAND_TYPE_CHECKPOINT",
 	}
 	CommandType_value = map[string]int32{
 		"COMMAND_TYPE_UNSPECIFIED":       0,
@@ -70,6 +74,7 @@ var (
 		"COMMAND_TYPE_TRIM":              5,
 		"COMMAND_TYPE_RESET":             6,
 		"COMMAND_TYPE_IMPORT":            7,
+		"COMMAND_TYPE_CHECKPOINT":        8,
 	}
 )
 
@@ -729,6 +734,42 @@ func (*ResetCommand) Descriptor() ([]byte, []int) {
 	return file_logbookv1_command_proto_rawDescGZIP(), []int{9}
 }
 
+type CheckpointCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointCommand) Reset() {
+	*x = CheckpointCommand{}
+	mi := &file_logbookv1_command_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointCommand) ProtoMessage() {}
+
+func (x *CheckpointCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_command_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointCommand.ProtoReflect.Descriptor instead.
+func (*CheckpointCommand) Descriptor() ([]byte, []int) {
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{10}
+}
+
 type ImportCommand struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Contiguous events; the first chunk of an import may start anywhere on
@@ -743,7 +784,7 @@ type ImportCommand struct {
 
 func (x *ImportCommand) Reset() {
 	*x = ImportCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[10]
+	mi := &file_logbookv1_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -755,7 +796,7 @@ func (x *ImportCommand) String() string {
 func (*ImportCommand) ProtoMessage() {}
 
 func (x *ImportCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[10]
+	mi := &file_logbookv1_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -768,7 +809,7 @@ func (x *ImportCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportCommand.ProtoReflect.Descriptor instead.
 func (*ImportCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{10}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ImportCommand) GetEvents() []*StoredEvent {
@@ -809,7 +850,7 @@ type Segment struct {
 
 func (x *Segment) Reset() {
 	*x = Segment{}
-	mi := &file_logbookv1_command_proto_msgTypes[11]
+	mi := &file_logbookv1_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +862,7 @@ func (x *Segment) String() string {
 func (*Segment) ProtoMessage() {}
 
 func (x *Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[11]
+	mi := &file_logbookv1_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +875,7 @@ func (x *Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Segment.ProtoReflect.Descriptor instead.
 func (*Segment) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{11}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Segment) GetId() uint64 {
@@ -903,7 +944,7 @@ type Consumer struct {
 
 func (x *Consumer) Reset() {
 	*x = Consumer{}
-	mi := &file_logbookv1_command_proto_msgTypes[12]
+	mi := &file_logbookv1_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -915,7 +956,7 @@ func (x *Consumer) String() string {
 func (*Consumer) ProtoMessage() {}
 
 func (x *Consumer) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[12]
+	mi := &file_logbookv1_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -928,7 +969,7 @@ func (x *Consumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Consumer.ProtoReflect.Descriptor instead.
 func (*Consumer) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{12}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Consumer) GetName() string {
@@ -968,7 +1009,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_logbookv1_command_proto_msgTypes[13]
+	mi := &file_logbookv1_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +1021,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[13]
+	mi := &file_logbookv1_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +1034,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{13}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SnapshotHeader) GetFormatVersion() uint32 {
@@ -1095,7 +1136,7 @@ type StoredEvent struct {
 
 func (x *StoredEvent) Reset() {
 	*x = StoredEvent{}
-	mi := &file_logbookv1_command_proto_msgTypes[14]
+	mi := &file_logbookv1_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1148,7 @@ func (x *StoredEvent) String() string {
 func (*StoredEvent) ProtoMessage() {}
 
 func (x *StoredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[14]
+	mi := &file_logbookv1_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1161,7 @@ func (x *StoredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredEvent.ProtoReflect.Descriptor instead.
 func (*StoredEvent) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{14}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StoredEvent) GetSeq() uint64 {
@@ -1176,7 +1217,7 @@ type SessionResult struct {
 
 func (x *SessionResult) Reset() {
 	*x = SessionResult{}
-	mi := &file_logbookv1_command_proto_msgTypes[15]
+	mi := &file_logbookv1_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1229,7 @@ func (x *SessionResult) String() string {
 func (*SessionResult) ProtoMessage() {}
 
 func (x *SessionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[15]
+	mi := &file_logbookv1_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1242,7 @@ func (x *SessionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResult.ProtoReflect.Descriptor instead.
 func (*SessionResult) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{15}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SessionResult) GetRequestSeq() uint64 {
@@ -1239,7 +1280,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_logbookv1_command_proto_msgTypes[16]
+	mi := &file_logbookv1_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1292,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[16]
+	mi := &file_logbookv1_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1305,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{16}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Session) GetClientId() string {
@@ -1311,7 +1352,7 @@ type SnapshotRecord struct {
 
 func (x *SnapshotRecord) Reset() {
 	*x = SnapshotRecord{}
-	mi := &file_logbookv1_command_proto_msgTypes[17]
+	mi := &file_logbookv1_command_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1323,7 +1364,7 @@ func (x *SnapshotRecord) String() string {
 func (*SnapshotRecord) ProtoMessage() {}
 
 func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[17]
+	mi := &file_logbookv1_command_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1336,7 +1377,7 @@ func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRecord.ProtoReflect.Descriptor instead.
 func (*SnapshotRecord) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{17}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SnapshotRecord) GetRecord() isSnapshotRecord_Record {
@@ -1467,7 +1508,8 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x06to_seq\x18\x01 \x01(\x04R\x05toSeq\x12#\n" +
 	"\rcovered_index\x18\x02 \x01(\x04R\fcoveredIndex\x12\x1c\n" +
 	"\tautomatic\x18\x03 \x01(\bR\tautomatic\"\x0e\n" +
-	"\fResetCommand\"w\n" +
+	"\fResetCommand\"\x13\n" +
+	"\x11CheckpointCommand\"w\n" +
 	"\rImportCommand\x12/\n" +
 	"\x06events\x18\x01 \x03(\v2\x17.logbook.v1.StoredEventR\x06events\x12\x1f\n" +
 	"\vfirst_chunk\x18\x02 \x01(\bR\n" +
@@ -1527,7 +1569,7 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x06member\x18\x03 \x01(\v2\x12.logbook.v1.MemberH\x00R\x06member\x12/\n" +
 	"\asegment\x18\x04 \x01(\v2\x13.logbook.v1.SegmentH\x00R\asegment\x122\n" +
 	"\bconsumer\x18\x05 \x01(\v2\x14.logbook.v1.ConsumerH\x00R\bconsumerB\b\n" +
-	"\x06record*\xed\x01\n" +
+	"\x06record*\x8a\x02\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13COMMAND_TYPE_APPEND\x10\x01\x12 \n" +
@@ -1536,7 +1578,8 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x15COMMAND_TYPE_CONSUMER\x10\x04\x12\x15\n" +
 	"\x11COMMAND_TYPE_TRIM\x10\x05\x12\x16\n" +
 	"\x12COMMAND_TYPE_RESET\x10\x06\x12\x17\n" +
-	"\x13COMMAND_TYPE_IMPORT\x10\a*p\n" +
+	"\x13COMMAND_TYPE_IMPORT\x10\a\x12\x1b\n" +
+	"\x17COMMAND_TYPE_CHECKPOINT\x10\b*p\n" +
 	"\n" +
 	"ConsumerOp\x12\x1b\n" +
 	"\x17CONSUMER_OP_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -1557,7 +1600,7 @@ func file_logbookv1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_logbookv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_logbookv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_logbookv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_logbookv1_command_proto_goTypes = []any{
 	(CommandType)(0),              // 0: logbook.v1.CommandType
 	(ConsumerOp)(0),               // 1: logbook.v1.ConsumerOp
@@ -1571,14 +1614,15 @@ var file_logbookv1_command_proto_goTypes = []any{
 	(*ConsumerCommand)(nil),       // 9: logbook.v1.ConsumerCommand
 	(*TrimCommand)(nil),           // 10: logbook.v1.TrimCommand
 	(*ResetCommand)(nil),          // 11: logbook.v1.ResetCommand
-	(*ImportCommand)(nil),         // 12: logbook.v1.ImportCommand
-	(*Segment)(nil),               // 13: logbook.v1.Segment
-	(*Consumer)(nil),              // 14: logbook.v1.Consumer
-	(*SnapshotHeader)(nil),        // 15: logbook.v1.SnapshotHeader
-	(*StoredEvent)(nil),           // 16: logbook.v1.StoredEvent
-	(*SessionResult)(nil),         // 17: logbook.v1.SessionResult
-	(*Session)(nil),               // 18: logbook.v1.Session
-	(*SnapshotRecord)(nil),        // 19: logbook.v1.SnapshotRecord
+	(*CheckpointCommand)(nil),     // 12: logbook.v1.CheckpointCommand
+	(*ImportCommand)(nil),         // 13: logbook.v1.ImportCommand
+	(*Segment)(nil),               // 14: logbook.v1.Segment
+	(*Consumer)(nil),              // 15: logbook.v1.Consumer
+	(*SnapshotHeader)(nil),        // 16: logbook.v1.SnapshotHeader
+	(*StoredEvent)(nil),           // 17: logbook.v1.StoredEvent
+	(*SessionResult)(nil),         // 18: logbook.v1.SessionResult
+	(*Session)(nil),               // 19: logbook.v1.Session
+	(*SnapshotRecord)(nil),        // 20: logbook.v1.SnapshotRecord
 }
 var file_logbookv1_command_proto_depIdxs = []int32{
 	0,  // 0: logbook.v1.Command.type:type_name -> logbook.v1.CommandType
@@ -1586,14 +1630,14 @@ var file_logbookv1_command_proto_depIdxs = []int32{
 	4,  // 2: logbook.v1.AppendCommand.ops:type_name -> logbook.v1.AppendOp
 	6,  // 3: logbook.v1.RegisterMemberCommand.member:type_name -> logbook.v1.Member
 	1,  // 4: logbook.v1.ConsumerCommand.op:type_name -> logbook.v1.ConsumerOp
-	16, // 5: logbook.v1.ImportCommand.events:type_name -> logbook.v1.StoredEvent
+	17, // 5: logbook.v1.ImportCommand.events:type_name -> logbook.v1.StoredEvent
 	8,  // 6: logbook.v1.SnapshotHeader.journal_config:type_name -> logbook.v1.JournalConfig
-	17, // 7: logbook.v1.Session.results:type_name -> logbook.v1.SessionResult
-	16, // 8: logbook.v1.SnapshotRecord.event:type_name -> logbook.v1.StoredEvent
-	18, // 9: logbook.v1.SnapshotRecord.session:type_name -> logbook.v1.Session
+	18, // 7: logbook.v1.Session.results:type_name -> logbook.v1.SessionResult
+	17, // 8: logbook.v1.SnapshotRecord.event:type_name -> logbook.v1.StoredEvent
+	19, // 9: logbook.v1.SnapshotRecord.session:type_name -> logbook.v1.Session
 	6,  // 10: logbook.v1.SnapshotRecord.member:type_name -> logbook.v1.Member
-	13, // 11: logbook.v1.SnapshotRecord.segment:type_name -> logbook.v1.Segment
-	14, // 12: logbook.v1.SnapshotRecord.consumer:type_name -> logbook.v1.Consumer
+	14, // 11: logbook.v1.SnapshotRecord.segment:type_name -> logbook.v1.Segment
+	15, // 12: logbook.v1.SnapshotRecord.consumer:type_name -> logbook.v1.Consumer
 	13, // [13:13] is the sub-list for method output_type
 	13, // [13:13] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
@@ -1606,7 +1650,7 @@ func file_logbookv1_command_proto_init() {
 	if File_logbookv1_command_proto != nil {
 		return
 	}
-	file_logbookv1_command_proto_msgTypes[17].OneofWrappers = []any{
+	file_logbookv1_command_proto_msgTypes[18].OneofWrappers = []any{
 		(*SnapshotRecord_Event)(nil),
 		(*SnapshotRecord_Session)(nil),
 		(*SnapshotRecord_Member)(nil),
@@ -1619,7 +1663,7 @@ func file_logbookv1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_command_proto_rawDesc), len(file_logbookv1_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -22,7 +22,7 @@ func newJournalCmd() *cobra.Command {
 		newAppendCmd(), newReadCmd(), newTailCmd(), newPositionsCmd(), newSegmentsCmd(),
 		newConsumersCmd(), newTrimCmd(), newResetCmd(),
 		newExportCmd(), newInspectCmd(), newImportCmd(), newEventsCmd(),
-		newPauseCmd(true), newPauseCmd(false))
+		newPauseCmd(true), newPauseCmd(false), newVerifyCmd())
 	c.Long = `Append, read and tail the metadata journal, and manage its retention.
 
 Every event gets the next seq (1, 2, ...). Events are kept in segments; a
@@ -37,6 +37,7 @@ trimmed pos (the earliest seq still retained).
   consumers             durable consumers, which hold back trim
   trim, reset           drop expired segments now, or every event
   pause, resume         stop and restart the leader's submit path
+  verify                compare every member's state digest at one index
   export, inspect,      the journal tool: checksummed export files, their
   import, events        integrity check, loading one, filtered listing`
 	return c

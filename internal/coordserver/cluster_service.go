@@ -68,6 +68,8 @@ func (c *clusterService) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.S
 		s.fsm.View(func(st *fsm.State) { reg, _ = st.Member(string(srv.ID)) })
 		if reg != nil {
 			ms.GrpcAddr, ms.HttpAddr = reg.GrpcAddr, reg.HttpAddr
+		} else {
+			ms.GrpcAddr = s.memberGRPCAddr(ms.Id)
 		}
 		resp.Members[i] = ms
 		if ms.Id == s.cfg.ID {

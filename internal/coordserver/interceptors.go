@@ -33,6 +33,7 @@ var leaderOnly = map[string]bool{
 	pb.Journal_Reset_FullMethodName:              true,
 	pb.Journal_SetPaused_FullMethodName:          true,
 	pb.Journal_Import_FullMethodName:             true,
+	pb.Cluster_Verify_FullMethodName:             true,
 }
 
 func (s *Server) checkClusterID(ctx context.Context, method string) error {
@@ -110,6 +111,8 @@ func newReply(method string) any {
 		return &pb.SetPausedResponse{}
 	case pb.Journal_Import_FullMethodName:
 		return &pb.ImportResponse{}
+	case pb.Cluster_Verify_FullMethodName:
+		return &pb.VerifyResponse{}
 	default:
 		return &pb.MembershipResponse{}
 	}

@@ -347,3 +347,22 @@ func TestStreamingSubmitExactlyOnceAcrossFailover(t *testing.T) {
 	}
 	verifyJournal(t, tc, acked)
 }
+
+func TestVerifyDigestsAgree(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	a := startAppenders(t, tc, 4)
+	eventually(t, 20*time.Second, "some appends", func() bool { return a.count() >= 200 })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := tc.client(ctx)
+	// Under load: the digests compare one index, not whatever each member
+	// applied last.
+	r, err := c.Cluster().Verify(ctx)
+	a.halt()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Consistent || len(r.Members) != 3 || r.Members[0].Digest == "" {
+		t.Fatalf("verify: %+v", r)
+	}
+}

@@ -276,20 +276,26 @@ func (s *Server) leaderHint() (id, grpcAddr string) {
 		return "", ""
 	}
 	id = string(lid)
+	return id, s.memberGRPCAddr(id)
+}
+
+// memberGRPCAddr finds a coordinator's gRPC address: its replicated
+// registration, else what it gossips (a member that joined moments ago).
+func (s *Server) memberGRPCAddr(id string) string {
 	if id == s.cfg.ID {
-		return id, s.self.GrpcAddr
+		return s.self.GrpcAddr
 	}
 	var m *pb.Member
 	s.fsm.View(func(st *fsm.State) { m, _ = st.Member(id) })
 	if m != nil {
-		return id, m.GrpcAddr
+		return m.GrpcAddr
 	}
 	for _, gm := range s.members.Members() {
 		if gm.Meta.ID == id && gm.Meta.Role == membership.RoleCoordinator {
-			return id, gm.Meta.GRPCAddr
+			return gm.Meta.GRPCAddr
 		}
 	}
-	return id, ""
+	return ""
 }
 
 // waitLeader waits up to the no-leader hold for a leader with a reachable
