@@ -273,7 +273,7 @@ of successful calls (ms) and the error count. Exit 1 when no call succeeded.`,
 	fs.DurationVar(&opts.warmup, "warmup", time.Second, "unmeasured warmup before the measured duration")
 	fs.IntVar(&opts.stream, "stream", 0, "submit on the streaming append with this many submissions in flight per client (0: unary Append calls)")
 	o = addClientFlags(journal, 10*time.Second, "deadline for connecting and for each Append call")
-	return groupCmd("bench", "Benchmark a running cluster", journal)
+	return groupCmd("bench", "Benchmark a running cluster", journal, newBenchTailCmd())
 }
 
 // streamLoop keeps up to window submissions in flight on the client's
