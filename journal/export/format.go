@@ -50,17 +50,17 @@ var ErrUnsupportedVersion = errors.New("export: unsupported format version")
 // records that follow: EventCount events with seqs FirstSeq..LastSeq.
 type Header struct {
 	// ClusterID identifies the Raft group the events came from.
-	ClusterID string
+	ClusterID string `json:"cluster_id"`
 	// Source is the member id that produced the export.
-	Source string
+	Source string `json:"source"`
 	// FirstSeq is the seq of the first event (free when EventCount is 0).
-	FirstSeq uint64
+	FirstSeq uint64 `json:"first_seq"`
 	// LastSeq is the seq of the last event, 0 if the export is empty.
-	LastSeq uint64
+	LastSeq uint64 `json:"last_seq"`
 	// EventCount is the exact number of events in the export.
-	EventCount uint64
+	EventCount uint64 `json:"event_count"`
 	// Created is when the export was made; the zero time means unset.
-	Created time.Time
+	Created time.Time `json:"created"`
 }
 
 // Event is one journal event as stored in an export.

@@ -19,32 +19,34 @@ type DamagedRange struct {
 	// StartOffset and EndOffset delimit the range [StartOffset, EndOffset).
 	// An empty range marks something missing at that offset (a seq gap, a
 	// missing trailer); a range ending at the file size is open-ended.
-	StartOffset, EndOffset int64
+	StartOffset int64 `json:"start_offset"`
+	EndOffset   int64 `json:"end_offset"`
 	// AfterSeq is the seq of the last good record before the range (0 if
 	// none).
-	AfterSeq uint64
+	AfterSeq uint64 `json:"after_seq"`
 	// Reason says what was wrong at StartOffset.
-	Reason string
+	Reason string `json:"reason"`
 }
 
 // Report is the result of Inspect.
 type Report struct {
 	// Header is the decoded header; zero unless HeaderOK.
-	Header Header
+	Header Header `json:"header"`
 	// HeaderOK says the header was intact and of a supported version.
-	HeaderOK bool
+	HeaderOK bool `json:"header_ok"`
 	// Records counts the good records found, and FirstSeq and LastSeq are
 	// the seqs of the first and last of them (0 if none).
-	Records           uint64
-	FirstSeq, LastSeq uint64
+	Records  uint64 `json:"records"`
+	FirstSeq uint64 `json:"first_seq"`
+	LastSeq  uint64 `json:"last_seq"`
 	// Damaged lists the damaged ranges in file order.
-	Damaged []DamagedRange
+	Damaged []DamagedRange `json:"damaged"`
 	// TrailerOK says an intact trailer was found and agrees with the
 	// records found.
-	TrailerOK bool
+	TrailerOK bool `json:"trailer_ok"`
 	// Integrity is IntegrityOK if the file is entirely good, otherwise
 	// IntegrityDamaged.
-	Integrity string
+	Integrity string `json:"integrity"`
 
 	trailerNote string // for String: why the trailer is not OK
 }
