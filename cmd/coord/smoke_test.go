@@ -146,7 +146,12 @@ func TestDevClusterSmoke(t *testing.T) {
 		Term      uint64 `json:"term"`
 		Members   []map[string]any
 	}
-	decode(coord(0, "status", "--json", "--endpoints", first), &status)
+	// A leader election under load (race detector, 2 cores) can leave the
+	// cluster leaderless for a moment: poll for a status that names one.
+	pollUntil(t, 15*time.Second, "a status with a leader", func() bool {
+		code, out, _ := run(t, nil, "status", "--json", "--endpoints", first)
+		return code == 0 && json.Unmarshal([]byte(out), &status) == nil && status.Leader != ""
+	})
 	if status.ClusterID != "logbook" || status.Leader == "" || status.Term == 0 || len(status.Members) != 3 {
 		t.Fatalf("status: %+v", status)
 	}
@@ -167,9 +172,10 @@ func TestDevClusterSmoke(t *testing.T) {
 	if out := coord(0, "health", "--endpoints", first); strings.TrimSpace(out) != "SERVING" {
 		t.Fatalf("health: %q", out)
 	}
-	if out := coord(0, "health", "--ready", "--endpoints", first); strings.TrimSpace(out) != "SERVING" {
-		t.Fatalf("health --ready: %q", out)
-	}
+	pollUntil(t, 15*time.Second, "health --ready to report SERVING", func() bool {
+		code, out, _ := run(t, nil, "health", "--ready", "--endpoints", first)
+		return code == 0 && strings.TrimSpace(out) == "SERVING"
+	})
 	coord(1, "status", "--endpoints", first, "--cluster-id", "another")
 
 	var snap struct{ Index, Term uint64 }
@@ -179,7 +185,7 @@ func TestDevClusterSmoke(t *testing.T) {
 	}
 
 	var bench map[string]float64
-	decode(coord(0, "bench", "journal", "--clients", "2", "--size", "16", "--duration", "300ms", "--warmup", "100ms", "--json", "--endpoints", eps), &bench)
+	decode(coord(0, "bench", "journal", "--clients", "2", "--size", "16", "--duration", "2s", "--warmup", "100ms", "--json", "--endpoints", eps), &bench)
 	for _, k := range []string{"ops_per_sec", "p50_ms", "p99_ms", "p999_ms", "errors"} {
 		if _, ok := bench[k]; !ok {
 			t.Errorf("bench result lacks %s: %v", k, bench)
@@ -200,5 +206,17 @@ func TestHealthUnreachableExit1(t *testing.T) {
 	code, _, stderr := run(t, nil, "health", "--endpoints", addr, "--timeout", "500ms")
 	if code != 1 || !strings.HasPrefix(stderr, "coord: health "+addr) || strings.Count(stderr, "\n") != 1 {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// pollUntil polls cond every 50 ms until it holds or timeout passes.
+func pollUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval
 	}
 }
