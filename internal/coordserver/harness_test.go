@@ -22,7 +22,7 @@ import (
 // Raft, bolt, TCP on 127.0.0.1, gossip), with faults injected by stopping
 // members abruptly and by cutting the Raft network between them.
 type testCluster struct {
-	t       *testing.T
+	t       testing.TB
 	cfgs    []Config
 	servers []*Server
 	net     *faultNet
@@ -41,7 +41,7 @@ var (
 
 // freePort returns a 127.0.0.1 address whose port is free for both TCP
 // and UDP right now.
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	portMu.Lock()
 	defer portMu.Unlock()
@@ -64,14 +64,14 @@ func freePort(t *testing.T) string {
 	return ""
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("LOGBOOK_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.NewTextHandler(&bytes.Buffer{}, &slog.HandlerOptions{Level: slog.LevelError + 100}))
 }
 
-func testConfig(t *testing.T, id, dir string) Config {
+func testConfig(t testing.TB, id, dir string) Config {
 	c := DefaultConfig()
 	c.ID = id
 	c.ClusterID = "test-cluster"
@@ -87,7 +87,7 @@ func testConfig(t *testing.T, id, dir string) Config {
 	return c
 }
 
-func newTestCluster(t *testing.T, n int, opts ...clusterOpt) *testCluster {
+func newTestCluster(t testing.TB, n int, opts ...clusterOpt) *testCluster {
 	t.Helper()
 	dir := t.TempDir()
 	tc := &testCluster{t: t, net: newFaultNet()}
@@ -159,7 +159,7 @@ func (tc *testCluster) server(i int) *Server {
 }
 
 // eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {

@@ -390,23 +390,36 @@ func (s *Server) openRaft() error {
 	if err != nil {
 		return fmt.Errorf("coordserver: inspect raft state: %w", err)
 	}
-	if has {
-		s.bootstrapd.Store(true)
-		if err := s.checkNotRemoved(); err != nil {
-			return err
-		}
-	}
 	r, err := raft.NewRaft(rc, &timedFSM{FSM: s.fsm, m: s.metrics}, store, store, snaps, s.trans)
 	if err != nil {
 		return fmt.Errorf("coordserver: start raft: %w", err)
 	}
 	s.raft = r
+	if has {
+		s.bootstrapd.Store(true)
+		// Raft has read the configuration while opening; the log is scanned
+		// only if that configuration lacks this member. A member whose own
+		// log shows its removal is not a voter and cannot campaign, so Raft
+		// running for this moment does no harm.
+		if err := s.checkNotRemoved(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
 // checkNotRemoved refuses to start a member whose own log says it was
 // removed: it must not come back and disrupt the cluster.
 func (s *Server) checkNotRemoved() error {
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("coordserver: read raft configuration: %w", err)
+	}
+	for _, srv := range f.Configuration().Servers {
+		if srv.ID == raft.ServerID(s.cfg.ID) {
+			return nil
+		}
+	}
 	removed, err := removedFromLog(raft.ServerID(s.cfg.ID), s.store, s.snaps)
 	if err != nil {
 		return fmt.Errorf("coordserver: read raft configuration: %w", err)

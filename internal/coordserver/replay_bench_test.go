@@ -1,0 +1,77 @@
+package coordserver
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/logbookhq/logbook/client"
+	"github.com/logbookhq/logbook/fsm"
+)
+
+// BenchmarkRestartReplay measures how fast a restarted coordinator rebuilds
+// a journal of LOGBOOK_REPLAY_EVENTS events (default 1,000,000, 256-byte
+// payloads): snapshot restore plus log replay, from New to having applied
+// everything the leader had. Run:
+//
+//	go test -run '^$' -bench BenchmarkRestartReplay -benchtime 1x ./internal/coordserver
+func BenchmarkRestartReplay(b *testing.B) {
+	n := 1_000_000
+	if v, err := strconv.Atoi(os.Getenv("LOGBOOK_REPLAY_EVENTS")); err == nil && v > 0 {
+		n = v
+	}
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		tc := newBenchCluster(b, n)
+		leader := tc.waitLeader()
+		f := tc.followers(leader)[0]
+		var target uint64
+		tc.server(leader).fsm.View(func(st *fsm.State) { target = st.AppliedIndex() })
+		tc.kill(f)
+		b.StartTimer()
+		start := time.Now()
+		tc.start(f)
+		s := tc.server(f)
+		for s.fsm.AppliedIndex() < target {
+			time.Sleep(time.Millisecond) // polling interval
+		}
+		elapsed := time.Since(start)
+		b.StopTimer()
+		b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
+		b.ReportMetric(elapsed.Seconds(), "s-to-caught-up")
+		tc.closeAll()
+	}
+}
+
+// newBenchCluster is a 3-member cluster holding n events, appended on the
+// streaming path.
+func newBenchCluster(b *testing.B, n int) *testCluster {
+	tc := newTestCluster(b, 3, func(i int, c *Config) {
+		c.Journal.MaxSegments = 0 // keep everything
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	c, err := client.New(ctx, client.Config{Endpoints: tc.endpoints()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	payload := make([]byte, 256)
+	const window = 4096
+	futs := make([]*client.Future, 0, window)
+	for i := 0; i < n; i++ {
+		futs = append(futs, c.Journal().Submit(client.Event{Type: "replay", Payload: payload}))
+		if len(futs) == window || i == n-1 {
+			for _, f := range futs {
+				if _, err := f.Wait(ctx); err != nil {
+					b.Fatal(fmt.Errorf("append: %w", err))
+				}
+			}
+			futs = futs[:0]
+		}
+	}
+	return tc
+}
