@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -12,19 +13,26 @@ import (
 
 func TestSessionAckedSeq(t *testing.T) {
 	s := newSession("c")
-	s1, a1 := s.begin()
-	s2, a2 := s.begin()
+	begin := func() (uint64, uint64) {
+		seq, acked, err := s.begin(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seq, acked
+	}
+	s1, a1 := begin()
+	s2, a2 := begin()
 	if s1 != 1 || a1 != 0 || s2 != 2 || a2 != 0 {
 		t.Fatalf("got (%d,%d) (%d,%d)", s1, a1, s2, a2)
 	}
 	s.end(2)
 	// 1 is still outstanding: nothing may be forgotten yet.
-	if s3, a3 := s.begin(); s3 != 3 || a3 != 0 {
+	if s3, a3 := begin(); s3 != 3 || a3 != 0 {
 		t.Fatalf("got (%d,%d)", s3, a3)
 	}
 	s.end(1)
 	s.end(3)
-	if s4, a4 := s.begin(); s4 != 4 || a4 != 3 {
+	if s4, a4 := begin(); s4 != 4 || a4 != 3 {
 		t.Fatalf("got (%d,%d)", s4, a4)
 	}
 }

@@ -54,14 +54,17 @@ func (j *Journal) Append(ctx context.Context, events ...Event) ([]uint64, error)
 		return nil, fmt.Errorf("logbook: %w: append needs at least one event", ErrInvalidArgument)
 	}
 	s := j.c.session
-	seq, acked := s.begin()
+	seq, acked, err := s.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
 	defer s.end(seq)
 	req := &pb.AppendRequest{ClientId: s.id, RequestSeq: seq, AckedSeq: acked, Events: make([]*pb.Event, len(events))}
 	for i, e := range events {
 		req.Events[i] = &pb.Event{Type: e.Type, Payload: e.Payload}
 	}
 	var resp *pb.AppendResponse
-	err := j.c.do(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+	err = j.c.do(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
 		var err error
 		resp, err = pb.NewJournalClient(cc).Append(ctx, req)
 		return err

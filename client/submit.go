@@ -55,9 +55,10 @@ func newAppender(c *Client) *appender {
 	return &appender{c: c, wake: make(chan struct{}, 1)}
 }
 
-// Submit hands events to the journal without waiting (the MDLog
-// submit_entry): requests from one client keep their order, many stay in
-// flight on one stream, and the future resolves when they are safe.
+// Submit hands events to the journal without waiting for them to be safe
+// (the MDLog submit_entry): requests from one client keep their order, up to
+// MaxOutstanding stay in flight on one stream (beyond that Submit waits for
+// a slot), and the future resolves when they are safe.
 func (j *Journal) Submit(events ...Event) *Future {
 	f := &Future{done: make(chan struct{})}
 	if len(events) == 0 {
@@ -66,7 +67,8 @@ func (j *Journal) Submit(events ...Event) *Future {
 		return f
 	}
 	s := j.c.session
-	seq, acked := s.begin()
+	// Blocks while MaxOutstanding submissions are unanswered (backpressure).
+	seq, acked, _ := s.begin(context.Background())
 	req := &pb.AppendRequest{ClientId: s.id, RequestSeq: seq, AckedSeq: acked, Events: make([]*pb.Event, len(events))}
 	for i, e := range events {
 		req.Events[i] = &pb.Event{Type: e.Type, Payload: e.Payload}

@@ -300,7 +300,15 @@ func (sess *session) ack(seq uint64) {
 	sess.ackedSeq = seq
 }
 
+// minResultSeq is the lowest request seq with a kept result. Kept results
+// lie above ackedSeq and clients issue seqs contiguously, so walking up from
+// ackedSeq finds it at once; a sparse session falls back to a scan.
 func (sess *session) minResultSeq() uint64 {
+	for k, n := sess.ackedSeq+1, 0; n < 64; k, n = k+1, n+1 {
+		if _, ok := sess.results[k]; ok {
+			return k
+		}
+	}
 	var min uint64
 	first := true
 	for k := range sess.results {
