@@ -128,10 +128,7 @@ func (b *Batcher) Enqueue(ops []*pb.AppendOp) (wait func(ctx context.Context) []
 		}
 		return func(context.Context) []fsm.Result { return out }
 	}
-	select {
-	case b.wake <- struct{}{}:
-	default:
-	}
+	b.signal()
 	return func(ctx context.Context) []fsm.Result {
 		for i, p := range ps {
 			select {
@@ -184,6 +181,15 @@ func (b *Batcher) take() []*pending {
 	return batch
 }
 
+// signal wakes the loop without blocking; one pending wake is enough, as
+// the loop rechecks the queue.
+func (b *Batcher) signal() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
 // queued reports whether a batch can be taken: ops are queued and the
 // submit path is not paused.
 func (b *Batcher) queued() bool {
@@ -205,10 +211,7 @@ func (b *Batcher) Resume() {
 	b.mu.Lock()
 	b.paused = false
 	b.mu.Unlock()
-	select {
-	case b.wake <- struct{}{}:
-	default:
-	}
+	b.signal()
 }
 
 // Paused reports whether the submit path is paused.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -148,9 +149,12 @@ func TestDevClusterSmoke(t *testing.T) {
 	}
 	// A leader election under load (race detector, 2 cores) can leave the
 	// cluster leaderless for a moment: poll for a status that names one.
-	pollUntil(t, 15*time.Second, "a status with a leader", func() bool {
+	eventually(t, "a status with a leader", func() error {
 		code, out, _ := run(t, nil, "status", "--json", "--endpoints", first)
-		return code == 0 && json.Unmarshal([]byte(out), &status) == nil && status.Leader != ""
+		if code != 0 || json.Unmarshal([]byte(out), &status) != nil || status.Leader == "" {
+			return fmt.Errorf("exit %d: %s", code, out)
+		}
+		return nil
 	})
 	if status.ClusterID != "logbook" || status.Leader == "" || status.Term == 0 || len(status.Members) != 3 {
 		t.Fatalf("status: %+v", status)
@@ -172,9 +176,12 @@ func TestDevClusterSmoke(t *testing.T) {
 	if out := coord(0, "health", "--endpoints", first); strings.TrimSpace(out) != "SERVING" {
 		t.Fatalf("health: %q", out)
 	}
-	pollUntil(t, 15*time.Second, "health --ready to report SERVING", func() bool {
+	eventually(t, "health --ready to report SERVING", func() error {
 		code, out, _ := run(t, nil, "health", "--ready", "--endpoints", first)
-		return code == 0 && strings.TrimSpace(out) == "SERVING"
+		if code != 0 || strings.TrimSpace(out) != "SERVING" {
+			return fmt.Errorf("exit %d: %s", code, out)
+		}
+		return nil
 	})
 	coord(1, "status", "--endpoints", first, "--cluster-id", "another")
 
@@ -206,17 +213,5 @@ func TestHealthUnreachableExit1(t *testing.T) {
 	code, _, stderr := run(t, nil, "health", "--endpoints", addr, "--timeout", "500ms")
 	if code != 1 || !strings.HasPrefix(stderr, "coord: health "+addr) || strings.Count(stderr, "\n") != 1 {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
-	}
-}
-
-// pollUntil polls cond every 50 ms until it holds or timeout passes.
-func pollUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond) // polling interval
 	}
 }

@@ -35,9 +35,7 @@ func BenchmarkRestartReplay(b *testing.B) {
 		start := time.Now()
 		tc.start(f)
 		s := tc.server(f)
-		for s.fsm.AppliedIndex() < target {
-			time.Sleep(time.Millisecond) // polling interval
-		}
+		eventually(b, 5*time.Minute, "the restarted member to catch up", func() bool { return s.fsm.AppliedIndex() >= target })
 		elapsed := time.Since(start)
 		b.StopTimer()
 		b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
