@@ -18,6 +18,8 @@ type Positions struct {
 	// Paused: the answering member is the leader and its submit path is
 	// paused.
 	Paused bool
+	// LogFormat is the replicated log format (Raft entry envelope version).
+	LogFormat uint32
 }
 
 // Positions returns the journal positions as the leader sees them (its
@@ -34,7 +36,7 @@ func (j *Journal) Positions(ctx context.Context) (Positions, error) {
 		return Positions{}, err
 	}
 	return Positions{WritePos: r.WritePos, SafePos: r.SafePos, ExpirePos: r.ExpirePos, TrimmedPos: r.TrimmedPos,
-		EventCount: r.EventCount, SegmentCount: r.SegmentCount, AppliedIndex: r.AppliedIndex, MemberID: r.MemberId, Warning: r.Warning, Paused: r.Paused}, nil
+		EventCount: r.EventCount, SegmentCount: r.SegmentCount, AppliedIndex: r.AppliedIndex, MemberID: r.MemberId, Warning: r.Warning, Paused: r.Paused, LogFormat: r.LogFormat}, nil
 }
 
 // Segments lists the retained segments, oldest first, as the leader sees

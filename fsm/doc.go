@@ -18,6 +18,23 @@
 // returns ErrHalted and the owner stops the coordinator loudly. Guessing
 // would let members diverge (invariant 2).
 //
+// # Log formats
+//
+// The envelope version is the log format. Format 1 is the original; format
+// 2 adds a CRC32C to every journal event of an APPEND (EventCRC: type, a
+// zero byte, payload), which every member checks when it applies the entry
+// — a mismatch means this member's copy was damaged after the leader
+// encoded it, and it halts rather than apply it. This build reads
+// MinCommandVersion..CommandVersion. Proposers write the replicated format
+// (State.LogFormat); the leader raises it with a SET_FORMAT entry once
+// every voter has registered a build that reads the new format (Member.
+// max_log_format), the Raft counterpart of Ceph's journal reformat: no
+// entry is rewritten in place, entries before the boundary stay in their
+// format, snapshots record the format, and after the next snapshot and
+// compaction no old-format entry remains. The format never goes back
+// (ErrFormatDowngrade); a SET_FORMAT or entry newer than this build halts
+// it with "requires an upgrade".
+//
 // # Sessions (exactly-once appends)
 //
 // An AppendOp carrying a client id is deduplicated by (client_id,

@@ -17,6 +17,8 @@ var (
 	ErrSessionResultExpired = errors.New("fsm: result of this retried request is no longer kept")
 	// ErrInvalidMember: a member registration without id or addresses.
 	ErrInvalidMember = errors.New("fsm: member registration needs id, raft and grpc addresses")
+	// ErrFormatDowngrade: a SET_FORMAT below the current log format.
+	ErrFormatDowngrade = errors.New("fsm: the log format never goes back to an older version")
 )
 
 // ErrHalted is returned for every entry after the state machine met an entry

@@ -3,6 +3,7 @@ package fsm
 import (
 	"context"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"sync"
 
@@ -11,17 +12,54 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// CommandVersion is the command envelope version this build writes and reads.
-const CommandVersion = 1
+// Log formats (command envelope versions). This build reads
+// MinCommandVersion..CommandVersion and writes the replicated format
+// (State.LogFormat), which the leader raises with a SET_FORMAT command once
+// every voter reads the new one.
+const (
+	// MinCommandVersion is the original format.
+	MinCommandVersion = 1
+	// CommandVersion is the newest format this build reads and writes:
+	// 2 adds a CRC32C to every journal event of an APPEND.
+	CommandVersion = 2
+)
 
-// EncodeCommand wraps a sub-command in the versioned envelope.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// EventCRC is the checksum log format 2 carries for an event: CRC32C of its
+// type, one zero byte, and its payload.
+func EventCRC(typ string, payload []byte) uint32 {
+	c := crc32.Update(0, castagnoli, []byte(typ))
+	c = crc32.Update(c, castagnoli, []byte{0})
+	return crc32.Update(c, castagnoli, payload)
+}
+
+// EncodeCommand wraps a sub-command in the envelope of the original log
+// format (every build reads it).
 func EncodeCommand(t pb.CommandType, sub proto.Message, proposedUnixNanos int64) ([]byte, error) {
+	return EncodeCommandVersion(MinCommandVersion, t, sub, proposedUnixNanos)
+}
+
+// EncodeCommandVersion wraps a sub-command in the envelope of log format
+// version. For format 2 and later it fills in the CRC of every event of an
+// APPEND (the caller's message is modified).
+func EncodeCommandVersion(version uint32, t pb.CommandType, sub proto.Message, proposedUnixNanos int64) ([]byte, error) {
+	if version < MinCommandVersion || version > CommandVersion {
+		return nil, fmt.Errorf("fsm: encode %s: log format %d not supported by this build (%d..%d)", t, version, MinCommandVersion, CommandVersion)
+	}
+	if a, ok := sub.(*pb.AppendCommand); ok && version >= 2 {
+		for _, op := range a.Ops {
+			for _, e := range op.Events {
+				e.Crc32C = EventCRC(e.Type, e.Payload)
+			}
+		}
+	}
 	payload, err := proto.Marshal(sub)
 	if err != nil {
 		return nil, fmt.Errorf("fsm: encode %s: %w", t, err)
 	}
 	return proto.Marshal(&pb.Command{
-		Version:           CommandVersion,
+		Version:           version,
 		Type:              t,
 		Payload:           payload,
 		ProposedUnixNanos: proposedUnixNanos,

@@ -141,12 +141,19 @@ func TestInvalidOps(t *testing.T) {
 }
 
 func TestBadEnvelopesHalt(t *testing.T) {
-	badVersion, _ := proto.Marshal(&pb.Command{Version: 2, Type: pb.CommandType_COMMAND_TYPE_APPEND})
+	badVersion, _ := proto.Marshal(&pb.Command{Version: CommandVersion + 1, Type: pb.CommandType_COMMAND_TYPE_APPEND})
+	zeroVersion, _ := proto.Marshal(&pb.Command{Version: 0, Type: pb.CommandType_COMMAND_TYPE_APPEND})
+	appendV2, _ := proto.Marshal(&pb.AppendCommand{Ops: []*pb.AppendOp{{Events: []*pb.JournalEvent{{Type: "t", Payload: []byte("x"), Crc32C: EventCRC("t", []byte("y"))}}}}})
+	badCRC, _ := proto.Marshal(&pb.Command{Version: 2, Type: pb.CommandType_COMMAND_TYPE_APPEND, Payload: appendV2})
+	setNewer, _ := EncodeCommand(pb.CommandType_COMMAND_TYPE_SET_FORMAT, &pb.SetFormatCommand{Version: CommandVersion + 1}, 0)
 	unknownType, _ := proto.Marshal(&pb.Command{Version: CommandVersion, Type: pb.CommandType(99)})
 	badPayload, _ := proto.Marshal(&pb.Command{Version: CommandVersion, Type: pb.CommandType_COMMAND_TYPE_APPEND, Payload: []byte{0xff, 0xff, 0xff}})
 	cases := map[string][]byte{
 		"garbage":      []byte{0xde, 0xad, 0xbe, 0xef, 0x01},
 		"newer":        badVersion,
+		"version 0":    zeroVersion,
+		"bad crc":      badCRC,
+		"set newer":    setNewer,
 		"unknown type": unknownType,
 		"bad payload":  badPayload,
 	}

@@ -323,3 +323,132 @@ func TestImport(t *testing.T) {
 		t.Fatalf("forced import: %+v", r)
 	}
 }
+
+// TestSnapshotWithOpenSegment is spec §9.8(b): a snapshot taken while a
+// segment is open restores, on a fresh member, the identical segment table
+// (bounds, bytes, counts, the open segment still open) and state, and the
+// open segment goes on filling from where it stopped.
+func TestSnapshotWithOpenSegment(t *testing.T) {
+	j := newJournal(t, 8)
+	j.append(8*3 + 5) // three sealed segments, five events in the open one
+	j.consumer(pb.ConsumerOp_CONSUMER_OP_REGISTER, "c", 9, true)
+	src := j.state()
+	segs := src.Segments()
+	if last := segs[len(segs)-1]; last.Events != 5 || last.Sealed {
+		t.Fatalf("open segment: %v, want 5 events, not sealed", last)
+	}
+	data := snapshotBytes(t, j.f)
+	r := New(nil)
+	if err := r.Restore(nopCloser{bytes.NewReader(data)}); err != nil {
+		t.Fatal(err)
+	}
+	var got []*pb.Segment
+	var hr [32]byte
+	r.View(func(s *State) { got, hr = s.Segments(), s.Hash() })
+	if len(got) != len(segs) {
+		t.Fatalf("restored %d segments, want %d", len(got), len(segs))
+	}
+	for i := range segs {
+		if !proto.Equal(got[i], segs[i]) {
+			t.Fatalf("segment %d: restored %v, want %v", i, got[i], segs[i])
+		}
+	}
+	if hr != src.Hash() {
+		t.Fatal("restored state hash differs")
+	}
+	// Both continue identically: the open segment fills to 8 and rolls.
+	for _, f := range []*FSM{j.f, r} {
+		idx := j.idx
+		for i := 0; i < 4; i++ {
+			idx++
+			f.Apply(appendEntry(t, idx, op("", 0, 0, "e")))
+		}
+	}
+	var ha [32]byte
+	var n int
+	j.f.View(func(s *State) { ha = s.Hash() })
+	r.View(func(s *State) {
+		hr, n = s.Hash(), len(s.Segments())
+		if err := s.checkSegments(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if ha != hr || n != 5 {
+		t.Fatalf("after more appends: hashes equal %v, %d segments (want 5)", ha == hr, n)
+	}
+}
+
+// TestMixedFormatLog is spec §9.8(e): a log in format 1 up to a SET_FORMAT
+// and in format 2 after it applies, snapshots and replays identically to a
+// straight apply; format 2 entries carry per-event CRCs that every member
+// checks; the format never goes back.
+func TestMixedFormatLog(t *testing.T) {
+	var logs []*raft.Log
+	idx := uint64(0)
+	add := func(version uint32, ty pb.CommandType, m proto.Message) {
+		t.Helper()
+		idx++
+		data, err := EncodeCommandVersion(version, ty, m, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs = append(logs, &raft.Log{Index: idx, Type: raft.LogCommand, Data: data})
+	}
+	appendCmd := func(i int) *pb.AppendCommand {
+		return &pb.AppendCommand{Ops: []*pb.AppendOp{{ClientId: "c", RequestSeq: uint64(i), Events: []*pb.JournalEvent{{Type: "t", Payload: []byte(fmt.Sprintf("p%d", i))}}}}}
+	}
+	add(1, pb.CommandType_COMMAND_TYPE_CONFIGURE_JOURNAL, &pb.JournalConfig{EventsPerSegment: 4, SegmentBytes: 1 << 20})
+	for i := 1; i <= 10; i++ {
+		add(1, pb.CommandType_COMMAND_TYPE_APPEND, appendCmd(i))
+	}
+	add(1, pb.CommandType_COMMAND_TYPE_SET_FORMAT, &pb.SetFormatCommand{Version: 2})
+	boundary := len(logs)
+	for i := 11; i <= 20; i++ {
+		add(2, pb.CommandType_COMMAND_TYPE_APPEND, appendCmd(i))
+	}
+
+	straight := New(nil)
+	straight.ApplyBatch(logs)
+	if err := straight.Halted(); err != nil {
+		t.Fatal(err)
+	}
+	var format uint32
+	var next uint64
+	straight.View(func(s *State) { format, next = s.LogFormat(), s.NextSeq() })
+	if format != 2 || next != 21 {
+		t.Fatalf("after the log: format %d, next seq %d", format, next)
+	}
+	// Snapshot on either side of the boundary, restore, replay the rest.
+	for _, cut := range []int{boundary - 3, boundary, boundary + 4} {
+		a := New(nil)
+		a.ApplyBatch(logs[:cut])
+		b := New(nil)
+		if err := b.Restore(nopCloser{bytes.NewReader(snapshotBytes(t, a))}); err != nil {
+			t.Fatal(err)
+		}
+		b.ApplyBatch(logs[cut:])
+		var hs, hb [32]byte
+		straight.View(func(s *State) { hs = s.Hash() })
+		b.View(func(s *State) { hb = s.Hash(); format = s.LogFormat() })
+		if hs != hb || format != 2 || b.Halted() != nil {
+			t.Fatalf("cut %d: snapshot+replay differs (format %d, halted %v)", cut, format, b.Halted())
+		}
+	}
+	// A downgrade is refused and changes nothing.
+	resp := straight.Apply(cmdEntry(t, idx+1, pb.CommandType_COMMAND_TYPE_SET_FORMAT, &pb.SetFormatCommand{Version: 1}))
+	straight.View(func(s *State) { format = s.LogFormat() })
+	if !errors.Is(resp.(error), ErrFormatDowngrade) || format != 2 {
+		t.Fatalf("downgrade: %v, format %d", resp, format)
+	}
+	// Format 1 entries still apply after the boundary (an entry proposed
+	// just before the leader saw the SET_FORMAT).
+	straight.Apply(cmdEntry(t, idx+2, pb.CommandType_COMMAND_TYPE_APPEND, appendCmd(21)))
+	straight.View(func(s *State) { next = s.NextSeq() })
+	if next != 22 || straight.Halted() != nil {
+		t.Fatalf("format 1 entry after the boundary: next %d, halted %v", next, straight.Halted())
+	}
+	// Encoding refuses formats this build does not know.
+	if _, err := EncodeCommandVersion(CommandVersion+1, pb.CommandType_COMMAND_TYPE_APPEND, appendCmd(1), 0); err == nil {
+		t.Fatal("encoding a newer format was accepted")
+	}
+}

@@ -59,6 +59,7 @@ func captureSnapshot(s *State) *snapshot {
 			JournalConfig: proto.Clone(s.config).(*pb.JournalConfig),
 			NextSegmentId: s.nextSegmentID,
 			Trims:         s.trims,
+			LogFormat:     s.logFormat,
 		},
 		events:    s.events[:len(s.events):len(s.events)],
 		members:   s.Members(),
@@ -232,7 +233,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			return nil, fmt.Errorf("%w: journal config missing", ErrSnapshotCorrupt)
 		}
 		st.config = h.JournalConfig
-		st.nextSegmentID, st.trims = h.NextSegmentId, h.Trims
+		st.nextSegmentID, st.trims, st.logFormat = h.NextSegmentId, h.Trims, h.LogFormat
 	} else if h.SegmentCount != 0 || h.ConsumerCount != 0 {
 		return nil, fmt.Errorf("%w: format 1 snapshot with journal records", ErrSnapshotCorrupt)
 	}

@@ -66,6 +66,8 @@ type State struct {
 	consumers     map[string]uint64
 	config        *pb.JournalConfig
 	trims         uint64
+	// logFormat is the replicated log format (SET_FORMAT); 0 reads as 1.
+	logFormat uint32
 }
 
 // NewState returns an empty state: the journal starts at seq 1.
@@ -135,14 +137,19 @@ func (s *State) SessionCount() int { return len(s.sessions) }
 // per-command response (for APPEND: []Result) or an error when the command
 // cannot be understood at all, in which case the caller must halt.
 func (s *State) Apply(index uint64, cmd *pb.Command) (any, error) {
-	if cmd.Version != CommandVersion {
-		return nil, fmt.Errorf("fsm: command envelope version %d at index %d; this build reads version %d", cmd.Version, index, CommandVersion)
+	if cmd.Version < MinCommandVersion || cmd.Version > CommandVersion {
+		return nil, fmt.Errorf("fsm: log format (envelope version) %d at index %d requires an upgrade: this build reads %d..%d", cmd.Version, index, MinCommandVersion, CommandVersion)
 	}
 	switch cmd.Type {
 	case pb.CommandType_COMMAND_TYPE_APPEND:
 		var c pb.AppendCommand
 		if err := proto.Unmarshal(cmd.Payload, &c); err != nil {
 			return nil, fmt.Errorf("fsm: decode append command at index %d: %w", index, err)
+		}
+		if cmd.Version >= 2 {
+			if err := checkEventCRCs(index, &c); err != nil {
+				return nil, err
+			}
 		}
 		s.appliedIndex = index
 		return s.applyAppend(index, &c), nil
@@ -186,6 +193,22 @@ func (s *State) Apply(index uint64, cmd *pb.Command) (any, error) {
 		}
 		s.appliedIndex = index
 		return s.applyReset(), nil
+	case pb.CommandType_COMMAND_TYPE_SET_FORMAT:
+		var c pb.SetFormatCommand
+		if err := proto.Unmarshal(cmd.Payload, &c); err != nil {
+			return nil, fmt.Errorf("fsm: decode set-format command at index %d: %w", index, err)
+		}
+		if c.Version > CommandVersion {
+			// Entries after this one may use a format this build cannot
+			// read: stop here rather than misread them.
+			return nil, fmt.Errorf("fsm: log format %d set at index %d requires an upgrade: this build reads up to %d", c.Version, index, CommandVersion)
+		}
+		s.appliedIndex = index
+		if c.Version < s.LogFormat() {
+			return ErrFormatDowngrade, nil
+		}
+		s.logFormat = c.Version
+		return nil, nil
 	case pb.CommandType_COMMAND_TYPE_CHECKPOINT:
 		s.appliedIndex = index
 		return Checkpoint{Index: index, Digest: s.Hash()}, nil
@@ -199,6 +222,24 @@ func (s *State) Apply(index uint64, cmd *pb.Command) (any, error) {
 	default:
 		return nil, fmt.Errorf("fsm: unknown command type %d at index %d", cmd.Type, index)
 	}
+}
+
+// LogFormat is the replicated log format: the envelope version proposers
+// write.
+func (s *State) LogFormat() uint32 { return max(s.logFormat, MinCommandVersion) }
+
+// checkEventCRCs verifies format 2's per-event checksums. A mismatch means
+// the entry was damaged after the leader encoded it: this member must not
+// apply it.
+func checkEventCRCs(index uint64, c *pb.AppendCommand) error {
+	for i, op := range c.Ops {
+		for j, e := range op.Events {
+			if got := EventCRC(e.Type, e.Payload); got != e.Crc32C {
+				return fmt.Errorf("fsm: append at index %d, op %d, event %d: crc32c %08x, entry says %08x: damaged entry", index, i, j, got, e.Crc32C)
+			}
+		}
+	}
+	return nil
 }
 
 // Skip records that an entry without a command (configuration, no-op) was
@@ -359,7 +400,9 @@ func (s *State) Hash() [32]byte {
 		putBytes([]byte(m.RaftAddr))
 		putBytes([]byte(m.GrpcAddr))
 		putBytes([]byte(m.HttpAddr))
+		put(uint64(m.MaxLogFormat))
 	}
+	put(uint64(s.LogFormat()))
 	put(s.config.EventsPerSegment)
 	put(s.config.SegmentBytes)
 	put(s.nextSegmentID)

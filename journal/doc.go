@@ -31,7 +31,11 @@
 // header write) that drops expired segments, oldest first, never the open
 // one; the leader proposes it when asked (coord journal trim) or when the
 // journal is over MaxSegments / MaxEvents, taking a snapshot first if the
-// expiring segments are not yet covered by one.
+// expiring segments are not yet covered by one, and another after the trim
+// so that the files on disk follow it. A crash at any of those steps leaves
+// the trim either entirely applied (its entry committed) or not at all, and
+// replay from snapshot + log rebuilds the same journal on every member
+// (internal/coordserver TestTrimCrashAtEachStep).
 //
 // # Where consumers read from: retained state, not the Raft log
 //

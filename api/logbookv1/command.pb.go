@@ -50,6 +50,10 @@ const (
 	// Payload: CheckpointCommand. Changes nothing; every member records the
 	// digest of its state at this index, for coord journal verify.
 	CommandType_COMMAND_TYPE_CHECKPOINT CommandType = 8
+	// Payload: SetFormatCommand. Entries after it may use the given envelope
+	// version; the leader proposes it once every voter supports that version
+	// (the analogue of Ceph's journal format upgrade).
+	CommandType_COMMAND_TYPE_SET_FORMAT CommandType = 9
 )
 
 // Enum value maps for CommandType.
@@ -64,6 +68,7 @@ var (
 		6: "COMMAND_TYPE_RESET",
 		7: "COMMAND_TYPE_IMPORT",
 		8: "COMMAND_TYPE_CHECKPOINT",
+		9: "COMMAND_TYPE_SET_FORMAT",
 	}
 	CommandType_value = map[string]int32{
 		"COMMAND_TYPE_UNSPECIFIED":       0,
@@ -75,6 +80,7 @@ var (
 		"COMMAND_TYPE_RESET":             6,
 		"COMMAND_TYPE_IMPORT":            7,
 		"COMMAND_TYPE_CHECKPOINT":        8,
+		"COMMAND_TYPE_SET_FORMAT":        9,
 	}
 )
 
@@ -160,8 +166,10 @@ func (ConsumerOp) EnumDescriptor() ([]byte, []int) {
 // Command is the envelope of every Raft log entry Logbook writes.
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Envelope version. 1 is the only version so far; a reader refuses any
-	// version it does not know rather than guess.
+	// Envelope version (the log format). 1: the original format. 2: every
+	// JournalEvent of an APPEND carries its crc32c, checked at apply. A
+	// proposer writes the replicated log format (SetFormatCommand); a reader
+	// refuses any version it does not know rather than guess.
 	Version uint32      `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
 	Type    CommandType `protobuf:"varint,2,opt,name=type,proto3,enum=logbook.v1.CommandType" json:"type,omitempty"`
 	// The serialized sub-message for type.
@@ -232,9 +240,12 @@ func (x *Command) GetProposedUnixNanos() int64 {
 }
 
 type JournalEvent struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
-	Payload       []byte                 `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Type    string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Payload []byte                 `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
+	// Log format 2: CRC32C (Castagnoli) of type, one zero byte, payload
+	// (fsm.EventCRC). Checked by every member when it applies the entry.
+	Crc32C        uint32 `protobuf:"fixed32,3,opt,name=crc32c,proto3" json:"crc32c,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -281,6 +292,13 @@ func (x *JournalEvent) GetPayload() []byte {
 		return x.Payload
 	}
 	return nil
+}
+
+func (x *JournalEvent) GetCrc32C() uint32 {
+	if x != nil {
+		return x.Crc32C
+	}
+	return 0
 }
 
 // AppendOp is one client request: all its events get contiguous seqs.
@@ -401,11 +419,14 @@ func (x *AppendCommand) GetOps() []*AppendOp {
 }
 
 type Member struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	RaftAddr      string                 `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
-	GrpcAddr      string                 `protobuf:"bytes,3,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
-	HttpAddr      string                 `protobuf:"bytes,4,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	RaftAddr string                 `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	GrpcAddr string                 `protobuf:"bytes,3,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	HttpAddr string                 `protobuf:"bytes,4,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
+	// The newest log format (envelope version) this member's build reads;
+	// 0 from builds before log format 2 (read as 1).
+	MaxLogFormat  uint32 `protobuf:"varint,5,opt,name=max_log_format,json=maxLogFormat,proto3" json:"max_log_format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -468,6 +489,57 @@ func (x *Member) GetHttpAddr() string {
 	return ""
 }
 
+func (x *Member) GetMaxLogFormat() uint32 {
+	if x != nil {
+		return x.MaxLogFormat
+	}
+	return 0
+}
+
+type SetFormatCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetFormatCommand) Reset() {
+	*x = SetFormatCommand{}
+	mi := &file_logbookv1_command_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetFormatCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetFormatCommand) ProtoMessage() {}
+
+func (x *SetFormatCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_command_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetFormatCommand.ProtoReflect.Descriptor instead.
+func (*SetFormatCommand) Descriptor() ([]byte, []int) {
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SetFormatCommand) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 type RegisterMemberCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Member        *Member                `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
@@ -477,7 +549,7 @@ type RegisterMemberCommand struct {
 
 func (x *RegisterMemberCommand) Reset() {
 	*x = RegisterMemberCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[5]
+	mi := &file_logbookv1_command_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -489,7 +561,7 @@ func (x *RegisterMemberCommand) String() string {
 func (*RegisterMemberCommand) ProtoMessage() {}
 
 func (x *RegisterMemberCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[5]
+	mi := &file_logbookv1_command_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -502,7 +574,7 @@ func (x *RegisterMemberCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterMemberCommand.ProtoReflect.Descriptor instead.
 func (*RegisterMemberCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{5}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RegisterMemberCommand) GetMember() *Member {
@@ -522,7 +594,7 @@ type JournalConfig struct {
 
 func (x *JournalConfig) Reset() {
 	*x = JournalConfig{}
-	mi := &file_logbookv1_command_proto_msgTypes[6]
+	mi := &file_logbookv1_command_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -534,7 +606,7 @@ func (x *JournalConfig) String() string {
 func (*JournalConfig) ProtoMessage() {}
 
 func (x *JournalConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[6]
+	mi := &file_logbookv1_command_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -547,7 +619,7 @@ func (x *JournalConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JournalConfig.ProtoReflect.Descriptor instead.
 func (*JournalConfig) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{6}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *JournalConfig) GetEventsPerSegment() uint64 {
@@ -579,7 +651,7 @@ type ConsumerCommand struct {
 
 func (x *ConsumerCommand) Reset() {
 	*x = ConsumerCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[7]
+	mi := &file_logbookv1_command_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -591,7 +663,7 @@ func (x *ConsumerCommand) String() string {
 func (*ConsumerCommand) ProtoMessage() {}
 
 func (x *ConsumerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[7]
+	mi := &file_logbookv1_command_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -604,7 +676,7 @@ func (x *ConsumerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerCommand.ProtoReflect.Descriptor instead.
 func (*ConsumerCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{7}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ConsumerCommand) GetOp() ConsumerOp {
@@ -649,7 +721,7 @@ type TrimCommand struct {
 
 func (x *TrimCommand) Reset() {
 	*x = TrimCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[8]
+	mi := &file_logbookv1_command_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +733,7 @@ func (x *TrimCommand) String() string {
 func (*TrimCommand) ProtoMessage() {}
 
 func (x *TrimCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[8]
+	mi := &file_logbookv1_command_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,7 +746,7 @@ func (x *TrimCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimCommand.ProtoReflect.Descriptor instead.
 func (*TrimCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{8}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TrimCommand) GetToSeq() uint64 {
@@ -706,7 +778,7 @@ type ResetCommand struct {
 
 func (x *ResetCommand) Reset() {
 	*x = ResetCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[9]
+	mi := &file_logbookv1_command_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -718,7 +790,7 @@ func (x *ResetCommand) String() string {
 func (*ResetCommand) ProtoMessage() {}
 
 func (x *ResetCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[9]
+	mi := &file_logbookv1_command_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -731,7 +803,7 @@ func (x *ResetCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetCommand.ProtoReflect.Descriptor instead.
 func (*ResetCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{9}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{10}
 }
 
 type CheckpointCommand struct {
@@ -742,7 +814,7 @@ type CheckpointCommand struct {
 
 func (x *CheckpointCommand) Reset() {
 	*x = CheckpointCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[10]
+	mi := &file_logbookv1_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -754,7 +826,7 @@ func (x *CheckpointCommand) String() string {
 func (*CheckpointCommand) ProtoMessage() {}
 
 func (x *CheckpointCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[10]
+	mi := &file_logbookv1_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -767,7 +839,7 @@ func (x *CheckpointCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointCommand.ProtoReflect.Descriptor instead.
 func (*CheckpointCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{10}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{11}
 }
 
 type ImportCommand struct {
@@ -784,7 +856,7 @@ type ImportCommand struct {
 
 func (x *ImportCommand) Reset() {
 	*x = ImportCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[11]
+	mi := &file_logbookv1_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +868,7 @@ func (x *ImportCommand) String() string {
 func (*ImportCommand) ProtoMessage() {}
 
 func (x *ImportCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[11]
+	mi := &file_logbookv1_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +881,7 @@ func (x *ImportCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportCommand.ProtoReflect.Descriptor instead.
 func (*ImportCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{11}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ImportCommand) GetEvents() []*StoredEvent {
@@ -850,7 +922,7 @@ type Segment struct {
 
 func (x *Segment) Reset() {
 	*x = Segment{}
-	mi := &file_logbookv1_command_proto_msgTypes[12]
+	mi := &file_logbookv1_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -862,7 +934,7 @@ func (x *Segment) String() string {
 func (*Segment) ProtoMessage() {}
 
 func (x *Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[12]
+	mi := &file_logbookv1_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -875,7 +947,7 @@ func (x *Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Segment.ProtoReflect.Descriptor instead.
 func (*Segment) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{12}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Segment) GetId() uint64 {
@@ -944,7 +1016,7 @@ type Consumer struct {
 
 func (x *Consumer) Reset() {
 	*x = Consumer{}
-	mi := &file_logbookv1_command_proto_msgTypes[13]
+	mi := &file_logbookv1_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1028,7 @@ func (x *Consumer) String() string {
 func (*Consumer) ProtoMessage() {}
 
 func (x *Consumer) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[13]
+	mi := &file_logbookv1_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1041,7 @@ func (x *Consumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Consumer.ProtoReflect.Descriptor instead.
 func (*Consumer) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{13}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Consumer) GetName() string {
@@ -1003,13 +1075,15 @@ type SnapshotHeader struct {
 	JournalConfig *JournalConfig `protobuf:"bytes,10,opt,name=journal_config,json=journalConfig,proto3" json:"journal_config,omitempty"`
 	NextSegmentId uint64         `protobuf:"varint,11,opt,name=next_segment_id,json=nextSegmentId,proto3" json:"next_segment_id,omitempty"`
 	Trims         uint64         `protobuf:"varint,12,opt,name=trims,proto3" json:"trims,omitempty"`
+	// The replicated log format; 0 (older snapshots) reads as 1.
+	LogFormat     uint32 `protobuf:"varint,13,opt,name=log_format,json=logFormat,proto3" json:"log_format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_logbookv1_command_proto_msgTypes[14]
+	mi := &file_logbookv1_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1095,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[14]
+	mi := &file_logbookv1_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1108,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{14}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SnapshotHeader) GetFormatVersion() uint32 {
@@ -1121,6 +1195,13 @@ func (x *SnapshotHeader) GetTrims() uint64 {
 	return 0
 }
 
+func (x *SnapshotHeader) GetLogFormat() uint32 {
+	if x != nil {
+		return x.LogFormat
+	}
+	return 0
+}
+
 type StoredEvent struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Seq        uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
@@ -1136,7 +1217,7 @@ type StoredEvent struct {
 
 func (x *StoredEvent) Reset() {
 	*x = StoredEvent{}
-	mi := &file_logbookv1_command_proto_msgTypes[15]
+	mi := &file_logbookv1_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1229,7 @@ func (x *StoredEvent) String() string {
 func (*StoredEvent) ProtoMessage() {}
 
 func (x *StoredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[15]
+	mi := &file_logbookv1_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1242,7 @@ func (x *StoredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredEvent.ProtoReflect.Descriptor instead.
 func (*StoredEvent) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{15}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StoredEvent) GetSeq() uint64 {
@@ -1217,7 +1298,7 @@ type SessionResult struct {
 
 func (x *SessionResult) Reset() {
 	*x = SessionResult{}
-	mi := &file_logbookv1_command_proto_msgTypes[16]
+	mi := &file_logbookv1_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1229,7 +1310,7 @@ func (x *SessionResult) String() string {
 func (*SessionResult) ProtoMessage() {}
 
 func (x *SessionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[16]
+	mi := &file_logbookv1_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1242,7 +1323,7 @@ func (x *SessionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResult.ProtoReflect.Descriptor instead.
 func (*SessionResult) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{16}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SessionResult) GetRequestSeq() uint64 {
@@ -1280,7 +1361,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_logbookv1_command_proto_msgTypes[17]
+	mi := &file_logbookv1_command_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1292,7 +1373,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[17]
+	mi := &file_logbookv1_command_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1305,7 +1386,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{17}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Session) GetClientId() string {
@@ -1352,7 +1433,7 @@ type SnapshotRecord struct {
 
 func (x *SnapshotRecord) Reset() {
 	*x = SnapshotRecord{}
-	mi := &file_logbookv1_command_proto_msgTypes[18]
+	mi := &file_logbookv1_command_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1364,7 +1445,7 @@ func (x *SnapshotRecord) String() string {
 func (*SnapshotRecord) ProtoMessage() {}
 
 func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[18]
+	mi := &file_logbookv1_command_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1377,7 +1458,7 @@ func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRecord.ProtoReflect.Descriptor instead.
 func (*SnapshotRecord) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{18}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SnapshotRecord) GetRecord() isSnapshotRecord_Record {
@@ -1476,10 +1557,11 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12+\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x17.logbook.v1.CommandTypeR\x04type\x12\x18\n" +
 	"\apayload\x18\x03 \x01(\fR\apayload\x12.\n" +
-	"\x13proposed_unix_nanos\x18\x04 \x01(\x03R\x11proposedUnixNanos\"<\n" +
+	"\x13proposed_unix_nanos\x18\x04 \x01(\x03R\x11proposedUnixNanos\"T\n" +
 	"\fJournalEvent\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
-	"\apayload\x18\x02 \x01(\fR\apayload\"\x97\x01\n" +
+	"\apayload\x18\x02 \x01(\fR\apayload\x12\x16\n" +
+	"\x06crc32c\x18\x03 \x01(\aR\x06crc32c\"\x97\x01\n" +
 	"\bAppendOp\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1f\n" +
 	"\vrequest_seq\x18\x02 \x01(\x04R\n" +
@@ -1487,12 +1569,15 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\tacked_seq\x18\x03 \x01(\x04R\backedSeq\x120\n" +
 	"\x06events\x18\x04 \x03(\v2\x18.logbook.v1.JournalEventR\x06events\"7\n" +
 	"\rAppendCommand\x12&\n" +
-	"\x03ops\x18\x01 \x03(\v2\x14.logbook.v1.AppendOpR\x03ops\"o\n" +
+	"\x03ops\x18\x01 \x03(\v2\x14.logbook.v1.AppendOpR\x03ops\"\x95\x01\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x1b\n" +
-	"\thttp_addr\x18\x04 \x01(\tR\bhttpAddr\"C\n" +
+	"\thttp_addr\x18\x04 \x01(\tR\bhttpAddr\x12$\n" +
+	"\x0emax_log_format\x18\x05 \x01(\rR\fmaxLogFormat\",\n" +
+	"\x10SetFormatCommand\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\"C\n" +
 	"\x15RegisterMemberCommand\x12*\n" +
 	"\x06member\x18\x01 \x01(\v2\x12.logbook.v1.MemberR\x06member\"b\n" +
 	"\rJournalConfig\x12,\n" +
@@ -1528,7 +1613,7 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x06sealed\x18\b \x01(\bR\x06sealed\";\n" +
 	"\bConsumer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
-	"\tacked_seq\x18\x02 \x01(\x04R\backedSeq\"\xc9\x03\n" +
+	"\tacked_seq\x18\x02 \x01(\x04R\backedSeq\"\xe8\x03\n" +
 	"\x0eSnapshotHeader\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x19\n" +
 	"\bnext_seq\x18\x02 \x01(\x04R\anextSeq\x12\x1f\n" +
@@ -1543,7 +1628,9 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x0ejournal_config\x18\n" +
 	" \x01(\v2\x19.logbook.v1.JournalConfigR\rjournalConfig\x12&\n" +
 	"\x0fnext_segment_id\x18\v \x01(\x04R\rnextSegmentId\x12\x14\n" +
-	"\x05trims\x18\f \x01(\x04R\x05trims\"\xa1\x01\n" +
+	"\x05trims\x18\f \x01(\x04R\x05trims\x12\x1d\n" +
+	"\n" +
+	"log_format\x18\r \x01(\rR\tlogFormat\"\xa1\x01\n" +
 	"\vStoredEvent\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x18\n" +
@@ -1569,7 +1656,7 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x06member\x18\x03 \x01(\v2\x12.logbook.v1.MemberH\x00R\x06member\x12/\n" +
 	"\asegment\x18\x04 \x01(\v2\x13.logbook.v1.SegmentH\x00R\asegment\x122\n" +
 	"\bconsumer\x18\x05 \x01(\v2\x14.logbook.v1.ConsumerH\x00R\bconsumerB\b\n" +
-	"\x06record*\x8a\x02\n" +
+	"\x06record*\xa7\x02\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13COMMAND_TYPE_APPEND\x10\x01\x12 \n" +
@@ -1579,7 +1666,8 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x11COMMAND_TYPE_TRIM\x10\x05\x12\x16\n" +
 	"\x12COMMAND_TYPE_RESET\x10\x06\x12\x17\n" +
 	"\x13COMMAND_TYPE_IMPORT\x10\a\x12\x1b\n" +
-	"\x17COMMAND_TYPE_CHECKPOINT\x10\b*p\n" +
+	"\x17COMMAND_TYPE_CHECKPOINT\x10\b\x12\x1b\n" +
+	"\x17COMMAND_TYPE_SET_FORMAT\x10\t*p\n" +
 	"\n" +
 	"ConsumerOp\x12\x1b\n" +
 	"\x17CONSUMER_OP_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -1600,7 +1688,7 @@ func file_logbookv1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_logbookv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_logbookv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_logbookv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_logbookv1_command_proto_goTypes = []any{
 	(CommandType)(0),              // 0: logbook.v1.CommandType
 	(ConsumerOp)(0),               // 1: logbook.v1.ConsumerOp
@@ -1609,20 +1697,21 @@ var file_logbookv1_command_proto_goTypes = []any{
 	(*AppendOp)(nil),              // 4: logbook.v1.AppendOp
 	(*AppendCommand)(nil),         // 5: logbook.v1.AppendCommand
 	(*Member)(nil),                // 6: logbook.v1.Member
-	(*RegisterMemberCommand)(nil), // 7: logbook.v1.RegisterMemberCommand
-	(*JournalConfig)(nil),         // 8: logbook.v1.JournalConfig
-	(*ConsumerCommand)(nil),       // 9: logbook.v1.ConsumerCommand
-	(*TrimCommand)(nil),           // 10: logbook.v1.TrimCommand
-	(*ResetCommand)(nil),          // 11: logbook.v1.ResetCommand
-	(*CheckpointCommand)(nil),     // 12: logbook.v1.CheckpointCommand
-	(*ImportCommand)(nil),         // 13: logbook.v1.ImportCommand
-	(*Segment)(nil),               // 14: logbook.v1.Segment
-	(*Consumer)(nil),              // 15: logbook.v1.Consumer
-	(*SnapshotHeader)(nil),        // 16: logbook.v1.SnapshotHeader
-	(*StoredEvent)(nil),           // 17: logbook.v1.StoredEvent
-	(*SessionResult)(nil),         // 18: logbook.v1.SessionResult
-	(*Session)(nil),               // 19: logbook.v1.Session
-	(*SnapshotRecord)(nil),        // 20: logbook.v1.SnapshotRecord
+	(*SetFormatCommand)(nil),      // 7: logbook.v1.SetFormatCommand
+	(*RegisterMemberCommand)(nil), // 8: logbook.v1.RegisterMemberCommand
+	(*JournalConfig)(nil),         // 9: logbook.v1.JournalConfig
+	(*ConsumerCommand)(nil),       // 10: logbook.v1.ConsumerCommand
+	(*TrimCommand)(nil),           // 11: logbook.v1.TrimCommand
+	(*ResetCommand)(nil),          // 12: logbook.v1.ResetCommand
+	(*CheckpointCommand)(nil),     // 13: logbook.v1.CheckpointCommand
+	(*ImportCommand)(nil),         // 14: logbook.v1.ImportCommand
+	(*Segment)(nil),               // 15: logbook.v1.Segment
+	(*Consumer)(nil),              // 16: logbook.v1.Consumer
+	(*SnapshotHeader)(nil),        // 17: logbook.v1.SnapshotHeader
+	(*StoredEvent)(nil),           // 18: logbook.v1.StoredEvent
+	(*SessionResult)(nil),         // 19: logbook.v1.SessionResult
+	(*Session)(nil),               // 20: logbook.v1.Session
+	(*SnapshotRecord)(nil),        // 21: logbook.v1.SnapshotRecord
 }
 var file_logbookv1_command_proto_depIdxs = []int32{
 	0,  // 0: logbook.v1.Command.type:type_name -> logbook.v1.CommandType
@@ -1630,14 +1719,14 @@ var file_logbookv1_command_proto_depIdxs = []int32{
 	4,  // 2: logbook.v1.AppendCommand.ops:type_name -> logbook.v1.AppendOp
 	6,  // 3: logbook.v1.RegisterMemberCommand.member:type_name -> logbook.v1.Member
 	1,  // 4: logbook.v1.ConsumerCommand.op:type_name -> logbook.v1.ConsumerOp
-	17, // 5: logbook.v1.ImportCommand.events:type_name -> logbook.v1.StoredEvent
-	8,  // 6: logbook.v1.SnapshotHeader.journal_config:type_name -> logbook.v1.JournalConfig
-	18, // 7: logbook.v1.Session.results:type_name -> logbook.v1.SessionResult
-	17, // 8: logbook.v1.SnapshotRecord.event:type_name -> logbook.v1.StoredEvent
-	19, // 9: logbook.v1.SnapshotRecord.session:type_name -> logbook.v1.Session
+	18, // 5: logbook.v1.ImportCommand.events:type_name -> logbook.v1.StoredEvent
+	9,  // 6: logbook.v1.SnapshotHeader.journal_config:type_name -> logbook.v1.JournalConfig
+	19, // 7: logbook.v1.Session.results:type_name -> logbook.v1.SessionResult
+	18, // 8: logbook.v1.SnapshotRecord.event:type_name -> logbook.v1.StoredEvent
+	20, // 9: logbook.v1.SnapshotRecord.session:type_name -> logbook.v1.Session
 	6,  // 10: logbook.v1.SnapshotRecord.member:type_name -> logbook.v1.Member
-	14, // 11: logbook.v1.SnapshotRecord.segment:type_name -> logbook.v1.Segment
-	15, // 12: logbook.v1.SnapshotRecord.consumer:type_name -> logbook.v1.Consumer
+	15, // 11: logbook.v1.SnapshotRecord.segment:type_name -> logbook.v1.Segment
+	16, // 12: logbook.v1.SnapshotRecord.consumer:type_name -> logbook.v1.Consumer
 	13, // [13:13] is the sub-list for method output_type
 	13, // [13:13] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
@@ -1650,7 +1739,7 @@ func file_logbookv1_command_proto_init() {
 	if File_logbookv1_command_proto != nil {
 		return
 	}
-	file_logbookv1_command_proto_msgTypes[18].OneofWrappers = []any{
+	file_logbookv1_command_proto_msgTypes[19].OneofWrappers = []any{
 		(*SnapshotRecord_Event)(nil),
 		(*SnapshotRecord_Session)(nil),
 		(*SnapshotRecord_Member)(nil),
@@ -1663,7 +1752,7 @@ func file_logbookv1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_command_proto_rawDesc), len(file_logbookv1_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -447,7 +447,9 @@ type PositionsResponse struct {
 	// Health warning, e.g. "behind on trimming: 9/4 segments"; empty if fine.
 	Warning string `protobuf:"bytes,9,opt,name=warning,proto3" json:"warning,omitempty"`
 	// Leader only: the submit path is paused.
-	Paused        bool `protobuf:"varint,10,opt,name=paused,proto3" json:"paused,omitempty"`
+	Paused bool `protobuf:"varint,10,opt,name=paused,proto3" json:"paused,omitempty"`
+	// The replicated log format (Raft entry envelope version).
+	LogFormat     uint32 `protobuf:"varint,11,opt,name=log_format,json=logFormat,proto3" json:"log_format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -550,6 +552,13 @@ func (x *PositionsResponse) GetPaused() bool {
 		return x.Paused
 	}
 	return false
+}
+
+func (x *PositionsResponse) GetLogFormat() uint32 {
+	if x != nil {
+		return x.LogFormat
+	}
+	return 0
 }
 
 type SegmentsRequest struct {
@@ -1671,7 +1680,7 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\x06events\x18\x01 \x03(\v2\x17.logbook.v1.StoredEventR\x06events\x12\x19\n" +
 	"\bsafe_pos\x18\x02 \x01(\x04R\asafePos\x12#\n" +
 	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\x12\n" +
-	"\x10PositionsRequest\"\xc5\x02\n" +
+	"\x10PositionsRequest\"\xe4\x02\n" +
 	"\x11PositionsResponse\x12\x1b\n" +
 	"\twrite_pos\x18\x01 \x01(\x04R\bwritePos\x12\x19\n" +
 	"\bsafe_pos\x18\x02 \x01(\x04R\asafePos\x12\x1d\n" +
@@ -1686,7 +1695,9 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\tmember_id\x18\b \x01(\tR\bmemberId\x12\x18\n" +
 	"\awarning\x18\t \x01(\tR\awarning\x12\x16\n" +
 	"\x06paused\x18\n" +
-	" \x01(\bR\x06paused\"\x11\n" +
+	" \x01(\bR\x06paused\x12\x1d\n" +
+	"\n" +
+	"log_format\x18\v \x01(\rR\tlogFormat\"\x11\n" +
 	"\x0fSegmentsRequest\"\xd9\x01\n" +
 	"\vSegmentInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1b\n" +

@@ -113,6 +113,8 @@ type devOptions struct {
 	Keep    bool
 	Ports   portPicker
 	Logger  *slog.Logger
+	// EnablePprof mounts /debug/pprof/ on every member's HTTP address.
+	EnablePprof bool
 }
 
 // devCluster is a running in-process cluster.
@@ -176,6 +178,7 @@ func startDev(opts devOptions) (_ *devCluster, err error) {
 			seed = localAddr(p.Gossip)
 		}
 		cfg := devConfig(i, opts.Members, p, d.dir, seed, opts.Logger)
+		cfg.EnablePprof = opts.EnablePprof
 		srv, err := coordserver.New(cfg)
 		if err != nil {
 			if i == 0 && strings.Contains(err.Error(), "address already in use") {
@@ -376,5 +379,6 @@ stops them all.`,
 	fs.BoolVar(&opts.Keep, "keep", false, "keep the temporary data directory on exit (a --data-dir is always kept)")
 	fs.StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error")
 	fs.BoolVar(&logJSON, "log-json", false, "log JSON lines instead of text")
+	fs.BoolVar(&opts.EnablePprof, "enable-pprof", false, "serve Go profiling at /debug/pprof/ on each member's HTTP address")
 	return cmd
 }

@@ -104,7 +104,7 @@ func TestJournalAdminJSONShapes(t *testing.T) {
 		}
 		return true
 	}
-	if k := keys(toPositionsJSON(client.Positions{})); !same(k, "write_pos", "safe_pos", "expire_pos", "trimmed_pos", "event_count", "segment_count", "applied_index", "member", "warning") {
+	if k := keys(toPositionsJSON(client.Positions{})); !same(k, "write_pos", "safe_pos", "expire_pos", "trimmed_pos", "event_count", "segment_count", "applied_index", "member", "warning", "log_format") {
 		t.Errorf("positions keys: %v", k)
 	}
 	if k := keys(toSegmentsJSON([]*pb.SegmentInfo{{}})[0]); !same(k, "id", "first_seq", "last_seq", "events", "bytes", "state", "first_index", "last_index") {
@@ -184,8 +184,8 @@ func TestJournalAdminCommands(t *testing.T) {
 			}
 			var raw map[string]any
 			decodeJSON(t, out, &raw)
-			if len(raw) != 9 {
-				t.Fatalf("positions: want 9 keys, got %v", raw)
+			if len(raw) != 10 {
+				t.Fatalf("positions: want 10 keys, got %v", raw)
 			}
 			p = positions{}
 			decodeJSON(t, out, &p)

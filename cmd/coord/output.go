@@ -164,13 +164,14 @@ type positionsJSON struct {
 	AppliedIndex uint64 `json:"applied_index"`
 	Member       string `json:"member"`
 	Warning      string `json:"warning"`
+	LogFormat    uint32 `json:"log_format"`
 }
 
 func toPositionsJSON(p client.Positions) positionsJSON {
 	return positionsJSON{
 		WritePos: p.WritePos, SafePos: p.SafePos, ExpirePos: p.ExpirePos, TrimmedPos: p.TrimmedPos,
 		EventCount: p.EventCount, SegmentCount: p.SegmentCount, AppliedIndex: p.AppliedIndex,
-		Member: p.MemberID, Warning: p.Warning,
+		Member: p.MemberID, Warning: p.Warning, LogFormat: p.LogFormat,
 	}
 }
 

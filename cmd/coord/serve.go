@@ -39,6 +39,7 @@ func addServeFlags(fs *pflag.FlagSet) *serveFlags {
 	fs.StringVar(&c.GRPCAddr, "grpc-addr", d.GRPCAddr, "gRPC API listen address")
 	fs.StringVar(&c.GossipAddr, "gossip-addr", d.GossipAddr, "gossip listen address (TCP and UDP)")
 	fs.StringVar(&c.HTTPAddr, "http-addr", d.HTTPAddr, "HTTP listen address (/metrics, /healthz, /readyz)")
+	fs.BoolVar(&c.EnablePprof, "enable-pprof", false, "serve Go profiling at /debug/pprof/ on --http-addr")
 	fs.StringVar(&c.AdvertiseRaft, "advertise-raft", "", "Raft address other members dial (default: --raft-addr)")
 	fs.StringVar(&c.AdvertiseGRPC, "advertise-grpc", "", "gRPC address members and clients dial (default: --grpc-addr)")
 	fs.StringVar(&c.AdvertiseGossip, "advertise-gossip", "", "gossip address other members dial (default: --gossip-addr)")

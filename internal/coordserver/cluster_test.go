@@ -13,6 +13,7 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
+	"github.com/logbookhq/logbook/fsm"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -287,7 +288,7 @@ func TestMinorityPartitionCannotCommit(t *testing.T) {
 
 func mustAppendCommand(t *testing.T, payload string) []byte {
 	t.Helper()
-	data, err := encodeAppend([]*pb.AppendOp{{Events: []*pb.JournalEvent{{Type: "t", Payload: []byte(payload)}}}})
+	data, err := fsm.EncodeCommand(pb.CommandType_COMMAND_TYPE_APPEND, &pb.AppendCommand{Ops: []*pb.AppendOp{{Events: []*pb.JournalEvent{{Type: "t", Payload: []byte(payload)}}}}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,6 +75,9 @@ type Config struct {
 	AdvertiseGRPC   string
 	AdvertiseGossip string
 	AdvertiseHTTP   string
+	// EnablePprof serves net/http/pprof under /debug/pprof/ on HTTPAddr
+	// (off by default, like etcd's --enable-pprof).
+	EnablePprof bool
 
 	// BootstrapExpect: form a new cluster once this many coordinators see
 	// each other over gossip. 0 disables (join an existing cluster).
@@ -103,6 +106,13 @@ type Config struct {
 
 	// raftDialer, when set (tests only), opens Raft connections.
 	raftDialer raftnet.DialFunc
+	// crashAt, when set (tests only), is asked at each named step of a
+	// multi-step operation; true aborts the operation there, as a crash
+	// would (Server.crashPoint).
+	crashAt func(step string) bool
+	// maxLogFormat, when set (tests only), is the newest log format this
+	// member claims to read, as a member of an older build would.
+	maxLogFormat uint32
 }
 
 // DefaultConfig returns the LAN defaults (docs/operations.md explains them).

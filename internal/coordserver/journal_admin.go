@@ -20,7 +20,7 @@ func (s *Server) applyCommand(t pb.CommandType, m proto.Message) (any, error) {
 	if s.raft.State() != raft.Leader {
 		return nil, s.statusErr(codes.Unavailable, ReasonNotLeader, "not the leader")
 	}
-	data, err := fsm.EncodeCommand(t, m, time.Now().UnixNano())
+	data, err := s.encode(t, m)
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
@@ -68,6 +68,7 @@ func (j *journalService) Positions(ctx context.Context, _ *pb.PositionsRequest) 
 		resp.SegmentCount = uint64(len(st.Segments()))
 		resp.AppliedIndex = st.AppliedIndex()
 		resp.Warning = s.trimWarning(st)
+		resp.LogFormat = st.LogFormat()
 	})
 	resp.WritePos = resp.SafePos
 	if s.raft.State() == raft.Leader {
@@ -160,19 +161,70 @@ func (j *journalService) Trim(ctx context.Context, req *pb.TrimRequest) (*pb.Tri
 	if req.To > next {
 		return nil, status.Errorf(codes.InvalidArgument, "trim: --to %d is beyond the end of the journal (next seq %d)", req.To, next)
 	}
-	// Segments every consumer has passed need a snapshot covering them
-	// before they expire: take one if the newest does not.
-	if s.needsSnapshotForTrim() {
-		if err := s.await(s.raft.Snapshot()); err != nil && err != raft.ErrNothingNewToSnapshot {
-			s.log.Warn("snapshot before trim failed", "err", err)
-		}
-	}
-	r, err := s.trim(req.To, false)
+	r, err := s.trimExpired(req.To, false)
 	if err != nil {
 		return nil, err
 	}
 	s.log.Info("journal trimmed", "trimmed-pos", r.TrimmedPos, "segments", r.Segments)
 	return &pb.TrimResponse{TrimmedPos: r.TrimmedPos, SegmentsTrimmed: r.Segments}, nil
+}
+
+// trimExpired is the whole trim on the leader, manual (to > 0: at most up
+// to that seq) or automatic, in the order that keeps a crash at any step
+// recoverable:
+//
+//  1. segments every consumer has passed but no snapshot covers yet: take a
+//     snapshot first (they become expired, not only expiring);
+//  2. propose the TRIM command (the analogue of MDLog's journal header
+//     write): once it commits, every member drops the same segments at the
+//     same index;
+//  3. snapshot again so that the files on disk follow the trim (the new
+//     snapshot no longer holds the dropped events, and Raft compacts its
+//     log behind it).
+//
+// A crash before 2 commits leaves the journal untrimmed; after, trimmed;
+// either way replay from snapshot + log rebuilds the same state on every
+// member (TestTrimCrashAtEachStep).
+func (s *Server) trimExpired(to uint64, automatic bool) (fsm.TrimResult, error) {
+	if err := s.crashPoint("trim-before-snapshot"); err != nil {
+		return fsm.TrimResult{}, err
+	}
+	if s.needsSnapshotForTrim() {
+		if err := s.await(s.raft.Snapshot()); err != nil && err != raft.ErrNothingNewToSnapshot {
+			if automatic {
+				return fsm.TrimResult{}, fmt.Errorf("snapshot before trim: %w", err)
+			}
+			s.log.Warn("snapshot before trim failed", "err", err)
+		}
+	}
+	if err := s.crashPoint("trim-after-snapshot"); err != nil {
+		return fsm.TrimResult{}, err
+	}
+	r, err := s.trim(to, automatic)
+	if err != nil {
+		return r, err
+	}
+	if err := s.crashPoint("trim-after-apply"); err != nil {
+		return fsm.TrimResult{}, err
+	}
+	if r.Segments > 0 {
+		if err := s.await(s.raft.Snapshot()); err != nil && err != raft.ErrNothingNewToSnapshot {
+			s.log.Warn("snapshot after trim failed", "err", err)
+		}
+	}
+	if err := s.crashPoint("trim-after-resnapshot"); err != nil {
+		return fsm.TrimResult{}, err
+	}
+	return r, nil
+}
+
+// crashPoint lets tests stop an operation at a named step, as if the
+// process died there (Config.crashAt); it is nil in production.
+func (s *Server) crashPoint(step string) error {
+	if s.cfg.crashAt != nil && s.cfg.crashAt(step) {
+		return status.Errorf(codes.Internal, "crash point %s", step)
+	}
+	return nil
 }
 
 // needsSnapshotForTrim: some segment is acked by every consumer but not
@@ -283,17 +335,12 @@ func (s *Server) journalLoop() {
 			}
 			return true
 		}
+		s.upgradeLogFormat()
 		j := s.cfg.Journal
 		if (j.MaxSegments == 0 || segs <= j.MaxSegments) && (j.MaxEvents == 0 || events <= j.MaxEvents) {
 			return true
 		}
-		if s.needsSnapshotForTrim() {
-			if err := s.await(s.raft.Snapshot()); err != nil && err != raft.ErrNothingNewToSnapshot {
-				s.log.Warn("snapshot before automatic trim failed", "err", err)
-				return true
-			}
-		}
-		r, err := s.trim(0, true)
+		r, err := s.trimExpired(0, true)
 		if err != nil {
 			s.log.Warn("automatic trim failed", "err", err)
 		} else if r.Segments > 0 {

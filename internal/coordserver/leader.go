@@ -60,7 +60,7 @@ func (s *Server) leaderLoop() {
 }
 
 func (s *Server) applyMember(m *pb.Member) error {
-	data, err := fsm.EncodeCommand(pb.CommandType_COMMAND_TYPE_REGISTER_MEMBER, &pb.RegisterMemberCommand{Member: m}, time.Now().UnixNano())
+	data, err := s.encode(pb.CommandType_COMMAND_TYPE_REGISTER_MEMBER, &pb.RegisterMemberCommand{Member: m})
 	if err != nil {
 		return err
 	}
@@ -326,7 +326,7 @@ type leaderSink struct{ s *Server }
 func (l leaderSink) Start(ops []*pb.AppendOp) func() ([]fsm.Result, error) {
 	s := l.s
 	started := time.Now()
-	data, err := encodeAppend(ops)
+	data, err := s.encodeAppend(ops)
 	if err != nil {
 		return func() ([]fsm.Result, error) { return nil, err }
 	}
@@ -354,8 +354,65 @@ func (l leaderSink) Start(ops []*pb.AppendOp) func() ([]fsm.Result, error) {
 	}
 }
 
-func encodeAppend(ops []*pb.AppendOp) ([]byte, error) {
-	return fsm.EncodeCommand(pb.CommandType_COMMAND_TYPE_APPEND, &pb.AppendCommand{Ops: ops}, time.Now().UnixNano())
+func (s *Server) encodeAppend(ops []*pb.AppendOp) ([]byte, error) {
+	return s.encode(pb.CommandType_COMMAND_TYPE_APPEND, &pb.AppendCommand{Ops: ops})
+}
+
+// encode wraps a command in the envelope of the replicated log format.
+func (s *Server) encode(t pb.CommandType, m proto.Message) ([]byte, error) {
+	return fsm.EncodeCommandVersion(s.logFormat(), t, m, time.Now().UnixNano())
+}
+
+// maxLogFormat is the newest log format a member with config cfg reads.
+func maxLogFormat(cfg Config) uint32 {
+	if cfg.maxLogFormat != 0 {
+		return cfg.maxLogFormat
+	}
+	return fsm.CommandVersion
+}
+
+// logFormat is the format this member writes: the replicated one (never
+// above what this build reads; the FSM halts before that could happen).
+func (s *Server) logFormat() uint32 {
+	var v uint32
+	s.fsm.View(func(st *fsm.State) { v = st.LogFormat() })
+	return min(v, maxLogFormat(s.cfg))
+}
+
+// upgradeLogFormat is the leader's half of the format upgrade: once every
+// voter has registered a build that reads a newer format than the
+// replicated one, it proposes SET_FORMAT with the newest format all of them
+// read. Entries after it use that format; older entries and snapshots stay
+// readable, and the next snapshot is written in the current encoding.
+func (s *Server) upgradeLogFormat() {
+	f := s.raft.GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	target := maxLogFormat(s.cfg)
+	var cur uint32
+	s.fsm.View(func(st *fsm.State) {
+		cur = st.LogFormat()
+		for _, srv := range f.Configuration().Servers {
+			if srv.Suffrage != raft.Voter {
+				continue
+			}
+			m, ok := st.Member(string(srv.ID))
+			if !ok {
+				target = 0 // not registered yet: wait
+				return
+			}
+			target = min(target, max(m.MaxLogFormat, fsm.MinCommandVersion))
+		}
+	})
+	if target <= cur {
+		return
+	}
+	if _, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_SET_FORMAT, &pb.SetFormatCommand{Version: target}); err != nil {
+		s.log.Warn("raising the log format failed", "from", cur, "to", target, "err", err)
+		return
+	}
+	s.log.Info("log format raised", "from", cur, "to", target)
 }
 
 func (s *Server) pickLeaderSink(ctx context.Context) (journal.Sink, error) {

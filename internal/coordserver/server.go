@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,6 +94,9 @@ func New(cfg Config) (_ *Server, err error) {
 			RaftAddr: advertised(cfg.RaftAddr, cfg.AdvertiseRaft),
 			GrpcAddr: advertised(cfg.GRPCAddr, cfg.AdvertiseGRPC),
 			HttpAddr: advertised(cfg.HTTPAddr, cfg.AdvertiseHTTP),
+			// What this build reads: the leader raises the log format
+			// only when every voter can read the new one.
+			MaxLogFormat: maxLogFormat(cfg),
 		},
 	}
 	defer func() {
@@ -575,6 +579,13 @@ func (s *Server) startHTTP() error {
 		}
 		fmt.Fprintln(w, "ok")
 	})
+	if s.cfg.EnablePprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, TLSConfig: s.cfg.Security.HTTPTLS}
 	s.wg.Add(1)
 	go func() {

@@ -385,6 +385,22 @@ func (cl *cluster) waitCaughtUp(services ...string) {
 
 // waitRejoined waits until the cluster is stable again with every member
 // and services (just restarted, unpaused or reconnected) caught up.
+// killLeaderAndRestart SIGKILLs the leader, waits for a new one among the
+// others, runs during (the load goes on without the old leader), then
+// restarts the old leader and waits until it has rejoined and caught up.
+func (cl *cluster) killLeaderAndRestart(why string, during func()) {
+	cl.t.Helper()
+	old := cl.leader()
+	cl.logf("SIGKILL leader %s%s", old, why)
+	if err := cl.kill(old); err != nil {
+		cl.t.Fatal(err)
+	}
+	cl.logf("new leader %s", cl.leader(cl.others(old)...))
+	during()
+	cl.restart(old)
+	cl.waitRejoined(old)
+}
+
 func (cl *cluster) waitRejoined(services ...string) {
 	cl.t.Helper()
 	cl.waitStable(len(cl.services))

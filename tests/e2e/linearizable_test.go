@@ -27,6 +27,10 @@ type readIn struct {
 }
 type readOut struct{ count int }
 
+// tailIn is a tail consumer receiving the event at seq: the journal holds
+// at least seq events by then (Call = Return = the time it arrived).
+type tailIn struct{ seq uint64 }
+
 var journalModel = porcupine.Model{
 	Init: func() any { return uint64(0) },
 	Step: func(state, input, output any) (bool, any) {
@@ -40,6 +44,8 @@ var journalModel = porcupine.Model{
 				want = int(min(uint64(in.max), n-in.from+1))
 			}
 			return output.(readOut).count == want, n
+		case tailIn:
+			return in.seq <= n, n
 		}
 		return false, n
 	},
@@ -49,73 +55,84 @@ var journalModel = porcupine.Model{
 			return fmt.Sprintf("append(%s) -> %d", in.payload, output.(appendOut).seq)
 		case readIn:
 			return fmt.Sprintf("read(%d,%d) -> %d events", in.from, in.max, output.(readOut).count)
+		case tailIn:
+			return fmt.Sprintf("tail got %d", in.seq)
 		}
 		return "?"
 	},
 }
 
+// history records the operations of several clients for porcupine.
 type history struct {
 	mu       sync.Mutex
 	ops      []porcupine.Operation
 	unknown  map[string]int64  // payload -> call time of an append whose outcome is unknown
 	observed map[uint64]string // seq -> payload, as reads saw it
+	workers  int
+	stop     chan struct{}
+	wg       sync.WaitGroup
 }
 
-// TestLinearizableHistoryThroughLeaderKill records appends and
-// linearizable reads from several clients while the leader is killed and
-// restarted, and checks the history with porcupine.
-func TestLinearizableHistoryThroughLeaderKill(t *testing.T) {
-	cl := startCluster(t, compose3, 3)
-	h := &history{unknown: map[string]int64{}, observed: map[uint64]string{}}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	const workers, maxOps = 4, 5000
+// startHistory runs workers clients, each appending and (every fourth
+// operation) reading linearizably, until h.halt.
+func startHistory(ctx context.Context, t *testing.T, cl *cluster, workers, maxOps int) *history {
+	h := &history{unknown: map[string]int64{}, observed: map[uint64]string{}, workers: workers, stop: make(chan struct{})}
 	for w := 0; w < workers; w++ {
 		c, _, err := cl.newClient(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close()
-		wg.Add(1)
+		h.wg.Add(1)
 		go func() {
-			defer wg.Done()
-			h.run(ctx, c, w, maxOps, stop)
+			defer h.wg.Done()
+			defer c.Close()
+			h.run(ctx, c, w, maxOps, h.stop)
 		}()
 	}
-	h.waitOps(t, 500)
-	old := cl.leader()
-	cl.logf("SIGKILL leader %s", old)
-	if err := cl.kill(old); err != nil {
-		t.Fatal(err)
-	}
-	cl.leader(cl.others(old)...)
-	h.waitOps(t, h.count()+500)
-	cl.restart(old)
-	cl.waitRejoined(old)
-	h.waitOps(t, h.count()+200)
-	close(stop)
-	wg.Wait()
+	return h
+}
 
-	// Resolve appends with unknown outcome from the final journal: present
-	// means it took effect some time after its call.
-	final, err := cl.readMember(cl.leader())
-	if err != nil {
-		t.Fatal(err)
+// halt stops the workers and waits for them.
+func (h *history) halt() {
+	close(h.stop)
+	h.wg.Wait()
+}
+
+// acked is seq -> payload of every acknowledged append.
+func (h *history) acked() map[uint64]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[uint64]string{}
+	for _, op := range h.ops {
+		if in, ok := op.Input.(appendIn); ok {
+			out[op.Output.(appendOut).seq] = in.payload
+		}
 	}
+	return out
+}
+
+// check resolves appends of unknown outcome against the final journal
+// (present: it took effect some time after its call), checks that every
+// acknowledged append and every read saw the payload the journal holds at
+// that seq, and runs porcupine over the history plus extra operations
+// (a tail consumer's deliveries).
+func (h *history) check(t *testing.T, cl *cluster, final []client.StoredEvent, extra []porcupine.Operation) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	bySeq := map[uint64]string{}
 	byPayload := map[string]uint64{}
 	for _, e := range final {
 		bySeq[e.Seq] = string(e.Payload)
 		byPayload[string(e.Payload)] = e.Seq
 	}
+	ops := append([]porcupine.Operation(nil), h.ops...)
 	for p, call := range h.unknown {
 		if seq, ok := byPayload[p]; ok {
-			h.ops = append(h.ops, porcupine.Operation{ClientId: workers, Input: appendIn{p}, Call: call, Output: appendOut{seq}, Return: math.MaxInt64})
+			ops = append(ops, porcupine.Operation{ClientId: h.workers, Input: appendIn{p}, Call: call, Output: appendOut{seq}, Return: math.MaxInt64})
 		}
 	}
-	for _, op := range h.ops {
+	for _, op := range ops {
 		if in, ok := op.Input.(appendIn); ok && bySeq[op.Output.(appendOut).seq] != in.payload {
 			t.Fatalf("append %q acknowledged at seq %d, which holds %q", in.payload, op.Output.(appendOut).seq, bySeq[op.Output.(appendOut).seq])
 		}
@@ -125,11 +142,32 @@ func TestLinearizableHistoryThroughLeaderKill(t *testing.T) {
 			t.Fatalf("a read saw %q at seq %d, which holds %q", p, seq, bySeq[seq])
 		}
 	}
-	res := porcupine.CheckOperationsTimeout(journalModel, h.ops, time.Minute)
-	cl.logf("porcupine: %d operations (%d of unknown outcome resolved), result %v", len(h.ops), len(h.unknown), res)
+	ops = append(ops, extra...)
+	res := porcupine.CheckOperationsTimeout(journalModel, ops, 2*time.Minute)
+	cl.logf("porcupine: %d operations (%d appends of unknown outcome, %d tail deliveries), result %v", len(ops), len(h.unknown), len(extra), res)
 	if res != porcupine.Ok {
 		t.Fatalf("history is not linearizable (%v)", res)
 	}
+}
+
+// TestLinearizableHistoryThroughLeaderKill records appends and
+// linearizable reads from several clients while the leader is killed and
+// restarted, and checks the history with porcupine.
+func TestLinearizableHistoryThroughLeaderKill(t *testing.T) {
+	cl := startCluster(t, compose3, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	h := startHistory(ctx, t, cl, 4, 5000)
+	h.waitOps(t, 500)
+	cl.killLeaderAndRestart("", func() { h.waitOps(t, h.count()+500) })
+	h.waitOps(t, h.count()+200)
+	h.halt()
+	cl.waitConverged()
+	final, err := cl.readMember(cl.leader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.check(t, cl, final, nil)
 }
 
 func (h *history) run(ctx context.Context, c *client.Client, w, maxOps int, stop <-chan struct{}) {
@@ -221,5 +259,21 @@ func TestJournalModelRejectsStaleReadsAndSeqGaps(t *testing.T) {
 	}
 	if porcupine.CheckOperations(journalModel, gap) {
 		t.Fatal("a seq gap was accepted")
+	}
+	early := []porcupine.Operation{
+		op(0, appendIn{"a"}, appendOut{1}, 0, 10),
+		op(2, tailIn{2}, nil, 15, 15), // the tail delivers seq 2 before its append was called
+		op(0, appendIn{"b"}, appendOut{2}, 20, 30),
+	}
+	if porcupine.CheckOperations(journalModel, early) {
+		t.Fatal("a tail delivery ahead of the journal was accepted")
+	}
+	inTime := []porcupine.Operation{
+		op(0, appendIn{"a"}, appendOut{1}, 0, 10),
+		op(0, appendIn{"b"}, appendOut{2}, 20, 30),
+		op(2, tailIn{2}, nil, 25, 25), // during the append: it committed before returning
+	}
+	if !porcupine.CheckOperations(journalModel, inTime) {
+		t.Fatal("a tail delivery during its append was rejected")
 	}
 }

@@ -9,12 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/logbookhq/logbook/client"
 )
 
 // TestTailConsumerThroughFaults: a tail consumer on the host follows the
 // journal while the leader is killed and restarted and a follower is cut off
-// the network; it sees every acknowledged event exactly once, in order.
+// the network; it sees every acknowledged event exactly once, in order. The
+// clients' appends and linearizable reads, with the tail's deliveries, are
+// recorded and checked for linearizability with porcupine.
 func TestTailConsumerThroughFaults(t *testing.T) {
 	cl := startCluster(t, compose3, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -26,6 +29,8 @@ func TestTailConsumerThroughFaults(t *testing.T) {
 	defer tc.Close()
 	var mu sync.Mutex
 	var seen []client.StoredEvent
+	var tailOps []porcupine.Operation
+	const workers = 3
 	var order error
 	tailCtx, stopTail := context.WithCancel(ctx)
 	tailDone := make(chan error, 1)
@@ -37,33 +42,27 @@ func TestTailConsumerThroughFaults(t *testing.T) {
 				order = errorf("tail delivered seq %d, want %d", e.Seq, want)
 			}
 			seen = append(seen, e)
+			now := time.Now().UnixNano()
+			tailOps = append(tailOps, porcupine.Operation{ClientId: workers + 1, Input: tailIn{e.Seq}, Output: nil, Call: now, Return: now})
 			return nil
 		})
 	}()
 
-	l := startLoad(cl, 3)
-	l.waitCount(300, time.Minute)
-	old := cl.leader()
-	cl.logf("SIGKILL leader %s with the tail at %d", old, tailLen(&mu, &seen))
-	if err := cl.kill(old); err != nil {
-		t.Fatal(err)
-	}
-	cl.leader(cl.others(old)...)
-	l.waitMore(500, time.Minute)
-	cl.restart(old)
-	cl.waitRejoined(old)
+	h := startHistory(ctx, t, cl, workers, 1_000_000)
+	h.waitOps(t, 300)
+	cl.killLeaderAndRestart(fmt.Sprintf(" with the tail at %d", tailLen(&mu, &seen)), func() { h.waitOps(t, h.count()+500) })
 
 	f := cl.others(cl.leader())[0]
 	cl.logf("disconnect follower %s with the tail at %d", f, tailLen(&mu, &seen))
 	if err := cl.disconnect(f); err != nil {
 		t.Fatal(err)
 	}
-	l.waitMore(500, time.Minute)
+	h.waitOps(t, h.count()+500)
 	cl.reconnect(f)
 	cl.waitRejoined(f)
-	l.waitMore(200, time.Minute)
-	l.stop()
-	acked := l.ackedSeqs()
+	h.waitOps(t, h.count()+200)
+	h.halt()
+	acked := h.acked()
 	next := cl.waitConverged()
 
 	if err := poll(2*time.Minute, 50*time.Millisecond, func(context.Context) error {
@@ -90,6 +89,7 @@ func TestTailConsumerThroughFaults(t *testing.T) {
 		}
 	}
 	cl.logf("tail saw all %d events in order, %d of them acknowledged appends", len(seen), len(acked))
+	h.check(t, cl, seen, tailOps)
 }
 
 func tailLen(mu *sync.Mutex, seen *[]client.StoredEvent) int {

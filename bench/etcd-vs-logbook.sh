@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# etcd-vs-logbook.sh: one run, same machine, same disk — etcd's put benchmark
+# against a 3-member etcd cluster, then `coord bench journal` against a
+# 3-member Logbook cluster (`coord dev`), both with 100 clients whose
+# connections name all three members and 256-byte values. Prints both results
+# and the ratios the journal issue asks for (throughput ≥ 3× etcd's, p99 ≤ half).
+#
+# Usage: bash bench/etcd-vs-logbook.sh [seconds]   (default 10 s of Logbook load;
+#        etcd runs a fixed request count sized to take about as long)
+# Env:   ETCD_VERSION (default v3.6.16), CLIENTS (100), BENCH_DIR (temporary).
+# Everything listens on 127.0.0.1 only; all processes are stopped on exit.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+secs=${1:-10}
+clients=${CLIENTS:-100}
+etcd_version=${ETCD_VERSION:-v3.6.16}
+work=${BENCH_DIR:-$(mktemp -d /tmp/logbook-etcd-bench.XXXXXX)}
+bin="$work/bin"
+mkdir -p "$bin"
+
+pids=()
+cleanup() {
+	for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	[ -z "${BENCH_DIR:-}" ] && rm -rf "$work"
+}
+trap cleanup EXIT
+
+echo "== building etcd $etcd_version, its put benchmark and coord" >&2
+(cd bench/etcdput && go mod download && \
+	CGO_ENABLED=0 go build -o "$bin/etcd" go.etcd.io/etcd/server/v3 && \
+	CGO_ENABLED=0 go build -o "$bin/etcdput" .)
+grep -q "go.etcd.io/etcd/server/v3 $etcd_version" bench/etcdput/go.mod || \
+	echo "note: bench/etcdput/go.mod pins $(grep 'go.etcd.io/etcd/server/v3 ' bench/etcdput/go.mod | awk '{print $2}'), not $etcd_version" >&2
+CGO_ENABLED=0 go build -o "$bin/coord" ./cmd/coord
+
+wait_port() { # host:port
+	local deadline=$((SECONDS + 30))
+	until (exec 3<>"/dev/tcp/${1%:*}/${1#*:}") 2>/dev/null; do
+		[ $SECONDS -lt $deadline ] || { echo "timeout waiting for $1" >&2; exit 1; }
+		sleep 0.2
+	done
+}
+
+echo "== etcd: 3 members on 127.0.0.1:23791-23793" >&2
+cluster="e1=http://127.0.0.1:23801,e2=http://127.0.0.1:23802,e3=http://127.0.0.1:23803"
+for i in 1 2 3; do
+	"$bin/etcd" --name "e$i" --data-dir "$work/etcd$i" \
+		--listen-client-urls "http://127.0.0.1:2379$i" --advertise-client-urls "http://127.0.0.1:2379$i" \
+		--listen-peer-urls "http://127.0.0.1:2380$i" --initial-advertise-peer-urls "http://127.0.0.1:2380$i" \
+		--initial-cluster "$cluster" --initial-cluster-state new --log-level error \
+		>"$work/etcd$i.log" 2>&1 &
+	pids+=($!)
+done
+for i in 1 2 3; do wait_port "127.0.0.1:2379$i"; done
+eps=127.0.0.1:23791,127.0.0.1:23792,127.0.0.1:23793
+"$bin/etcdput" --endpoints "$eps" --conns "$clients" --clients "$clients" --total 5000 --val-size 256 --sequential-keys >/dev/null # warm-up, leader elected
+# size the measured run to about $secs seconds from a short probe
+probe=$("$bin/etcdput" --endpoints "$eps" --conns "$clients" --clients "$clients" --total 20000 --val-size 256 --sequential-keys --json)
+rate=$(echo "$probe" | sed -E 's/.*"ops_per_s":([0-9.]+).*/\1/')
+total=$(awk -v r="$rate" -v s="$secs" 'BEGIN{printf "%d", r*s}')
+etcd_json=$("$bin/etcdput" --endpoints "$eps" --conns "$clients" --clients "$clients" --total "$total" \
+	--key-size 8 --val-size 256 --sequential-keys --key-space-size "$total" --json)
+echo "etcd    $etcd_json"
+for p in "${pids[@]}"; do kill "$p"; done
+wait 2>/dev/null || true
+pids=()
+
+echo "== logbook: coord dev (3 members, gRPC 127.0.0.1:7100-7102)" >&2
+"$bin/coord" dev --data-dir "$work/logbook" >"$work/logbook.log" 2>&1 &
+pids+=($!)
+leps=127.0.0.1:7100,127.0.0.1:7101,127.0.0.1:7102
+deadline=$((SECONDS + 60))
+until "$bin/coord" health --ready --endpoints "$leps" >/dev/null 2>&1; do
+	[ $SECONDS -lt $deadline ] || { echo "logbook not ready" >&2; cat "$work/logbook.log" >&2; exit 1; }
+	sleep 0.2
+done
+"$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --size 256 --duration 2s --json >/dev/null # warm-up
+lb_json=$("$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --size 256 --duration "${secs}s" --json)
+echo "logbook $lb_json"
+
+num() { echo "$1" | tr -d " \n" | sed -E "s/.*\"$2\":([0-9.e+-]+).*/\1/"; }
+awk -v eo="$(num "$etcd_json" ops_per_s)" -v ep="$(num "$etcd_json" p99_ms)" \
+	-v lo="$(num "$lb_json" ops_per_sec)" -v lp="$(num "$lb_json" p99_ms)" 'BEGIN{
+	printf "throughput: logbook %.0f ops/s vs etcd %.0f ops/s = %.2fx (target >= 3x)\n", lo, eo, lo/eo
+	printf "p99:        logbook %.2f ms vs etcd %.2f ms = %.2f of etcd (target <= 0.5)\n", lp, ep, lp/ep
+}'
