@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"time"
@@ -26,6 +28,8 @@ type benchOptions struct {
 	// stream > 0: submit asynchronously on the append stream, keeping up
 	// to stream submissions in flight per client.
 	stream int
+	// cpuProfile: write the load generator's CPU profile here.
+	cpuProfile string
 }
 
 func (b benchOptions) validate() error {
@@ -240,6 +244,13 @@ of successful calls (ms) and the error count. Exit 1 when no call succeeded.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), opts.warmup+opts.duration+2*o.timeout)
 			defer cancel()
+			if opts.cpuProfile != "" {
+				stop, err := startCPUProfile(opts.cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			res, err := runBench(ctx, cfg, opts, o.timeout)
 			if err == nil && res.firstErr != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "coord: bench: %d errors; first: %v\n", res.Errors, res.firstErr)
@@ -271,9 +282,23 @@ of successful calls (ms) and the error count. Exit 1 when no call succeeded.`,
 	fs.IntVar(&opts.batch, "batch", 1, "events per Append call")
 	fs.DurationVar(&opts.duration, "duration", 10*time.Second, "measured duration")
 	fs.DurationVar(&opts.warmup, "warmup", time.Second, "unmeasured warmup before the measured duration")
+	fs.StringVar(&opts.cpuProfile, "cpuprofile", "", "write the benchmark client's own CPU profile to this file (go tool pprof)")
 	fs.IntVar(&opts.stream, "stream", 0, "submit on the streaming append with this many submissions in flight per client (0: unary Append calls)")
 	o = addClientFlags(journal, 10*time.Second, "deadline for connecting and for each Append call")
 	return groupCmd("bench", "Benchmark a running cluster", journal, newBenchTailCmd())
+}
+
+// startCPUProfile profiles this process into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // streamLoop keeps up to window submissions in flight on the client's
