@@ -20,3 +20,19 @@ const (
 	// cluster id: required between members, optional from clients.
 	MDClusterID = "logbook-cluster-id"
 )
+
+// Storage node (DataNode service) reasons. A replica error carries the
+// replica package's reason in upper snake case (checksum-mismatch becomes
+// CHECKSUM_MISMATCH); these are the node's own.
+const (
+	ReasonBadSetup         = "BAD_SETUP"          // malformed WriteSetup or request
+	ReasonBadPacket        = "BAD_PACKET"         // malformed packet
+	ReasonPacketTooLarge   = "PACKET_TOO_LARGE"   // data over 64 KiB
+	ReasonSeqnoOutOfOrder  = "SEQNO_OUT_OF_ORDER" // duplicated or out-of-order seqno
+	ReasonChecksumMismatch = "CHECKSUM_MISMATCH"  // a chunk does not match its checksum
+	ReasonDownstreamFailed = "DOWNSTREAM_FAILED"  // a node further down the pipeline failed
+	ReasonWriterStopped    = "WRITER_STOPPED"     // a recovery took the replica over
+
+	// MetaNodeID names the storage node that produced the error.
+	MetaNodeID = "node_id"
+)

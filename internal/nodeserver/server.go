@@ -1,0 +1,354 @@
+package nodeserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/replica"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/experimental"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+)
+
+// Dataset is what the node needs of its replica store: *replica.Dataset.
+type Dataset interface {
+	replica.Store
+	VolumeInfo() []replica.VolumeInfo
+	Stats() replica.Stats
+}
+
+var _ Dataset = (*replica.Dataset)(nil)
+
+// nodeIDFile sits at the root of every volume and names the node that owns
+// it; a volume of another node is refused.
+const nodeIDFile = "node-id"
+
+// Server is one running storage node.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+
+	store   Dataset
+	grpcSrv *grpc.Server
+	grpcLn  net.Listener
+	httpSrv *http.Server
+	httpLn  net.Listener
+	health  *health.Server
+	metrics *metrics
+	peers   *peerConns
+
+	closing   atomic.Bool
+	fatalCh   chan error
+	wg        sync.WaitGroup // listeners' goroutines
+	streams   sync.WaitGroup // goroutines of write streams and transfers
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New opens the volumes, loads the dataset, adds the configured block pool
+// and starts gRPC and http. Call Run (or Close) afterwards.
+func New(cfg Config) (_ *Server, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("nodeserver: config: %w", err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("node-id", cfg.ID)
+	s := &Server{cfg: cfg, log: log, fatalCh: make(chan error, 2)}
+	defer func() {
+		if err != nil {
+			s.shutdown(false)
+		}
+	}()
+	if err := s.claimVolumes(); err != nil {
+		return nil, err
+	}
+	s.metrics = newMetrics(s)
+	ds, err := replica.Open(context.Background(), cfg.replicaConfig(log, s.reportBadBlock))
+	if err != nil {
+		return nil, fmt.Errorf("nodeserver: open dataset: %w", err)
+	}
+	s.store = ds
+	if err := ds.AddBlockPool(context.Background(), cfg.BlockPool); err != nil {
+		return nil, fmt.Errorf("nodeserver: add block pool %s: %w", cfg.BlockPool, err)
+	}
+	s.peers = newPeerConns(cfg.Security.PeerTLS)
+	if err := s.startGRPC(); err != nil {
+		return nil, err
+	}
+	if err := s.startHTTP(); err != nil {
+		return nil, err
+	}
+	log.Info("storage node started", "grpc-addr", s.AdvertisedGRPC(), "http-addr", advertised(s.HTTPAddr(), cfg.AdvertiseHTTP),
+		"gossip-addr", advertised(cfg.GossipAddr, cfg.AdvertiseGossip), "volumes", len(cfg.volumes()), "pools", ds.BlockPools())
+	return s, nil
+}
+
+// ID is the node id.
+func (s *Server) ID() string { return s.cfg.ID }
+
+// GRPCAddr is the bound gRPC address (useful with port 0).
+func (s *Server) GRPCAddr() string { return s.grpcLn.Addr().String() }
+
+// HTTPAddr is the bound http address.
+func (s *Server) HTTPAddr() string { return s.httpLn.Addr().String() }
+
+// AdvertisedGRPC is the address other nodes and clients dial.
+func (s *Server) AdvertisedGRPC() string { return advertised(s.GRPCAddr(), s.cfg.AdvertiseGRPC) }
+
+// AdvertisedGossip is the gossip address this node will publish.
+func (s *Server) AdvertisedGossip() string {
+	return advertised(s.cfg.GossipAddr, s.cfg.AdvertiseGossip)
+}
+
+// Store exposes the dataset to tests and tools in this module.
+func (s *Server) Store() Dataset { return s.store }
+
+// Run blocks until ctx ends or a listener fails, then closes the server.
+func (s *Server) Run(ctx context.Context) error {
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-s.fatalCh:
+	}
+	if err := s.Close(); err != nil && runErr == nil {
+		runErr = err
+	}
+	return runErr
+}
+
+// Close stops the node: in-flight calls get a few seconds, then every
+// stream is cut; the dataset is closed cleanly (writers stopped, replicas
+// left as they are on disk).
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.shutdown(true) })
+	return s.closeErr
+}
+
+func (s *Server) fatal(err error) {
+	select {
+	case s.fatalCh <- err:
+	default:
+	}
+}
+
+// shutdown releases everything that was started, in reverse order. A
+// graceful shutdown lets in-flight calls finish for a moment first.
+func (s *Server) shutdown(graceful bool) error {
+	s.closing.Store(true)
+	if s.health != nil {
+		s.health.Shutdown()
+	}
+	if s.grpcSrv != nil {
+		if graceful {
+			stopped := make(chan struct{})
+			go func() { s.grpcSrv.GracefulStop(); close(stopped) }()
+			select {
+			case <-stopped:
+			case <-time.After(3 * time.Second):
+				s.grpcSrv.Stop()
+			}
+		} else {
+			s.grpcSrv.Stop()
+		}
+	}
+	if s.httpSrv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		s.httpSrv.Shutdown(ctx)
+		cancel()
+	}
+	if s.peers != nil {
+		s.peers.close()
+	}
+	s.wg.Wait()
+	var err error
+	if s.store != nil {
+		// Stops writers, so stream goroutines still writing return.
+		err = s.store.Close()
+	}
+	s.streams.Wait()
+	return err
+}
+
+// claimVolumes creates every volume directory and checks or writes its
+// node-id file (fsynced before the dataset opens).
+func (s *Server) claimVolumes() error {
+	for _, v := range s.cfg.volumes() {
+		if err := os.MkdirAll(v.Path, 0o750); err != nil {
+			return fmt.Errorf("nodeserver: volume %s: %w", v.Path, err)
+		}
+		p := filepath.Join(v.Path, nodeIDFile)
+		b, err := os.ReadFile(p)
+		switch {
+		case err == nil:
+			if got := strings.TrimSpace(string(b)); got != s.cfg.ID {
+				return fmt.Errorf("%w: %s holds %q, this node is %q", ErrForeignData, p, got, s.cfg.ID)
+			}
+		case errors.Is(err, os.ErrNotExist):
+			if err := writeFileSync(p, []byte(s.cfg.ID+"\n")); err != nil {
+				return fmt.Errorf("nodeserver: volume %s: %w", v.Path, err)
+			}
+			if err := syncDir(v.Path); err != nil {
+				return fmt.Errorf("nodeserver: volume %s: %w", v.Path, err)
+			}
+		default:
+			return fmt.Errorf("nodeserver: volume %s: %w", v.Path, err)
+		}
+	}
+	return nil
+}
+
+func writeFileSync(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	// Data is durable before the rename makes it visible.
+	return os.Rename(tmp, path)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// ServiceName is the gRPC health service name of the data service.
+const ServiceName = "logbook.v1.DataNode"
+
+func (s *Server) startGRPC() error {
+	ln, err := net.Listen("tcp", s.cfg.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("nodeserver: grpc listener: %w", err)
+	}
+	s.grpcLn = ln
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(maxRecvMsgBytes),
+		experimental.BufferPool(bufferPool),
+		grpc.MaxConcurrentStreams(4096),
+		// Stop returns only once every handler has: their stream goroutines
+		// are then all accounted for.
+		grpc.WaitForHandlers(true),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor),
+		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor),
+	}
+	if s.cfg.Security.GRPCTLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(s.cfg.Security.GRPCTLS)))
+	}
+	s.grpcSrv = grpc.NewServer(opts...)
+	pb.RegisterDataNodeServer(s.grpcSrv, &dataService{s: s})
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(s.grpcSrv, s.health)
+	reflection.Register(s.grpcSrv)
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(ServiceName, healthpb.HealthCheckResponse_SERVING)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.grpcSrv.Serve(ln); err != nil && !s.closing.Load() {
+			s.fatal(fmt.Errorf("nodeserver: grpc serve: %w", err))
+		}
+	}()
+	return nil
+}
+
+func (s *Server) startHTTP() error {
+	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("nodeserver: http listener: %w", err)
+	}
+	s.httpLn = ln
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", s.metrics.handler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := s.healthy(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, TLSConfig: s.cfg.Security.HTTPTLS}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		var err error
+		if s.cfg.Security.HTTPTLS != nil {
+			err = s.httpSrv.ServeTLS(ln, "", "")
+		} else {
+			err = s.httpSrv.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) && !s.closing.Load() {
+			s.fatal(fmt.Errorf("nodeserver: http serve: %w", err))
+		}
+	}()
+	return nil
+}
+
+// healthy: the node serves while it is open and no more volumes failed
+// than tolerated.
+func (s *Server) healthy() error {
+	if s.closing.Load() {
+		return errors.New("shutting down")
+	}
+	failed := 0
+	for _, v := range s.store.VolumeInfo() {
+		if v.Failed {
+			failed++
+		}
+	}
+	if failed > s.cfg.VolumeFailuresTolerated {
+		return fmt.Errorf("%d volumes failed, %d tolerated", failed, s.cfg.VolumeFailuresTolerated)
+	}
+	return nil
+}
+
+// reportBadBlock receives corrupt replicas from the scanners and reads.
+func (s *Server) reportBadBlock(b replica.BadBlock) {
+	s.metrics.badBlocks.Inc()
+	s.log.Warn("bad block", "pool", b.Pool, "block-id", b.Block.ID, "gs", b.Block.GS, "storage-id", b.StorageID, "reason", b.Reason)
+	if s.cfg.OnBadBlock != nil {
+		s.cfg.OnBadBlock(b)
+	}
+}
+
+// goStream runs fn as a goroutine that Close waits for.
+func (s *Server) goStream(fn func()) {
+	s.streams.Add(1)
+	go func() {
+		defer s.streams.Done()
+		fn()
+	}()
+}
