@@ -20,6 +20,10 @@ bench:
 ## fuzz: short fuzzing runs of the parsers.
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzReadSnapshot -fuzztime 30s ./fsm
+	$(GO) test -run '^$$' -fuzz FuzzReadMeta -fuzztime 20s ./replica
+	$(GO) test -run '^$$' -fuzz FuzzLoadRbw -fuzztime 20s ./replica
+	$(GO) test -run '^$$' -fuzz FuzzPacketValidation -fuzztime 20s -fuzzminimizetime 100x ./internal/nodeserver
+	$(GO) test -run '^$$' -fuzz FuzzPlanRecovery -fuzztime 20s ./leaserecovery
 
 ## proto: regenerate api/ from the .proto files (protoc, protoc-gen-go, protoc-gen-go-grpc).
 proto:
@@ -37,6 +41,7 @@ verify:
 ## build: static binaries into bin/.
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/coord ./cmd/coord
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/node ./cmd/node
 
 ## images: the FROM-scratch compose images.
 images:

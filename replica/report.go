@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"slices"
 	"sync"
 )
 
@@ -138,4 +139,21 @@ func (d *Dataset) publish(c Change) {
 		s.push(c, d.cfg.ChangeQueueLimit)
 	}
 	d.subMu.Unlock()
+}
+
+// CacheReport lists the ids of bpid's replicas held in locked memory, in
+// increasing order (HDFS's cache report: the coordinator compares it with
+// the cache directives it sent).
+func (d *Dataset) CacheReport(bpid string) ([]uint64, error) {
+	var ids []uint64
+	err := d.view("cache-report", bpid, 0, func(p *blockPool, _ *replica) error {
+		for id, r := range p.replicas {
+			if r.cached != nil {
+				ids = append(ids, id)
+			}
+		}
+		return nil
+	})
+	slices.Sort(ids)
+	return ids, err
 }

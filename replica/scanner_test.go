@@ -153,6 +153,12 @@ func TestCache(t *testing.T) {
 	if s := d.Stats(); s.BlocksCached != 1 || s.BytesCached == 0 {
 		t.Fatalf("stats %+v", s)
 	}
+	if ids, err := d.CacheReport(tpool); err != nil || len(ids) != 1 || ids[0] != 1 {
+		t.Fatalf("cache report %v, %v", ids, err)
+	}
+	if _, err := d.CacheReport("no-such-pool"); KindOf(err) != KindNotFound {
+		t.Fatalf("cache report of an unknown pool: %v", err)
+	}
 	// Append uncaches.
 	w, err := d.Append(bg, tpool, Block{ID: 1, GS: 3}, 4, 10_000)
 	if err != nil {
@@ -161,6 +167,9 @@ func TestCache(t *testing.T) {
 	w.Close()
 	if d.IsCached(tpool, 1) || d.Stats().BytesCached != 0 {
 		t.Fatal("append left the replica cached")
+	}
+	if ids, _ := d.CacheReport(tpool); len(ids) != 0 {
+		t.Fatalf("cache report after append: %v", ids)
 	}
 	if err := d.Uncache(tpool, 1); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/internal/coordserver"
+	"github.com/logbookhq/logbook/internal/envflag"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -38,7 +39,7 @@ func addClientFlags(cmd *cobra.Command, timeout time.Duration, timeoutHelp strin
 	fs.DurationVar(&o.timeout, "timeout", timeout, timeoutHelp)
 	fs.StringSliceVar(&o.addressMap, "address-map", nil, "translate advertised member addresses to reachable ones: adv=reach,...")
 	fs.BoolVar(&o.json, "json", false, "print JSON")
-	bindEnv(fs, "endpoints", "cluster-id", "address-map")
+	envflag.Bind(fs, "endpoints", "cluster-id", "address-map")
 	return o
 }
 

@@ -15,6 +15,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/logbookhq/logbook/internal/envflag"
 	"github.com/spf13/cobra"
 )
 
@@ -114,7 +115,7 @@ Exit codes: 0 ok, 1 failure, 2 usage or configuration error.`,
 		SilenceUsage:  true,
 		RunE:          func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyEnv(cmd.Flags(), e.lookup); err != nil {
+			if err := envflag.Apply(cmd.Flags(), e.lookup); err != nil {
 				return usageErrorf("environment: %w", err)
 			}
 			return nil

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/logbookhq/logbook/internal/coordserver"
+	"github.com/logbookhq/logbook/internal/envflag"
 	"github.com/logbookhq/logbook/internal/logging"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -62,7 +63,7 @@ func addServeFlags(fs *pflag.FlagSet) *serveFlags {
 	fs.IntVar(&c.MaxEventBytes, "max-event-bytes", d.MaxEventBytes, "largest accepted journal event, in bytes (raises the request size limit if needed)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of text")
-	bindEnv(fs)
+	envflag.Bind(fs)
 	return f
 }
 
@@ -72,10 +73,10 @@ func (f *serveFlags) config(logOut io.Writer) (coordserver.Config, error) {
 	cfg := f.cfg
 	var errs []error
 	if cfg.ID == "" {
-		errs = append(errs, fmt.Errorf("--id is required (or $%s)", envName("id")))
+		errs = append(errs, fmt.Errorf("--id is required (or $%s)", envflag.Name("id")))
 	}
 	if cfg.DataDir == "" {
-		errs = append(errs, fmt.Errorf("--data-dir is required (or $%s)", envName("data-dir")))
+		errs = append(errs, fmt.Errorf("--data-dir is required (or $%s)", envflag.Name("data-dir")))
 	}
 	cfg.Join = cleanList(f.join)
 	// A request must be able to carry at least one event of the largest size.

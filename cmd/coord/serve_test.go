@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/logbookhq/logbook/internal/coordserver"
+	"github.com/logbookhq/logbook/internal/envflag"
 	"github.com/spf13/pflag"
 )
 
@@ -22,7 +23,7 @@ func serveConfig(args []string, envm map[string]string) (coordserver.Config, err
 	if err := fs.Parse(args); err != nil {
 		return coordserver.Config{}, err
 	}
-	if err := applyEnv(fs, mapLookup(envm)); err != nil {
+	if err := envflag.Apply(fs, mapLookup(envm)); err != nil {
 		return coordserver.Config{}, err
 	}
 	return f.config(io.Discard)
@@ -171,5 +172,12 @@ func TestVersion(t *testing.T) {
 	code, out, _ := run(t, nil, "version")
 	if code != 0 || strings.TrimSpace(out) == "" {
 		t.Fatalf("exit %d, %q", code, out)
+	}
+}
+
+func mapLookup(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/internal/envflag"
 	"github.com/logbookhq/logbook/internal/nodeserver"
 	"github.com/logbookhq/logbook/internal/nodeserver/blockio"
 	"github.com/logbookhq/logbook/replica"
@@ -36,7 +37,7 @@ func serveConfig(args []string, envm map[string]string) (nodeserver.Config, erro
 	if err := fs.Parse(args); err != nil {
 		return nodeserver.Config{}, err
 	}
-	if err := applyEnv(fs, mapLookup(envm)); err != nil {
+	if err := envflag.Apply(fs, mapLookup(envm)); err != nil {
 		return nodeserver.Config{}, err
 	}
 	return f.config(io.Discard)

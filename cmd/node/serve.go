@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/logbookhq/logbook/internal/envflag"
 	"github.com/logbookhq/logbook/internal/logging"
 	"github.com/logbookhq/logbook/internal/nodeserver"
 	"github.com/spf13/cobra"
@@ -45,7 +46,7 @@ func addServeFlags(fs *pflag.FlagSet) *serveFlags {
 	fs.StringVar(&c.AdvertiseGossip, "advertise-gossip", "", "gossip address published to the cluster (default: --gossip-addr)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of text")
-	bindEnv(fs)
+	envflag.Bind(fs)
 	return f
 }
 
@@ -55,7 +56,7 @@ func (f *serveFlags) config(logOut io.Writer) (nodeserver.Config, error) {
 	cfg := f.cfg
 	var errs []error
 	if cfg.ID == "" {
-		errs = append(errs, fmt.Errorf("--id is required (or $%s)", envName("id")))
+		errs = append(errs, fmt.Errorf("--id is required (or $%s)", envflag.Name("id")))
 	}
 	for _, v := range f.volumes {
 		if strings.TrimSpace(v) == "" {
@@ -69,7 +70,7 @@ func (f *serveFlags) config(logOut io.Writer) (nodeserver.Config, error) {
 		cfg.Volumes = append(cfg.Volumes, spec)
 	}
 	if cfg.DataDir == "" && len(cfg.Volumes) == 0 {
-		errs = append(errs, fmt.Errorf("--data-dir or --volume is required (or $%s / $%s)", envName("data-dir"), envName("volume")))
+		errs = append(errs, fmt.Errorf("--data-dir or --volume is required (or $%s / $%s)", envflag.Name("data-dir"), envflag.Name("volume")))
 	}
 	logger, err := logging.New(logOut, f.logLevel, f.logJSON)
 	if err != nil {

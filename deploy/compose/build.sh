@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build the static coord binary on the host and the FROM-scratch image.
+# Build the static coord and node binaries on the host and the FROM-scratch
+# image holding both.
 #
 #   deploy/compose/build.sh            # image logbook-coord:dev
 #   deploy/compose/build.sh v1         # image logbook-coord:v1
@@ -28,8 +29,10 @@ arch=${arch:-$(go env GOARCH)}
 
 rm -rf "$ctx"
 mkdir -p "$ctx/data"
-echo "== go build coord (linux/$arch, static)"
-(cd "$root" && CGO_ENABLED=0 GOOS=linux GOARCH="$arch" go build -trimpath -o "$ctx/coord" ./cmd/coord)
+for bin in coord node; do
+  echo "== go build $bin (linux/$arch, static)"
+  (cd "$root" && CGO_ENABLED=0 GOOS=linux GOARCH="$arch" go build -trimpath -o "$ctx/$bin" "./cmd/$bin")
+done
 cp "$here/Dockerfile" "$ctx/Dockerfile"
 
 # Without the buildx plugin, recent docker CLIs need the classic builder

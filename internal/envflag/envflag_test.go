@@ -1,4 +1,4 @@
-package main
+package envflag
 
 import (
 	"strings"
@@ -21,8 +21,8 @@ func TestEnvName(t *testing.T) {
 		"id":                     "LOGBOOK_ID",
 		"raft-heartbeat-timeout": "LOGBOOK_RAFT_HEARTBEAT_TIMEOUT",
 	} {
-		if got := envName(flag); got != want {
-			t.Errorf("envName(%q) = %q, want %q", flag, got, want)
+		if got := Name(flag); got != want {
+			t.Errorf("Name(%q) = %q, want %q", flag, got, want)
 		}
 	}
 }
@@ -36,7 +36,7 @@ func TestApplyEnvPrecedence(t *testing.T) {
 	join := fs.StringSlice("join", nil, "seeds")
 	on := fs.Bool("log-json", false, "json")
 	unbound := fs.String("other", "def", "not bound to the environment")
-	bindEnv(fs, "raft-addr", "grpc-addr", "http-addr", "heartbeat", "join", "log-json")
+	Bind(fs, "raft-addr", "grpc-addr", "http-addr", "heartbeat", "join", "log-json")
 	if u := fs.Lookup("raft-addr").Usage; !strings.Contains(u, "[$LOGBOOK_RAFT_ADDR]") {
 		t.Errorf("usage %q does not name the variable", u)
 	}
@@ -46,7 +46,7 @@ func TestApplyEnvPrecedence(t *testing.T) {
 	if err := fs.Parse([]string{"--raft-addr", "10.0.0.1:7000"}); err != nil {
 		t.Fatal(err)
 	}
-	err := applyEnv(fs, mapLookup(map[string]string{
+	err := Apply(fs, mapLookup(map[string]string{
 		"LOGBOOK_RAFT_ADDR": "10.9.9.9:7000", // the flag wins
 		"LOGBOOK_GRPC_ADDR": "0.0.0.0:9100",  // env beats the default
 		"LOGBOOK_HTTP_ADDR": "  ",            // blank: unset
@@ -68,11 +68,11 @@ func TestApplyEnvReportsEveryBadValue(t *testing.T) {
 	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
 	fs.Duration("raft-commit-timeout", time.Second, "")
 	fs.Int("bootstrap-expect", 0, "")
-	bindEnv(fs)
+	Bind(fs)
 	if err := fs.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	err := applyEnv(fs, mapLookup(map[string]string{
+	err := Apply(fs, mapLookup(map[string]string{
 		"LOGBOOK_RAFT_COMMIT_TIMEOUT": "soon",
 		"LOGBOOK_BOOTSTRAP_EXPECT":    "three",
 	}))
