@@ -24,7 +24,9 @@
 // 2 adds a CRC32C to every journal event of an APPEND (EventCRC: type, a
 // zero byte, payload), which every member checks when it applies the entry
 // — a mismatch means this member's copy was damaged after the leader
-// encoded it, and it halts rather than apply it. This build reads
+// encoded it, and it halts rather than apply it; format 3 allows the
+// namespace commands (a build before it would halt on them, so they are
+// refused — ErrNamespaceFormat — in entries of an older format). This build reads
 // MinCommandVersion..CommandVersion. Proposers write the replicated format
 // (State.LogFormat); the leader raises it with a SET_FORMAT entry once
 // every voter has registered a build that reads the new format (Member.
@@ -44,17 +46,135 @@
 // session and MaxSessions sessions are kept (least recently used evicted
 // first); sessions are part of snapshots.
 //
-// # Snapshot format, version 1
+// # Namespace
+//
+// COMMAND_TYPE_NAMESPACE carries one NamespaceCommand (namespace.proto): an
+// op on the replicated namespace, optionally in a session. The namespace is
+// a flat map of absolute, clean paths to FileRecords (directories are
+// implicit: a directory exists while a file lies under it, and no path is
+// both), BlockRecords by id, NodeRecords by id, and two counters: the next
+// block id (from FirstBlockID, 2^30) and the next generation stamp (from
+// FirstGS, 1000). Every GS handed out — a new block, an append, a pipeline
+// recovery, a recovery id — is a fresh value of the one GS counter, so GS
+// only grows per block (invariant 3) and a recovery id is never reused, a
+// restore included. Leases are the files' lease_holder fields (holder →
+// files is an index); renewal times, liveness and reported replicas are
+// leader soft state and never enter the state machine (spec §9.6): what the
+// apply needs of them travels in the entry.
+//
+// Ops, their results (NamespaceResult) and refusals (sentinels with a Kind,
+// KindOf; a refusal changes nothing: no state, no session, no event):
+//
+//	create_file      grants the lease; overwrite replaces a closed file (its
+//	                 blocks in removed_blocks). InvalidArgument (path,
+//	                 replication 1..16, block size a multiple of 512 up to
+//	                 1 GiB, client name), AlreadyExists (ErrFileExists,
+//	                 ErrIsDirectory), FailedPrecondition (ErrParentNotDirectory;
+//	                 an open file: ErrAlreadyLeaseHolder, ErrFileBeingWritten),
+//	                 Unavailable (ErrRecoveryInProgress).
+//	add_block        commits previous (the client's id, GS, length) and
+//	                 allocates the next block on the leader's targets (1..
+//	                 replication distinct registered nodes). Every block before
+//	                 previous must be COMPLETE (ErrNotReplicatedYet), at most
+//	                 MaxBlocksPerFile (OutOfRange).
+//	complete_file    commits the last block and closes the file only if every
+//	                 block is then COMPLETE; otherwise ErrNotReplicatedYet and
+//	                 nothing changes (the client retries). A retry on a closed
+//	                 file with the same last block answers unchanged.
+//	append_file      reopens a closed file; a partial last block goes back to
+//	                 UNDER_CONSTRUCTION with a fresh GS (block in the result).
+//	delete_file      a file, or recursively a directory (ErrDirectoryNotEmpty
+//	                 without recursive), at most MaxDeleteBlocks blocks; the
+//	                 removed blocks and their locations are returned for
+//	                 invalidation.
+//	abandon_block    the holder's last UNDER_CONSTRUCTION block.
+//	update_block_for_pipeline  allocates a GS (new_gs); the block keeps its
+//	                 own until update_pipeline.
+//	update_pipeline  old_gs must be the block's (else stale), new_gs newer and
+//	                 already allocated, the length not shrinking.
+//	start_recovery   UNDER_RECOVERY with a fresh recovery id, primary (an
+//	                 expected location, or none), attempt, deadline, tried
+//	                 primaries; the lease goes to new_holder or
+//	                 RecoveryLeaseHolder. Re-driving before the deadline (by
+//	                 proposed time) is ErrRecoveryInProgress; after it the new
+//	                 id preempts the old one.
+//	commit_block_sync  every check of spec §4.2 at apply time; a recovery id
+//	                 that is not the block's current one is ErrStaleRecovery
+//	                 (Aborted) and changes nothing (invariant 5); a retry of
+//	                 an applied commit answers unchanged. close_file: the block
+//	                 is COMPLETE at GS = recovery id, the file closed.
+//	release_lease    closes an open file that needs no recovery (all blocks
+//	                 COMPLETE, or an empty last block, which is removed);
+//	                 holder must still hold the lease. ErrRecoveryNeeded,
+//	                 ErrRecoveryInProgress, ErrNotReplicatedYet otherwise.
+//	register_node    a registered id may be re-registered by the same
+//	                 instance (instance_id) from any address, or from the same
+//	                 gRPC and gossip addresses; anything else is
+//	                 ErrNodeIDHeld ("node id held by another node").
+//
+// The lease and recovery rules are leaserecovery's pure functions, re-run
+// at apply time on FSM state and the entry's proposed time: CheckCommit,
+// DecideRelease (release_lease and start_recovery), BeginRecovery,
+// CheckUpdateBlockForPipeline, CheckUpdatePipeline, CheckCommitBlock,
+// CanClose, CanComplete. Their refusals keep their Kind and Reason and are
+// wrapped in this package's sentinel (errors.Is matches both).
+//
+// COMMITTED and COMPLETE. The state machine sees no replica reports. A
+// client's commit makes a block COMMITTED; it becomes COMPLETE when an op
+// lists it in replicated_blocks — the leader's word that it saw the block
+// minimally replicated at its GS and length (add_block, complete_file,
+// release_lease, commit_block_sync carry the list) — or when a recovery
+// commit closes the file (the recovered block is COMPLETE whatever its
+// replica count, spec §9.5). A file closes only with every block COMPLETE
+// (HDFS's num-committed-allowed = 0), so a closed file never holds an
+// incomplete block.
+//
+// Sessions. A namespace command with a client id shares the AppendOp
+// session table: an accepted (client_id, request_seq) records the seq of its
+// audit event, and a retry is answered (Duplicate) with the result decoded
+// from that event — so results need no second table, and a retry whose
+// event was trimmed gets ErrSessionResultExpired. A refused request is not
+// recorded: it changed nothing, so its retry is evaluated afresh.
+//
+// Audit trail. Every accepted op that changes something appends one journal
+// event, with seq, segment accounting and the op's client id and request
+// seq, of type EventCreate ... EventNodeRegistered ("logbook.fs.*",
+// "logbook.recovery.*", "logbook.lease.released", "logbook.node.registered")
+// whose payload is a NamespaceEvent{op, result, unix_nanos}: enough to
+// rebuild every recovery (attempts, primaries, deadlines, chosen length,
+// targets, reason) from the journal. Refused and unchanged ops write none.
+// From the first audit event on (State.AuditFromSeq) a client append whose
+// event type starts with ReservedEventPrefix is refused
+// (ErrReservedEventType, which matches ErrInvalidEvent); entries before it
+// replay as they applied, since an earlier build accepted such types and
+// members must not diverge over a log written before the upgrade. Every
+// "logbook." event at or after AuditFromSeq is the state machine's own.
+//
+// Upgrade. A build without the namespace halts on a NAMESPACE entry
+// (unknown command type): the leader must not propose one until every voter
+// runs a build with it. The state digest of a state without a namespace is
+// unchanged, so checkpoints agree across builds until then.
+//
+// # Snapshot format, version 3
 //
 //	magic       8 bytes  "LBKSNAP\n"
-//	version     uint32   big endian, 1
+//	version     uint32   big endian, 3
 //	header      uvarint length + SnapshotHeader (protobuf)
 //	records     uvarint length + SnapshotRecord, repeated:
 //	              event_count events in seq order, then
 //	              session_count sessions in least-recently-used order, then
-//	              member_count members sorted by id
+//	              member_count members sorted by id, then
+//	              segment_count segments oldest first, then
+//	              consumer_count consumers sorted by name, then
+//	              file_count files sorted by path, then
+//	              block_count blocks sorted by id, then
+//	              node_count nodes sorted by id
 //	crc         uint32   big endian CRC32C (Castagnoli) of all bytes above
 //
-// Restore reads the whole stream and verifies the checksum before it replaces
-// the state; a stream of a newer version is refused with ErrSnapshotVersion.
+// Format 2 ends after the consumers and has no namespace counters; format 1
+// also has no segments or consumers (rebuilt from the events). Both are
+// still read. Restore reads the whole stream and verifies the checksum and
+// that the namespace records fit together (every block owned by the file
+// listing it, counters above every id and GS) before it replaces the state;
+// a stream of a newer version is refused with ErrSnapshotVersion.
 package fsm

@@ -1,6 +1,9 @@
 package fsm
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Errors returned in per-operation results. They are part of the replicated
 // behaviour: every member returns the same error for the same entry.
@@ -45,4 +48,105 @@ var (
 	ErrImportNotEmpty = errors.New("fsm: import into a non-empty journal (force replaces it)")
 	// ErrImportGap: an import chunk does not continue at the next seq.
 	ErrImportGap = errors.New("fsm: import chunk does not continue the journal")
+)
+
+// Kind classifies a namespace error for the gRPC edge (one code per kind,
+// mapped in the server). Errors of other packages and the journal errors
+// above have no kind (KindOf returns KindUnknown).
+type Kind int
+
+// Error kinds.
+const (
+	KindUnknown Kind = iota
+	// KindInvalidArgument: the op itself is malformed (bad path, bad
+	// replication, duplicate targets ...); no state makes it valid.
+	KindInvalidArgument
+	// KindNotFound: the file, block or node named does not exist.
+	KindNotFound
+	// KindAlreadyExists: the file (or a directory at the path) exists.
+	KindAlreadyExists
+	// KindFailedPrecondition: the state does not allow the op now (lease
+	// held by another client, block in the wrong state, not yet
+	// replicated ...).
+	KindFailedPrecondition
+	// KindAborted: the op was based on a superseded view: a stale recovery
+	// id or generation stamp (invariant 5).
+	KindAborted
+	// KindOutOfRange: a length, count or size outside its bounds.
+	KindOutOfRange
+	// KindUnavailable: try again later (a recovery is running, blocks are
+	// not yet reported minimally replicated).
+	KindUnavailable
+	// KindInternal: a metadata invariant is broken.
+	KindInternal
+)
+
+var kindNames = [...]string{"unknown", "invalid-argument", "not-found", "already-exists", "failed-precondition", "aborted", "out-of-range", "unavailable", "internal"}
+
+func (k Kind) String() string {
+	if k < 0 || int(k) >= len(kindNames) {
+		return "unknown"
+	}
+	return kindNames[k]
+}
+
+// KindError is a sentinel error with a kind. Namespace ops return one of the
+// sentinels below, usually wrapped with details (fmt.Errorf("%w: ...")), so
+// errors.Is matches the sentinel and KindOf finds the kind. A refusal by a
+// leaserecovery rule wraps both the sentinel and the rule's *Error (with
+// its stable Reason); KindOf then reports the rule's kind.
+type KindError struct {
+	kind Kind
+	msg  string
+}
+
+func newKindError(k Kind, msg string) *KindError { return &KindError{kind: k, msg: msg} }
+
+func (e *KindError) Error() string { return e.msg }
+
+// Kind is the error's kind.
+func (e *KindError) Kind() Kind { return e.kind }
+
+// ErrReservedEventType: a client append used the reserved audit event type
+// prefix (ReservedEventPrefix) after the namespace began (doc.go). It also
+// matches ErrInvalidEvent.
+var ErrReservedEventType = fmt.Errorf("%w: the type prefix %q is reserved for the coordinator's audit events", ErrInvalidEvent, ReservedEventPrefix)
+
+// Namespace errors (part of the replicated behaviour: every member returns
+// the same error for the same entry). A refused op changes nothing.
+var (
+	ErrInvalidNamespaceOp = newKindError(KindInvalidArgument, "fsm: namespace op missing or malformed")
+	// ErrNamespaceFormat: a namespace op in an entry of log format < 3,
+	// written before every voter could read namespace commands.
+	ErrNamespaceFormat      = newKindError(KindFailedPrecondition, "fsm: namespace ops need log format 3 (every voter upgraded)")
+	ErrInvalidPath          = newKindError(KindInvalidArgument, "fsm: invalid path")
+	ErrInvalidReplication   = newKindError(KindInvalidArgument, "fsm: replication must be 1..16")
+	ErrInvalidBlockSize     = newKindError(KindInvalidArgument, "fsm: block size must be a positive multiple of 512 up to 1 GiB")
+	ErrInvalidClientName    = newKindError(KindInvalidArgument, "fsm: invalid client name")
+	ErrInvalidTargets       = newKindError(KindInvalidArgument, "fsm: invalid target nodes")
+	ErrInvalidNode          = newKindError(KindInvalidArgument, "fsm: invalid node registration")
+	ErrInvalidGS            = newKindError(KindInvalidArgument, "fsm: generation stamp was never allocated")
+	ErrInvalidRecovery      = newKindError(KindInvalidArgument, "fsm: invalid recovery")
+	ErrFileNotFound         = newKindError(KindNotFound, "fsm: file not found")
+	ErrBlockNotFound        = newKindError(KindNotFound, "fsm: block not found")
+	ErrNodeNotFound         = newKindError(KindNotFound, "fsm: node not registered")
+	ErrFileExists           = newKindError(KindAlreadyExists, "fsm: file already exists")
+	ErrIsDirectory          = newKindError(KindAlreadyExists, "fsm: path is a directory")
+	ErrParentNotDirectory   = newKindError(KindFailedPrecondition, "fsm: a parent of the path is a file")
+	ErrDirectoryNotEmpty    = newKindError(KindFailedPrecondition, "fsm: directory is not empty (delete it recursively)")
+	ErrNotUnderConstruction = newKindError(KindFailedPrecondition, "fsm: file is not under construction")
+	ErrNotLeaseHolder       = newKindError(KindFailedPrecondition, "fsm: no lease on the file")
+	ErrFileBeingWritten     = newKindError(KindFailedPrecondition, "fsm: file is being written")
+	ErrAlreadyLeaseHolder   = newKindError(KindFailedPrecondition, "fsm: client is already the current lease holder")
+	ErrRecoveryInProgress   = newKindError(KindUnavailable, "fsm: block recovery is in progress, try again later")
+	ErrRecoveryNeeded       = newKindError(KindFailedPrecondition, "fsm: the last block needs a block recovery")
+	ErrNotLastBlock         = newKindError(KindFailedPrecondition, "fsm: not the file's last block")
+	ErrBlockState           = newKindError(KindFailedPrecondition, "fsm: unexpected block state")
+	ErrNotReplicatedYet     = newKindError(KindUnavailable, "fsm: committed blocks are not yet minimally replicated, try again later")
+	ErrNodeIDHeld           = newKindError(KindFailedPrecondition, "fsm: node id held by another node")
+	ErrStaleGS              = newKindError(KindFailedPrecondition, "fsm: stale generation stamp")
+	ErrStaleRecovery        = newKindError(KindAborted, "fsm: recovery id does not match the current recovery id")
+	ErrTooManyBlocks        = newKindError(KindOutOfRange, "fsm: too many blocks in the file")
+	ErrBlockLength          = newKindError(KindOutOfRange, "fsm: block length out of range")
+	ErrDeleteTooLarge       = newKindError(KindOutOfRange, "fsm: delete covers too many blocks (delete subdirectories first)")
 )

@@ -20,8 +20,15 @@ const (
 	// MinCommandVersion is the original format.
 	MinCommandVersion = 1
 	// CommandVersion is the newest format this build reads and writes:
-	// 2 adds a CRC32C to every journal event of an APPEND.
-	CommandVersion = 2
+	// 2 adds a CRC32C to every journal event of an APPEND; 3 adds the
+	// namespace commands (files, blocks, leases, nodes), which a build
+	// before 3 cannot apply — so they are accepted only in format 3
+	// entries, written once every voter reads format 3.
+	CommandVersion = 3
+
+	// NamespaceFormat is the first log format whose entries may carry
+	// namespace commands.
+	NamespaceFormat = 3
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -223,7 +230,8 @@ func (f *FSM) WaitApplied(ctx context.Context, index uint64) error {
 }
 
 // Snapshot implements raft.FSM. It captures the state in O(sessions+members)
-// time; events are shared (they are immutable once applied).
+// time plus a pointer copy per file, block and node; events and namespace
+// records are shared (they are immutable once stored).
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()

@@ -194,7 +194,7 @@ func (m *memSink) ID() string    { return "mem" }
 func (m *memSink) Cancel() error { m.cancelled = true; return nil }
 func (m *memSink) Close() error  { return nil }
 
-func snapshotBytes(t *testing.T, f *FSM) []byte {
+func snapshotBytes(t testing.TB, f *FSM) []byte {
 	t.Helper()
 	snap, err := f.Snapshot()
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"sort"
 
 	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
@@ -17,9 +18,11 @@ import (
 // SnapshotFormatVersion is the snapshot format this build writes. Restore
 // reads every version up to it and refuses newer ones.
 //
-// Format 2 added the journal header (config, segments, consumers); format 1
-// is still read, its segments rebuilt from the events.
-const SnapshotFormatVersion = 2
+// Format 3 added the namespace (files, blocks, nodes, counters); format 2
+// added the journal header (config, segments, consumers); format 1 is still
+// read, its segments rebuilt from the events. An older build refuses a
+// newer format (ErrSnapshotVersion) rather than misread it.
+const SnapshotFormatVersion = 3
 
 // snapshotMagic opens every snapshot stream.
 var snapshotMagic = [8]byte{'L', 'B', 'K', 'S', 'N', 'A', 'P', '\n'}
@@ -42,6 +45,11 @@ type snapshot struct {
 	members   []*pb.Member
 	segments  []*pb.Segment
 	consumers []*pb.Consumer
+	// Namespace records are immutable once stored (copy on write): the
+	// snapshot shares them and sorts its own slices in write.
+	files  []*pb.FileRecord
+	blocks []*pb.BlockRecord
+	nodes  []*pb.NodeRecord
 }
 
 func captureSnapshot(s *State) *snapshot {
@@ -60,6 +68,12 @@ func captureSnapshot(s *State) *snapshot {
 			NextSegmentId: s.nextSegmentID,
 			Trims:         s.trims,
 			LogFormat:     s.logFormat,
+			FileCount:     uint64(len(s.ns.files)),
+			BlockCount:    uint64(len(s.ns.blocks)),
+			NodeCount:     uint64(len(s.ns.nodes)),
+			NextBlockId:   s.ns.nextBlockID,
+			NextGs:        s.ns.nextGS,
+			AuditFromSeq:  s.ns.auditFrom,
 		},
 		events:    s.events[:len(s.events):len(s.events)],
 		members:   s.Members(),
@@ -68,6 +82,18 @@ func captureSnapshot(s *State) *snapshot {
 	// The open segment changes with every append: copy the table.
 	for _, seg := range s.segments {
 		sn.segments = append(sn.segments, proto.Clone(seg).(*pb.Segment))
+	}
+	sn.files = make([]*pb.FileRecord, 0, len(s.ns.files))
+	for _, f := range s.ns.files {
+		sn.files = append(sn.files, f)
+	}
+	sn.blocks = make([]*pb.BlockRecord, 0, len(s.ns.blocks))
+	for _, b := range s.ns.blocks {
+		sn.blocks = append(sn.blocks, b)
+	}
+	sn.nodes = make([]*pb.NodeRecord, 0, len(s.ns.nodes))
+	for _, n := range s.ns.nodes {
+		sn.nodes = append(sn.nodes, n)
 	}
 	for e := s.lru.Front(); e != nil; e = e.Next() {
 		sess := e.Value.(*session)
@@ -144,6 +170,28 @@ func (sn *snapshot) write(w io.Writer) error {
 	}
 	for _, c := range sn.consumers {
 		rec.Record = &pb.SnapshotRecord_Consumer{Consumer: c}
+		if err := writeMsg(rec); err != nil {
+			return err
+		}
+	}
+	// Key order, so equal states write equal bytes.
+	sort.Slice(sn.files, func(i, j int) bool { return sn.files[i].Path < sn.files[j].Path })
+	sort.Slice(sn.blocks, func(i, j int) bool { return sn.blocks[i].Id < sn.blocks[j].Id })
+	sort.Slice(sn.nodes, func(i, j int) bool { return sn.nodes[i].Id < sn.nodes[j].Id })
+	for _, f := range sn.files {
+		rec.Record = &pb.SnapshotRecord_File{File: f}
+		if err := writeMsg(rec); err != nil {
+			return err
+		}
+	}
+	for _, b := range sn.blocks {
+		rec.Record = &pb.SnapshotRecord_Block{Block: b}
+		if err := writeMsg(rec); err != nil {
+			return err
+		}
+	}
+	for _, n := range sn.nodes {
+		rec.Record = &pb.SnapshotRecord_Node{Node: n}
 		if err := writeMsg(rec); err != nil {
 			return err
 		}
@@ -237,8 +285,19 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	} else if h.SegmentCount != 0 || h.ConsumerCount != 0 {
 		return nil, fmt.Errorf("%w: format 1 snapshot with journal records", ErrSnapshotCorrupt)
 	}
+	if version >= 3 {
+		if h.NextBlockId < FirstBlockID || h.NextGs < FirstGS {
+			return nil, fmt.Errorf("%w: namespace counters next block id %d, next GS %d", ErrSnapshotCorrupt, h.NextBlockId, h.NextGs)
+		}
+		st.ns.nextBlockID, st.ns.nextGS, st.ns.auditFrom = h.NextBlockId, h.NextGs, h.AuditFromSeq
+	} else if h.FileCount != 0 || h.BlockCount != 0 || h.NodeCount != 0 {
+		return nil, fmt.Errorf("%w: format %d snapshot with namespace records", ErrSnapshotCorrupt, version)
+	}
 	base := h.EventCount + h.SessionCount + h.MemberCount
-	total := base + h.SegmentCount + h.ConsumerCount
+	journalEnd := base + h.SegmentCount + h.ConsumerCount
+	filesEnd := journalEnd + h.FileCount
+	blocksEnd := filesEnd + h.BlockCount
+	total := blocksEnd + h.NodeCount
 	for i := uint64(0); i < total; i++ {
 		var rec pb.SnapshotRecord
 		if err := readMsg(&rec); err != nil {
@@ -276,10 +335,34 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			}
 			st.segments = append(st.segments, x.Segment)
 		case *pb.SnapshotRecord_Consumer:
-			if i < base+h.SegmentCount {
+			if i < base+h.SegmentCount || i >= journalEnd {
 				return nil, fmt.Errorf("%w: consumer record out of place", ErrSnapshotCorrupt)
 			}
 			st.consumers[x.Consumer.Name] = x.Consumer.AckedSeq
+		case *pb.SnapshotRecord_File:
+			if i < journalEnd || i >= filesEnd {
+				return nil, fmt.Errorf("%w: file record out of place", ErrSnapshotCorrupt)
+			}
+			if _, dup := st.ns.files[x.File.Path]; dup {
+				return nil, fmt.Errorf("%w: duplicate file %q", ErrSnapshotCorrupt, x.File.Path)
+			}
+			st.ns.files[x.File.Path] = x.File
+		case *pb.SnapshotRecord_Block:
+			if i < filesEnd || i >= blocksEnd {
+				return nil, fmt.Errorf("%w: block record out of place", ErrSnapshotCorrupt)
+			}
+			if _, dup := st.ns.blocks[x.Block.Id]; dup {
+				return nil, fmt.Errorf("%w: duplicate block %d", ErrSnapshotCorrupt, x.Block.Id)
+			}
+			st.ns.blocks[x.Block.Id] = x.Block
+		case *pb.SnapshotRecord_Node:
+			if i < blocksEnd {
+				return nil, fmt.Errorf("%w: node record out of place", ErrSnapshotCorrupt)
+			}
+			if _, dup := st.ns.nodes[x.Node.Id]; dup {
+				return nil, fmt.Errorf("%w: duplicate node %q", ErrSnapshotCorrupt, x.Node.Id)
+			}
+			st.ns.nodes[x.Node.Id] = x.Node
 		default:
 			return nil, fmt.Errorf("%w: empty record %d", ErrSnapshotCorrupt, i)
 		}
@@ -298,6 +381,9 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	if version == 1 {
 		st.rebuildSegments()
 	} else if err := st.checkSegments(); err != nil {
+		return nil, err
+	}
+	if err := st.ns.rebuild(); err != nil {
 		return nil, err
 	}
 	return st, nil

@@ -68,6 +68,9 @@ type State struct {
 	trims         uint64
 	// logFormat is the replicated log format (SET_FORMAT); 0 reads as 1.
 	logFormat uint32
+
+	// ns is the namespace: files, blocks, leases, nodes (namespace.go).
+	ns namespace
 }
 
 // NewState returns an empty state: the journal starts at seq 1.
@@ -80,6 +83,7 @@ func NewState() *State {
 		members:   make(map[string]*pb.Member),
 		consumers: make(map[string]uint64),
 		config:    defaultJournalConfig(),
+		ns:        newNamespace(),
 	}
 }
 
@@ -212,6 +216,16 @@ func (s *State) Apply(index uint64, cmd *pb.Command) (any, error) {
 	case pb.CommandType_COMMAND_TYPE_CHECKPOINT:
 		s.appliedIndex = index
 		return Checkpoint{Index: index, Digest: s.Hash()}, nil
+	case pb.CommandType_COMMAND_TYPE_NAMESPACE:
+		var c pb.NamespaceCommand
+		if err := proto.Unmarshal(cmd.Payload, &c); err != nil {
+			return nil, fmt.Errorf("fsm: decode namespace command at index %d: %w", index, err)
+		}
+		s.appliedIndex = index
+		if cmd.Version < NamespaceFormat {
+			return NamespaceResult{Index: index, Err: ErrNamespaceFormat}, nil
+		}
+		return s.applyNamespace(index, cmd.ProposedUnixNanos, &c)
 	case pb.CommandType_COMMAND_TYPE_IMPORT:
 		var c pb.ImportCommand
 		if err := proto.Unmarshal(cmd.Payload, &c); err != nil {
@@ -261,6 +275,11 @@ func (s *State) applyOp(index uint64, op *pb.AppendOp) Result {
 	for _, e := range op.Events {
 		if e.Type == "" {
 			return Result{Index: index, Err: ErrInvalidEvent}
+		}
+		// Only from the first audit event on: entries written before it
+		// (possibly by a build without the rule) replay as they applied.
+		if s.ns.auditFrom != 0 && ReservedEventType(e.Type) {
+			return Result{Index: index, Err: ErrReservedEventType}
 		}
 	}
 	var sess *session
@@ -361,8 +380,14 @@ func (sess *session) minResultSeq() uint64 {
 }
 
 // Hash returns a digest of the whole state. Two members that applied the
-// same entries return the same digest (invariant 2).
-func (s *State) Hash() [32]byte {
+// same entries return the same digest (invariant 2). A state without a
+// namespace hashes as it did before the namespace existed, so members on
+// either build agree during an upgrade.
+func (s *State) Hash() [32]byte { return s.digest(true) }
+
+// digest hashes the state, with or without the applied index (tests use
+// the latter to show a refused command changed nothing else).
+func (s *State) digest(withIndex bool) [32]byte {
 	h := sha256.New()
 	var b [8]byte
 	put := func(v uint64) {
@@ -373,7 +398,9 @@ func (s *State) Hash() [32]byte {
 		put(uint64(len(p)))
 		h.Write(p)
 	}
-	put(s.appliedIndex)
+	if withIndex {
+		put(s.appliedIndex)
+	}
 	put(s.nextSeq)
 	put(s.firstSeq)
 	for _, e := range s.events {
@@ -424,6 +451,9 @@ func (s *State) Hash() [32]byte {
 	for _, c := range s.Consumers() {
 		putBytes([]byte(c.Name))
 		put(c.AckedSeq)
+	}
+	if s.ns.auditFrom != 0 {
+		s.ns.hash(put, putBytes)
 	}
 	var out [32]byte
 	copy(out[:], h.Sum(nil))

@@ -54,21 +54,25 @@ const (
 	// version; the leader proposes it once every voter supports that version
 	// (the analogue of Ceph's journal format upgrade).
 	CommandType_COMMAND_TYPE_SET_FORMAT CommandType = 9
+	// Payload: NamespaceCommand (namespace.proto). One op on files, blocks,
+	// leases or storage nodes; an accepted op also appends one audit event.
+	CommandType_COMMAND_TYPE_NAMESPACE CommandType = 10
 )
 
 // Enum value maps for CommandType.
 var (
 	CommandType_name = map[int32]string{
-		0: "COMMAND_TYPE_UNSPECIFIED",
-		1: "COMMAND_TYPE_APPEND",
-		2: "COMMAND_TYPE_REGISTER_MEMBER",
-		3: "COMMAND_TYPE_CONFIGURE_JOURNAL",
-		4: "COMMAND_TYPE_CONSUMER",
-		5: "COMMAND_TYPE_TRIM",
-		6: "COMMAND_TYPE_RESET",
-		7: "COMMAND_TYPE_IMPORT",
-		8: "COMMAND_TYPE_CHECKPOINT",
-		9: "COMMAND_TYPE_SET_FORMAT",
+		0:  "COMMAND_TYPE_UNSPECIFIED",
+		1:  "COMMAND_TYPE_APPEND",
+		2:  "COMMAND_TYPE_REGISTER_MEMBER",
+		3:  "COMMAND_TYPE_CONFIGURE_JOURNAL",
+		4:  "COMMAND_TYPE_CONSUMER",
+		5:  "COMMAND_TYPE_TRIM",
+		6:  "COMMAND_TYPE_RESET",
+		7:  "COMMAND_TYPE_IMPORT",
+		8:  "COMMAND_TYPE_CHECKPOINT",
+		9:  "COMMAND_TYPE_SET_FORMAT",
+		10: "COMMAND_TYPE_NAMESPACE",
 	}
 	CommandType_value = map[string]int32{
 		"COMMAND_TYPE_UNSPECIFIED":       0,
@@ -81,6 +85,7 @@ var (
 		"COMMAND_TYPE_IMPORT":            7,
 		"COMMAND_TYPE_CHECKPOINT":        8,
 		"COMMAND_TYPE_SET_FORMAT":        9,
+		"COMMAND_TYPE_NAMESPACE":         10,
 	}
 )
 
@@ -1076,7 +1081,15 @@ type SnapshotHeader struct {
 	NextSegmentId uint64         `protobuf:"varint,11,opt,name=next_segment_id,json=nextSegmentId,proto3" json:"next_segment_id,omitempty"`
 	Trims         uint64         `protobuf:"varint,12,opt,name=trims,proto3" json:"trims,omitempty"`
 	// The replicated log format; 0 (older snapshots) reads as 1.
-	LogFormat     uint32 `protobuf:"varint,13,opt,name=log_format,json=logFormat,proto3" json:"log_format,omitempty"`
+	LogFormat uint32 `protobuf:"varint,13,opt,name=log_format,json=logFormat,proto3" json:"log_format,omitempty"`
+	// Format 3: the namespace (namespace.proto).
+	FileCount   uint64 `protobuf:"varint,14,opt,name=file_count,json=fileCount,proto3" json:"file_count,omitempty"`
+	BlockCount  uint64 `protobuf:"varint,15,opt,name=block_count,json=blockCount,proto3" json:"block_count,omitempty"`
+	NodeCount   uint64 `protobuf:"varint,16,opt,name=node_count,json=nodeCount,proto3" json:"node_count,omitempty"`
+	NextBlockId uint64 `protobuf:"varint,17,opt,name=next_block_id,json=nextBlockId,proto3" json:"next_block_id,omitempty"`
+	NextGs      uint64 `protobuf:"varint,18,opt,name=next_gs,json=nextGs,proto3" json:"next_gs,omitempty"`
+	// Seq of the first audit event (0: no namespace op accepted yet).
+	AuditFromSeq  uint64 `protobuf:"varint,19,opt,name=audit_from_seq,json=auditFromSeq,proto3" json:"audit_from_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1198,6 +1211,48 @@ func (x *SnapshotHeader) GetTrims() uint64 {
 func (x *SnapshotHeader) GetLogFormat() uint32 {
 	if x != nil {
 		return x.LogFormat
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetFileCount() uint64 {
+	if x != nil {
+		return x.FileCount
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetBlockCount() uint64 {
+	if x != nil {
+		return x.BlockCount
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetNodeCount() uint64 {
+	if x != nil {
+		return x.NodeCount
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetNextBlockId() uint64 {
+	if x != nil {
+		return x.NextBlockId
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetNextGs() uint64 {
+	if x != nil {
+		return x.NextGs
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetAuditFromSeq() uint64 {
+	if x != nil {
+		return x.AuditFromSeq
 	}
 	return 0
 }
@@ -1426,6 +1481,9 @@ type SnapshotRecord struct {
 	//	*SnapshotRecord_Member
 	//	*SnapshotRecord_Segment
 	//	*SnapshotRecord_Consumer
+	//	*SnapshotRecord_File
+	//	*SnapshotRecord_Block
+	//	*SnapshotRecord_Node
 	Record        isSnapshotRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1513,6 +1571,33 @@ func (x *SnapshotRecord) GetConsumer() *Consumer {
 	return nil
 }
 
+func (x *SnapshotRecord) GetFile() *FileRecord {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_File); ok {
+			return x.File
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotRecord) GetBlock() *BlockRecord {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_Block); ok {
+			return x.Block
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotRecord) GetNode() *NodeRecord {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_Node); ok {
+			return x.Node
+		}
+	}
+	return nil
+}
+
 type isSnapshotRecord_Record interface {
 	isSnapshotRecord_Record()
 }
@@ -1537,6 +1622,19 @@ type SnapshotRecord_Consumer struct {
 	Consumer *Consumer `protobuf:"bytes,5,opt,name=consumer,proto3,oneof"`
 }
 
+type SnapshotRecord_File struct {
+	// Format 3.
+	File *FileRecord `protobuf:"bytes,6,opt,name=file,proto3,oneof"`
+}
+
+type SnapshotRecord_Block struct {
+	Block *BlockRecord `protobuf:"bytes,7,opt,name=block,proto3,oneof"`
+}
+
+type SnapshotRecord_Node struct {
+	Node *NodeRecord `protobuf:"bytes,8,opt,name=node,proto3,oneof"`
+}
+
 func (*SnapshotRecord_Event) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Session) isSnapshotRecord_Record() {}
@@ -1547,12 +1645,18 @@ func (*SnapshotRecord_Segment) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Consumer) isSnapshotRecord_Record() {}
 
+func (*SnapshotRecord_File) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_Block) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_Node) isSnapshotRecord_Record() {}
+
 var File_logbookv1_command_proto protoreflect.FileDescriptor
 
 const file_logbookv1_command_proto_rawDesc = "" +
 	"\n" +
 	"\x17logbookv1/command.proto\x12\n" +
-	"logbook.v1\"\x9a\x01\n" +
+	"logbook.v1\x1a\x19logbookv1/namespace.proto\"\x9a\x01\n" +
 	"\aCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12+\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x17.logbook.v1.CommandTypeR\x04type\x12\x18\n" +
@@ -1613,7 +1717,7 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x06sealed\x18\b \x01(\bR\x06sealed\";\n" +
 	"\bConsumer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
-	"\tacked_seq\x18\x02 \x01(\x04R\backedSeq\"\xe8\x03\n" +
+	"\tacked_seq\x18\x02 \x01(\x04R\backedSeq\"\xaa\x05\n" +
 	"\x0eSnapshotHeader\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x19\n" +
 	"\bnext_seq\x18\x02 \x01(\x04R\anextSeq\x12\x1f\n" +
@@ -1630,7 +1734,16 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x0fnext_segment_id\x18\v \x01(\x04R\rnextSegmentId\x12\x14\n" +
 	"\x05trims\x18\f \x01(\x04R\x05trims\x12\x1d\n" +
 	"\n" +
-	"log_format\x18\r \x01(\rR\tlogFormat\"\xa1\x01\n" +
+	"log_format\x18\r \x01(\rR\tlogFormat\x12\x1d\n" +
+	"\n" +
+	"file_count\x18\x0e \x01(\x04R\tfileCount\x12\x1f\n" +
+	"\vblock_count\x18\x0f \x01(\x04R\n" +
+	"blockCount\x12\x1d\n" +
+	"\n" +
+	"node_count\x18\x10 \x01(\x04R\tnodeCount\x12\"\n" +
+	"\rnext_block_id\x18\x11 \x01(\x04R\vnextBlockId\x12\x17\n" +
+	"\anext_gs\x18\x12 \x01(\x04R\x06nextGs\x12$\n" +
+	"\x0eaudit_from_seq\x18\x13 \x01(\x04R\fauditFromSeq\"\xa1\x01\n" +
 	"\vStoredEvent\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x18\n" +
@@ -1649,14 +1762,17 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\tacked_seq\x18\x02 \x01(\x04R\backedSeq\x123\n" +
 	"\aresults\x18\x03 \x03(\v2\x19.logbook.v1.SessionResultR\aresults\x12\x1d\n" +
 	"\n" +
-	"last_index\x18\x04 \x01(\x04R\tlastIndex\"\x8f\x02\n" +
+	"last_index\x18\x04 \x01(\x04R\tlastIndex\"\x9c\x03\n" +
 	"\x0eSnapshotRecord\x12/\n" +
 	"\x05event\x18\x01 \x01(\v2\x17.logbook.v1.StoredEventH\x00R\x05event\x12/\n" +
 	"\asession\x18\x02 \x01(\v2\x13.logbook.v1.SessionH\x00R\asession\x12,\n" +
 	"\x06member\x18\x03 \x01(\v2\x12.logbook.v1.MemberH\x00R\x06member\x12/\n" +
 	"\asegment\x18\x04 \x01(\v2\x13.logbook.v1.SegmentH\x00R\asegment\x122\n" +
-	"\bconsumer\x18\x05 \x01(\v2\x14.logbook.v1.ConsumerH\x00R\bconsumerB\b\n" +
-	"\x06record*\xa7\x02\n" +
+	"\bconsumer\x18\x05 \x01(\v2\x14.logbook.v1.ConsumerH\x00R\bconsumer\x12,\n" +
+	"\x04file\x18\x06 \x01(\v2\x16.logbook.v1.FileRecordH\x00R\x04file\x12/\n" +
+	"\x05block\x18\a \x01(\v2\x17.logbook.v1.BlockRecordH\x00R\x05block\x12,\n" +
+	"\x04node\x18\b \x01(\v2\x16.logbook.v1.NodeRecordH\x00R\x04nodeB\b\n" +
+	"\x06record*\xc3\x02\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13COMMAND_TYPE_APPEND\x10\x01\x12 \n" +
@@ -1667,7 +1783,9 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x12COMMAND_TYPE_RESET\x10\x06\x12\x17\n" +
 	"\x13COMMAND_TYPE_IMPORT\x10\a\x12\x1b\n" +
 	"\x17COMMAND_TYPE_CHECKPOINT\x10\b\x12\x1b\n" +
-	"\x17COMMAND_TYPE_SET_FORMAT\x10\t*p\n" +
+	"\x17COMMAND_TYPE_SET_FORMAT\x10\t\x12\x1a\n" +
+	"\x16COMMAND_TYPE_NAMESPACE\x10\n" +
+	"*p\n" +
 	"\n" +
 	"ConsumerOp\x12\x1b\n" +
 	"\x17CONSUMER_OP_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -1712,6 +1830,9 @@ var file_logbookv1_command_proto_goTypes = []any{
 	(*SessionResult)(nil),         // 19: logbook.v1.SessionResult
 	(*Session)(nil),               // 20: logbook.v1.Session
 	(*SnapshotRecord)(nil),        // 21: logbook.v1.SnapshotRecord
+	(*FileRecord)(nil),            // 22: logbook.v1.FileRecord
+	(*BlockRecord)(nil),           // 23: logbook.v1.BlockRecord
+	(*NodeRecord)(nil),            // 24: logbook.v1.NodeRecord
 }
 var file_logbookv1_command_proto_depIdxs = []int32{
 	0,  // 0: logbook.v1.Command.type:type_name -> logbook.v1.CommandType
@@ -1727,11 +1848,14 @@ var file_logbookv1_command_proto_depIdxs = []int32{
 	6,  // 10: logbook.v1.SnapshotRecord.member:type_name -> logbook.v1.Member
 	15, // 11: logbook.v1.SnapshotRecord.segment:type_name -> logbook.v1.Segment
 	16, // 12: logbook.v1.SnapshotRecord.consumer:type_name -> logbook.v1.Consumer
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	22, // 13: logbook.v1.SnapshotRecord.file:type_name -> logbook.v1.FileRecord
+	23, // 14: logbook.v1.SnapshotRecord.block:type_name -> logbook.v1.BlockRecord
+	24, // 15: logbook.v1.SnapshotRecord.node:type_name -> logbook.v1.NodeRecord
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_logbookv1_command_proto_init() }
@@ -1739,12 +1863,16 @@ func file_logbookv1_command_proto_init() {
 	if File_logbookv1_command_proto != nil {
 		return
 	}
+	file_logbookv1_namespace_proto_init()
 	file_logbookv1_command_proto_msgTypes[19].OneofWrappers = []any{
 		(*SnapshotRecord_Event)(nil),
 		(*SnapshotRecord_Session)(nil),
 		(*SnapshotRecord_Member)(nil),
 		(*SnapshotRecord_Segment)(nil),
 		(*SnapshotRecord_Consumer)(nil),
+		(*SnapshotRecord_File)(nil),
+		(*SnapshotRecord_Block)(nil),
+		(*SnapshotRecord_Node)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

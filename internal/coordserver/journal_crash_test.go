@@ -222,7 +222,7 @@ func TestRestartWithoutLeaderStopsAtSnapshot(t *testing.T) {
 // only when every voter's build reads the new one. A member that claims the
 // old format holds the cluster at format 1; once it comes back with the new
 // build, the leader proposes SET_FORMAT, every member applies it, and the
-// entries after it are written in format 2 (with per-event CRCs).
+// entries after it are written in the newest format.
 func TestLogFormatUpgradeWaitsForEveryVoter(t *testing.T) {
 	old := func(i int, c *Config) {
 		if i == 2 {
@@ -268,12 +268,12 @@ func TestLogFormatUpgradeWaitsForEveryVoter(t *testing.T) {
 	// c3 is upgraded: same data, new build.
 	tc.cfgs[2].maxLogFormat = 0
 	tc.restart(2)
-	eventually(t, 20*time.Second, "c3 registered with format 2", registered("c3", fsm.CommandVersion))
-	eventually(t, 20*time.Second, "every member at log format 2", func() bool {
+	eventually(t, 20*time.Second, "c3 registered with the newest format", registered("c3", fsm.CommandVersion))
+	eventually(t, 20*time.Second, "every member at the newest log format", func() bool {
 		for i := range tc.servers {
 			var f uint32
 			tc.server(i).fsm.View(func(st *fsm.State) { f = st.LogFormat() })
-			if f != 2 {
+			if f != fsm.CommandVersion {
 				return false
 			}
 		}
@@ -284,7 +284,7 @@ func TestLogFormatUpgradeWaitsForEveryVoter(t *testing.T) {
 		t.Fatal(err)
 	}
 	l = tc.server(tc.waitLeader())
-	if v := lastEntryVersion(t, l); v != 2 {
+	if v := lastEntryVersion(t, l); v != fsm.CommandVersion {
 		t.Fatalf("after the upgrade the leader wrote format %d", v)
 	}
 	tc.waitConverged()
