@@ -104,6 +104,9 @@ type Config struct {
 	Security Security
 	Logger   *slog.Logger
 
+	// FS tunes leases, block recovery and storage-node liveness.
+	FS FSConfig
+
 	// raftDialer, when set (tests only), opens Raft connections.
 	raftDialer raftnet.DialFunc
 	// crashAt, when set (tests only), is asked at each named step of a
@@ -145,6 +148,7 @@ func DefaultConfig() Config {
 		MaxEventsPerRequest: 10000,
 		MaxRequestBytes:     4 << 20,
 		MaxReadEvents:       10000,
+		FS:                  DefaultFSConfig(),
 	}
 }
 
@@ -213,6 +217,9 @@ func (c *Config) Validate() error {
 	}
 	if k := len(c.Security.GossipKey); k != 0 && k != 16 && k != 24 && k != 32 {
 		errs = append(errs, fmt.Errorf("gossip key of %d bytes: want 16, 24 or 32", k))
+	}
+	if err := c.FS.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -73,6 +73,8 @@ type Server struct {
 	bootstrapd     atomic.Bool
 	// formed is set on the one member that called BootstrapCluster.
 	formed atomic.Bool
+	// fsSoft is the leader's file-system soft state (nodes_state.go).
+	fsSoft fsSoft
 }
 
 // New opens the data dir, starts Raft, gossip, gRPC and http, and begins
@@ -136,6 +138,7 @@ func New(cfg Config) (_ *Server, err error) {
 	s.goLoop(s.registerLoop)
 	s.goLoop(s.watchLoop)
 	s.goLoop(s.journalLoop)
+	s.goLoop(s.leaseMonitor)
 	if err := s.bootstrap(); err != nil {
 		return nil, err
 	}
@@ -528,7 +531,7 @@ func (s *Server) startGRPC() error {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes + 64<<10),
 		grpc.MaxConcurrentStreams(4096),
-		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor, s.clusterIDInterceptor, s.forwardInterceptor),
+		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor, s.clusterIDInterceptor, s.forwardInterceptor, s.fsForwardInterceptor),
 		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor, s.clusterIDStreamInterceptor),
 	}
 	if s.cfg.Security.GRPCTLS != nil {
@@ -538,6 +541,8 @@ func (s *Server) startGRPC() error {
 	pb.RegisterJournalServer(s.grpcSrv, &journalService{s: s})
 	pb.RegisterClusterServer(s.grpcSrv, &clusterService{s: s})
 	pb.RegisterPeerServer(s.grpcSrv, &peerService{s: s})
+	pb.RegisterNamespaceServer(s.grpcSrv, &namespaceService{s: s})
+	pb.RegisterNodeLinkServer(s.grpcSrv, &nodeLinkService{s: s})
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpcSrv, s.health)
 	reflection.Register(s.grpcSrv)

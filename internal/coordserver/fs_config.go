@@ -1,0 +1,82 @@
+package coordserver
+
+import (
+	"errors"
+	"time"
+
+	lr "github.com/logbookhq/logbook/leaserecovery"
+)
+
+// FSConfig tunes the file-system half of the coordinator: leases, block
+// recovery and storage-node liveness (leader soft state).
+type FSConfig struct {
+	// LeaseSoftLimit: another writer may take a lease over after it.
+	LeaseSoftLimit time.Duration
+	// LeaseHardLimit: the leader releases or recovers the lease itself.
+	LeaseHardLimit time.Duration
+	// RecoveryTimeout: a recovery attempt's deadline; after it the lease
+	// monitor re-drives the recovery with the next primary.
+	RecoveryTimeout time.Duration
+	// NodeStaleInterval: a node without a heartbeat for this long is not
+	// live (not chosen as a target or a primary).
+	NodeStaleInterval time.Duration
+	// SafeModeTimeout: a new leader leaves safe mode once every registered
+	// node sent a full block report, or after this long.
+	SafeModeTimeout time.Duration
+	// LeaseCheckInterval: how often the lease monitor runs.
+	LeaseCheckInterval time.Duration
+	// MaxLeaseActionsPerCycle bounds the releases and recoveries one
+	// monitor cycle proposes.
+	MaxLeaseActionsPerCycle int
+}
+
+// DefaultFSConfig returns the defaults (HDFS lease limits).
+func DefaultFSConfig() FSConfig {
+	return FSConfig{
+		LeaseSoftLimit:          60 * time.Second,
+		LeaseHardLimit:          1200 * time.Second,
+		RecoveryTimeout:         90 * time.Second,
+		NodeStaleInterval:       30 * time.Second,
+		SafeModeTimeout:         30 * time.Second,
+		LeaseCheckInterval:      time.Second,
+		MaxLeaseActionsPerCycle: 100,
+	}
+}
+
+// withDefaults fills zero fields (a Config built without DefaultConfig).
+func (c FSConfig) withDefaults() FSConfig {
+	d := DefaultFSConfig()
+	set := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	set(&c.LeaseSoftLimit, d.LeaseSoftLimit)
+	set(&c.LeaseHardLimit, d.LeaseHardLimit)
+	set(&c.RecoveryTimeout, d.RecoveryTimeout)
+	set(&c.NodeStaleInterval, d.NodeStaleInterval)
+	set(&c.SafeModeTimeout, d.SafeModeTimeout)
+	set(&c.LeaseCheckInterval, d.LeaseCheckInterval)
+	if c.MaxLeaseActionsPerCycle == 0 {
+		c.MaxLeaseActionsPerCycle = d.MaxLeaseActionsPerCycle
+	}
+	return c
+}
+
+// Validate checks the (defaulted) values.
+func (c FSConfig) Validate() error {
+	c = c.withDefaults()
+	if c.LeaseSoftLimit < 0 || c.LeaseHardLimit < 0 || c.RecoveryTimeout < 0 || c.NodeStaleInterval < 0 ||
+		c.SafeModeTimeout < 0 || c.LeaseCheckInterval < 0 || c.MaxLeaseActionsPerCycle < 0 {
+		return errors.New("fs: durations and limits must not be negative")
+	}
+	if c.LeaseSoftLimit > c.LeaseHardLimit {
+		return errors.New("fs: lease soft limit above the hard limit")
+	}
+	return nil
+}
+
+// rules is the leaserecovery view of the config.
+func (c FSConfig) rules() lr.Config {
+	return lr.Config{SoftLimit: c.LeaseSoftLimit, HardLimit: c.LeaseHardLimit, RecoveryTimeout: c.RecoveryTimeout, StaleInterval: c.NodeStaleInterval}
+}

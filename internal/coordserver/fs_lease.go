@@ -1,0 +1,160 @@
+package coordserver
+
+import (
+	"fmt"
+	"time"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/fsm"
+	lr "github.com/logbookhq/logbook/leaserecovery"
+	"google.golang.org/grpc/codes"
+)
+
+// ruleFileLocked is v as the lease rules see it: each block's live
+// replicas are the live nodes that reported it finalized at its GS and
+// length. A last block without expected locations takes the nodes that
+// reported it (spec §3.2 rule 4a, as the FSM does with
+// StartRecoveryOp.reported_locations).
+func (s *Server) ruleFileLocked(f *fsSoft, v fileView, now time.Time) lr.File {
+	stale := s.fsCfg().NodeStaleInterval
+	rf := lr.File{Path: v.file.Path, UnderConstruction: v.file.UnderConstruction, LeaseHolder: v.file.LeaseHolder, MinReplication: 1}
+	for i, b := range v.blocks {
+		rb := ruleBlock(b, f.finalizedAt(b.Id, b.Gs, int64(b.NumBytes), now, stale))
+		if i == len(v.blocks)-1 && len(rb.Expected) == 0 {
+			for _, id := range f.reporters(b.Id) {
+				if _, ok := v.nodes[id]; ok {
+					rb.Expected = append(rb.Expected, lr.NodeID(id))
+				}
+			}
+		}
+		rf.Blocks = append(rf.Blocks, rb)
+	}
+	return rf
+}
+
+// releaseFile applies the release decision for the lease on path (hard
+// limit, soft-limit takeover, recover-lease): close it, drop an empty last
+// block, or start (re-drive) a block recovery whose lease goes to
+// newHolder ("" for the coordinator's holder). It returns the decision.
+func (s *Server) releaseFile(path, newHolder, reason string) (lr.ReleaseDecision, error) {
+	v, ok := s.viewFile(path)
+	if !ok {
+		return lr.ReleaseDecision{}, s.fsErr(notFound(path))
+	}
+	now := time.Now()
+	cfg := s.fsCfg()
+	soft := s.fsLocked()
+	rf := s.ruleFileLocked(soft, v, now)
+	replicated := soft.replicatedLocked(v, nil, now, cfg.NodeStaleInterval)
+	var locs []lr.Location
+	var reported []string
+	var last *pb.BlockRecord
+	if k := len(v.blocks); k > 0 {
+		last = v.blocks[k-1]
+		if len(last.ExpectedLocations) == 0 {
+			for _, id := range rf.Blocks[k-1].Expected {
+				reported = append(reported, string(id))
+			}
+		}
+		for _, id := range rf.Blocks[k-1].Expected {
+			l := lr.Location{Node: id, Alive: soft.live(string(id), now, cfg.NodeStaleInterval)}
+			if n := soft.nodes[string(id)]; n != nil {
+				l.LastHeartbeat = n.lastHeartbeat
+			}
+			locs = append(locs, l)
+		}
+	}
+	soft.mu.Unlock()
+	d, err := lr.DecideRelease(rf, now)
+	if err != nil {
+		return d, s.fsErr(err)
+	}
+	switch d.Action {
+	case lr.ReleaseAlreadyClosed, lr.ReleaseInProgress:
+		return d, nil
+	case lr.ReleaseClose, lr.ReleaseRemoveLastBlock:
+		_, err := s.proposeNS(nil, nsOp(&pb.ReleaseLeaseOp{Path: path, Holder: v.file.LeaseHolder, ReplicatedBlocks: replicated}))
+		if err == nil {
+			s.log.Info("lease released", "path", path, "holder", v.file.LeaseHolder, "action", d.Action.String(), "why", reason)
+		}
+		return d, err
+	case lr.ReleaseStartRecovery:
+		var tried []lr.NodeID
+		if last.State == pb.BlockState_BLOCK_STATE_UNDER_RECOVERY {
+			tried = rf.Blocks[len(rf.Blocks)-1].Recovery.Chosen
+		}
+		pc, ok := lr.ChoosePrimary(locs, tried)
+		if !ok {
+			return d, s.statusErr(codes.Unavailable, ReasonNoRecoveryLocation, fmt.Sprintf("%s: no live location of block %d to recover it from", path, last.Id))
+		}
+		why := reason
+		if len(why) > fsm.MaxReasonBytes {
+			why = why[:fsm.MaxReasonBytes]
+		}
+		r, err := s.proposeNS(nil, nsOp(&pb.StartRecoveryOp{
+			Path: path, BlockId: last.Id, Primary: string(pc.Node), DeadlineUnixNanos: now.Add(cfg.RecoveryTimeout).UnixNano(),
+			Reason: why, NewHolder: newHolder, ReportedLocations: reported,
+		}))
+		if err == nil {
+			s.log.Info("block recovery started", "path", path, "block", last.Id, "primary", pc.Node,
+				"recovery-id", r.Result.GetBlock().GetRecovery().GetRecoveryId(), "why", reason)
+		}
+		return d, err
+	}
+	return d, s.statusErr(codes.Internal, "BAD_DECISION", fmt.Sprintf("%s: release decision %v", path, d.Action))
+}
+
+// leaseMonitor is the leader's lease loop: every LeaseCheckInterval it
+// releases or recovers the leases past the hard limit and re-drives the
+// recoveries past their deadline, at most MaxLeaseActionsPerCycle a cycle.
+func (s *Server) leaseMonitor() {
+	s.every(s.fsCfg().LeaseCheckInterval, func() bool {
+		if s.leaderReady() && s.logFormat() >= fsm.NamespaceFormat {
+			s.leaseCycle(time.Now())
+		}
+		return true
+	})
+}
+
+func (s *Server) leaseCycle(now time.Time) {
+	cfg := s.fsCfg()
+	var open []fsm.OpenFile
+	var registered []string
+	s.fsm.View(func(st *fsm.State) {
+		open = st.UnderConstruction()
+		for _, n := range st.Nodes() {
+			registered = append(registered, n.Id)
+		}
+	})
+	type due struct{ path, holder, why string }
+	var work []due
+	soft := s.fsLocked()
+	soft.updateSafeMode(registered, now)
+	for _, o := range open {
+		if len(work) >= cfg.MaxLeaseActionsPerCycle {
+			break
+		}
+		switch {
+		case o.Last != nil && o.Last.State == pb.BlockState_BLOCK_STATE_UNDER_RECOVERY:
+			if now.UnixNano() > o.Last.Recovery.GetDeadlineUnixNanos() {
+				// A re-drive keeps a recover-lease caller's lease.
+				holder := o.Holder
+				if holder == fsm.RecoveryLeaseHolder {
+					holder = ""
+				}
+				work = append(work, due{o.Path, holder, fmt.Sprintf("recovery %d passed its deadline", o.Last.Recovery.GetRecoveryId())})
+			}
+		case cfg.rules().HardExpired(soft.renewed(o.Holder), now):
+			work = append(work, due{o.Path, "", "lease of " + o.Holder + " passed the hard limit"})
+		}
+	}
+	soft.mu.Unlock()
+	for _, w := range work {
+		if !s.isLeader() {
+			return
+		}
+		if _, err := s.releaseFile(w.path, w.holder, w.why); err != nil {
+			s.log.Debug("lease release failed; will retry", "path", w.path, "why", w.why, "err", err)
+		}
+	}
+}

@@ -1,0 +1,621 @@
+package coordserver
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/fsm"
+	lr "github.com/logbookhq/logbook/leaserecovery"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+)
+
+// Request bounds of the file-system services (checked before anything is
+// proposed).
+const (
+	maxFSPathBytes   = fsm.MaxPathBytes
+	maxFSTargets     = fsm.MaxReplication
+	maxFSListLimit   = 10000
+	defaultListLimit = 1000
+)
+
+// namespaceService is the client's file-system API. Every call is
+// answered by the leader (fsForwardInterceptor forwards from followers).
+type namespaceService struct {
+	pb.UnimplementedNamespaceServer
+	s *Server
+}
+
+// fsReady: this member leads, applied its first entry of the term, and
+// the replicated log format carries namespace commands.
+func (s *Server) fsReady(ctx context.Context) error {
+	if !s.isLeader() {
+		return s.statusErr(codes.Unavailable, ReasonNotLeader, "not the leader")
+	}
+	if err := s.waitLeaderReady(ctx); err != nil {
+		return err
+	}
+	if s.logFormat() < fsm.NamespaceFormat {
+		return s.statusErr(codes.FailedPrecondition, ReasonLogFormat,
+			fmt.Sprintf("cluster not yet at log format %d (every voter must be upgraded)", fsm.NamespaceFormat))
+	}
+	return nil
+}
+
+func (s *Server) checkFSPath(what, p string) error {
+	switch {
+	case p == "":
+		return s.badRequest(what + ": empty path")
+	case len(p) > maxFSPathBytes:
+		return s.badRequest(fmt.Sprintf("%s: path of %d bytes, at most %d", what, len(p), maxFSPathBytes))
+	case !strings.HasPrefix(p, "/"):
+		return s.badRequest(fmt.Sprintf("%s: path %q is not absolute", what, p))
+	}
+	if err := fsm.ValidPath(p); err != nil {
+		return s.fsErr(err)
+	}
+	return nil
+}
+
+func (s *Server) checkFSName(what, n string) error {
+	switch {
+	case n == "":
+		return s.badRequest("empty " + what)
+	case len(n) > fsm.MaxNameBytes:
+		return s.badRequest(fmt.Sprintf("%s of %d bytes, at most %d", what, len(n), fsm.MaxNameBytes))
+	}
+	return nil
+}
+
+func (s *Server) checkSession(sess *pb.FsSession) error {
+	if len(sess.GetClientId()) > fsm.MaxNameBytes {
+		return s.badRequest(fmt.Sprintf("client id of %d bytes, at most %d", len(sess.GetClientId()), fsm.MaxNameBytes))
+	}
+	return nil
+}
+
+func (s *Server) checkNodeList(what string, ids []string) error {
+	if len(ids) > maxFSTargets {
+		return s.badRequest(fmt.Sprintf("%d %s, at most %d", len(ids), what, maxFSTargets))
+	}
+	for _, id := range ids {
+		if err := s.checkFSName(what, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// proposeNS proposes one namespace op and returns the FSM's result; a
+// refusal comes back as its gRPC status.
+func (s *Server) proposeNS(sess *pb.FsSession, op *pb.NamespaceOp) (fsm.NamespaceResult, error) {
+	cmd := &pb.NamespaceCommand{ClientId: sess.GetClientId(), RequestSeq: sess.GetRequestSeq(), AckedSeq: sess.GetAckedSeq(), Op: op}
+	resp, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_NAMESPACE, cmd)
+	if err != nil {
+		return fsm.NamespaceResult{}, err
+	}
+	r, ok := resp.(fsm.NamespaceResult)
+	if !ok {
+		return fsm.NamespaceResult{}, s.statusErr(codes.Internal, "BAD_RESPONSE", fmt.Sprintf("unexpected state machine response %T", resp))
+	}
+	if r.Err != nil {
+		return r, s.fsErr(r.Err)
+	}
+	return r, nil
+}
+
+// fileOp proposes op and answers with a copy of its result (the FSM's is
+// shared with the state); a success renews client's lease.
+func (s *Server) fileOp(sess *pb.FsSession, client string, op *pb.NamespaceOp) (*pb.FileOpResponse, error) {
+	r, err := s.proposeNS(sess, op)
+	if err != nil {
+		return nil, err
+	}
+	if client != "" {
+		s.renew(client, time.Now())
+	}
+	out := &pb.FileOpResponse{Seq: r.Seq}
+	if r.Result != nil {
+		out.Result = proto.Clone(r.Result).(*pb.NamespaceResult)
+	}
+	return out, nil
+}
+
+// renew records a lease renewal of client (leader memory).
+func (s *Server) renew(client string, now time.Time) {
+	f := s.fsLocked()
+	f.renewals[client] = now
+	f.mu.Unlock()
+}
+
+func nsOp(op any) *pb.NamespaceOp {
+	switch x := op.(type) {
+	case *pb.CreateFileOp:
+		return &pb.NamespaceOp{Op: &pb.NamespaceOp_CreateFile{CreateFile: x}}
+	case *pb.AddBlockOp:
+		return &pb.NamespaceOp{Op: &pb.NamespaceOp_AddBlock{AddBlock: x}}
+	case *pb.CompleteFileOp:
+		return &pb.NamespaceOp{Op: &pb.NamespaceOp_CompleteFile{CompleteFile: x}}
+	case *pb.AppendFileOp:
+		return &pb.NamespaceOp{Op: &pb.NamespaceOp_AppendFile{AppendFile: x}}
+	case *pb.DeleteFileOp:
+		return &pb.NamespaceOp{Op: &pb.NamespaceOp_DeleteFile{DeleteFile: x}}
+	case *pb.AbandonBlockOp:
+		return &pb.NamespaceOp{Op: &pb.NamespaceOp_AbandonBlock{AbandonBlock: x}}
+	case *pb.UpdateBlockForPipelineOp:
+		return &pb.NamespaceOp{Op: &pb.NamespaceOp_UpdateBlockForPipeline{UpdateBlockForPipeline: x}}
+	case *pb.UpdatePipelineOp:
+		return &pb.NamespaceOp{Op: &pb.NamespaceOp_UpdatePipeline{UpdatePipeline: x}}
+	case *pb.StartRecoveryOp:
+		return &pb.NamespaceOp{Op: &pb.NamespaceOp_StartRecovery{StartRecovery: x}}
+	case *pb.CommitBlockSyncOp:
+		return &pb.NamespaceOp{Op: &pb.NamespaceOp_CommitBlockSync{CommitBlockSync: x}}
+	case *pb.ReleaseLeaseOp:
+		return &pb.NamespaceOp{Op: &pb.NamespaceOp_ReleaseLease{ReleaseLease: x}}
+	case *pb.RegisterNodeOp:
+		return &pb.NamespaceOp{Op: &pb.NamespaceOp_RegisterNode{RegisterNode: x}}
+	}
+	panic(fmt.Sprintf("nsOp: %T", op))
+}
+
+// fileView is a file and its blocks read under one FSM view.
+type fileView struct {
+	file   *pb.FileRecord
+	blocks []*pb.BlockRecord
+	nodes  map[string]*pb.NodeRecord
+}
+
+func (s *Server) viewFile(path string) (fileView, bool) {
+	var v fileView
+	var ok bool
+	s.fsm.View(func(st *fsm.State) {
+		v.file, ok = st.File(path)
+		if ok {
+			v.blocks, _ = st.BlocksOfFile(path)
+		}
+		v.nodes = map[string]*pb.NodeRecord{}
+		for _, n := range st.Nodes() {
+			v.nodes[n.Id] = n
+		}
+	})
+	return v, ok
+}
+
+// replicatedLocked lists the blocks of v that live nodes reported
+// FINALIZED at their GS and length (ref, when given, overrides the
+// client's view of its block): the leader vouches for their minimal
+// replication.
+func (f *fsSoft) replicatedLocked(v fileView, ref *pb.BlockRef, now time.Time, stale time.Duration) []uint64 {
+	var out []uint64
+	for _, b := range v.blocks {
+		gs, n := b.Gs, int64(b.NumBytes)
+		if ref != nil && ref.Id == b.Id {
+			gs, n = ref.Gs, int64(ref.NumBytes)
+		}
+		if b.State == pb.BlockState_BLOCK_STATE_COMPLETE {
+			continue
+		}
+		if f.finalizedAt(b.Id, gs, n, now, stale) >= 1 {
+			out = append(out, b.Id)
+		}
+	}
+	return out
+}
+
+func notFound(path string) error { return fmt.Errorf("%w: %s", fsm.ErrFileNotFound, path) }
+
+// takeOver runs the soft-limit takeover of a create or append (spec
+// §3.5): an open file of another writer whose lease passed the soft limit
+// is released (or recovered) first.
+func (s *Server) takeOver(op lr.WriteOp, path, client string) error {
+	v, ok := s.viewFile(path)
+	if !ok || !v.file.UnderConstruction || v.file.LeaseHolder == client {
+		return nil // the FSM decides
+	}
+	now := time.Now()
+	soft := s.fsLocked()
+	rf := s.ruleFileLocked(soft, v, now)
+	renewed := soft.renewed(v.file.LeaseHolder)
+	soft.mu.Unlock()
+	acc, err := lr.CheckWriteAccess(rf, lr.AccessRequest{Op: op, Caller: client, Now: now, LeaseRenewed: renewed}, s.fsCfg().rules())
+	if err != nil {
+		return s.fsErr(err)
+	}
+	if !acc.Release {
+		return nil
+	}
+	d, err := s.releaseFile(path, acc.NewHolder, "soft limit passed: "+op.String()+" by "+client)
+	if err != nil {
+		return err
+	}
+	_, err = lr.AnswerRelease(op, d)
+	return s.fsErr(err)
+}
+
+func (n *namespaceService) Create(ctx context.Context, req *pb.CreateRequest) (*pb.FileOpResponse, error) {
+	s := n.s
+	if err := s.checkFSPath("create", req.Path); err != nil {
+		return nil, err
+	}
+	if err := s.checkFSName("client name", req.ClientName); err != nil {
+		return nil, err
+	}
+	if err := s.checkSession(req.Session); err != nil {
+		return nil, err
+	}
+	if err := s.fsReady(ctx); err != nil {
+		return nil, err
+	}
+	if req.Overwrite {
+		if err := s.takeOver(lr.OpCreate, req.Path, req.ClientName); err != nil {
+			return nil, err
+		}
+	}
+	return s.fileOp(req.Session, req.ClientName, nsOp(&pb.CreateFileOp{
+		Path: req.Path, Replication: req.Replication, BlockSize: req.BlockSize, ClientName: req.ClientName, Overwrite: req.Overwrite,
+	}))
+}
+
+// chooseTargetsLocked picks count distinct live registered nodes, most
+// free space first (then by id), avoiding excluded; fewer when not enough
+// are live, at least one.
+func (s *Server) chooseTargetsLocked(f *fsSoft, nodes map[string]*pb.NodeRecord, count int, excluded []string, now time.Time) ([]string, error) {
+	stale := s.fsCfg().NodeStaleInterval
+	var live []string
+	for id := range nodes {
+		if f.live(id, now, stale) && !contains(excluded, id) {
+			live = append(live, id)
+		}
+	}
+	sort.Slice(live, func(i, j int) bool {
+		a, b := f.nodes[live[i]].free, f.nodes[live[j]].free
+		if a != b {
+			return a > b
+		}
+		return live[i] < live[j]
+	})
+	if len(live) == 0 {
+		return nil, s.statusErr(codes.Unavailable, ReasonNoLiveNodes, "no live storage nodes")
+	}
+	return live[:min(max(count, 1), len(live))], nil
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func locations(nodes map[string]*pb.NodeRecord, ids []string) []*pb.NodeLocation {
+	out := make([]*pb.NodeLocation, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, &pb.NodeLocation{NodeId: id, GrpcAddr: nodes[id].GetGrpcAddr()})
+	}
+	return out
+}
+
+func (n *namespaceService) AddBlock(ctx context.Context, req *pb.AddBlockRequest) (*pb.FileOpResponse, error) {
+	s := n.s
+	if err := s.checkFSPath("add block", req.Path); err != nil {
+		return nil, err
+	}
+	if err := s.checkFSName("client name", req.ClientName); err != nil {
+		return nil, err
+	}
+	if err := s.checkSession(req.Session); err != nil {
+		return nil, err
+	}
+	if err := s.checkNodeList("excluded nodes", req.ExcludedNodes); err != nil {
+		return nil, err
+	}
+	if err := s.fsReady(ctx); err != nil {
+		return nil, err
+	}
+	v, ok := s.viewFile(req.Path)
+	if !ok {
+		return nil, s.fsErr(notFound(req.Path))
+	}
+	now := time.Now()
+	soft := s.fsLocked()
+	targets, err := s.chooseTargetsLocked(soft, v.nodes, int(v.file.Replication), req.ExcludedNodes, now)
+	replicated := soft.replicatedLocked(v, req.Previous, now, s.fsCfg().NodeStaleInterval)
+	soft.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.fileOp(req.Session, req.ClientName, nsOp(&pb.AddBlockOp{
+		Path: req.Path, ClientName: req.ClientName, Previous: req.Previous, Targets: targets, ReplicatedBlocks: replicated,
+	}))
+	if err != nil {
+		return nil, err
+	}
+	resp.Locations = locations(v.nodes, resp.Result.GetBlock().GetExpectedLocations())
+	return resp, nil
+}
+
+func (n *namespaceService) Complete(ctx context.Context, req *pb.CompleteRequest) (*pb.FileOpResponse, error) {
+	s := n.s
+	if err := s.checkFSPath("complete", req.Path); err != nil {
+		return nil, err
+	}
+	if err := s.checkFSName("client name", req.ClientName); err != nil {
+		return nil, err
+	}
+	if err := s.checkSession(req.Session); err != nil {
+		return nil, err
+	}
+	if err := s.fsReady(ctx); err != nil {
+		return nil, err
+	}
+	v, ok := s.viewFile(req.Path)
+	if !ok {
+		return nil, s.fsErr(notFound(req.Path))
+	}
+	soft := s.fsLocked()
+	replicated := soft.replicatedLocked(v, req.Last, time.Now(), s.fsCfg().NodeStaleInterval)
+	soft.mu.Unlock()
+	return s.fileOp(req.Session, req.ClientName, nsOp(&pb.CompleteFileOp{
+		Path: req.Path, ClientName: req.ClientName, Last: req.Last, ReplicatedBlocks: replicated,
+	}))
+}
+
+func (n *namespaceService) Append(ctx context.Context, req *pb.AppendFileRequest) (*pb.FileOpResponse, error) {
+	s := n.s
+	if err := s.checkFSPath("append", req.Path); err != nil {
+		return nil, err
+	}
+	if err := s.checkFSName("client name", req.ClientName); err != nil {
+		return nil, err
+	}
+	if err := s.checkSession(req.Session); err != nil {
+		return nil, err
+	}
+	if err := s.fsReady(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.takeOver(lr.OpAppend, req.Path, req.ClientName); err != nil {
+		return nil, err
+	}
+	v, ok := s.viewFile(req.Path)
+	if !ok {
+		return nil, s.fsErr(notFound(req.Path))
+	}
+	// The replicas of a partial last block: the live nodes that reported
+	// it finalized at its GS and length (empty keeps its expected ones).
+	var targets []string
+	if k := len(v.blocks); k > 0 {
+		last := v.blocks[k-1]
+		now, stale := time.Now(), s.fsCfg().NodeStaleInterval
+		soft := s.fsLocked()
+		for _, id := range soft.reporters(last.Id) {
+			r := soft.nodes[id].replicas[last.Id]
+			if _, reg := v.nodes[id]; reg && soft.live(id, now, stale) && r.state == pb.ReplicaState_REPLICA_STATE_FINALIZED &&
+				r.gs == last.Gs && r.numBytes == int64(last.NumBytes) && len(targets) < maxFSTargets {
+				targets = append(targets, id)
+			}
+		}
+		soft.mu.Unlock()
+	}
+	resp, err := s.fileOp(req.Session, req.ClientName, nsOp(&pb.AppendFileOp{Path: req.Path, ClientName: req.ClientName, Targets: targets}))
+	if err != nil {
+		return nil, err
+	}
+	resp.Locations = locations(v.nodes, resp.Result.GetBlock().GetExpectedLocations())
+	return resp, nil
+}
+
+func (n *namespaceService) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.FileOpResponse, error) {
+	s := n.s
+	if err := s.checkFSPath("delete", req.Path); err != nil {
+		return nil, err
+	}
+	if err := s.checkSession(req.Session); err != nil {
+		return nil, err
+	}
+	if err := s.fsReady(ctx); err != nil {
+		return nil, err
+	}
+	// The removed blocks' replicas are invalidated from the nodes'
+	// reports (an unknown block), see nodeCommands.
+	return s.fileOp(req.Session, "", nsOp(&pb.DeleteFileOp{Path: req.Path, Recursive: req.Recursive}))
+}
+
+func (n *namespaceService) AbandonBlock(ctx context.Context, req *pb.AbandonBlockRequest) (*pb.FileOpResponse, error) {
+	s := n.s
+	if err := s.checkFSPath("abandon block", req.Path); err != nil {
+		return nil, err
+	}
+	if err := s.checkFSName("client name", req.ClientName); err != nil {
+		return nil, err
+	}
+	if err := s.checkSession(req.Session); err != nil {
+		return nil, err
+	}
+	if err := s.fsReady(ctx); err != nil {
+		return nil, err
+	}
+	return s.fileOp(req.Session, req.ClientName, nsOp(&pb.AbandonBlockOp{Path: req.Path, ClientName: req.ClientName, BlockId: req.BlockId}))
+}
+
+func (n *namespaceService) UpdateBlockForPipeline(ctx context.Context, req *pb.UpdateBlockForPipelineRequest) (*pb.FileOpResponse, error) {
+	s := n.s
+	if err := s.checkFSPath("update block for pipeline", req.Path); err != nil {
+		return nil, err
+	}
+	if err := s.checkFSName("client name", req.ClientName); err != nil {
+		return nil, err
+	}
+	if err := s.checkSession(req.Session); err != nil {
+		return nil, err
+	}
+	if err := s.fsReady(ctx); err != nil {
+		return nil, err
+	}
+	return s.fileOp(req.Session, req.ClientName, nsOp(&pb.UpdateBlockForPipelineOp{Path: req.Path, ClientName: req.ClientName, BlockId: req.BlockId}))
+}
+
+func (n *namespaceService) UpdatePipeline(ctx context.Context, req *pb.UpdatePipelineRequest) (*pb.FileOpResponse, error) {
+	s := n.s
+	if err := s.checkFSPath("update pipeline", req.Path); err != nil {
+		return nil, err
+	}
+	if err := s.checkFSName("client name", req.ClientName); err != nil {
+		return nil, err
+	}
+	if err := s.checkSession(req.Session); err != nil {
+		return nil, err
+	}
+	if err := s.checkNodeList("new nodes", req.NewNodes); err != nil {
+		return nil, err
+	}
+	if err := s.fsReady(ctx); err != nil {
+		return nil, err
+	}
+	resp, err := s.fileOp(req.Session, req.ClientName, nsOp(&pb.UpdatePipelineOp{
+		Path: req.Path, ClientName: req.ClientName, BlockId: req.BlockId, OldGs: req.OldGs, NewGs: req.NewGs, NewLength: req.NewLength, NewNodes: req.NewNodes,
+	}))
+	if err != nil {
+		return nil, err
+	}
+	if v, ok := s.viewFile(req.Path); ok {
+		resp.Locations = locations(v.nodes, resp.Result.GetBlock().GetExpectedLocations())
+	}
+	return resp, nil
+}
+
+func (n *namespaceService) Stat(ctx context.Context, req *pb.StatRequest) (*pb.StatResponse, error) {
+	s := n.s
+	if err := s.checkFSPath("stat", req.Path); err != nil {
+		return nil, err
+	}
+	if err := s.linearizableBarrier(ctx); err != nil {
+		return nil, err
+	}
+	var resp *pb.StatResponse
+	var blocks []*pb.BlockRecord
+	s.fsm.View(func(st *fsm.State) {
+		fs, ok := st.FileStatus(req.Path)
+		if !ok {
+			return
+		}
+		resp = &pb.StatResponse{File: proto.Clone(fs).(*pb.FileStatus)}
+		blocks, _ = st.BlocksOfFile(req.Path)
+	})
+	if resp == nil {
+		return nil, s.fsErr(notFound(req.Path))
+	}
+	var soft *fsSoft
+	if s.isLeader() {
+		soft = s.fsLocked()
+		defer soft.mu.Unlock()
+		resp.FromLeader = true
+	}
+	for _, b := range blocks {
+		bs := &pb.BlockStatus{Id: b.Id, Gs: b.Gs, NumBytes: b.NumBytes, State: b.State, ExpectedLocations: append([]string(nil), b.ExpectedLocations...)}
+		if b.Recovery != nil {
+			bs.Recovery = proto.Clone(b.Recovery).(*pb.BlockRecovery)
+		}
+		if soft != nil {
+			bs.ReportedLocations = soft.reported(b.Id)
+		}
+		resp.Blocks = append(resp.Blocks, bs)
+	}
+	return resp, nil
+}
+
+func (n *namespaceService) List(ctx context.Context, req *pb.ListRequest) (*pb.ListResponse, error) {
+	s := n.s
+	if err := s.checkFSPath("list", req.Dir); err != nil {
+		return nil, err
+	}
+	if len(req.After) > fsm.MaxComponentBytes || strings.Contains(req.After, "/") {
+		return nil, s.badRequest("list: after must be one name of at most 255 bytes")
+	}
+	limit := int(req.Limit)
+	switch {
+	case limit == 0:
+		limit = defaultListLimit
+	case limit > maxFSListLimit:
+		return nil, s.badRequest(fmt.Sprintf("list: limit %d, at most %d", limit, maxFSListLimit))
+	}
+	if err := s.linearizableBarrier(ctx); err != nil {
+		return nil, err
+	}
+	var entries []fsm.ListEntry
+	var err error
+	s.fsm.View(func(st *fsm.State) { entries, err = st.List(req.Dir, req.After, limit+1) })
+	if err != nil {
+		return nil, s.fsErr(err)
+	}
+	resp := &pb.ListResponse{}
+	if len(entries) > limit {
+		entries, resp.More = entries[:limit], true
+	}
+	for _, e := range entries {
+		le := &pb.ListEntryStatus{Path: e.Path, Dir: e.Dir}
+		if e.File != nil {
+			le.File = proto.Clone(e.File).(*pb.FileStatus)
+		}
+		resp.Entries = append(resp.Entries, le)
+	}
+	return resp, nil
+}
+
+func (n *namespaceService) RecoverLease(ctx context.Context, req *pb.RecoverLeaseRequest) (*pb.RecoverLeaseResponse, error) {
+	s := n.s
+	if err := s.checkFSPath("recover lease", req.Path); err != nil {
+		return nil, err
+	}
+	if err := s.checkFSName("client name", req.ClientName); err != nil {
+		return nil, err
+	}
+	if err := s.fsReady(ctx); err != nil {
+		return nil, err
+	}
+	v, ok := s.viewFile(req.Path)
+	if !ok {
+		return nil, s.fsErr(notFound(req.Path))
+	}
+	now := time.Now()
+	soft := s.fsLocked()
+	rf := s.ruleFileLocked(soft, v, now)
+	renewed := soft.renewed(v.file.LeaseHolder)
+	soft.mu.Unlock()
+	acc, err := lr.CheckWriteAccess(rf, lr.AccessRequest{Op: lr.OpRecoverLease, Caller: req.ClientName, Now: now, LeaseRenewed: renewed}, s.fsCfg().rules())
+	if err != nil {
+		return nil, s.fsErr(err)
+	}
+	if acc.Proceed {
+		return &pb.RecoverLeaseResponse{Closed: true}, nil
+	}
+	d, err := s.releaseFile(req.Path, acc.NewHolder, "recover lease by "+req.ClientName)
+	if err != nil {
+		return nil, err
+	}
+	closed, err := lr.AnswerRelease(lr.OpRecoverLease, d)
+	if err != nil {
+		return nil, s.fsErr(err)
+	}
+	return &pb.RecoverLeaseResponse{Closed: closed}, nil
+}
+
+func (n *namespaceService) RenewLease(ctx context.Context, req *pb.RenewLeaseRequest) (*pb.RenewLeaseResponse, error) {
+	s := n.s
+	if err := s.checkFSName("client name", req.ClientName); err != nil {
+		return nil, err
+	}
+	if err := s.fsReady(ctx); err != nil {
+		return nil, err
+	}
+	s.renew(req.ClientName, time.Now())
+	var open int
+	s.fsm.View(func(st *fsm.State) { open = len(st.FilesOfHolder(req.ClientName)) })
+	return &pb.RenewLeaseResponse{OpenFiles: uint32(open)}, nil
+}

@@ -1,0 +1,372 @@
+package coordserver
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/fsm"
+	lr "github.com/logbookhq/logbook/leaserecovery"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+)
+
+// Bounds of the node reports.
+const (
+	maxReportReplicas    = 1 << 20
+	maxIncrementalChange = 10000
+	maxInvalidatePerBeat = 1000
+)
+
+// nodeLinkService is the storage nodes' API: registration (replicated),
+// heartbeats and block reports (leader soft state), recovery commits
+// (replicated).
+type nodeLinkService struct {
+	pb.UnimplementedNodeLinkServer
+	s *Server
+}
+
+// registeredNode returns the node's record, or FailedPrecondition "node
+// not registered" (the node registers again on that reason).
+func (s *Server) registeredNode(id string) (*pb.NodeRecord, error) {
+	if err := s.checkFSName("node id", id); err != nil {
+		return nil, err
+	}
+	var n *pb.NodeRecord
+	s.fsm.View(func(st *fsm.State) { n, _ = st.Node(id) })
+	if n == nil {
+		return nil, s.statusErr(codes.FailedPrecondition, ReasonNodeNotRegistered, fmt.Sprintf("node %q not registered", id))
+	}
+	return n, nil
+}
+
+func (s *Server) checkStorages(reps []*pb.StorageReport) error {
+	if len(reps) > fsm.MaxStoragesPerNode {
+		return s.badRequest(fmt.Sprintf("%d storages, at most %d", len(reps), fsm.MaxStoragesPerNode))
+	}
+	for _, r := range reps {
+		if err := s.checkFSName("storage id", r.GetStorageId()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setStorages records a node's storage stats (caller holds f.mu).
+func (n *nodeSoft) setStorages(reps []*pb.StorageReport) {
+	n.storages = map[string]*pb.StorageReport{}
+	n.free = 0
+	for _, r := range reps {
+		n.storages[r.StorageId] = proto.Clone(r).(*pb.StorageReport)
+		if !r.Failed {
+			n.free += r.Free
+		}
+	}
+}
+
+func (l *nodeLinkService) Register(ctx context.Context, req *pb.NodeRegisterRequest) (*pb.NodeRegisterResponse, error) {
+	s := l.s
+	if req.Node == nil {
+		return nil, s.badRequest("register: no node")
+	}
+	if err := s.checkFSName("node id", req.Node.Id); err != nil {
+		return nil, err
+	}
+	if err := s.checkStorages(req.Storages); err != nil {
+		return nil, err
+	}
+	if err := s.fsReady(ctx); err != nil {
+		return nil, err
+	}
+	node := proto.Clone(req.Node).(*pb.NodeRecord)
+	node.RegisteredUnixNanos, node.UpdatedUnixNanos = 0, 0
+	r, err := s.proposeNS(nil, nsOp(&pb.RegisterNodeOp{Node: node}))
+	if err != nil {
+		return nil, err
+	}
+	f := s.fsLocked()
+	n := f.node(node.Id)
+	n.lastHeartbeat = time.Now()
+	n.setStorages(req.Storages)
+	// A (re-)registered node sends a full report before its replicas
+	// count again.
+	n.fullReport = false
+	n.replicas = map[uint64]softReplica{}
+	f.mu.Unlock()
+	s.log.Info("storage node registered", "node", node.Id, "grpc-addr", node.GrpcAddr)
+	return &pb.NodeRegisterResponse{Node: proto.Clone(r.Result.GetNode()).(*pb.NodeRecord)}, nil
+}
+
+func (l *nodeLinkService) Heartbeat(ctx context.Context, req *pb.NodeHeartbeatRequest) (*pb.NodeHeartbeatResponse, error) {
+	s := l.s
+	if err := s.checkStorages(req.Storages); err != nil {
+		return nil, err
+	}
+	if err := s.checkFSName("node id", req.NodeId); err != nil {
+		return nil, err
+	}
+	if err := s.fsReady(ctx); err != nil {
+		return nil, err
+	}
+	rec, err := s.registeredNode(req.NodeId)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	f := s.fsLocked()
+	n := f.node(req.NodeId)
+	n.lastHeartbeat = now
+	n.setStorages(req.Storages)
+	safe := f.safeMode
+	f.mu.Unlock()
+	resp := &pb.NodeHeartbeatResponse{SafeMode: safe}
+	for _, r := range req.Storages {
+		if !contains(rec.StorageIds, r.StorageId) {
+			// A storage the registration does not list: register again.
+			resp.Commands = append(resp.Commands, &pb.NodeCommand{Command: &pb.NodeCommand_ReRegister{ReRegister: &pb.ReRegisterCommand{}}})
+			break
+		}
+	}
+	resp.Commands = append(resp.Commands, s.nodeCommands(req.NodeId, now)...)
+	return resp, nil
+}
+
+// nodeCommands is the work for node id, derived from the FSM (recoveries
+// whose primary it is) and from the leader's soft state (full report
+// request, invalidations outside safe mode).
+func (s *Server) nodeCommands(id string, now time.Time) []*pb.NodeCommand {
+	var out []*pb.NodeCommand
+	var recs []*pb.BlockRecord
+	nodes := map[string]*pb.NodeRecord{}
+	s.fsm.View(func(st *fsm.State) {
+		recs = st.RecoveriesOfPrimary(id)
+		for _, n := range st.Nodes() {
+			nodes[n.Id] = n
+		}
+	})
+	f := s.fsLocked()
+	n := f.node(id)
+	if !n.fullReport {
+		out = append(out, &pb.NodeCommand{Command: &pb.NodeCommand_SendFullReport{SendFullReport: &pb.SendFullReportCommand{}}})
+	}
+	safe := f.safeMode
+	var reps map[uint64]softReplica
+	if !safe && n.fullReport {
+		reps = make(map[uint64]softReplica, len(n.replicas))
+		for k, v := range n.replicas {
+			reps[k] = v
+		}
+	}
+	f.mu.Unlock()
+	for _, b := range recs {
+		out = append(out, &pb.NodeCommand{Command: &pb.NodeCommand_RecoverBlock{RecoverBlock: &pb.RecoverBlockCommand{
+			BlockId: b.Id, Gs: b.Gs, NumBytes: b.NumBytes, RecoveryId: b.Recovery.GetRecoveryId(), Path: b.Path,
+			Locations: locations(nodes, b.ExpectedLocations),
+		}}})
+	}
+	if inv := s.invalidations(id, reps, now); len(inv) > 0 {
+		out = append(out, &pb.NodeCommand{Command: &pb.NodeCommand_Invalidate{Invalidate: &pb.InvalidateCommand{Blocks: inv}}})
+	}
+	return out
+}
+
+// invalidations classifies node id's reported replicas with
+// leaserecovery.ReconcileReplica: replicas of deleted (unknown) blocks,
+// and replicas whose GS is older than their COMMITTED/COMPLETE block's
+// while another live node holds a good copy, are invalidated.
+func (s *Server) invalidations(id string, reps map[uint64]softReplica, now time.Time) []*pb.BlockRef {
+	if len(reps) == 0 {
+		return nil
+	}
+	stale := s.fsCfg().NodeStaleInterval
+	blocks := make(map[uint64]*pb.BlockRecord, len(reps))
+	var maxGS uint64
+	s.fsm.View(func(st *fsm.State) {
+		for bid := range reps {
+			if b, ok := st.Block(bid); ok {
+				blocks[bid] = b
+			}
+		}
+		maxGS = st.NextGS()
+	})
+	var out []*pb.BlockRef
+	f := s.fsLocked()
+	defer f.mu.Unlock()
+	for bid, r := range reps {
+		if len(out) >= maxInvalidatePerBeat {
+			break
+		}
+		rs, ok := toRuleReplicaState(r.state)
+		if !ok {
+			continue
+		}
+		var stored *lr.Block
+		b := blocks[bid]
+		if b != nil {
+			rb := ruleBlock(b, 0)
+			stored = &rb
+		}
+		rep := lr.ReportedReplica{Node: lr.NodeID(id), ID: bid, GS: r.gs, NumBytes: r.numBytes, State: rs}
+		rc := lr.ReconcileReplica(stored, rep, lr.ReportContext{MaxGS: maxGS, Location: true})
+		switch {
+		case rc.Action == lr.ReportInvalidate:
+			out = append(out, &pb.BlockRef{Id: bid, Gs: r.gs, NumBytes: uint64(max(r.numBytes, 0))})
+		case rc.Action == lr.ReportMarkCorrupt && b != nil && r.gs < b.Gs &&
+			(b.State == pb.BlockState_BLOCK_STATE_COMPLETE || b.State == pb.BlockState_BLOCK_STATE_COMMITTED):
+			// Never the last good copy.
+			if f.finalizedAt(bid, b.Gs, int64(b.NumBytes), now, stale) >= 1 {
+				out = append(out, &pb.BlockRef{Id: bid, Gs: r.gs, NumBytes: uint64(max(r.numBytes, 0))})
+			}
+		}
+	}
+	return out
+}
+
+func (s *Server) checkReplica(r *pb.ReportedReplica) error {
+	if r == nil {
+		return s.badRequest("report: empty replica")
+	}
+	if _, ok := toRuleReplicaState(r.State); !ok {
+		return s.badRequest(fmt.Sprintf("report: block %d in replica state %v", r.BlockId, r.State))
+	}
+	if r.NumBytes < 0 || r.NumBytes > fsm.MaxBlockSize {
+		return s.badRequest(fmt.Sprintf("report: block %d of %d bytes", r.BlockId, r.NumBytes))
+	}
+	return nil
+}
+
+func (l *nodeLinkService) BlockReport(ctx context.Context, req *pb.NodeBlockReportRequest) (*pb.NodeReportResponse, error) {
+	s := l.s
+	if err := s.checkFSName("node id", req.NodeId); err != nil {
+		return nil, err
+	}
+	if len(req.Storages) > fsm.MaxStoragesPerNode {
+		return nil, s.badRequest(fmt.Sprintf("%d storages, at most %d", len(req.Storages), fsm.MaxStoragesPerNode))
+	}
+	total := 0
+	for _, st := range req.Storages {
+		total += len(st.Replicas)
+		if total > maxReportReplicas {
+			return nil, s.badRequest(fmt.Sprintf("report of more than %d replicas", maxReportReplicas))
+		}
+		for _, r := range st.Replicas {
+			if err := s.checkReplica(r); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := s.fsReady(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := s.registeredNode(req.NodeId); err != nil {
+		return nil, err
+	}
+	var registered []string
+	s.fsm.View(func(st *fsm.State) {
+		for _, n := range st.Nodes() {
+			registered = append(registered, n.Id)
+		}
+	})
+	now := time.Now()
+	f := s.fsLocked()
+	n := f.node(req.NodeId)
+	n.replicas = make(map[uint64]softReplica, total)
+	for _, st := range req.Storages {
+		if st.Failed {
+			continue
+		}
+		for _, r := range st.Replicas {
+			n.replicas[r.BlockId] = softReplica{storage: st.StorageId, gs: r.Gs, numBytes: r.NumBytes, state: r.State}
+		}
+	}
+	n.fullReport = true
+	f.updateSafeMode(registered, now)
+	f.mu.Unlock()
+	return &pb.NodeReportResponse{}, nil
+}
+
+func (l *nodeLinkService) IncrementalReport(ctx context.Context, req *pb.NodeIncrementalReportRequest) (*pb.NodeReportResponse, error) {
+	s := l.s
+	if err := s.checkFSName("node id", req.NodeId); err != nil {
+		return nil, err
+	}
+	if len(req.Changes) > maxIncrementalChange {
+		return nil, s.badRequest(fmt.Sprintf("%d changes, at most %d", len(req.Changes), maxIncrementalChange))
+	}
+	for _, c := range req.Changes {
+		if c.Change == pb.ReplicaChange_REPLICA_CHANGE_UNSPECIFIED || c.Change > pb.ReplicaChange_REPLICA_CHANGE_DELETED {
+			return nil, s.badRequest(fmt.Sprintf("report: unknown change %v", c.Change))
+		}
+		if c.Change == pb.ReplicaChange_REPLICA_CHANGE_DELETED {
+			if c.Replica == nil {
+				return nil, s.badRequest("report: deleted change without a replica")
+			}
+			continue
+		}
+		if err := s.checkReplica(c.Replica); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.fsReady(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := s.registeredNode(req.NodeId); err != nil {
+		return nil, err
+	}
+	f := s.fsLocked()
+	n := f.node(req.NodeId)
+	for _, c := range req.Changes {
+		r := c.Replica
+		if c.Change == pb.ReplicaChange_REPLICA_CHANGE_DELETED {
+			delete(n.replicas, r.BlockId)
+			continue
+		}
+		n.replicas[r.BlockId] = softReplica{storage: c.StorageId, gs: r.Gs, numBytes: r.NumBytes, state: r.State}
+	}
+	f.mu.Unlock()
+	return &pb.NodeReportResponse{}, nil
+}
+
+func (l *nodeLinkService) CommitBlockSynchronization(ctx context.Context, req *pb.CommitBlockSyncRequest) (*pb.CommitBlockSyncResponse, error) {
+	s := l.s
+	if err := s.checkFSName("node id", req.NodeId); err != nil {
+		return nil, err
+	}
+	if err := s.checkNodeList("targets", req.Targets); err != nil {
+		return nil, err
+	}
+	if err := s.fsReady(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := s.registeredNode(req.NodeId); err != nil {
+		return nil, err
+	}
+	var replicated []uint64
+	if v, ok := s.viewFileOfBlock(req.BlockId); ok {
+		soft := s.fsLocked()
+		replicated = soft.replicatedLocked(v, &pb.BlockRef{Id: req.BlockId, Gs: req.NewGs, NumBytes: req.NewLength}, time.Now(), s.fsCfg().NodeStaleInterval)
+		soft.mu.Unlock()
+	}
+	r, err := s.proposeNS(nil, nsOp(&pb.CommitBlockSyncOp{
+		BlockId: req.BlockId, RecoveryId: req.RecoveryId, NewGs: req.NewGs, NewLength: req.NewLength, CloseFile: req.CloseFile,
+		DeleteBlock: req.DeleteBlock, Targets: req.Targets, OldGs: req.OldGs, ReplicatedBlocks: replicated,
+	}))
+	if err != nil {
+		return nil, err
+	}
+	return &pb.CommitBlockSyncResponse{Result: proto.Clone(r.Result).(*pb.NamespaceResult)}, nil
+}
+
+func (s *Server) viewFileOfBlock(id uint64) (fileView, bool) {
+	var path string
+	s.fsm.View(func(st *fsm.State) {
+		if b, ok := st.Block(id); ok {
+			path = b.Path
+		}
+	})
+	if path == "" {
+		return fileView{}, false
+	}
+	return s.viewFile(path)
+}

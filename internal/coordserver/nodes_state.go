@@ -1,0 +1,199 @@
+package coordserver
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	lr "github.com/logbookhq/logbook/leaserecovery"
+)
+
+// fsSoft is the leader's soft state for the file system (spec §9.6): node
+// liveness, reported replicas and lease renewals. Nothing here is
+// replicated; a new leader starts empty (term change) and in safe mode,
+// and counts every existing lease as just renewed.
+type fsSoft struct {
+	mu        sync.Mutex
+	term      uint64
+	termStart time.Time
+	nodes     map[string]*nodeSoft
+	renewals  map[string]time.Time // client name → last renewal
+	safeMode  bool
+	safeUntil time.Time
+}
+
+// nodeSoft is what the leader learned from one storage node this term.
+type nodeSoft struct {
+	lastHeartbeat time.Time
+	storages      map[string]*pb.StorageReport
+	free          uint64
+	fullReport    bool // a full report arrived in this term
+	// replicas: block id → the replica the node reported.
+	replicas map[uint64]softReplica
+}
+
+type softReplica struct {
+	storage  string
+	gs       uint64
+	numBytes int64
+	state    pb.ReplicaState
+}
+
+// reset starts a new term: empty soft state, safe mode on.
+func (f *fsSoft) reset(term uint64, now time.Time, safeTimeout time.Duration) {
+	f.term, f.termStart = term, now
+	f.nodes = map[string]*nodeSoft{}
+	f.renewals = map[string]time.Time{}
+	f.safeMode, f.safeUntil = true, now.Add(safeTimeout)
+}
+
+// fs returns the soft state locked for term (reset when the term moved
+// on). The caller unlocks f.mu.
+func (s *Server) fsLocked() *fsSoft {
+	f := &s.fsSoft
+	f.mu.Lock()
+	if term := s.raft.CurrentTerm(); term != f.term || f.nodes == nil {
+		f.reset(term, time.Now(), s.fsCfg().SafeModeTimeout)
+	}
+	return f
+}
+
+func (s *Server) fsCfg() FSConfig { return s.cfg.FS.withDefaults() }
+
+// node returns (creating) the soft record of node id.
+func (f *fsSoft) node(id string) *nodeSoft {
+	n := f.nodes[id]
+	if n == nil {
+		n = &nodeSoft{storages: map[string]*pb.StorageReport{}, replicas: map[uint64]softReplica{}}
+		f.nodes[id] = n
+	}
+	return n
+}
+
+// live reports whether node id heartbeated within the stale interval.
+func (f *fsSoft) live(id string, now time.Time, stale time.Duration) bool {
+	n := f.nodes[id]
+	return n != nil && !n.lastHeartbeat.IsZero() && now.Sub(n.lastHeartbeat) < stale
+}
+
+// renewed is when holder last renewed (the term start by default).
+func (f *fsSoft) renewed(holder string) time.Time {
+	if t, ok := f.renewals[holder]; ok {
+		return t
+	}
+	return f.termStart
+}
+
+// finalizedAt counts live nodes that reported block id FINALIZED at gs
+// and length n.
+func (f *fsSoft) finalizedAt(id, gs uint64, n int64, now time.Time, stale time.Duration) int {
+	c := 0
+	for nid, ns := range f.nodes {
+		r, ok := ns.replicas[id]
+		if ok && r.state == pb.ReplicaState_REPLICA_STATE_FINALIZED && r.gs == gs && r.numBytes == n && f.live(nid, now, stale) {
+			c++
+		}
+	}
+	return c
+}
+
+// reporters returns the nodes that reported block id, sorted.
+func (f *fsSoft) reporters(id uint64) []string {
+	var out []string
+	for nid, ns := range f.nodes {
+		if _, ok := ns.replicas[id]; ok {
+			out = append(out, nid)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// reported returns the reported locations of block id, sorted by node.
+func (f *fsSoft) reported(id uint64) []*pb.ReportedLocation {
+	var out []*pb.ReportedLocation
+	for _, nid := range f.reporters(id) {
+		r := f.nodes[nid].replicas[id]
+		out = append(out, &pb.ReportedLocation{NodeId: nid, State: r.state, Gs: r.gs, NumBytes: r.numBytes})
+	}
+	return out
+}
+
+// updateSafeMode leaves safe mode once every registered node sent a full
+// report this term, or the timeout passed. It never re-enters it within
+// a term.
+func (f *fsSoft) updateSafeMode(registered []string, now time.Time) {
+	if !f.safeMode {
+		return
+	}
+	if now.After(f.safeUntil) {
+		f.safeMode = false
+		return
+	}
+	for _, id := range registered {
+		if n := f.nodes[id]; n == nil || !n.fullReport {
+			return
+		}
+	}
+	f.safeMode = false
+}
+
+// SafeMode reports whether this leader is in safe mode (no invalidations,
+// no re-replication yet). A follower answers true: it holds no soft state.
+func (s *Server) SafeMode() bool {
+	if !s.isLeader() {
+		return true
+	}
+	f := s.fsLocked()
+	defer f.mu.Unlock()
+	return f.safeMode
+}
+
+// toRuleReplicaState maps the wire replica state to the rules' (ok false
+// for UNSPECIFIED or unknown values).
+func toRuleReplicaState(st pb.ReplicaState) (lr.ReplicaState, bool) {
+	switch st {
+	case pb.ReplicaState_REPLICA_STATE_FINALIZED:
+		return lr.ReplicaFinalized, true
+	case pb.ReplicaState_REPLICA_STATE_RBW:
+		return lr.ReplicaRBW, true
+	case pb.ReplicaState_REPLICA_STATE_RWR:
+		return lr.ReplicaRWR, true
+	case pb.ReplicaState_REPLICA_STATE_RUR:
+		return lr.ReplicaRUR, true
+	case pb.ReplicaState_REPLICA_STATE_TEMPORARY:
+		return lr.ReplicaTemporary, true
+	}
+	return 0, false
+}
+
+func toRuleBlockState(st pb.BlockState) lr.BlockState {
+	switch st {
+	case pb.BlockState_BLOCK_STATE_UNDER_CONSTRUCTION:
+		return lr.BlockUnderConstruction
+	case pb.BlockState_BLOCK_STATE_UNDER_RECOVERY:
+		return lr.BlockUnderRecovery
+	case pb.BlockState_BLOCK_STATE_COMMITTED:
+		return lr.BlockCommitted
+	case pb.BlockState_BLOCK_STATE_COMPLETE:
+		return lr.BlockComplete
+	}
+	return lr.BlockStateUnspecified
+}
+
+// ruleBlock is b as the rules see it, with live the count of live
+// finalized replicas at its GS and length.
+func ruleBlock(b *pb.BlockRecord, live int) lr.Block {
+	rb := lr.Block{ID: b.Id, GS: b.Gs, NumBytes: int64(b.NumBytes), State: toRuleBlockState(b.State), LiveReplicas: live}
+	for _, e := range b.ExpectedLocations {
+		rb.Expected = append(rb.Expected, lr.NodeID(e))
+	}
+	if r := b.Recovery; r != nil {
+		rb.Recovery = lr.Recovery{ID: r.RecoveryId, Primary: lr.NodeID(r.Primary), Attempt: int(r.Attempt), Deadline: time.Unix(0, r.DeadlineUnixNanos)}
+		for _, t := range r.TriedPrimaries {
+			rb.Recovery.Chosen = append(rb.Recovery.Chosen, lr.NodeID(t))
+		}
+	}
+	return rb
+}
