@@ -362,6 +362,10 @@ func (s *Server) raftConfig() *raft.Config {
 	return rc
 }
 
+// logCacheEntries is how many of the newest Raft entries are kept in
+// memory (each holds one batch of appends).
+const logCacheEntries = 512
+
 func (s *Server) openRaft() error {
 	dir := filepath.Join(s.cfg.DataDir, "raft")
 	store, err := raftboltdb.New(raftboltdb.Options{
@@ -397,7 +401,14 @@ func (s *Server) openRaft() error {
 	if err != nil {
 		return fmt.Errorf("coordserver: inspect raft state: %w", err)
 	}
-	r, err := raft.NewRaft(rc, &timedFSM{FSM: s.fsm, m: s.metrics}, store, store, snaps, s.trans)
+	// Recent entries from memory: replication to followers and a
+	// follower's apply read the entries just written, and without the cache
+	// each read is a bbolt transaction plus a msgpack decode.
+	logs, err := raft.NewLogCache(logCacheEntries, store)
+	if err != nil {
+		return fmt.Errorf("coordserver: raft log cache: %w", err)
+	}
+	r, err := raft.NewRaft(rc, &timedFSM{FSM: s.fsm, m: s.metrics}, logs, store, snaps, s.trans)
 	if err != nil {
 		return fmt.Errorf("coordserver: start raft: %w", err)
 	}
