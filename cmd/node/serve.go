@@ -44,6 +44,9 @@ func addServeFlags(fs *pflag.FlagSet) *serveFlags {
 	fs.StringVar(&c.AdvertiseGRPC, "advertise-grpc", "", "gRPC address clients and other nodes dial (default: --grpc-addr)")
 	fs.StringVar(&c.AdvertiseHTTP, "advertise-http", "", "HTTP address published to the cluster (default: --http-addr)")
 	fs.StringVar(&c.AdvertiseGossip, "advertise-gossip", "", "gossip address published to the cluster (default: --gossip-addr)")
+	fs.StringSliceVar(&c.CoordEndpoints, "coord-endpoints", nil, "coordinator gRPC addresses host:port, comma-separated (any member; empty: standalone, no coordinator link)")
+	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", d.HeartbeatInterval, "interval of the heartbeats to the coordinator")
+	fs.StringSliceVar(&c.Join, "join", nil, "gossip seeds host:port, comma-separated (validated; the gossip join is not wired yet)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of text")
 	envflag.Bind(fs)
@@ -77,6 +80,8 @@ func (f *serveFlags) config(logOut io.Writer) (nodeserver.Config, error) {
 		errs = append(errs, fmt.Errorf("--log-level: %w", err))
 	}
 	cfg.Logger = logger
+	cfg.CoordEndpoints = trimList(cfg.CoordEndpoints)
+	cfg.Join = trimList(cfg.Join)
 	if len(errs) > 0 {
 		return nodeserver.Config{}, errors.Join(errs...)
 	}
@@ -96,11 +101,14 @@ func newServeCmd(e env) *cobra.Command {
 The node opens its volumes (each is claimed with a node-id file; a volume of
 another node is refused), loads every block pool found on them, adds
 --block-pool, and serves the DataNode gRPC service on --grpc-addr and
-/metrics and /healthz on --http-addr. Registration with the coordinators
-and gossip are not wired yet: --gossip-addr is only validated and
-advertised.`,
+/metrics and /healthz on --http-addr. With --coord-endpoints it registers
+with the coordinators, sends its block reports and a heartbeat every
+--heartbeat-interval, and runs the commands they return (invalidations,
+transfers, block recoveries). Gossip is not wired yet: --gossip-addr and
+--join are only validated and advertised.`,
 		Example: `  node serve --id node1 --data-dir /var/lib/logbook/node1
-  node serve --id node2 --volume /mnt/disk1 --volume /mnt/ssd1:SSD --reserved-bytes 10737418240`,
+  node serve --id node2 --volume /mnt/disk1 --volume /mnt/ssd1:SSD --reserved-bytes 10737418240
+  node serve --id node3 --data-dir /data --coord-endpoints c1:7100,c2:7100,c3:7100`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := f.config(e.stderr)
@@ -125,4 +133,15 @@ advertised.`,
 	f = addServeFlags(cmd.Flags())
 	cmd.Flags().SortFlags = false
 	return cmd
+}
+
+// trimList drops blank entries and surrounding spaces.
+func trimList(in []string) []string {
+	var out []string
+	for _, s := range in {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -99,6 +99,16 @@ type Config struct {
 	// read; the coordinator link will forward them (reportBadBlocks).
 	OnBadBlock func(replica.BadBlock)
 
+	// CoordEndpoints are coordinator gRPC addresses (host:port); any member
+	// will do (followers forward NodeLink calls to the leader). Empty: no
+	// coordinator link, the node runs standalone.
+	CoordEndpoints []string
+	// HeartbeatInterval is the period of NodeLink heartbeats.
+	HeartbeatInterval time.Duration
+	// Join lists gossip seeds (host:port). Validated and kept; the gossip
+	// join itself comes later.
+	Join []string
+
 	Security Security
 	Logger   *slog.Logger
 
@@ -122,6 +132,7 @@ func DefaultConfig() Config {
 		WriterStopTimeout:       rc.WriterStopTimeout,
 		DirScanInterval:         rc.DirScanInterval,
 		BlockScanBytesPerSecond: rc.BlockScanBytesPerSecond,
+		HeartbeatInterval:       3 * time.Second,
 	}
 }
 
@@ -183,6 +194,19 @@ func (c *Config) Validate() error {
 	if c.DirScanInterval < 0 || c.BlockScanBytesPerSecond < 0 {
 		errs = append(errs, errors.New("scanner settings must be >= 0"))
 	}
+	for _, e := range c.CoordEndpoints {
+		if err := checkHostPort(e); err != nil {
+			errs = append(errs, fmt.Errorf("coordinator endpoint: %w", err))
+		}
+	}
+	if len(c.CoordEndpoints) > 0 && (c.HeartbeatInterval <= 0 || c.HeartbeatInterval > 10*time.Minute) {
+		errs = append(errs, fmt.Errorf("heartbeat interval %v: want > 0 and <= 10m", c.HeartbeatInterval))
+	}
+	for _, j := range c.Join {
+		if err := checkHostPort(j); err != nil {
+			errs = append(errs, fmt.Errorf("join: %w", err))
+		}
+	}
 	if k := len(c.Security.GossipKey); k != 0 && k != 16 && k != 24 && k != 32 {
 		errs = append(errs, fmt.Errorf("gossip key of %d bytes: want 16, 24 or 32", k))
 	}
@@ -231,6 +255,18 @@ func checkAddr(bind, adv string) error {
 	}
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		return fmt.Errorf("bind %q is unspecified: set the matching --advertise address", bind)
+	}
+	return nil
+}
+
+// checkHostPort accepts "host:port" with a non-empty host and a port.
+func checkHostPort(a string) error {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return fmt.Errorf("%q: %w", a, err)
+	}
+	if host == "" || port == "" {
+		return fmt.Errorf("%q: want host:port", a)
 	}
 	return nil
 }

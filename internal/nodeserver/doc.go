@@ -2,9 +2,9 @@
 // (package replica) over its volumes, the DataNode gRPC service
 // (api/logbookv1/node.proto) and the http endpoints (/metrics, /healthz).
 // `node serve`, the in-process tests and the benchmarks use this one
-// wiring. The coordinator link (registration, heartbeats, block reports)
-// and gossip come later: the gossip address is reserved and advertised
-// only. The client side of the pipeline is package blockio.
+// wiring, plus the coordinator link (below). Gossip comes later: the
+// gossip address and Config.Join are validated and advertised only. The
+// client side of the pipeline is package blockio.
 //
 // # The write pipeline (WriteBlock)
 //
@@ -67,4 +67,43 @@
 // writes them through a WriteBlock pipeline with a transfer stage; a
 // prefix that ends inside a chunk is sent with that chunk's checksum
 // recomputed.
+//
+// # Coordinator link
+//
+// With Config.CoordEndpoints set (coordlink.go) the node speaks NodeLink
+// (api/logbookv1/fs.proto) to the coordinators; without, it runs
+// standalone. Any member will do: followers forward to the leader, and a
+// call that fails with Unavailable (down, NOT_LEADER) moves on to the next
+// endpoint, with a bounded backoff after a round over all of them. One
+// goroutine, in order:
+//
+//  1. subscribes to the dataset's changes, then Register (id, advertised
+//     addresses, storage ids, an instance id drawn per process start)
+//     followed by a full BlockReport of Config.BlockPool (pending changes
+//     are dropped first: the report covers them);
+//  2. every Config.HeartbeatInterval a Heartbeat with the volumes'
+//     capacity, used, free (available) bytes and failed flag;
+//  3. as changes queue, IncrementalReport batches (RECEIVING, RECEIVED,
+//     DELETED); a queue overflow or a failed send is replaced by a full
+//     report;
+//  4. runs the commands of every reply: SendFullReport, ReRegister
+//     (register, then a full report; a NODE_NOT_REGISTERED refusal does the
+//     same), Invalidate (Dataset.Invalidate), Transfer (the TransferBlock
+//     path, TRANSFER_FINALIZED to the targets) and RecoverBlock.
+//
+// Transfers and recoveries run as tasks beside the loop: at most
+// linkMaxTasks at once (more are dropped, the coordinator re-sends), and a
+// command whose task (block + recovery id, or block + targets) is running
+// is ignored. Close stops the link and waits for its tasks first.
+//
+// The recovery primary (primary.go, spec §4.1) calls InitReplicaRecovery
+// on every location (its own dataset directly, the others through their
+// DataNode service), leaserecovery.PlanRecovery, UpdateReplicaUnderRecovery
+// on the participants (truncate to the plan's length, GS := recovery id,
+// FINALIZED), leaserecovery.BuildCommit and CommitBlockSynchronization:
+// retried for linkCommitRounds rounds while Unavailable; Aborted or
+// FailedPrecondition (a stale or preempted recovery id) ends it. A plan
+// error (preempted, every location failed, ...) ends the attempt without a
+// commit; the coordinator's attempt timeout re-drives it with a new id.
+// Commands carry no pool: the link serves Config.BlockPool.
 package nodeserver

@@ -51,6 +51,7 @@ type Server struct {
 	health  *health.Server
 	metrics *metrics
 	peers   *peerConns
+	link    *coordLink // nil without coordinator endpoints
 
 	closing   atomic.Bool
 	fatalCh   chan error
@@ -95,6 +96,12 @@ func New(cfg Config) (_ *Server, err error) {
 	}
 	if err := s.startHTTP(); err != nil {
 		return nil, err
+	}
+	if len(cfg.CoordEndpoints) > 0 {
+		if s.link, err = newCoordLink(s); err != nil {
+			return nil, err
+		}
+		s.link.start()
 	}
 	log.Info("storage node started", "grpc-addr", s.AdvertisedGRPC(), "http-addr", advertised(s.HTTPAddr(), cfg.AdvertiseHTTP),
 		"gossip-addr", advertised(cfg.GossipAddr, cfg.AdvertiseGossip), "volumes", len(cfg.volumes()), "pools", ds.BlockPools())
@@ -153,6 +160,10 @@ func (s *Server) fatal(err error) {
 // graceful shutdown lets in-flight calls finish for a moment first.
 func (s *Server) shutdown(graceful bool) error {
 	s.closing.Store(true)
+	if s.link != nil {
+		// Stops heartbeats and waits for the link's recoveries and transfers.
+		s.link.stop()
+	}
 	if s.health != nil {
 		s.health.Shutdown()
 	}

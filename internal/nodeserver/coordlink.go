@@ -1,0 +1,506 @@
+package nodeserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/replica"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+const (
+	// linkMaxTasks bounds the recoveries and transfers running at once; a
+	// command past it is dropped (the coordinator re-sends it).
+	linkMaxTasks = 4
+	// linkCallTimeout bounds one NodeLink call on one endpoint.
+	linkCallTimeout = 10 * time.Second
+	linkBackoffMin  = 50 * time.Millisecond
+	linkBackoffMax  = 5 * time.Second
+	// linkCommitRounds bounds the rounds over every endpoint a recovery
+	// commit is tried for (with backoff between rounds).
+	linkCommitRounds = 5
+	// linkReportBatch bounds the changes of one IncrementalReport.
+	linkReportBatch = 1000
+	// linkRecoveryTimeout bounds one recovery attempt: it ends before the
+	// coordinator's attempt timeout (90 s) re-drives it with a new id.
+	linkRecoveryTimeout = 80 * time.Second
+	// linkTransferTimeout bounds one transfer command.
+	linkTransferTimeout = 10 * time.Minute
+)
+
+// reasonNodeNotRegistered is the coordinator's refusal of a call from a
+// node it does not know (coordserver.ReasonNodeNotRegistered).
+const reasonNodeNotRegistered = "NODE_NOT_REGISTERED"
+
+// coordLink is the node's side of NodeLink: registration, the block
+// reports, heartbeats and the commands they return. One goroutine (run)
+// talks to the coordinators in order; recoveries and transfers run as
+// bounded tasks beside it.
+type coordLink struct {
+	s          *Server
+	log        *slog.Logger
+	pool       string
+	interval   time.Duration
+	conns      []*grpc.ClientConn
+	addrs      []string
+	instanceID string
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // run and the tasks
+	sub    *replica.Subscription
+
+	needRegister atomic.Bool
+	needFull     atomic.Bool
+	heartbeatsOK atomic.Int64 // heartbeats the coordinator accepted
+	wake         chan struct{}
+
+	mu      sync.Mutex
+	cur     int             // the endpoint tried first
+	running map[string]bool // keys of the running tasks
+}
+
+func newCoordLink(s *Server) (*coordLink, error) {
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return nil, fmt.Errorf("nodeserver: instance id: %w", err)
+	}
+	l := &coordLink{
+		s: s, log: s.log.With("component", "coord-link"), pool: s.cfg.BlockPool, interval: s.cfg.HeartbeatInterval,
+		instanceID: hex.EncodeToString(raw[:]), wake: make(chan struct{}, 1), running: map[string]bool{},
+	}
+	for _, a := range s.cfg.CoordEndpoints {
+		c, err := grpc.NewClient(a, DialOptions(s.cfg.Security.PeerTLS)...)
+		if err != nil {
+			l.closeConns()
+			return nil, fmt.Errorf("nodeserver: coordinator %s: %w", a, err)
+		}
+		l.conns, l.addrs = append(l.conns, c), append(l.addrs, a)
+	}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	return l, nil
+}
+
+// start subscribes to the dataset's changes (before the first full
+// report, so nothing falls between the two) and starts the link.
+func (l *coordLink) start() {
+	l.sub = l.s.store.Subscribe()
+	l.needRegister.Store(true)
+	l.wg.Add(1)
+	go l.run()
+}
+
+// stop ends the link and waits for its tasks.
+func (l *coordLink) stop() {
+	l.cancel()
+	l.wg.Wait()
+	if l.sub != nil {
+		l.sub.Close()
+	}
+	l.closeConns()
+}
+
+func (l *coordLink) closeConns() {
+	for _, c := range l.conns {
+		c.Close()
+	}
+}
+
+func (l *coordLink) kick() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (l *coordLink) run() {
+	defer l.wg.Done()
+	hb := time.NewTicker(l.interval)
+	defer hb.Stop()
+	backoff := linkBackoffMin
+	retry := func(what string, err error) bool {
+		l.log.Warn("coordinator link: "+what+" failed", "error", err, "retry-in", backoff)
+		ok := sleepCtx(l.ctx, backoff)
+		backoff = min(2*backoff, linkBackoffMax)
+		return ok
+	}
+	for l.ctx.Err() == nil {
+		if l.needRegister.Load() {
+			if err := l.register(); err != nil {
+				if !retry("register", err) {
+					return
+				}
+				continue
+			}
+			l.needRegister.Store(false)
+			l.needFull.Store(true)
+		}
+		if l.needFull.Load() {
+			l.needFull.Store(false)
+			if err := l.fullReport(); err != nil {
+				l.needFull.Store(true)
+				l.checkRegistered(err)
+				if !retry("full block report", err) {
+					return
+				}
+				continue
+			}
+		}
+		backoff = linkBackoffMin
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-hb.C:
+			l.heartbeat()
+		case <-l.sub.Ready():
+			l.incremental()
+		case <-l.wake:
+		}
+	}
+}
+
+// call runs fn against the coordinators: an endpoint that is unavailable
+// (down, or not the leader and unable to forward) gives way to the next;
+// after a round over all of them it backs off. rounds bounds the rounds.
+func (l *coordLink) call(ctx context.Context, rounds int, fn func(context.Context, pb.NodeLinkClient) error) error {
+	backoff := linkBackoffMin
+	var last error
+	for round := 0; round < rounds; round++ {
+		if round > 0 {
+			if !sleepCtx(ctx, backoff) {
+				return ctx.Err()
+			}
+			backoff = min(2*backoff, linkBackoffMax)
+		}
+		for range l.conns {
+			l.mu.Lock()
+			i := l.cur
+			l.mu.Unlock()
+			cctx, cancel := context.WithTimeout(ctx, linkCallTimeout)
+			err := fn(cctx, pb.NewNodeLinkClient(l.conns[i]))
+			cancel()
+			if err == nil {
+				return nil
+			}
+			last = err
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if !retryableLink(err) {
+				return err
+			}
+			l.mu.Lock()
+			if l.cur == i {
+				l.cur = (i + 1) % len(l.conns)
+			}
+			l.mu.Unlock()
+		}
+	}
+	return last
+}
+
+func retryableLink(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	}
+	return false
+}
+
+func statusReason(err error) string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return ""
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.GetReason()
+		}
+	}
+	return ""
+}
+
+// checkRegistered schedules a registration when the coordinator no longer
+// knows this node.
+func (l *coordLink) checkRegistered(err error) {
+	if status.Code(err) == codes.FailedPrecondition && statusReason(err) == reasonNodeNotRegistered {
+		l.needRegister.Store(true)
+	}
+}
+
+func (l *coordLink) nodeRecord() *pb.NodeRecord {
+	s := l.s
+	rec := &pb.NodeRecord{
+		Id: s.cfg.ID, GrpcAddr: s.AdvertisedGRPC(), HttpAddr: advertised(s.HTTPAddr(), s.cfg.AdvertiseHTTP),
+		GossipAddr: s.AdvertisedGossip(), InstanceId: l.instanceID,
+	}
+	for _, v := range s.store.VolumeInfo() {
+		rec.StorageIds = append(rec.StorageIds, v.StorageID)
+	}
+	return rec
+}
+
+func (l *coordLink) register() error {
+	req := &pb.NodeRegisterRequest{Node: l.nodeRecord(), Storages: storageReports(l.s.store.VolumeInfo())}
+	err := l.call(l.ctx, 1, func(ctx context.Context, c pb.NodeLinkClient) error {
+		_, err := c.Register(ctx, req)
+		return err
+	})
+	if err == nil {
+		l.log.Info("registered with the coordinator", "instance-id", l.instanceID, "storages", len(req.Node.StorageIds))
+	}
+	return err
+}
+
+// fullReport sends the pool's full block report. Pending changes are
+// dropped first: the report covers them.
+func (l *coordLink) fullReport() error {
+	l.sub.Drain()
+	reports, err := l.s.store.BlockReport(l.pool)
+	if err != nil {
+		return err
+	}
+	req := &pb.NodeBlockReportRequest{NodeId: l.s.cfg.ID, Storages: blockReportToPB(reports)}
+	var resp *pb.NodeReportResponse
+	err = l.call(l.ctx, 1, func(ctx context.Context, c pb.NodeLinkClient) error {
+		var err error
+		resp, err = c.BlockReport(ctx, req)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, r := range req.Storages {
+		n += len(r.Replicas)
+	}
+	l.log.Info("full block report sent", "pool", l.pool, "replicas", n)
+	l.execute(resp.GetCommands())
+	return nil
+}
+
+func (l *coordLink) heartbeat() {
+	req := &pb.NodeHeartbeatRequest{NodeId: l.s.cfg.ID, Storages: storageReports(l.s.store.VolumeInfo())}
+	var resp *pb.NodeHeartbeatResponse
+	err := l.call(l.ctx, 1, func(ctx context.Context, c pb.NodeLinkClient) error {
+		var err error
+		resp, err = c.Heartbeat(ctx, req)
+		return err
+	})
+	if err != nil {
+		if l.ctx.Err() == nil {
+			l.log.Warn("heartbeat failed", "error", err)
+		}
+		l.checkRegistered(err)
+		return
+	}
+	l.heartbeatsOK.Add(1)
+	l.execute(resp.GetCommands())
+}
+
+// incremental sends the queued changes; after an overflow, or when the
+// send fails, a full report replaces them.
+func (l *coordLink) incremental() {
+	changes, overflowed := l.sub.Drain()
+	if overflowed {
+		l.log.Info("change queue overflowed: sending a full block report")
+		l.needFull.Store(true)
+		return
+	}
+	var out []*pb.IncrementalChange
+	for _, c := range changes {
+		if c.Pool != l.pool {
+			continue
+		}
+		out = append(out, &pb.IncrementalChange{Change: changeToPB(c.Kind), StorageId: c.StorageID, Replica: reportedToPB(c.Replica)})
+	}
+	for len(out) > 0 {
+		batch := out[:min(len(out), linkReportBatch)]
+		out = out[len(batch):]
+		req := &pb.NodeIncrementalReportRequest{NodeId: l.s.cfg.ID, Changes: batch}
+		var resp *pb.NodeReportResponse
+		err := l.call(l.ctx, 1, func(ctx context.Context, c pb.NodeLinkClient) error {
+			var err error
+			resp, err = c.IncrementalReport(ctx, req)
+			return err
+		})
+		if err != nil {
+			if l.ctx.Err() == nil {
+				l.log.Warn("incremental report failed: a full report follows", "error", err)
+			}
+			l.checkRegistered(err)
+			l.needFull.Store(true)
+			return
+		}
+		l.execute(resp.GetCommands())
+	}
+}
+
+// execute runs the coordinator's commands: reports and registration on the
+// link's goroutine, invalidations at once, recoveries and transfers as
+// bounded tasks.
+func (l *coordLink) execute(cmds []*pb.NodeCommand) {
+	for _, cmd := range cmds {
+		switch c := cmd.GetCommand().(type) {
+		case *pb.NodeCommand_SendFullReport:
+			l.needFull.Store(true)
+			l.kick()
+		case *pb.NodeCommand_ReRegister:
+			l.needRegister.Store(true)
+			l.kick()
+		case *pb.NodeCommand_Invalidate:
+			l.invalidate(c.Invalidate)
+		case *pb.NodeCommand_Transfer:
+			t := c.Transfer
+			key := fmt.Sprintf("transfer/%d/%d/%s", t.GetBlock().GetId(), t.GetBlock().GetGs(), locationAddrs(t.GetTargets()))
+			l.startTask(key, func(ctx context.Context) { l.transfer(ctx, t) })
+		case *pb.NodeCommand_RecoverBlock:
+			r := c.RecoverBlock
+			key := fmt.Sprintf("recover/%d/%d", r.GetBlockId(), r.GetRecoveryId())
+			l.startTask(key, func(ctx context.Context) { l.recoverBlock(ctx, r) })
+		default:
+			l.log.Warn("unknown coordinator command", "command", fmt.Sprintf("%T", cmd.GetCommand()))
+		}
+	}
+}
+
+// startTask runs fn unless a task with key runs already or linkMaxTasks
+// do; it reports whether fn was started.
+func (l *coordLink) startTask(key string, fn func(context.Context)) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.running[key] {
+		l.log.Debug("command already running: ignored", "task", key)
+		return false
+	}
+	if len(l.running) >= linkMaxTasks {
+		l.log.Warn("too many commands running: dropped (the coordinator re-sends it)", "task", key, "running", len(l.running))
+		return false
+	}
+	if l.ctx.Err() != nil {
+		return false
+	}
+	l.running[key] = true
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer func() {
+			l.mu.Lock()
+			delete(l.running, key)
+			l.mu.Unlock()
+		}()
+		fn(l.ctx)
+	}()
+	return true
+}
+
+func (l *coordLink) invalidate(cmd *pb.InvalidateCommand) {
+	blocks := make([]replica.Block, 0, len(cmd.GetBlocks()))
+	for _, b := range cmd.GetBlocks() {
+		blocks = append(blocks, replica.Block{ID: b.GetId(), GS: b.GetGs(), NumBytes: int64(b.GetNumBytes())})
+	}
+	if len(blocks) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(l.ctx, time.Minute)
+	defer cancel()
+	if err := l.s.store.Invalidate(ctx, l.pool, blocks); err != nil {
+		l.log.Warn("invalidate failed", "blocks", len(blocks), "error", err)
+		return
+	}
+	l.log.Info("replicas invalidated", "blocks", len(blocks))
+}
+
+// transfer copies a replica to the targets (re-replication) through the
+// TransferBlock path, as FINALIZED replicas.
+func (l *coordLink) transfer(ctx context.Context, cmd *pb.TransferCommand) {
+	ctx, cancel := context.WithTimeout(ctx, linkTransferTimeout)
+	defer cancel()
+	targets := make([]string, 0, len(cmd.GetTargets()))
+	for _, t := range cmd.GetTargets() {
+		targets = append(targets, t.GetGrpcAddr())
+	}
+	req := &pb.TransferBlockRequest{
+		Pool: l.pool, BlockId: cmd.GetBlock().GetId(), Gs: cmd.GetBlock().GetGs(), Targets: targets,
+		Stage: pb.BlockStage_BLOCK_STAGE_TRANSFER_FINALIZED,
+	}
+	if _, err := l.s.transferBlock(ctx, req); err != nil {
+		l.log.Warn("transfer command failed", "block-id", req.BlockId, "gs", req.Gs, "targets", targets, "error", err)
+	}
+}
+
+func locationAddrs(locs []*pb.NodeLocation) string {
+	a := make([]string, len(locs))
+	for i, l := range locs {
+		a[i] = l.GetNodeId() + "@" + l.GetGrpcAddr()
+	}
+	return strings.Join(a, ",")
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func u64(n int64) uint64 {
+	if n < 0 {
+		return 0
+	}
+	return uint64(n)
+}
+
+// storageReports are the volumes' capacity and usage; free is what new
+// replicas may use (free space minus the reservations).
+func storageReports(vols []replica.VolumeInfo) []*pb.StorageReport {
+	out := make([]*pb.StorageReport, 0, len(vols))
+	for _, v := range vols {
+		out = append(out, &pb.StorageReport{StorageId: v.StorageID, Capacity: u64(v.Capacity), Used: u64(v.Used), Free: u64(v.Available), Failed: v.Failed})
+	}
+	return out
+}
+
+func reportedToPB(r replica.ReportedReplica) *pb.ReportedReplica {
+	return &pb.ReportedReplica{BlockId: r.ID, Gs: r.GS, NumBytes: r.NumBytes, State: stateToPB(r.State)}
+}
+
+func blockReportToPB(reports []replica.StorageBlockReport) []*pb.StorageBlockReport {
+	out := make([]*pb.StorageBlockReport, 0, len(reports))
+	for _, r := range reports {
+		sr := &pb.StorageBlockReport{StorageId: r.StorageID, StorageType: r.StorageType.String(), Failed: r.Failed,
+			Replicas: make([]*pb.ReportedReplica, len(r.Replicas))}
+		for i, rr := range r.Replicas {
+			sr.Replicas[i] = reportedToPB(rr)
+		}
+		out = append(out, sr)
+	}
+	return out
+}
+
+func changeToPB(k replica.ChangeKind) pb.ReplicaChange {
+	switch k {
+	case replica.ChangeReceiving:
+		return pb.ReplicaChange_REPLICA_CHANGE_RECEIVING
+	case replica.ChangeReceived:
+		return pb.ReplicaChange_REPLICA_CHANGE_RECEIVED
+	case replica.ChangeDeleted:
+		return pb.ReplicaChange_REPLICA_CHANGE_DELETED
+	}
+	return pb.ReplicaChange_REPLICA_CHANGE_UNSPECIFIED
+}
