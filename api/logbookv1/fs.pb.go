@@ -2492,6 +2492,183 @@ func (x *CommitBlockSyncResponse) GetResult() *NamespaceResult {
 	return nil
 }
 
+type ListNodesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNodesRequest) Reset() {
+	*x = ListNodesRequest{}
+	mi := &file_logbookv1_fs_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNodesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNodesRequest) ProtoMessage() {}
+
+func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_fs_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
+func (*ListNodesRequest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{39}
+}
+
+type StorageNodeStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  *NodeRecord            `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// Heard from within the stale interval (leader soft state).
+	Live bool `protobuf:"varint,2,opt,name=live,proto3" json:"live,omitempty"`
+	// Milliseconds since the last heartbeat this term; -1: none yet.
+	LastHeartbeatMs int64 `protobuf:"varint,3,opt,name=last_heartbeat_ms,json=lastHeartbeatMs,proto3" json:"last_heartbeat_ms,omitempty"`
+	// A full block report arrived in this term.
+	FullReport bool `protobuf:"varint,4,opt,name=full_report,json=fullReport,proto3" json:"full_report,omitempty"`
+	// Replicas the node reported.
+	Replicas      uint64           `protobuf:"varint,5,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	Storages      []*StorageReport `protobuf:"bytes,6,rep,name=storages,proto3" json:"storages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StorageNodeStatus) Reset() {
+	*x = StorageNodeStatus{}
+	mi := &file_logbookv1_fs_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StorageNodeStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StorageNodeStatus) ProtoMessage() {}
+
+func (x *StorageNodeStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_fs_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StorageNodeStatus.ProtoReflect.Descriptor instead.
+func (*StorageNodeStatus) Descriptor() ([]byte, []int) {
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *StorageNodeStatus) GetNode() *NodeRecord {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+func (x *StorageNodeStatus) GetLive() bool {
+	if x != nil {
+		return x.Live
+	}
+	return false
+}
+
+func (x *StorageNodeStatus) GetLastHeartbeatMs() int64 {
+	if x != nil {
+		return x.LastHeartbeatMs
+	}
+	return 0
+}
+
+func (x *StorageNodeStatus) GetFullReport() bool {
+	if x != nil {
+		return x.FullReport
+	}
+	return false
+}
+
+func (x *StorageNodeStatus) GetReplicas() uint64 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *StorageNodeStatus) GetStorages() []*StorageReport {
+	if x != nil {
+		return x.Storages
+	}
+	return nil
+}
+
+type ListNodesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Nodes []*StorageNodeStatus   `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// The leader deletes and re-replicates nothing until reports are in.
+	SafeMode      bool `protobuf:"varint,2,opt,name=safe_mode,json=safeMode,proto3" json:"safe_mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNodesResponse) Reset() {
+	*x = ListNodesResponse{}
+	mi := &file_logbookv1_fs_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNodesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNodesResponse) ProtoMessage() {}
+
+func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_fs_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
+func (*ListNodesResponse) Descriptor() ([]byte, []int) {
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ListNodesResponse) GetNodes() []*StorageNodeStatus {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *ListNodesResponse) GetSafeMode() bool {
+	if x != nil {
+		return x.SafeMode
+	}
+	return false
+}
+
 var File_logbookv1_fs_proto protoreflect.FileDescriptor
 
 const file_logbookv1_fs_proto_rawDesc = "" +
@@ -2678,12 +2855,24 @@ const file_logbookv1_fs_proto_rawDesc = "" +
 	"\atargets\x18\b \x03(\tR\atargets\x12\x15\n" +
 	"\x06old_gs\x18\t \x01(\x04R\x05oldGs\"N\n" +
 	"\x17CommitBlockSyncResponse\x123\n" +
-	"\x06result\x18\x01 \x01(\v2\x1b.logbook.v1.NamespaceResultR\x06result*\x86\x01\n" +
+	"\x06result\x18\x01 \x01(\v2\x1b.logbook.v1.NamespaceResultR\x06result\"\x12\n" +
+	"\x10ListNodesRequest\"\xf3\x01\n" +
+	"\x11StorageNodeStatus\x12*\n" +
+	"\x04node\x18\x01 \x01(\v2\x16.logbook.v1.NodeRecordR\x04node\x12\x12\n" +
+	"\x04live\x18\x02 \x01(\bR\x04live\x12*\n" +
+	"\x11last_heartbeat_ms\x18\x03 \x01(\x03R\x0flastHeartbeatMs\x12\x1f\n" +
+	"\vfull_report\x18\x04 \x01(\bR\n" +
+	"fullReport\x12\x1a\n" +
+	"\breplicas\x18\x05 \x01(\x04R\breplicas\x125\n" +
+	"\bstorages\x18\x06 \x03(\v2\x19.logbook.v1.StorageReportR\bstorages\"e\n" +
+	"\x11ListNodesResponse\x123\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x1d.logbook.v1.StorageNodeStatusR\x05nodes\x12\x1b\n" +
+	"\tsafe_mode\x18\x02 \x01(\bR\bsafeMode*\x86\x01\n" +
 	"\rReplicaChange\x12\x1e\n" +
 	"\x1aREPLICA_CHANGE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18REPLICA_CHANGE_RECEIVING\x10\x01\x12\x1b\n" +
 	"\x17REPLICA_CHANGE_RECEIVED\x10\x02\x12\x1a\n" +
-	"\x16REPLICA_CHANGE_DELETED\x10\x032\xf1\x06\n" +
+	"\x16REPLICA_CHANGE_DELETED\x10\x032\xbb\a\n" +
 	"\tNamespace\x12?\n" +
 	"\x06Create\x12\x19.logbook.v1.CreateRequest\x1a\x1a.logbook.v1.FileOpResponse\x12C\n" +
 	"\bAddBlock\x12\x1b.logbook.v1.AddBlockRequest\x1a\x1a.logbook.v1.FileOpResponse\x12C\n" +
@@ -2697,7 +2886,8 @@ const file_logbookv1_fs_proto_rawDesc = "" +
 	"\x0eUpdatePipeline\x12!.logbook.v1.UpdatePipelineRequest\x1a\x1a.logbook.v1.FileOpResponse\x12Q\n" +
 	"\fRecoverLease\x12\x1f.logbook.v1.RecoverLeaseRequest\x1a .logbook.v1.RecoverLeaseResponse\x12K\n" +
 	"\n" +
-	"RenewLease\x12\x1d.logbook.v1.RenewLeaseRequest\x1a\x1e.logbook.v1.RenewLeaseResponse2\xc4\x03\n" +
+	"RenewLease\x12\x1d.logbook.v1.RenewLeaseRequest\x1a\x1e.logbook.v1.RenewLeaseResponse\x12H\n" +
+	"\tListNodes\x12\x1c.logbook.v1.ListNodesRequest\x1a\x1d.logbook.v1.ListNodesResponse2\xc4\x03\n" +
 	"\bNodeLink\x12M\n" +
 	"\bRegister\x12\x1f.logbook.v1.NodeRegisterRequest\x1a .logbook.v1.NodeRegisterResponse\x12P\n" +
 	"\tHeartbeat\x12 .logbook.v1.NodeHeartbeatRequest\x1a!.logbook.v1.NodeHeartbeatResponse\x12Q\n" +
@@ -2718,7 +2908,7 @@ func file_logbookv1_fs_proto_rawDescGZIP() []byte {
 }
 
 var file_logbookv1_fs_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_logbookv1_fs_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_logbookv1_fs_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_logbookv1_fs_proto_goTypes = []any{
 	(ReplicaChange)(0),                    // 0: logbook.v1.ReplicaChange
 	(*FsSession)(nil),                     // 1: logbook.v1.FsSession
@@ -2760,45 +2950,48 @@ var file_logbookv1_fs_proto_goTypes = []any{
 	(*NodeReportResponse)(nil),            // 37: logbook.v1.NodeReportResponse
 	(*CommitBlockSyncRequest)(nil),        // 38: logbook.v1.CommitBlockSyncRequest
 	(*CommitBlockSyncResponse)(nil),       // 39: logbook.v1.CommitBlockSyncResponse
-	(*BlockRef)(nil),                      // 40: logbook.v1.BlockRef
-	(*NamespaceResult)(nil),               // 41: logbook.v1.NamespaceResult
-	(ReplicaState)(0),                     // 42: logbook.v1.ReplicaState
-	(BlockState)(0),                       // 43: logbook.v1.BlockState
-	(*BlockRecovery)(nil),                 // 44: logbook.v1.BlockRecovery
-	(*FileStatus)(nil),                    // 45: logbook.v1.FileStatus
-	(*NodeRecord)(nil),                    // 46: logbook.v1.NodeRecord
-	(*StorageBlockReport)(nil),            // 47: logbook.v1.StorageBlockReport
-	(*ReportedReplica)(nil),               // 48: logbook.v1.ReportedReplica
+	(*ListNodesRequest)(nil),              // 40: logbook.v1.ListNodesRequest
+	(*StorageNodeStatus)(nil),             // 41: logbook.v1.StorageNodeStatus
+	(*ListNodesResponse)(nil),             // 42: logbook.v1.ListNodesResponse
+	(*BlockRef)(nil),                      // 43: logbook.v1.BlockRef
+	(*NamespaceResult)(nil),               // 44: logbook.v1.NamespaceResult
+	(ReplicaState)(0),                     // 45: logbook.v1.ReplicaState
+	(BlockState)(0),                       // 46: logbook.v1.BlockState
+	(*BlockRecovery)(nil),                 // 47: logbook.v1.BlockRecovery
+	(*FileStatus)(nil),                    // 48: logbook.v1.FileStatus
+	(*NodeRecord)(nil),                    // 49: logbook.v1.NodeRecord
+	(*StorageBlockReport)(nil),            // 50: logbook.v1.StorageBlockReport
+	(*ReportedReplica)(nil),               // 51: logbook.v1.ReportedReplica
 }
 var file_logbookv1_fs_proto_depIdxs = []int32{
 	1,  // 0: logbook.v1.CreateRequest.session:type_name -> logbook.v1.FsSession
 	1,  // 1: logbook.v1.AddBlockRequest.session:type_name -> logbook.v1.FsSession
-	40, // 2: logbook.v1.AddBlockRequest.previous:type_name -> logbook.v1.BlockRef
+	43, // 2: logbook.v1.AddBlockRequest.previous:type_name -> logbook.v1.BlockRef
 	1,  // 3: logbook.v1.CompleteRequest.session:type_name -> logbook.v1.FsSession
-	40, // 4: logbook.v1.CompleteRequest.last:type_name -> logbook.v1.BlockRef
+	43, // 4: logbook.v1.CompleteRequest.last:type_name -> logbook.v1.BlockRef
 	1,  // 5: logbook.v1.AppendFileRequest.session:type_name -> logbook.v1.FsSession
 	1,  // 6: logbook.v1.DeleteRequest.session:type_name -> logbook.v1.FsSession
 	1,  // 7: logbook.v1.AbandonBlockRequest.session:type_name -> logbook.v1.FsSession
 	1,  // 8: logbook.v1.UpdateBlockForPipelineRequest.session:type_name -> logbook.v1.FsSession
 	1,  // 9: logbook.v1.UpdatePipelineRequest.session:type_name -> logbook.v1.FsSession
-	41, // 10: logbook.v1.FileOpResponse.result:type_name -> logbook.v1.NamespaceResult
+	44, // 10: logbook.v1.FileOpResponse.result:type_name -> logbook.v1.NamespaceResult
 	10, // 11: logbook.v1.FileOpResponse.locations:type_name -> logbook.v1.NodeLocation
-	42, // 12: logbook.v1.ReportedLocation.state:type_name -> logbook.v1.ReplicaState
-	43, // 13: logbook.v1.BlockStatus.state:type_name -> logbook.v1.BlockState
+	45, // 12: logbook.v1.ReportedLocation.state:type_name -> logbook.v1.ReplicaState
+	46, // 13: logbook.v1.BlockStatus.state:type_name -> logbook.v1.BlockState
 	13, // 14: logbook.v1.BlockStatus.reported_locations:type_name -> logbook.v1.ReportedLocation
-	44, // 15: logbook.v1.BlockStatus.recovery:type_name -> logbook.v1.BlockRecovery
-	45, // 16: logbook.v1.StatResponse.file:type_name -> logbook.v1.FileStatus
+	47, // 15: logbook.v1.BlockStatus.recovery:type_name -> logbook.v1.BlockRecovery
+	48, // 16: logbook.v1.StatResponse.file:type_name -> logbook.v1.FileStatus
 	14, // 17: logbook.v1.StatResponse.blocks:type_name -> logbook.v1.BlockStatus
-	45, // 18: logbook.v1.ListEntryStatus.file:type_name -> logbook.v1.FileStatus
+	48, // 18: logbook.v1.ListEntryStatus.file:type_name -> logbook.v1.FileStatus
 	17, // 19: logbook.v1.ListResponse.entries:type_name -> logbook.v1.ListEntryStatus
 	1,  // 20: logbook.v1.RecoverLeaseRequest.session:type_name -> logbook.v1.FsSession
-	46, // 21: logbook.v1.NodeRegisterRequest.node:type_name -> logbook.v1.NodeRecord
+	49, // 21: logbook.v1.NodeRegisterRequest.node:type_name -> logbook.v1.NodeRecord
 	25, // 22: logbook.v1.NodeRegisterRequest.storages:type_name -> logbook.v1.StorageReport
-	46, // 23: logbook.v1.NodeRegisterResponse.node:type_name -> logbook.v1.NodeRecord
+	49, // 23: logbook.v1.NodeRegisterResponse.node:type_name -> logbook.v1.NodeRecord
 	25, // 24: logbook.v1.NodeHeartbeatRequest.storages:type_name -> logbook.v1.StorageReport
 	10, // 25: logbook.v1.RecoverBlockCommand.locations:type_name -> logbook.v1.NodeLocation
-	40, // 26: logbook.v1.InvalidateCommand.blocks:type_name -> logbook.v1.BlockRef
-	40, // 27: logbook.v1.TransferCommand.block:type_name -> logbook.v1.BlockRef
+	43, // 26: logbook.v1.InvalidateCommand.blocks:type_name -> logbook.v1.BlockRef
+	43, // 27: logbook.v1.TransferCommand.block:type_name -> logbook.v1.BlockRef
 	10, // 28: logbook.v1.TransferCommand.targets:type_name -> logbook.v1.NodeLocation
 	27, // 29: logbook.v1.NodeCommand.recover_block:type_name -> logbook.v1.RecoverBlockCommand
 	28, // 30: logbook.v1.NodeCommand.invalidate:type_name -> logbook.v1.InvalidateCommand
@@ -2806,51 +2999,56 @@ var file_logbookv1_fs_proto_depIdxs = []int32{
 	30, // 32: logbook.v1.NodeCommand.send_full_report:type_name -> logbook.v1.SendFullReportCommand
 	31, // 33: logbook.v1.NodeCommand.re_register:type_name -> logbook.v1.ReRegisterCommand
 	32, // 34: logbook.v1.NodeHeartbeatResponse.commands:type_name -> logbook.v1.NodeCommand
-	47, // 35: logbook.v1.NodeBlockReportRequest.storages:type_name -> logbook.v1.StorageBlockReport
+	50, // 35: logbook.v1.NodeBlockReportRequest.storages:type_name -> logbook.v1.StorageBlockReport
 	0,  // 36: logbook.v1.IncrementalChange.change:type_name -> logbook.v1.ReplicaChange
-	48, // 37: logbook.v1.IncrementalChange.replica:type_name -> logbook.v1.ReportedReplica
+	51, // 37: logbook.v1.IncrementalChange.replica:type_name -> logbook.v1.ReportedReplica
 	35, // 38: logbook.v1.NodeIncrementalReportRequest.changes:type_name -> logbook.v1.IncrementalChange
 	32, // 39: logbook.v1.NodeReportResponse.commands:type_name -> logbook.v1.NodeCommand
-	41, // 40: logbook.v1.CommitBlockSyncResponse.result:type_name -> logbook.v1.NamespaceResult
-	2,  // 41: logbook.v1.Namespace.Create:input_type -> logbook.v1.CreateRequest
-	3,  // 42: logbook.v1.Namespace.AddBlock:input_type -> logbook.v1.AddBlockRequest
-	4,  // 43: logbook.v1.Namespace.Complete:input_type -> logbook.v1.CompleteRequest
-	5,  // 44: logbook.v1.Namespace.Append:input_type -> logbook.v1.AppendFileRequest
-	6,  // 45: logbook.v1.Namespace.Delete:input_type -> logbook.v1.DeleteRequest
-	12, // 46: logbook.v1.Namespace.Stat:input_type -> logbook.v1.StatRequest
-	16, // 47: logbook.v1.Namespace.List:input_type -> logbook.v1.ListRequest
-	7,  // 48: logbook.v1.Namespace.AbandonBlock:input_type -> logbook.v1.AbandonBlockRequest
-	8,  // 49: logbook.v1.Namespace.UpdateBlockForPipeline:input_type -> logbook.v1.UpdateBlockForPipelineRequest
-	9,  // 50: logbook.v1.Namespace.UpdatePipeline:input_type -> logbook.v1.UpdatePipelineRequest
-	19, // 51: logbook.v1.Namespace.RecoverLease:input_type -> logbook.v1.RecoverLeaseRequest
-	21, // 52: logbook.v1.Namespace.RenewLease:input_type -> logbook.v1.RenewLeaseRequest
-	23, // 53: logbook.v1.NodeLink.Register:input_type -> logbook.v1.NodeRegisterRequest
-	26, // 54: logbook.v1.NodeLink.Heartbeat:input_type -> logbook.v1.NodeHeartbeatRequest
-	34, // 55: logbook.v1.NodeLink.BlockReport:input_type -> logbook.v1.NodeBlockReportRequest
-	36, // 56: logbook.v1.NodeLink.IncrementalReport:input_type -> logbook.v1.NodeIncrementalReportRequest
-	38, // 57: logbook.v1.NodeLink.CommitBlockSynchronization:input_type -> logbook.v1.CommitBlockSyncRequest
-	11, // 58: logbook.v1.Namespace.Create:output_type -> logbook.v1.FileOpResponse
-	11, // 59: logbook.v1.Namespace.AddBlock:output_type -> logbook.v1.FileOpResponse
-	11, // 60: logbook.v1.Namespace.Complete:output_type -> logbook.v1.FileOpResponse
-	11, // 61: logbook.v1.Namespace.Append:output_type -> logbook.v1.FileOpResponse
-	11, // 62: logbook.v1.Namespace.Delete:output_type -> logbook.v1.FileOpResponse
-	15, // 63: logbook.v1.Namespace.Stat:output_type -> logbook.v1.StatResponse
-	18, // 64: logbook.v1.Namespace.List:output_type -> logbook.v1.ListResponse
-	11, // 65: logbook.v1.Namespace.AbandonBlock:output_type -> logbook.v1.FileOpResponse
-	11, // 66: logbook.v1.Namespace.UpdateBlockForPipeline:output_type -> logbook.v1.FileOpResponse
-	11, // 67: logbook.v1.Namespace.UpdatePipeline:output_type -> logbook.v1.FileOpResponse
-	20, // 68: logbook.v1.Namespace.RecoverLease:output_type -> logbook.v1.RecoverLeaseResponse
-	22, // 69: logbook.v1.Namespace.RenewLease:output_type -> logbook.v1.RenewLeaseResponse
-	24, // 70: logbook.v1.NodeLink.Register:output_type -> logbook.v1.NodeRegisterResponse
-	33, // 71: logbook.v1.NodeLink.Heartbeat:output_type -> logbook.v1.NodeHeartbeatResponse
-	37, // 72: logbook.v1.NodeLink.BlockReport:output_type -> logbook.v1.NodeReportResponse
-	37, // 73: logbook.v1.NodeLink.IncrementalReport:output_type -> logbook.v1.NodeReportResponse
-	39, // 74: logbook.v1.NodeLink.CommitBlockSynchronization:output_type -> logbook.v1.CommitBlockSyncResponse
-	58, // [58:75] is the sub-list for method output_type
-	41, // [41:58] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	44, // 40: logbook.v1.CommitBlockSyncResponse.result:type_name -> logbook.v1.NamespaceResult
+	49, // 41: logbook.v1.StorageNodeStatus.node:type_name -> logbook.v1.NodeRecord
+	25, // 42: logbook.v1.StorageNodeStatus.storages:type_name -> logbook.v1.StorageReport
+	41, // 43: logbook.v1.ListNodesResponse.nodes:type_name -> logbook.v1.StorageNodeStatus
+	2,  // 44: logbook.v1.Namespace.Create:input_type -> logbook.v1.CreateRequest
+	3,  // 45: logbook.v1.Namespace.AddBlock:input_type -> logbook.v1.AddBlockRequest
+	4,  // 46: logbook.v1.Namespace.Complete:input_type -> logbook.v1.CompleteRequest
+	5,  // 47: logbook.v1.Namespace.Append:input_type -> logbook.v1.AppendFileRequest
+	6,  // 48: logbook.v1.Namespace.Delete:input_type -> logbook.v1.DeleteRequest
+	12, // 49: logbook.v1.Namespace.Stat:input_type -> logbook.v1.StatRequest
+	16, // 50: logbook.v1.Namespace.List:input_type -> logbook.v1.ListRequest
+	7,  // 51: logbook.v1.Namespace.AbandonBlock:input_type -> logbook.v1.AbandonBlockRequest
+	8,  // 52: logbook.v1.Namespace.UpdateBlockForPipeline:input_type -> logbook.v1.UpdateBlockForPipelineRequest
+	9,  // 53: logbook.v1.Namespace.UpdatePipeline:input_type -> logbook.v1.UpdatePipelineRequest
+	19, // 54: logbook.v1.Namespace.RecoverLease:input_type -> logbook.v1.RecoverLeaseRequest
+	21, // 55: logbook.v1.Namespace.RenewLease:input_type -> logbook.v1.RenewLeaseRequest
+	40, // 56: logbook.v1.Namespace.ListNodes:input_type -> logbook.v1.ListNodesRequest
+	23, // 57: logbook.v1.NodeLink.Register:input_type -> logbook.v1.NodeRegisterRequest
+	26, // 58: logbook.v1.NodeLink.Heartbeat:input_type -> logbook.v1.NodeHeartbeatRequest
+	34, // 59: logbook.v1.NodeLink.BlockReport:input_type -> logbook.v1.NodeBlockReportRequest
+	36, // 60: logbook.v1.NodeLink.IncrementalReport:input_type -> logbook.v1.NodeIncrementalReportRequest
+	38, // 61: logbook.v1.NodeLink.CommitBlockSynchronization:input_type -> logbook.v1.CommitBlockSyncRequest
+	11, // 62: logbook.v1.Namespace.Create:output_type -> logbook.v1.FileOpResponse
+	11, // 63: logbook.v1.Namespace.AddBlock:output_type -> logbook.v1.FileOpResponse
+	11, // 64: logbook.v1.Namespace.Complete:output_type -> logbook.v1.FileOpResponse
+	11, // 65: logbook.v1.Namespace.Append:output_type -> logbook.v1.FileOpResponse
+	11, // 66: logbook.v1.Namespace.Delete:output_type -> logbook.v1.FileOpResponse
+	15, // 67: logbook.v1.Namespace.Stat:output_type -> logbook.v1.StatResponse
+	18, // 68: logbook.v1.Namespace.List:output_type -> logbook.v1.ListResponse
+	11, // 69: logbook.v1.Namespace.AbandonBlock:output_type -> logbook.v1.FileOpResponse
+	11, // 70: logbook.v1.Namespace.UpdateBlockForPipeline:output_type -> logbook.v1.FileOpResponse
+	11, // 71: logbook.v1.Namespace.UpdatePipeline:output_type -> logbook.v1.FileOpResponse
+	20, // 72: logbook.v1.Namespace.RecoverLease:output_type -> logbook.v1.RecoverLeaseResponse
+	22, // 73: logbook.v1.Namespace.RenewLease:output_type -> logbook.v1.RenewLeaseResponse
+	42, // 74: logbook.v1.Namespace.ListNodes:output_type -> logbook.v1.ListNodesResponse
+	24, // 75: logbook.v1.NodeLink.Register:output_type -> logbook.v1.NodeRegisterResponse
+	33, // 76: logbook.v1.NodeLink.Heartbeat:output_type -> logbook.v1.NodeHeartbeatResponse
+	37, // 77: logbook.v1.NodeLink.BlockReport:output_type -> logbook.v1.NodeReportResponse
+	37, // 78: logbook.v1.NodeLink.IncrementalReport:output_type -> logbook.v1.NodeReportResponse
+	39, // 79: logbook.v1.NodeLink.CommitBlockSynchronization:output_type -> logbook.v1.CommitBlockSyncResponse
+	62, // [62:80] is the sub-list for method output_type
+	44, // [44:62] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_logbookv1_fs_proto_init() }
@@ -2873,7 +3071,7 @@ func file_logbookv1_fs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_fs_proto_rawDesc), len(file_logbookv1_fs_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   39,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

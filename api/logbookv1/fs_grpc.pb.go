@@ -36,6 +36,7 @@ const (
 	Namespace_UpdatePipeline_FullMethodName         = "/logbook.v1.Namespace/UpdatePipeline"
 	Namespace_RecoverLease_FullMethodName           = "/logbook.v1.Namespace/RecoverLease"
 	Namespace_RenewLease_FullMethodName             = "/logbook.v1.Namespace/RenewLease"
+	Namespace_ListNodes_FullMethodName              = "/logbook.v1.Namespace/ListNodes"
 )
 
 // NamespaceClient is the client API for Namespace service.
@@ -58,6 +59,8 @@ type NamespaceClient interface {
 	// true once the file is closed; false while a recovery runs (retry).
 	RecoverLease(ctx context.Context, in *RecoverLeaseRequest, opts ...grpc.CallOption) (*RecoverLeaseResponse, error)
 	RenewLease(ctx context.Context, in *RenewLeaseRequest, opts ...grpc.CallOption) (*RenewLeaseResponse, error)
+	// Registered storage nodes with the leader's view of their liveness.
+	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
 }
 
 type namespaceClient struct {
@@ -188,6 +191,16 @@ func (c *namespaceClient) RenewLease(ctx context.Context, in *RenewLeaseRequest,
 	return out, nil
 }
 
+func (c *namespaceClient) ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListNodesResponse)
+	err := c.cc.Invoke(ctx, Namespace_ListNodes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NamespaceServer is the server API for Namespace service.
 // All implementations must embed UnimplementedNamespaceServer
 // for forward compatibility.
@@ -208,6 +221,8 @@ type NamespaceServer interface {
 	// true once the file is closed; false while a recovery runs (retry).
 	RecoverLease(context.Context, *RecoverLeaseRequest) (*RecoverLeaseResponse, error)
 	RenewLease(context.Context, *RenewLeaseRequest) (*RenewLeaseResponse, error)
+	// Registered storage nodes with the leader's view of their liveness.
+	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
 	mustEmbedUnimplementedNamespaceServer()
 }
 
@@ -253,6 +268,9 @@ func (UnimplementedNamespaceServer) RecoverLease(context.Context, *RecoverLeaseR
 }
 func (UnimplementedNamespaceServer) RenewLease(context.Context, *RenewLeaseRequest) (*RenewLeaseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RenewLease not implemented")
+}
+func (UnimplementedNamespaceServer) ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListNodes not implemented")
 }
 func (UnimplementedNamespaceServer) mustEmbedUnimplementedNamespaceServer() {}
 func (UnimplementedNamespaceServer) testEmbeddedByValue()                   {}
@@ -491,6 +509,24 @@ func _Namespace_RenewLease_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Namespace_ListNodes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListNodesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NamespaceServer).ListNodes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Namespace_ListNodes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NamespaceServer).ListNodes(ctx, req.(*ListNodesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Namespace_ServiceDesc is the grpc.ServiceDesc for Namespace service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -545,6 +581,10 @@ var Namespace_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RenewLease",
 			Handler:    _Namespace_RenewLease_Handler,
+		},
+		{
+			MethodName: "ListNodes",
+			Handler:    _Namespace_ListNodes_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -18,6 +18,7 @@ import (
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/internal/coordserver"
 	"github.com/logbookhq/logbook/internal/logging"
+	"github.com/logbookhq/logbook/internal/nodeserver"
 	"github.com/spf13/cobra"
 )
 
@@ -115,6 +116,13 @@ type devOptions struct {
 	Logger  *slog.Logger
 	// EnablePprof mounts /debug/pprof/ on every member's HTTP address.
 	EnablePprof bool
+	// Nodes storage nodes join the coordinators (0: none).
+	Nodes int
+	// HeartbeatInterval is the nodes' heartbeat period (0: the default).
+	HeartbeatInterval time.Duration
+	// LeaseSoftLimit and LeaseHardLimit override the coordinators' lease
+	// limits (0: the defaults), so a recovery can be watched in seconds.
+	LeaseSoftLimit, LeaseHardLimit time.Duration
 }
 
 // devCluster is a running in-process cluster.
@@ -124,6 +132,51 @@ type devCluster struct {
 	keep    bool
 	cfgs    []coordserver.Config
 	servers []*coordserver.Server
+	nodes   []*nodeserver.Server
+}
+
+// devNodeBase are the first storage node's ports (gRPC, http, gossip);
+// later nodes take the next free ones.
+var devNodeBase = [3]int{7400, 7500, 7600}
+
+// startNodes starts n storage nodes on loopback ports, each with its own
+// volume under the cluster's data dir, joined to the coordinators.
+func (d *devCluster) startNodes(opts devOptions) error {
+	used := map[int]bool{}
+	next := func(from int, udp bool) (int, error) {
+		for p := from; p <= 65535 && p < from+1000; p++ {
+			if !used[p] && portFree(p, udp) {
+				used[p] = true
+				return p, nil
+			}
+		}
+		return 0, fmt.Errorf("no free port from %d", from)
+	}
+	for i := 0; i < opts.Nodes; i++ {
+		cfg := nodeserver.DefaultConfig()
+		cfg.ID = "node" + strconv.Itoa(i+1)
+		cfg.DataDir = filepath.Join(d.dir, cfg.ID)
+		var ports [3]int
+		for k, base := range devNodeBase {
+			p, err := next(base, k == 2)
+			if err != nil {
+				return fmt.Errorf("%s: %w", cfg.ID, err)
+			}
+			ports[k] = p
+		}
+		cfg.GRPCAddr, cfg.HTTPAddr, cfg.GossipAddr = localAddr(ports[0]), localAddr(ports[1]), localAddr(ports[2])
+		cfg.CoordEndpoints = d.endpoints()
+		if opts.HeartbeatInterval > 0 {
+			cfg.HeartbeatInterval = opts.HeartbeatInterval
+		}
+		cfg.Logger = opts.Logger.With("node", cfg.ID)
+		n, err := nodeserver.New(cfg)
+		if err != nil {
+			return fmt.Errorf("%s: %w", cfg.ID, err)
+		}
+		d.nodes = append(d.nodes, n)
+	}
+	return nil
 }
 
 // devConfig is member i's config: DefaultConfig with dev ids, loopback
@@ -179,6 +232,12 @@ func startDev(opts devOptions) (_ *devCluster, err error) {
 		}
 		cfg := devConfig(i, opts.Members, p, d.dir, seed, opts.Logger)
 		cfg.EnablePprof = opts.EnablePprof
+		if opts.LeaseSoftLimit > 0 {
+			cfg.FS.LeaseSoftLimit = opts.LeaseSoftLimit
+		}
+		if opts.LeaseHardLimit > 0 {
+			cfg.FS.LeaseHardLimit = opts.LeaseHardLimit
+		}
 		srv, err := coordserver.New(cfg)
 		if err != nil {
 			if i == 0 && strings.Contains(err.Error(), "address already in use") {
@@ -188,6 +247,9 @@ func startDev(opts devOptions) (_ *devCluster, err error) {
 		}
 		d.cfgs = append(d.cfgs, cfg)
 		d.servers = append(d.servers, srv)
+	}
+	if err := d.startNodes(opts); err != nil {
+		return nil, err
 	}
 	return d, nil
 }
@@ -210,14 +272,31 @@ func (d *devCluster) run(ctx context.Context, onExit func(id string, err error))
 			}
 		}()
 	}
+	nodeErrs := make([]error, len(d.nodes))
+	for i, n := range d.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := n.Run(ctx); err != nil {
+				nodeErrs[i] = fmt.Errorf("%s: %w", n.ID(), err)
+				if onExit != nil {
+					onExit(n.ID(), err)
+				}
+			}
+		}()
+	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return errors.Join(append(errs, nodeErrs...)...)
 }
 
 // closeAll closes the started members concurrently (used when startup
 // fails half-way).
 func (d *devCluster) closeAll() {
 	var wg sync.WaitGroup
+	for _, n := range d.nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); n.Close() }()
+	}
 	for _, s := range d.servers {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.Close() }()
@@ -293,7 +372,7 @@ func (d *devCluster) printBanner(w io.Writer, st *pb.StatusResponse) {
 	if len(d.cfgs) == 1 {
 		noun = "coordinator"
 	}
-	fmt.Fprintf(w, "Logbook dev cluster is up: %d %s, cluster id %q.\n", len(d.cfgs), noun, d.cfgs[0].ClusterID)
+	fmt.Fprintf(w, "Logbook dev cluster is up: %d %s and %d storage nodes, cluster id %q.\n", len(d.cfgs), noun, len(d.nodes), d.cfgs[0].ClusterID)
 	switch {
 	case d.temp && !d.keep:
 		fmt.Fprintf(w, "Data: %s (removed on exit)\n\n", d.dir)
@@ -304,6 +383,9 @@ func (d *devCluster) printBanner(w io.Writer, st *pb.StatusResponse) {
 	fmt.Fprintln(t, "  ID\tGRPC\tRAFT\tGOSSIP\tHTTP")
 	for _, c := range d.cfgs {
 		fmt.Fprintf(t, "  %s\t%s\t%s\t%s\t%s\n", c.ID, c.GRPCAddr, c.RaftAddr, c.GossipAddr, c.HTTPAddr)
+	}
+	for _, n := range d.nodes {
+		fmt.Fprintf(t, "  %s\t%s\t-\t%s\t%s\n", n.ID(), n.GRPCAddr(), n.AdvertisedGossip(), n.HTTPAddr())
 	}
 	t.Flush()
 	fmt.Fprintf(w, "\nLeader: %s\n\nTry:\n", st.LeaderId)
@@ -325,16 +407,20 @@ func newDevCmd(e env) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run a local cluster of coordinators in this process",
-		Long: `Run a local cluster (3 coordinators by default) in this process on
-127.0.0.1, for a first look and for demos. The first member listens on the
-default ports (raft 7000, gRPC 7100, gossip 7200, http 7300) so every client
-command works without flags; the others take the next free ports. Ctrl-C
-stops them all.`,
+		Short: "Run a local cluster of coordinators and storage nodes in this process",
+		Long: `Run a local cluster (3 coordinators and 3 storage nodes by default) in
+this process on 127.0.0.1, for a first look and for demos. The first member
+listens on the default ports (raft 7000, gRPC 7100, gossip 7200, http 7300) so
+every client command works without flags; the others take the next free
+ports. Storage nodes take gRPC 7400, http 7500, gossip 7600 and up, register
+with the coordinators and heartbeat. Ctrl-C stops them all.`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			if opts.Members < 1 || opts.Members > 5 {
 				return usageErrorf("--members %d: want 1..5", opts.Members)
+			}
+			if opts.Nodes < 0 || opts.Nodes > 8 {
+				return usageErrorf("--nodes %d: want 0..8", opts.Nodes)
 			}
 			logger, err := logging.New(e.stderr, logLevel, logJSON)
 			if err != nil {
@@ -380,5 +466,9 @@ stops them all.`,
 	fs.StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error")
 	fs.BoolVar(&logJSON, "log-json", false, "log JSON lines instead of text")
 	fs.BoolVar(&opts.EnablePprof, "enable-pprof", false, "serve Go profiling at /debug/pprof/ on each member's HTTP address")
+	fs.IntVar(&opts.Nodes, "nodes", 3, "number of storage nodes joined to the coordinators, 0..8")
+	fs.DurationVar(&opts.HeartbeatInterval, "heartbeat-interval", 0, "storage node heartbeat period (default: the node default, 3s)")
+	fs.DurationVar(&opts.LeaseSoftLimit, "lease-soft-limit", 0, "lease soft limit (default 60s); a few seconds lets you watch a lease recovery")
+	fs.DurationVar(&opts.LeaseHardLimit, "lease-hard-limit", 0, "lease hard limit (default 1200s)")
 	return cmd
 }

@@ -215,3 +215,47 @@ func TestHealthUnreachableExit1(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
 }
+
+// TestDevNodesJoin: coord dev with storage nodes: every node registers,
+// heartbeats and sends its full report; coord nodes --json shows them live
+// and the leader out of safe mode.
+func TestDevNodesJoin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	d, err := startDev(devOptions{Members: 1, Nodes: 2, DataDir: t.TempDir(), HeartbeatInterval: 100 * time.Millisecond, Ports: freePortPicker(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.run(ctx, func(id string, err error) { t.Errorf("%s stopped: %v", id, err) }) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	if _, err := d.waitReady(wctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "both nodes live with a full report", func() error {
+		code, out, stderr := run(t, nil, "nodes", "--json", "--endpoints", d.endpoints()[0])
+		if code != 0 {
+			return fmt.Errorf("exit %d: %s", code, stderr)
+		}
+		var got nodesJSON
+		decodeJSON(t, out, &got)
+		if len(got.Nodes) != 2 || got.SafeMode {
+			return fmt.Errorf("%+v", got)
+		}
+		for _, n := range got.Nodes {
+			if !n.Live || !n.FullReport || n.CapacityBytes == 0 {
+				return fmt.Errorf("%+v", n)
+			}
+		}
+		return nil
+	})
+}

@@ -26,6 +26,7 @@ var fsReplies = map[string]func() any{
 	pb.Namespace_List_FullMethodName:                   func() any { return &pb.ListResponse{} },
 	pb.Namespace_RecoverLease_FullMethodName:           func() any { return &pb.RecoverLeaseResponse{} },
 	pb.Namespace_RenewLease_FullMethodName:             func() any { return &pb.RenewLeaseResponse{} },
+	pb.Namespace_ListNodes_FullMethodName:              func() any { return &pb.ListNodesResponse{} },
 	pb.NodeLink_Register_FullMethodName:                func() any { return &pb.NodeRegisterResponse{} },
 	pb.NodeLink_Heartbeat_FullMethodName:               func() any { return &pb.NodeHeartbeatResponse{} },
 	pb.NodeLink_BlockReport_FullMethodName:             func() any { return &pb.NodeReportResponse{} },

@@ -200,6 +200,15 @@ func TestFSCreateAddBlockCompleteRoundTrip(t *testing.T) {
 	if err != nil || len(root.Entries) != 1 || !root.Entries[0].Dir {
 		t.Fatalf("list /: %v %v", root, err)
 	}
+	nodes, err := e.ns.ListNodes(e.ctx, &pb.ListNodesRequest{})
+	if err != nil || len(nodes.Nodes) != 3 {
+		t.Fatalf("list nodes: %v %v", nodes, err)
+	}
+	for _, n := range nodes.Nodes {
+		if !n.Live || n.LastHeartbeatMs < 0 || !n.FullReport || n.Replicas != 1 || len(n.Storages) == 0 {
+			t.Fatalf("node %s: %v", n.Node.GetId(), n)
+		}
+	}
 	// A retried complete is answered from the session.
 	c2, err := e.ns.Complete(e.ctx, &pb.CompleteRequest{Path: "/a/f", ClientName: "w1", Last: &pb.BlockRef{Id: b.Id, Gs: b.Gs, NumBytes: 100},
 		Session: &pb.FsSession{ClientId: "c1", RequestSeq: 3}})

@@ -3,6 +3,8 @@ package coordserver
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
@@ -369,4 +371,37 @@ func (s *Server) viewFileOfBlock(id uint64) (fileView, bool) {
 		return fileView{}, false
 	}
 	return s.viewFile(path)
+}
+
+// ListNodes lists the registered storage nodes (replicated) with the
+// leader's soft view of each: liveness, last heartbeat, full report this
+// term, replica count, storages.
+func (n *namespaceService) ListNodes(ctx context.Context, _ *pb.ListNodesRequest) (*pb.ListNodesResponse, error) {
+	s := n.s
+	if err := s.fsReady(ctx); err != nil {
+		return nil, err
+	}
+	var recs []*pb.NodeRecord
+	s.fsm.View(func(st *fsm.State) { recs = st.Nodes() })
+	now := time.Now()
+	stale := s.fsCfg().NodeStaleInterval
+	f := s.fsLocked()
+	defer f.mu.Unlock()
+	resp := &pb.ListNodesResponse{SafeMode: f.safeMode}
+	for _, r := range recs {
+		ns := &pb.StorageNodeStatus{Node: r, LastHeartbeatMs: -1, Live: f.live(r.Id, now, stale)}
+		if soft := f.nodes[r.Id]; soft != nil {
+			if !soft.lastHeartbeat.IsZero() {
+				ns.LastHeartbeatMs = now.Sub(soft.lastHeartbeat).Milliseconds()
+			}
+			ns.FullReport = soft.fullReport
+			ns.Replicas = uint64(len(soft.replicas))
+			for _, st := range soft.storages {
+				ns.Storages = append(ns.Storages, st)
+			}
+			slices.SortFunc(ns.Storages, func(a, b *pb.StorageReport) int { return strings.Compare(a.StorageId, b.StorageId) })
+		}
+		resp.Nodes = append(resp.Nodes, ns)
+	}
+	return resp, nil
 }

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/client"
+	"github.com/spf13/cobra"
+)
+
+// nodeJSON is one storage node of coord nodes --json.
+type nodeJSON struct {
+	ID              string `json:"id"`
+	GRPCAddr        string `json:"grpc_addr"`
+	HTTPAddr        string `json:"http_addr"`
+	Live            bool   `json:"live"`
+	LastHeartbeatMs int64  `json:"last_heartbeat_ms"`
+	FullReport      bool   `json:"full_report"`
+	Replicas        uint64 `json:"replicas"`
+	CapacityBytes   uint64 `json:"capacity_bytes"`
+	FreeBytes       uint64 `json:"free_bytes"`
+	FailedStorages  int    `json:"failed_storages"`
+}
+
+type nodesJSON struct {
+	SafeMode bool       `json:"safe_mode"`
+	Nodes    []nodeJSON `json:"nodes"`
+}
+
+func toNodesJSON(r *pb.ListNodesResponse) nodesJSON {
+	out := nodesJSON{SafeMode: r.SafeMode, Nodes: []nodeJSON{}}
+	for _, n := range r.Nodes {
+		j := nodeJSON{ID: n.Node.GetId(), GRPCAddr: n.Node.GetGrpcAddr(), HTTPAddr: n.Node.GetHttpAddr(),
+			Live: n.Live, LastHeartbeatMs: n.LastHeartbeatMs, FullReport: n.FullReport, Replicas: n.Replicas}
+		for _, s := range n.Storages {
+			j.CapacityBytes += s.Capacity
+			j.FreeBytes += s.Free
+			if s.Failed {
+				j.FailedStorages++
+			}
+		}
+		out.Nodes = append(out.Nodes, j)
+	}
+	return out
+}
+
+func newNodesCmd() *cobra.Command {
+	var o *clientOpts
+	cmd := &cobra.Command{
+		Use:   "nodes",
+		Short: "List the storage nodes with their liveness, as the leader sees them",
+		Long: `List the registered storage nodes (replicated) with the leader's view of
+each (soft state, rebuilt after a leader change): live (heard from within the
+stale interval), time since the last heartbeat, whether a full block report
+arrived in this term, replicas reported, capacity and free space. In safe mode
+the leader deletes and re-replicates nothing until the nodes have reported.`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				r, err := c.Nodes(ctx)
+				if err != nil {
+					return err
+				}
+				j := toNodesJSON(r)
+				w := cmd.OutOrStdout()
+				if o.json {
+					return writeJSON(w, j)
+				}
+				t := newTable(w)
+				fmt.Fprintln(t, "ID\tGRPC\tLIVE\tLAST HEARTBEAT\tFULL REPORT\tREPLICAS\tFREE / CAPACITY")
+				for _, n := range j.Nodes {
+					hb := "-"
+					if n.LastHeartbeatMs >= 0 {
+						hb = (time.Duration(n.LastHeartbeatMs) * time.Millisecond).String() + " ago"
+					}
+					fmt.Fprintf(t, "%s\t%s\t%v\t%s\t%v\t%d\t%d / %d MiB\n", n.ID, n.GRPCAddr, n.Live, hb, n.FullReport, n.Replicas, n.FreeBytes>>20, n.CapacityBytes>>20)
+				}
+				if err := t.Flush(); err != nil {
+					return err
+				}
+				if j.SafeMode {
+					fmt.Fprintln(w, "safe mode: waiting for block reports (no deletion or re-replication)")
+				}
+				return nil
+			})
+		}),
+	}
+	o = addClientFlags(cmd, 10*time.Second, clientTimeoutHelp)
+	return cmd
+}
