@@ -111,6 +111,10 @@ func New(cfg Config) (_ *Server, err error) {
 // ID is the node id.
 func (s *Server) ID() string { return s.cfg.ID }
 
+// Config is the configuration the server was started with (a restart
+// with the same Config reopens the same volumes on the same addresses).
+func (s *Server) Config() Config { return s.cfg }
+
 // GRPCAddr is the bound gRPC address (useful with port 0).
 func (s *Server) GRPCAddr() string { return s.grpcLn.Addr().String() }
 

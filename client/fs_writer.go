@@ -1,0 +1,497 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/internal/nodeserver/blockio"
+)
+
+const (
+	// maxPipelineRecoveries bounds the recoveries of one pipeline failure
+	// (spec §5.3 step 2).
+	maxPipelineRecoveries = 5
+	// maxBlockSetups bounds the AddBlock attempts of one block (§5.2).
+	maxBlockSetups = 4
+)
+
+// FileWriter writes one file. Write, Sync and Close are for one goroutine
+// at a time. Writes made through Write are bounded by the context given to
+// Create or Append; WriteContext takes its own.
+type FileWriter struct {
+	fs        *FS
+	path      string
+	blockSize int64
+	ctx       context.Context
+
+	blk  *writeBlock  // the block being written, nil between blocks
+	last *pb.BlockRef // the file's last block as this writer knows it
+	err  error        // sticky: the writer failed for good
+	done bool
+
+	stopRenew context.CancelFunc
+	renewDone chan struct{}
+}
+
+// writeBlock is the block being written and its pipeline.
+type writeBlock struct {
+	id, gs uint64
+	nodes  []*pb.NodeLocation
+	pipe   *blockio.Pipeline
+	// data holds the block's bytes [base, written): base is at or below the
+	// acked length rounded down to a chunk, so unacked packets can be resent.
+	data    []byte
+	base    int64
+	written int64
+	// sent is the end of the furthest packet sent; lastSent: the packet
+	// ending the block is on its way.
+	sent     int64
+	lastSent bool
+}
+
+func (b *writeBlock) ref() *pb.BlockRef {
+	return &pb.BlockRef{Id: b.id, Gs: b.gs, NumBytes: uint64(b.written)}
+}
+
+// Create creates path and returns its writer, holding the file's lease.
+func (f *FS) Create(ctx context.Context, path string, opts CreateOptions) (*FileWriter, error) {
+	if opts.Replication == 0 {
+		opts.Replication = DefaultReplication
+	}
+	if opts.BlockSize == 0 {
+		opts.BlockSize = DefaultBlockSize
+	}
+	resp, err := f.write(ctx, func(ctx context.Context, ns pb.NamespaceClient, sess *pb.FsSession) (*pb.FileOpResponse, error) {
+		return ns.Create(ctx, &pb.CreateRequest{
+			Session: sess, Path: path, Replication: opts.Replication, BlockSize: opts.BlockSize,
+			ClientName: f.clientName(), Overwrite: opts.Overwrite,
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return f.newWriter(ctx, path, resp.GetResult().GetFile()), nil
+}
+
+func (f *FS) newWriter(ctx context.Context, path string, st *pb.FileStatus) *FileWriter {
+	w := &FileWriter{fs: f, path: path, blockSize: int64(st.GetBlockSize()), ctx: ctx}
+	if w.blockSize <= 0 {
+		w.blockSize = DefaultBlockSize
+	}
+	w.startRenewal(ctx)
+	return w
+}
+
+// Append reopens a closed file for writing at its end. A partial last
+// block is continued in place (its last partial chunk is read back first,
+// as every packet starts at a chunk boundary).
+func (f *FS) Append(ctx context.Context, path string) (*FileWriter, error) {
+	before, err := f.Stat(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := f.write(ctx, func(ctx context.Context, ns pb.NamespaceClient, sess *pb.FsSession) (*pb.FileOpResponse, error) {
+		return ns.Append(ctx, &pb.AppendFileRequest{Session: sess, Path: path, ClientName: f.clientName()})
+	})
+	if err != nil {
+		return nil, err
+	}
+	w := f.newWriter(ctx, path, resp.GetResult().GetFile())
+	if k := len(before.Blocks); k > 0 {
+		b := before.Blocks[k-1]
+		w.last = &pb.BlockRef{Id: b.ID, Gs: b.GS, NumBytes: b.Length}
+	}
+	nb := resp.GetResult().GetBlock()
+	if nb == nil || len(before.Blocks) == 0 || int64(nb.GetNumBytes()) >= w.blockSize {
+		return w, nil // the next write starts a new block
+	}
+	old := before.Blocks[len(before.Blocks)-1]
+	if err := w.reopen(ctx, old, nb, resp.GetLocations()); err != nil {
+		w.Abort()
+		return nil, err
+	}
+	return w, nil
+}
+
+// reopen sets up an append pipeline on the partial last block.
+func (w *FileWriter) reopen(ctx context.Context, old BlockInfo, nb *pb.BlockRecord, locs []*pb.NodeLocation) error {
+	length := int64(old.Length)
+	if len(locs) == 0 {
+		return fmt.Errorf("logbook: append %s: block %d has no locations", w.path, old.ID)
+	}
+	tailFrom := length / blockio.ChunkSize * blockio.ChunkSize
+	tail, err := w.fs.readFrom(ctx, locs, old.ID, old.GS, tailFrom, length-tailFrom)
+	if err != nil {
+		return fmt.Errorf("logbook: append %s: read the last chunk: %w", w.path, err)
+	}
+	setup := &pb.WriteSetup{
+		Pool: w.fs.pool, BlockId: old.ID, Gs: old.GS, NewGs: nb.GetGs(), Stage: pb.BlockStage_BLOCK_STAGE_PIPELINE_SETUP_APPEND,
+		MinBytesRcvd: length, MaxBytesRcvd: length, ClientName: w.fs.clientName(), Targets: addrs(locs[1:]),
+	}
+	pipe, err := w.fs.openPipeline(ctx, locs[0], setup)
+	if err != nil {
+		return err
+	}
+	w.blk = &writeBlock{id: old.ID, gs: nb.GetGs(), nodes: locs, pipe: pipe, data: tail, base: tailFrom, written: length, sent: length}
+	w.last = w.blk.ref()
+	return nil
+}
+
+func addrs(locs []*pb.NodeLocation) []string {
+	out := make([]string, len(locs))
+	for i, l := range locs {
+		out[i] = l.GetGrpcAddr()
+	}
+	return out
+}
+
+func (f *FS) openPipeline(ctx context.Context, first *pb.NodeLocation, setup *pb.WriteSetup) (*blockio.Pipeline, error) {
+	cc, err := f.c.conn(first.GetGrpcAddr())
+	if err != nil {
+		return nil, err
+	}
+	return blockio.Open(ctx, cc, setup, blockio.Options{Address: first.GetGrpcAddr()})
+}
+
+// startRenewal renews the lease in the background until Close or Abort.
+func (w *FileWriter) startRenewal(ctx context.Context) {
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	w.stopRenew, w.renewDone = cancel, make(chan struct{})
+	go func() {
+		defer close(w.renewDone)
+		t := time.NewTicker(w.fs.renewEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+			}
+			actx, acancel := context.WithTimeout(rctx, w.fs.renewEvery)
+			_ = w.fs.namespace(actx, func(ctx context.Context, ns pb.NamespaceClient) error {
+				_, err := ns.RenewLease(ctx, &pb.RenewLeaseRequest{ClientName: w.fs.clientName()})
+				return err
+			})
+			acancel()
+		}
+	}()
+}
+
+func (w *FileWriter) stopRenewal() {
+	w.stopRenew()
+	<-w.renewDone
+}
+
+// Write buffers p into packets and streams them down the pipeline of the
+// current block, starting a new block whenever one is full.
+func (w *FileWriter) Write(p []byte) (int, error) { return w.WriteContext(w.ctx, p) }
+
+// WriteContext is Write under ctx.
+func (w *FileWriter) WriteContext(ctx context.Context, p []byte) (int, error) {
+	if err := w.usable(); err != nil {
+		return 0, err
+	}
+	n := 0
+	for len(p) > 0 {
+		if w.blk == nil {
+			if err := w.fail(w.nextBlock(ctx)); err != nil {
+				return n, err
+			}
+		}
+		b := w.blk
+		k := int(min(int64(len(p)), w.blockSize-b.written))
+		b.data = append(b.data, p[:k]...)
+		b.written += int64(k)
+		p, n = p[k:], n+k
+		for b.written-chunkFloor(b.sent) >= blockio.MaxPacketData {
+			if err := w.fail(w.sendNext(ctx, false, false)); err != nil {
+				return n, err
+			}
+		}
+		if b.written == w.blockSize {
+			if err := w.fail(w.finishBlock(ctx)); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, nil
+}
+
+func (w *FileWriter) usable() error {
+	switch {
+	case w.err != nil:
+		return w.err
+	case w.done:
+		return fmt.Errorf("logbook: %w: writer of %s is closed", ErrFailedPrecondition, w.path)
+	}
+	return nil
+}
+
+// fail makes err sticky.
+func (w *FileWriter) fail(err error) error {
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	return err
+}
+
+func chunkFloor(n int64) int64 { return n / blockio.ChunkSize * blockio.ChunkSize }
+
+// nextBlock allocates the next block and opens its pipeline; a setup
+// failure abandons the block and asks again without the failed node.
+func (w *FileWriter) nextBlock(ctx context.Context) error {
+	var excluded []string
+	var lastErr error
+	for attempt := 0; attempt < maxBlockSetups; attempt++ {
+		resp, err := w.fs.write(ctx, func(ctx context.Context, ns pb.NamespaceClient, sess *pb.FsSession) (*pb.FileOpResponse, error) {
+			return ns.AddBlock(ctx, &pb.AddBlockRequest{Session: sess, Path: w.path, ClientName: w.fs.clientName(), Previous: w.last, ExcludedNodes: excluded})
+		})
+		if err != nil {
+			return err
+		}
+		blk := resp.GetResult().GetBlock()
+		locs := resp.GetLocations()
+		if len(locs) == 0 {
+			return fmt.Errorf("logbook: add block to %s: no pipeline nodes", w.path)
+		}
+		setup := &pb.WriteSetup{
+			Pool: w.fs.pool, BlockId: blk.GetId(), Gs: blk.GetGs(), Stage: pb.BlockStage_BLOCK_STAGE_PIPELINE_SETUP_CREATE,
+			ExpectedLength: w.blockSize, ClientName: w.fs.clientName(), Targets: addrs(locs[1:]),
+		}
+		pipe, err := w.fs.openPipeline(ctx, locs[0], setup)
+		if err == nil {
+			w.blk = &writeBlock{id: blk.GetId(), gs: blk.GetGs(), nodes: locs, pipe: pipe}
+			w.last = w.blk.ref()
+			return nil
+		}
+		lastErr = err
+		var be *blockio.Error
+		bad := 0
+		if errors.As(err, &be) && be.Index < len(locs) {
+			bad = be.Index
+		}
+		excluded = append(excluded, locs[bad].GetNodeId())
+		if _, err := w.fs.write(ctx, func(ctx context.Context, ns pb.NamespaceClient, sess *pb.FsSession) (*pb.FileOpResponse, error) {
+			return ns.AbandonBlock(ctx, &pb.AbandonBlockRequest{Session: sess, Path: w.path, ClientName: w.fs.clientName(), BlockId: blk.GetId()})
+		}); err != nil {
+			return fmt.Errorf("logbook: abandon block %d after %v: %w", blk.GetId(), lastErr, err)
+		}
+	}
+	return fmt.Errorf("logbook: unable to create a new block of %s: %w", w.path, lastErr)
+}
+
+// sendNext sends the next packet of the current block: from the chunk at
+// or below what was sent, up to 64 KiB of the buffered bytes.
+func (w *FileWriter) sendNext(ctx context.Context, last, sync bool) error {
+	b := w.blk
+	off := chunkFloor(b.sent)
+	end := min(b.written, off+blockio.MaxPacketData)
+	pkt := blockio.Packet{Offset: off, Data: b.data[off-b.base : end-b.base], Last: last && end == b.written, Sync: sync && end == b.written}
+	if err := w.send(ctx, pkt); err != nil {
+		return err
+	}
+	b.trim()
+	return nil
+}
+
+// send sends one packet, recovering the pipeline when it fails.
+func (w *FileWriter) send(ctx context.Context, pkt blockio.Packet) error {
+	b := w.blk
+	b.sent = max(b.sent, pkt.End())
+	b.lastSent = b.lastSent || pkt.Last
+	_, err := b.pipe.Send(ctx, pkt)
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return err
+	}
+	return w.recoverPipeline(ctx, err)
+}
+
+// trim drops buffered bytes below the acked length's chunk.
+func (b *writeBlock) trim() {
+	keep := chunkFloor(b.pipe.Acked())
+	if keep-b.base < 1<<20 {
+		return
+	}
+	b.data = append([]byte(nil), b.data[keep-b.base:]...)
+	b.base = keep
+}
+
+// flush waits until the pipeline acked everything sent, recovering it on
+// failure.
+func (w *FileWriter) flush(ctx context.Context) error {
+	for {
+		err := w.blk.pipe.Flush(ctx)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if err := w.recoverPipeline(ctx, err); err != nil {
+			return err
+		}
+	}
+}
+
+// finishBlock sends the rest of the block with the last packet, waits for
+// the pipeline to finalize the replicas and leaves no current block.
+func (w *FileWriter) finishBlock(ctx context.Context) error {
+	b := w.blk
+	for {
+		if err := w.sendNext(ctx, true, false); err != nil {
+			return err
+		}
+		if b.lastSent {
+			break
+		}
+	}
+	if err := w.flush(ctx); err != nil {
+		return err
+	}
+	if err := b.pipe.Close(); err != nil {
+		return fmt.Errorf("logbook: close the pipeline of block %d: %w", b.id, err)
+	}
+	w.last = b.ref()
+	w.blk = nil
+	return nil
+}
+
+// Sync (hflush) sends the buffered bytes and returns once every pipeline
+// node acked them: readers see the file up to here.
+func (w *FileWriter) Sync(ctx context.Context) error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	if w.blk == nil {
+		return nil
+	}
+	for w.blk.sent < w.blk.written {
+		if err := w.fail(w.sendNext(ctx, false, true)); err != nil {
+			return err
+		}
+	}
+	if err := w.fail(w.flush(ctx)); err != nil {
+		return err
+	}
+	w.last = w.blk.ref()
+	return nil
+}
+
+// Close finishes the last block and completes the file, retrying while the
+// coordinator waits for the blocks' replicas to be reported, until ctx
+// ends. It releases the lease.
+func (w *FileWriter) Close(ctx context.Context) error {
+	if err := w.usable(); err != nil {
+		w.Abort()
+		return err
+	}
+	defer w.stopRenewal()
+	w.done = true
+	if w.blk != nil {
+		if err := w.fail(w.finishBlock(ctx)); err != nil {
+			w.blk.pipe.Abort()
+			return err
+		}
+	}
+	// do retries Unavailable (NOT_REPLICATED_YET) with backoff until ctx.
+	_, err := w.fs.write(ctx, func(ctx context.Context, ns pb.NamespaceClient, sess *pb.FsSession) (*pb.FileOpResponse, error) {
+		return ns.Complete(ctx, &pb.CompleteRequest{Session: sess, Path: w.path, ClientName: w.fs.clientName(), Last: w.last})
+	})
+	return w.fail(err)
+}
+
+// Abort gives the writer up without completing the file: the lease runs
+// out and the coordinator recovers the file.
+func (w *FileWriter) Abort() {
+	if w.blk != nil && w.blk.pipe != nil {
+		w.blk.pipe.Abort()
+	}
+	if !w.done {
+		w.done = true
+		w.stopRenewal()
+	}
+}
+
+// recoverPipeline is the streaming recovery of spec §5.3: drop the failed
+// node, get a new GS, reopen the pipeline on the survivors with
+// STREAMING_RECOVERY, commit the new pipeline and resend what was not
+// acked. No replacement node is added.
+func (w *FileWriter) recoverPipeline(ctx context.Context, cause error) error {
+	b := w.blk
+	acked, sent := b.pipe.Acked(), b.sent
+	b.pipe.Abort()
+	for attempt := 0; attempt < maxPipelineRecoveries; attempt++ {
+		var be *blockio.Error
+		bad := 0
+		if errors.As(cause, &be) && be.Index < len(b.nodes) {
+			bad = be.Index
+		}
+		if len(b.nodes) <= 1 {
+			return fmt.Errorf("logbook: all pipeline nodes of block %d are bad: %w", b.id, cause)
+		}
+		b.nodes = append(append([]*pb.NodeLocation(nil), b.nodes[:bad]...), b.nodes[bad+1:]...)
+		resp, err := w.fs.write(ctx, func(ctx context.Context, ns pb.NamespaceClient, sess *pb.FsSession) (*pb.FileOpResponse, error) {
+			return ns.UpdateBlockForPipeline(ctx, &pb.UpdateBlockForPipelineRequest{Session: sess, Path: w.path, ClientName: w.fs.clientName(), BlockId: b.id})
+		})
+		if err != nil {
+			return fmt.Errorf("logbook: recover the pipeline of block %d (after %v): %w", b.id, cause, err)
+		}
+		newGS := resp.GetResult().GetNewGs()
+		setup := &pb.WriteSetup{
+			Pool: w.fs.pool, BlockId: b.id, Gs: b.gs, NewGs: newGS, Stage: pb.BlockStage_BLOCK_STAGE_PIPELINE_SETUP_STREAMING_RECOVERY,
+			MinBytesRcvd: acked, MaxBytesRcvd: sent, ClientName: w.fs.clientName(), Targets: addrs(b.nodes[1:]),
+		}
+		pipe, err := w.fs.openPipeline(ctx, b.nodes[0], setup)
+		if err != nil {
+			cause = err
+			continue
+		}
+		ids := make([]string, len(b.nodes))
+		for i, n := range b.nodes {
+			ids[i] = n.GetNodeId()
+		}
+		if _, err := w.fs.write(ctx, func(ctx context.Context, ns pb.NamespaceClient, sess *pb.FsSession) (*pb.FileOpResponse, error) {
+			return ns.UpdatePipeline(ctx, &pb.UpdatePipelineRequest{
+				Session: sess, Path: w.path, ClientName: w.fs.clientName(), BlockId: b.id,
+				OldGs: b.gs, NewGs: newGS, NewLength: uint64(acked), NewNodes: ids,
+			})
+		}); err != nil {
+			pipe.Abort()
+			return fmt.Errorf("logbook: update the pipeline of block %d: %w", b.id, err)
+		}
+		b.gs, b.pipe = newGS, pipe
+		w.last = &pb.BlockRef{Id: b.id, Gs: b.gs, NumBytes: uint64(acked)}
+		if err := w.resend(ctx, acked, sent); err != nil {
+			cause = err
+			acked = max(acked, pipe.Acked())
+			pipe.Abort()
+			continue
+		}
+		return nil
+	}
+	return fmt.Errorf("logbook: tried pipeline recovery of block %d %d times: %w", b.id, maxPipelineRecoveries, cause)
+}
+
+// resend sends [acked, sent) again on the new pipeline, flagging the last
+// packet as the original one was (end of block) and as a sync.
+func (w *FileWriter) resend(ctx context.Context, acked, sent int64) error {
+	b := w.blk
+	// b.base is chunk-aligned: offsets relative to it split as the block's.
+	pkts := blockio.SplitPackets(b.data[:sent-b.base], acked-b.base, blockio.MaxPacketData)
+	if len(pkts) == 0 && b.lastSent {
+		pkts = []blockio.Packet{{Offset: sent - b.base}}
+	}
+	for i, p := range pkts {
+		p.Offset += b.base
+		if i == len(pkts)-1 {
+			p.Last, p.Sync = b.lastSent, !b.lastSent
+		}
+		if _, err := b.pipe.Send(ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
