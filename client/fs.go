@@ -2,14 +2,12 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 )
 
 // DefaultBlockPool is the block pool storage nodes serve by default
@@ -31,8 +29,6 @@ type FS struct {
 
 	mu    sync.Mutex
 	nodes map[string]string // node id -> gRPC address
-	// scanned is the journal seq the node-address scan has read up to.
-	scanned uint64
 }
 
 // FS returns the file-system API on the default block pool.
@@ -157,6 +153,7 @@ func (f *FS) Stat(ctx context.Context, path string) (FileInfo, error) {
 	}
 	info := toFileInfo(resp.GetFile())
 	for _, b := range resp.GetBlocks() {
+		f.learn(b.GetLocations())
 		bi := BlockInfo{ID: b.GetId(), GS: b.GetGs(), Length: b.GetNumBytes(), State: b.GetState(), Expected: append([]string(nil), b.GetExpectedLocations()...)}
 		for _, r := range b.GetReportedLocations() {
 			bi.Reported = append(bi.Reported, ReplicaLocation{Node: r.GetNodeId(), State: r.GetState(), GS: r.GetGs(), Length: r.GetNumBytes()})
@@ -246,76 +243,14 @@ func (f *FS) learn(locs []*pb.NodeLocation) {
 	}
 }
 
-// nodeAddr resolves a node id to its gRPC address: from the cache, else
-// from the node registrations in the audit journal (the namespace API
-// names nodes by id only).
+// nodeAddr resolves a node id to its gRPC address, as the coordinator
+// named it (Stat and the write answers carry every node's address).
 func (f *FS) nodeAddr(ctx context.Context, id string) (string, error) {
 	f.mu.Lock()
 	addr, ok := f.nodes[id]
-	f.mu.Unlock()
-	if ok {
-		return addr, nil
-	}
-	if err := f.scanRegistrations(ctx); err != nil {
-		return "", fmt.Errorf("resolve node %s: %w", id, err)
-	}
-	f.mu.Lock()
-	addr, ok = f.nodes[id]
 	f.mu.Unlock()
 	if !ok {
 		return "", fmt.Errorf("logbook: %w: storage node %s has no known address", ErrNotFound, id)
 	}
 	return addr, nil
-}
-
-// scanRegistrations reads the journal past what it has read before and
-// caches the address of every node registration it finds.
-func (f *FS) scanRegistrations(ctx context.Context) error {
-	f.mu.Lock()
-	from := f.scanned + 1
-	f.mu.Unlock()
-	for {
-		events, info, err := f.c.Journal().Read(ctx, from, 1000)
-		if errors.Is(err, ErrOutOfRange) {
-			pos, perr := f.c.Journal().Positions(ctx)
-			if perr != nil {
-				return perr
-			}
-			if pos.TrimmedPos <= from {
-				return err
-			}
-			from = pos.TrimmedPos
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		for _, e := range events {
-			if e.Type != "logbook.node.registered" {
-				continue
-			}
-			var ev pb.NamespaceEvent
-			if proto.Unmarshal(e.Payload, &ev) != nil {
-				continue
-			}
-			n := ev.GetResult().GetNode()
-			if n == nil {
-				n = ev.GetOp().GetRegisterNode().GetNode()
-			}
-			if n.GetId() != "" && n.GetGrpcAddr() != "" {
-				f.mu.Lock()
-				f.nodes[n.GetId()] = n.GetGrpcAddr()
-				f.mu.Unlock()
-			}
-		}
-		if len(events) > 0 {
-			from = events[len(events)-1].Seq + 1
-		}
-		f.mu.Lock()
-		f.scanned = max(f.scanned, from-1)
-		f.mu.Unlock()
-		if len(events) == 0 || from >= info.NextSeq {
-			return nil
-		}
-	}
 }

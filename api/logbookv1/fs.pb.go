@@ -961,8 +961,11 @@ type BlockStatus struct {
 	ExpectedLocations []string               `protobuf:"bytes,5,rep,name=expected_locations,json=expectedLocations,proto3" json:"expected_locations,omitempty"`
 	ReportedLocations []*ReportedLocation    `protobuf:"bytes,6,rep,name=reported_locations,json=reportedLocations,proto3" json:"reported_locations,omitempty"`
 	Recovery          *BlockRecovery         `protobuf:"bytes,7,opt,name=recovery,proto3" json:"recovery,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The gRPC address of every node named above (expected or reported), from
+	// the replicated node registry, so a reader can reach the replicas.
+	Locations     []*NodeLocation `protobuf:"bytes,8,rep,name=locations,proto3" json:"locations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BlockStatus) Reset() {
@@ -1040,6 +1043,13 @@ func (x *BlockStatus) GetReportedLocations() []*ReportedLocation {
 func (x *BlockStatus) GetRecovery() *BlockRecovery {
 	if x != nil {
 		return x.Recovery
+	}
+	return nil
+}
+
+func (x *BlockStatus) GetLocations() []*NodeLocation {
+	if x != nil {
+		return x.Locations
 	}
 	return nil
 }
@@ -2747,7 +2757,7 @@ const file_logbookv1_fs_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12.\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x18.logbook.v1.ReplicaStateR\x05state\x12\x0e\n" +
 	"\x02gs\x18\x03 \x01(\x04R\x02gs\x12\x1b\n" +
-	"\tnum_bytes\x18\x04 \x01(\x03R\bnumBytes\"\xab\x02\n" +
+	"\tnum_bytes\x18\x04 \x01(\x03R\bnumBytes\"\xe3\x02\n" +
 	"\vBlockStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x0e\n" +
 	"\x02gs\x18\x02 \x01(\x04R\x02gs\x12\x1b\n" +
@@ -2755,7 +2765,8 @@ const file_logbookv1_fs_proto_rawDesc = "" +
 	"\x05state\x18\x04 \x01(\x0e2\x16.logbook.v1.BlockStateR\x05state\x12-\n" +
 	"\x12expected_locations\x18\x05 \x03(\tR\x11expectedLocations\x12K\n" +
 	"\x12reported_locations\x18\x06 \x03(\v2\x1c.logbook.v1.ReportedLocationR\x11reportedLocations\x125\n" +
-	"\brecovery\x18\a \x01(\v2\x19.logbook.v1.BlockRecoveryR\brecovery\"\x8c\x01\n" +
+	"\brecovery\x18\a \x01(\v2\x19.logbook.v1.BlockRecoveryR\brecovery\x126\n" +
+	"\tlocations\x18\b \x03(\v2\x18.logbook.v1.NodeLocationR\tlocations\"\x8c\x01\n" +
 	"\fStatResponse\x12*\n" +
 	"\x04file\x18\x01 \x01(\v2\x16.logbook.v1.FileStatusR\x04file\x12/\n" +
 	"\x06blocks\x18\x02 \x03(\v2\x17.logbook.v1.BlockStatusR\x06blocks\x12\x1f\n" +
@@ -2980,75 +2991,76 @@ var file_logbookv1_fs_proto_depIdxs = []int32{
 	46, // 13: logbook.v1.BlockStatus.state:type_name -> logbook.v1.BlockState
 	13, // 14: logbook.v1.BlockStatus.reported_locations:type_name -> logbook.v1.ReportedLocation
 	47, // 15: logbook.v1.BlockStatus.recovery:type_name -> logbook.v1.BlockRecovery
-	48, // 16: logbook.v1.StatResponse.file:type_name -> logbook.v1.FileStatus
-	14, // 17: logbook.v1.StatResponse.blocks:type_name -> logbook.v1.BlockStatus
-	48, // 18: logbook.v1.ListEntryStatus.file:type_name -> logbook.v1.FileStatus
-	17, // 19: logbook.v1.ListResponse.entries:type_name -> logbook.v1.ListEntryStatus
-	1,  // 20: logbook.v1.RecoverLeaseRequest.session:type_name -> logbook.v1.FsSession
-	49, // 21: logbook.v1.NodeRegisterRequest.node:type_name -> logbook.v1.NodeRecord
-	25, // 22: logbook.v1.NodeRegisterRequest.storages:type_name -> logbook.v1.StorageReport
-	49, // 23: logbook.v1.NodeRegisterResponse.node:type_name -> logbook.v1.NodeRecord
-	25, // 24: logbook.v1.NodeHeartbeatRequest.storages:type_name -> logbook.v1.StorageReport
-	10, // 25: logbook.v1.RecoverBlockCommand.locations:type_name -> logbook.v1.NodeLocation
-	43, // 26: logbook.v1.InvalidateCommand.blocks:type_name -> logbook.v1.BlockRef
-	43, // 27: logbook.v1.TransferCommand.block:type_name -> logbook.v1.BlockRef
-	10, // 28: logbook.v1.TransferCommand.targets:type_name -> logbook.v1.NodeLocation
-	27, // 29: logbook.v1.NodeCommand.recover_block:type_name -> logbook.v1.RecoverBlockCommand
-	28, // 30: logbook.v1.NodeCommand.invalidate:type_name -> logbook.v1.InvalidateCommand
-	29, // 31: logbook.v1.NodeCommand.transfer:type_name -> logbook.v1.TransferCommand
-	30, // 32: logbook.v1.NodeCommand.send_full_report:type_name -> logbook.v1.SendFullReportCommand
-	31, // 33: logbook.v1.NodeCommand.re_register:type_name -> logbook.v1.ReRegisterCommand
-	32, // 34: logbook.v1.NodeHeartbeatResponse.commands:type_name -> logbook.v1.NodeCommand
-	50, // 35: logbook.v1.NodeBlockReportRequest.storages:type_name -> logbook.v1.StorageBlockReport
-	0,  // 36: logbook.v1.IncrementalChange.change:type_name -> logbook.v1.ReplicaChange
-	51, // 37: logbook.v1.IncrementalChange.replica:type_name -> logbook.v1.ReportedReplica
-	35, // 38: logbook.v1.NodeIncrementalReportRequest.changes:type_name -> logbook.v1.IncrementalChange
-	32, // 39: logbook.v1.NodeReportResponse.commands:type_name -> logbook.v1.NodeCommand
-	44, // 40: logbook.v1.CommitBlockSyncResponse.result:type_name -> logbook.v1.NamespaceResult
-	49, // 41: logbook.v1.StorageNodeStatus.node:type_name -> logbook.v1.NodeRecord
-	25, // 42: logbook.v1.StorageNodeStatus.storages:type_name -> logbook.v1.StorageReport
-	41, // 43: logbook.v1.ListNodesResponse.nodes:type_name -> logbook.v1.StorageNodeStatus
-	2,  // 44: logbook.v1.Namespace.Create:input_type -> logbook.v1.CreateRequest
-	3,  // 45: logbook.v1.Namespace.AddBlock:input_type -> logbook.v1.AddBlockRequest
-	4,  // 46: logbook.v1.Namespace.Complete:input_type -> logbook.v1.CompleteRequest
-	5,  // 47: logbook.v1.Namespace.Append:input_type -> logbook.v1.AppendFileRequest
-	6,  // 48: logbook.v1.Namespace.Delete:input_type -> logbook.v1.DeleteRequest
-	12, // 49: logbook.v1.Namespace.Stat:input_type -> logbook.v1.StatRequest
-	16, // 50: logbook.v1.Namespace.List:input_type -> logbook.v1.ListRequest
-	7,  // 51: logbook.v1.Namespace.AbandonBlock:input_type -> logbook.v1.AbandonBlockRequest
-	8,  // 52: logbook.v1.Namespace.UpdateBlockForPipeline:input_type -> logbook.v1.UpdateBlockForPipelineRequest
-	9,  // 53: logbook.v1.Namespace.UpdatePipeline:input_type -> logbook.v1.UpdatePipelineRequest
-	19, // 54: logbook.v1.Namespace.RecoverLease:input_type -> logbook.v1.RecoverLeaseRequest
-	21, // 55: logbook.v1.Namespace.RenewLease:input_type -> logbook.v1.RenewLeaseRequest
-	40, // 56: logbook.v1.Namespace.ListNodes:input_type -> logbook.v1.ListNodesRequest
-	23, // 57: logbook.v1.NodeLink.Register:input_type -> logbook.v1.NodeRegisterRequest
-	26, // 58: logbook.v1.NodeLink.Heartbeat:input_type -> logbook.v1.NodeHeartbeatRequest
-	34, // 59: logbook.v1.NodeLink.BlockReport:input_type -> logbook.v1.NodeBlockReportRequest
-	36, // 60: logbook.v1.NodeLink.IncrementalReport:input_type -> logbook.v1.NodeIncrementalReportRequest
-	38, // 61: logbook.v1.NodeLink.CommitBlockSynchronization:input_type -> logbook.v1.CommitBlockSyncRequest
-	11, // 62: logbook.v1.Namespace.Create:output_type -> logbook.v1.FileOpResponse
-	11, // 63: logbook.v1.Namespace.AddBlock:output_type -> logbook.v1.FileOpResponse
-	11, // 64: logbook.v1.Namespace.Complete:output_type -> logbook.v1.FileOpResponse
-	11, // 65: logbook.v1.Namespace.Append:output_type -> logbook.v1.FileOpResponse
-	11, // 66: logbook.v1.Namespace.Delete:output_type -> logbook.v1.FileOpResponse
-	15, // 67: logbook.v1.Namespace.Stat:output_type -> logbook.v1.StatResponse
-	18, // 68: logbook.v1.Namespace.List:output_type -> logbook.v1.ListResponse
-	11, // 69: logbook.v1.Namespace.AbandonBlock:output_type -> logbook.v1.FileOpResponse
-	11, // 70: logbook.v1.Namespace.UpdateBlockForPipeline:output_type -> logbook.v1.FileOpResponse
-	11, // 71: logbook.v1.Namespace.UpdatePipeline:output_type -> logbook.v1.FileOpResponse
-	20, // 72: logbook.v1.Namespace.RecoverLease:output_type -> logbook.v1.RecoverLeaseResponse
-	22, // 73: logbook.v1.Namespace.RenewLease:output_type -> logbook.v1.RenewLeaseResponse
-	42, // 74: logbook.v1.Namespace.ListNodes:output_type -> logbook.v1.ListNodesResponse
-	24, // 75: logbook.v1.NodeLink.Register:output_type -> logbook.v1.NodeRegisterResponse
-	33, // 76: logbook.v1.NodeLink.Heartbeat:output_type -> logbook.v1.NodeHeartbeatResponse
-	37, // 77: logbook.v1.NodeLink.BlockReport:output_type -> logbook.v1.NodeReportResponse
-	37, // 78: logbook.v1.NodeLink.IncrementalReport:output_type -> logbook.v1.NodeReportResponse
-	39, // 79: logbook.v1.NodeLink.CommitBlockSynchronization:output_type -> logbook.v1.CommitBlockSyncResponse
-	62, // [62:80] is the sub-list for method output_type
-	44, // [44:62] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	10, // 16: logbook.v1.BlockStatus.locations:type_name -> logbook.v1.NodeLocation
+	48, // 17: logbook.v1.StatResponse.file:type_name -> logbook.v1.FileStatus
+	14, // 18: logbook.v1.StatResponse.blocks:type_name -> logbook.v1.BlockStatus
+	48, // 19: logbook.v1.ListEntryStatus.file:type_name -> logbook.v1.FileStatus
+	17, // 20: logbook.v1.ListResponse.entries:type_name -> logbook.v1.ListEntryStatus
+	1,  // 21: logbook.v1.RecoverLeaseRequest.session:type_name -> logbook.v1.FsSession
+	49, // 22: logbook.v1.NodeRegisterRequest.node:type_name -> logbook.v1.NodeRecord
+	25, // 23: logbook.v1.NodeRegisterRequest.storages:type_name -> logbook.v1.StorageReport
+	49, // 24: logbook.v1.NodeRegisterResponse.node:type_name -> logbook.v1.NodeRecord
+	25, // 25: logbook.v1.NodeHeartbeatRequest.storages:type_name -> logbook.v1.StorageReport
+	10, // 26: logbook.v1.RecoverBlockCommand.locations:type_name -> logbook.v1.NodeLocation
+	43, // 27: logbook.v1.InvalidateCommand.blocks:type_name -> logbook.v1.BlockRef
+	43, // 28: logbook.v1.TransferCommand.block:type_name -> logbook.v1.BlockRef
+	10, // 29: logbook.v1.TransferCommand.targets:type_name -> logbook.v1.NodeLocation
+	27, // 30: logbook.v1.NodeCommand.recover_block:type_name -> logbook.v1.RecoverBlockCommand
+	28, // 31: logbook.v1.NodeCommand.invalidate:type_name -> logbook.v1.InvalidateCommand
+	29, // 32: logbook.v1.NodeCommand.transfer:type_name -> logbook.v1.TransferCommand
+	30, // 33: logbook.v1.NodeCommand.send_full_report:type_name -> logbook.v1.SendFullReportCommand
+	31, // 34: logbook.v1.NodeCommand.re_register:type_name -> logbook.v1.ReRegisterCommand
+	32, // 35: logbook.v1.NodeHeartbeatResponse.commands:type_name -> logbook.v1.NodeCommand
+	50, // 36: logbook.v1.NodeBlockReportRequest.storages:type_name -> logbook.v1.StorageBlockReport
+	0,  // 37: logbook.v1.IncrementalChange.change:type_name -> logbook.v1.ReplicaChange
+	51, // 38: logbook.v1.IncrementalChange.replica:type_name -> logbook.v1.ReportedReplica
+	35, // 39: logbook.v1.NodeIncrementalReportRequest.changes:type_name -> logbook.v1.IncrementalChange
+	32, // 40: logbook.v1.NodeReportResponse.commands:type_name -> logbook.v1.NodeCommand
+	44, // 41: logbook.v1.CommitBlockSyncResponse.result:type_name -> logbook.v1.NamespaceResult
+	49, // 42: logbook.v1.StorageNodeStatus.node:type_name -> logbook.v1.NodeRecord
+	25, // 43: logbook.v1.StorageNodeStatus.storages:type_name -> logbook.v1.StorageReport
+	41, // 44: logbook.v1.ListNodesResponse.nodes:type_name -> logbook.v1.StorageNodeStatus
+	2,  // 45: logbook.v1.Namespace.Create:input_type -> logbook.v1.CreateRequest
+	3,  // 46: logbook.v1.Namespace.AddBlock:input_type -> logbook.v1.AddBlockRequest
+	4,  // 47: logbook.v1.Namespace.Complete:input_type -> logbook.v1.CompleteRequest
+	5,  // 48: logbook.v1.Namespace.Append:input_type -> logbook.v1.AppendFileRequest
+	6,  // 49: logbook.v1.Namespace.Delete:input_type -> logbook.v1.DeleteRequest
+	12, // 50: logbook.v1.Namespace.Stat:input_type -> logbook.v1.StatRequest
+	16, // 51: logbook.v1.Namespace.List:input_type -> logbook.v1.ListRequest
+	7,  // 52: logbook.v1.Namespace.AbandonBlock:input_type -> logbook.v1.AbandonBlockRequest
+	8,  // 53: logbook.v1.Namespace.UpdateBlockForPipeline:input_type -> logbook.v1.UpdateBlockForPipelineRequest
+	9,  // 54: logbook.v1.Namespace.UpdatePipeline:input_type -> logbook.v1.UpdatePipelineRequest
+	19, // 55: logbook.v1.Namespace.RecoverLease:input_type -> logbook.v1.RecoverLeaseRequest
+	21, // 56: logbook.v1.Namespace.RenewLease:input_type -> logbook.v1.RenewLeaseRequest
+	40, // 57: logbook.v1.Namespace.ListNodes:input_type -> logbook.v1.ListNodesRequest
+	23, // 58: logbook.v1.NodeLink.Register:input_type -> logbook.v1.NodeRegisterRequest
+	26, // 59: logbook.v1.NodeLink.Heartbeat:input_type -> logbook.v1.NodeHeartbeatRequest
+	34, // 60: logbook.v1.NodeLink.BlockReport:input_type -> logbook.v1.NodeBlockReportRequest
+	36, // 61: logbook.v1.NodeLink.IncrementalReport:input_type -> logbook.v1.NodeIncrementalReportRequest
+	38, // 62: logbook.v1.NodeLink.CommitBlockSynchronization:input_type -> logbook.v1.CommitBlockSyncRequest
+	11, // 63: logbook.v1.Namespace.Create:output_type -> logbook.v1.FileOpResponse
+	11, // 64: logbook.v1.Namespace.AddBlock:output_type -> logbook.v1.FileOpResponse
+	11, // 65: logbook.v1.Namespace.Complete:output_type -> logbook.v1.FileOpResponse
+	11, // 66: logbook.v1.Namespace.Append:output_type -> logbook.v1.FileOpResponse
+	11, // 67: logbook.v1.Namespace.Delete:output_type -> logbook.v1.FileOpResponse
+	15, // 68: logbook.v1.Namespace.Stat:output_type -> logbook.v1.StatResponse
+	18, // 69: logbook.v1.Namespace.List:output_type -> logbook.v1.ListResponse
+	11, // 70: logbook.v1.Namespace.AbandonBlock:output_type -> logbook.v1.FileOpResponse
+	11, // 71: logbook.v1.Namespace.UpdateBlockForPipeline:output_type -> logbook.v1.FileOpResponse
+	11, // 72: logbook.v1.Namespace.UpdatePipeline:output_type -> logbook.v1.FileOpResponse
+	20, // 73: logbook.v1.Namespace.RecoverLease:output_type -> logbook.v1.RecoverLeaseResponse
+	22, // 74: logbook.v1.Namespace.RenewLease:output_type -> logbook.v1.RenewLeaseResponse
+	42, // 75: logbook.v1.Namespace.ListNodes:output_type -> logbook.v1.ListNodesResponse
+	24, // 76: logbook.v1.NodeLink.Register:output_type -> logbook.v1.NodeRegisterResponse
+	33, // 77: logbook.v1.NodeLink.Heartbeat:output_type -> logbook.v1.NodeHeartbeatResponse
+	37, // 78: logbook.v1.NodeLink.BlockReport:output_type -> logbook.v1.NodeReportResponse
+	37, // 79: logbook.v1.NodeLink.IncrementalReport:output_type -> logbook.v1.NodeReportResponse
+	39, // 80: logbook.v1.NodeLink.CommitBlockSynchronization:output_type -> logbook.v1.CommitBlockSyncResponse
+	63, // [63:81] is the sub-list for method output_type
+	45, // [45:63] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_logbookv1_fs_proto_init() }

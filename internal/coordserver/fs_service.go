@@ -500,6 +500,7 @@ func (n *namespaceService) Stat(ctx context.Context, req *pb.StatRequest) (*pb.S
 	}
 	var resp *pb.StatResponse
 	var blocks []*pb.BlockRecord
+	addrs := map[string]string{}
 	s.fsm.View(func(st *fsm.State) {
 		fs, ok := st.FileStatus(req.Path)
 		if !ok {
@@ -507,6 +508,9 @@ func (n *namespaceService) Stat(ctx context.Context, req *pb.StatRequest) (*pb.S
 		}
 		resp = &pb.StatResponse{File: proto.Clone(fs).(*pb.FileStatus)}
 		blocks, _ = st.BlocksOfFile(req.Path)
+		for _, n := range st.Nodes() {
+			addrs[n.Id] = n.GrpcAddr
+		}
 	})
 	if resp == nil {
 		return nil, s.fsErr(notFound(req.Path))
@@ -524,6 +528,19 @@ func (n *namespaceService) Stat(ctx context.Context, req *pb.StatRequest) (*pb.S
 		}
 		if soft != nil {
 			bs.ReportedLocations = soft.reported(b.Id)
+		}
+		named := map[string]bool{}
+		addLoc := func(id string) {
+			if a := addrs[id]; a != "" && !named[id] {
+				named[id] = true
+				bs.Locations = append(bs.Locations, &pb.NodeLocation{NodeId: id, GrpcAddr: a})
+			}
+		}
+		for _, id := range bs.ExpectedLocations {
+			addLoc(id)
+		}
+		for _, r := range bs.ReportedLocations {
+			addLoc(r.NodeId)
 		}
 		resp.Blocks = append(resp.Blocks, bs)
 	}

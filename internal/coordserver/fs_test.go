@@ -200,6 +200,9 @@ func TestFSCreateAddBlockCompleteRoundTrip(t *testing.T) {
 	if err != nil || len(root.Entries) != 1 || !root.Entries[0].Dir {
 		t.Fatalf("list /: %v %v", root, err)
 	}
+	if locs := st.Blocks[0].Locations; len(locs) != 3 || locs[0].GrpcAddr == "" {
+		t.Fatalf("stat: node addresses %v", locs)
+	}
 	nodes, err := e.ns.ListNodes(e.ctx, &pb.ListNodesRequest{})
 	if err != nil || len(nodes.Nodes) != 3 {
 		t.Fatalf("list nodes: %v %v", nodes, err)
