@@ -393,7 +393,11 @@ func (d *devCluster) printBanner(w io.Writer, st *pb.StatusResponse) {
 	if ep := d.cfgs[0].GRPCAddr; ep != coordserver.DefaultConfig().GRPCAddr {
 		flags = " --endpoints " + ep
 	}
-	for _, ex := range []string{"status", "journal append --type demo --payload hello", "journal read --from 1"} {
+	examples := []string{"status", "journal append --type demo --payload hello", "journal read --from 1"}
+	if len(d.nodes) > 0 {
+		examples = append(examples, "nodes", "fs put README.md /demo/readme", "fs stat /demo/readme")
+	}
+	for _, ex := range examples {
 		fmt.Fprintf(w, "  coord %s%s\n", ex, flags)
 	}
 	fmt.Fprintf(w, "  curl http://%s/metrics\n\nCtrl-C stops the cluster.\n", d.cfgs[0].HTTPAddr)
