@@ -130,7 +130,14 @@ func (l *coordLink) run() {
 	defer hb.Stop()
 	backoff := linkBackoffMin
 	retry := func(what string, err error) bool {
-		l.log.Warn("coordinator link: "+what+" failed", "error", err, "retry-in", backoff)
+		// A cluster still electing or upgrading its log format answers
+		// Unavailable or FailedPrecondition for a moment: say so quietly
+		// until it lasts.
+		lvl := slog.LevelWarn
+		if c := status.Code(err); (c == codes.Unavailable || c == codes.FailedPrecondition) && backoff < time.Second {
+			lvl = slog.LevelDebug
+		}
+		l.log.Log(context.Background(), lvl, "coordinator link: "+what+" failed", "error", err, "retry-in", backoff)
 		ok := sleepCtx(l.ctx, backoff)
 		backoff = min(2*backoff, linkBackoffMax)
 		return ok
