@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/logbookhq/logbook/client"
+)
+
+// TestRecoveryCommands: a writer dies after an hflush; the leader recovers
+// its block on the dev cluster's real storage nodes; coord recovery ls and
+// show rebuild the recovery from the journal.
+func TestRecoveryCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	d, err := startDev(devOptions{Members: 1, Nodes: 3, DataDir: t.TempDir(), Ports: freePortPicker(t),
+		HeartbeatInterval: 100 * time.Millisecond, LeaseSoftLimit: time.Second, LeaseHardLimit: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.run(ctx, func(id string, err error) { t.Errorf("%s stopped: %v", id, err) }) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
+	defer wcancel()
+	if _, err := d.waitReady(wctx); err != nil {
+		t.Fatal(err)
+	}
+	eps := "--endpoints=" + d.endpoints()[0]
+	c, err := client.New(wctx, client.Config{Endpoints: d.endpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	eventually(t, "3 live storage nodes", func() error {
+		r, err := c.Nodes(wctx)
+		if err != nil {
+			return err
+		}
+		live := 0
+		for _, n := range r.Nodes {
+			if n.Live && n.FullReport {
+				live++
+			}
+		}
+		if live != 3 || r.SafeMode {
+			return fmt.Errorf("%d live nodes, safe mode %v", live, r.SafeMode)
+		}
+		return nil
+	})
+	var w *client.FileWriter
+	eventually(t, "a 3-node pipeline", func() error {
+		w, err = c.FS().Create(wctx, "/r/f", client.CreateOptions{Replication: 3, BlockSize: 1 << 20})
+		if err != nil {
+			return err
+		}
+		if _, err = w.Write(make([]byte, 100_000)); err == nil {
+			err = w.Sync(wctx)
+		}
+		if err != nil {
+			w.Abort()
+			c.FS().Delete(wctx, "/r/f", false)
+		}
+		return err
+	})
+	w.Abort() // the writer dies: its lease expires, the leader recovers
+
+	var got struct {
+		Recoveries []recoveryJSON `json:"recoveries"`
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, out, stderr := run(t, nil, "recovery", "ls", "--json", eps)
+		if code != 0 {
+			t.Fatalf("recovery ls: exit %d: %s", code, stderr)
+		}
+		got.Recoveries = nil
+		decodeJSON(t, out, &got)
+		if len(got.Recoveries) == 1 && got.Recoveries[0].Committed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no committed recovery: %s", out)
+		}
+		time.Sleep(100 * time.Millisecond) // poll interval
+	}
+	r := got.Recoveries[0]
+	if r.Path != "/r/f" || len(r.Attempts) < 1 || r.Attempts[0].Primary == "" || r.Length < 100_000 || len(r.Participants) != 3 || !r.FileClosed || r.NewGS <= r.OldGS {
+		t.Fatalf("recovery: %+v", r)
+	}
+	code, out, _ := run(t, nil, "recovery", "show", fmt.Sprint(r.BlockID), eps)
+	if code != 0 || !strings.Contains(out, "committed by recovery") || !strings.Contains(out, "participants:") {
+		t.Fatalf("recovery show: exit %d: %s", code, out)
+	}
+	if code, _, stderr := run(t, nil, "recovery", "show", "12345", eps); code != 1 || !strings.Contains(stderr, "no recovery of block 12345") {
+		t.Fatalf("show of an unknown block: exit %d: %s", code, stderr)
+	}
+	if code, _, _ := run(t, nil, "recovery", "show", "abc", eps); code != 2 {
+		t.Fatalf("show abc: exit %d, want 2", code)
+	}
+}
