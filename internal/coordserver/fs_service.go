@@ -24,7 +24,7 @@ const (
 )
 
 // namespaceService is the client's file-system API. Every call is
-// answered by the leader (fsForwardInterceptor forwards from followers).
+// answered by the leader (forwardInterceptor forwards from followers).
 type namespaceService struct {
 	pb.UnimplementedNamespaceServer
 	s *Server
@@ -69,6 +69,18 @@ func (s *Server) checkFSName(what, n string) error {
 		return s.badRequest(fmt.Sprintf("%s of %d bytes, at most %d", what, len(n), fsm.MaxNameBytes))
 	}
 	return nil
+}
+
+// checkFileCall checks what every writer's call carries: its path, the
+// client name (the lease holder) and the exactly-once session.
+func (s *Server) checkFileCall(what, path, client string, sess *pb.FsSession) error {
+	if err := s.checkFSPath(what, path); err != nil {
+		return err
+	}
+	if err := s.checkFSName("client name", client); err != nil {
+		return err
+	}
+	return s.checkSession(sess)
 }
 
 func (s *Server) checkSession(sess *pb.FsSession) error {
@@ -238,13 +250,7 @@ func (s *Server) takeOver(op lr.WriteOp, path, client string) error {
 
 func (n *namespaceService) Create(ctx context.Context, req *pb.CreateRequest) (*pb.FileOpResponse, error) {
 	s := n.s
-	if err := s.checkFSPath("create", req.Path); err != nil {
-		return nil, err
-	}
-	if err := s.checkFSName("client name", req.ClientName); err != nil {
-		return nil, err
-	}
-	if err := s.checkSession(req.Session); err != nil {
+	if err := s.checkFileCall("create", req.Path, req.ClientName, req.Session); err != nil {
 		return nil, err
 	}
 	if err := s.fsReady(ctx); err != nil {
@@ -303,13 +309,7 @@ func locations(nodes map[string]*pb.NodeRecord, ids []string) []*pb.NodeLocation
 
 func (n *namespaceService) AddBlock(ctx context.Context, req *pb.AddBlockRequest) (*pb.FileOpResponse, error) {
 	s := n.s
-	if err := s.checkFSPath("add block", req.Path); err != nil {
-		return nil, err
-	}
-	if err := s.checkFSName("client name", req.ClientName); err != nil {
-		return nil, err
-	}
-	if err := s.checkSession(req.Session); err != nil {
+	if err := s.checkFileCall("add block", req.Path, req.ClientName, req.Session); err != nil {
 		return nil, err
 	}
 	if err := s.checkNodeList("excluded nodes", req.ExcludedNodes); err != nil {
@@ -342,13 +342,7 @@ func (n *namespaceService) AddBlock(ctx context.Context, req *pb.AddBlockRequest
 
 func (n *namespaceService) Complete(ctx context.Context, req *pb.CompleteRequest) (*pb.FileOpResponse, error) {
 	s := n.s
-	if err := s.checkFSPath("complete", req.Path); err != nil {
-		return nil, err
-	}
-	if err := s.checkFSName("client name", req.ClientName); err != nil {
-		return nil, err
-	}
-	if err := s.checkSession(req.Session); err != nil {
+	if err := s.checkFileCall("complete", req.Path, req.ClientName, req.Session); err != nil {
 		return nil, err
 	}
 	if err := s.fsReady(ctx); err != nil {
@@ -368,13 +362,7 @@ func (n *namespaceService) Complete(ctx context.Context, req *pb.CompleteRequest
 
 func (n *namespaceService) Append(ctx context.Context, req *pb.AppendFileRequest) (*pb.FileOpResponse, error) {
 	s := n.s
-	if err := s.checkFSPath("append", req.Path); err != nil {
-		return nil, err
-	}
-	if err := s.checkFSName("client name", req.ClientName); err != nil {
-		return nil, err
-	}
-	if err := s.checkSession(req.Session); err != nil {
+	if err := s.checkFileCall("append", req.Path, req.ClientName, req.Session); err != nil {
 		return nil, err
 	}
 	if err := s.fsReady(ctx); err != nil {
@@ -429,13 +417,7 @@ func (n *namespaceService) Delete(ctx context.Context, req *pb.DeleteRequest) (*
 
 func (n *namespaceService) AbandonBlock(ctx context.Context, req *pb.AbandonBlockRequest) (*pb.FileOpResponse, error) {
 	s := n.s
-	if err := s.checkFSPath("abandon block", req.Path); err != nil {
-		return nil, err
-	}
-	if err := s.checkFSName("client name", req.ClientName); err != nil {
-		return nil, err
-	}
-	if err := s.checkSession(req.Session); err != nil {
+	if err := s.checkFileCall("abandon block", req.Path, req.ClientName, req.Session); err != nil {
 		return nil, err
 	}
 	if err := s.fsReady(ctx); err != nil {
@@ -446,13 +428,7 @@ func (n *namespaceService) AbandonBlock(ctx context.Context, req *pb.AbandonBloc
 
 func (n *namespaceService) UpdateBlockForPipeline(ctx context.Context, req *pb.UpdateBlockForPipelineRequest) (*pb.FileOpResponse, error) {
 	s := n.s
-	if err := s.checkFSPath("update block for pipeline", req.Path); err != nil {
-		return nil, err
-	}
-	if err := s.checkFSName("client name", req.ClientName); err != nil {
-		return nil, err
-	}
-	if err := s.checkSession(req.Session); err != nil {
+	if err := s.checkFileCall("update block for pipeline", req.Path, req.ClientName, req.Session); err != nil {
 		return nil, err
 	}
 	if err := s.fsReady(ctx); err != nil {
@@ -463,13 +439,7 @@ func (n *namespaceService) UpdateBlockForPipeline(ctx context.Context, req *pb.U
 
 func (n *namespaceService) UpdatePipeline(ctx context.Context, req *pb.UpdatePipelineRequest) (*pb.FileOpResponse, error) {
 	s := n.s
-	if err := s.checkFSPath("update pipeline", req.Path); err != nil {
-		return nil, err
-	}
-	if err := s.checkFSName("client name", req.ClientName); err != nil {
-		return nil, err
-	}
-	if err := s.checkSession(req.Session); err != nil {
+	if err := s.checkFileCall("update pipeline", req.Path, req.ClientName, req.Session); err != nil {
 		return nil, err
 	}
 	if err := s.checkNodeList("new nodes", req.NewNodes); err != nil {

@@ -19,21 +19,43 @@ const (
 )
 
 // leaderOnly lists the unary methods a follower forwards to the leader as
-// they are. Appends are forwarded in batches by the forward batcher instead,
-// and reads use ReadIndex.
-var leaderOnly = map[string]bool{
-	pb.Cluster_AddVoter_FullMethodName:           true,
-	pb.Cluster_AddNonvoter_FullMethodName:        true,
-	pb.Cluster_RemoveServer_FullMethodName:       true,
-	pb.Cluster_TransferLeadership_FullMethodName: true,
-	pb.Journal_RegisterConsumer_FullMethodName:   true,
-	pb.Journal_AckConsumer_FullMethodName:        true,
-	pb.Journal_RemoveConsumer_FullMethodName:     true,
-	pb.Journal_Trim_FullMethodName:               true,
-	pb.Journal_Reset_FullMethodName:              true,
-	pb.Journal_SetPaused_FullMethodName:          true,
-	pb.Journal_Import_FullMethodName:             true,
-	pb.Cluster_Verify_FullMethodName:             true,
+// they are, each with a constructor of its reply. Appends are forwarded in
+// batches by the forward batcher instead, and journal reads use ReadIndex.
+// Every Namespace and NodeLink method is answered by the leader (writes
+// propose; reads and node reports use the leader's soft state).
+var leaderOnly = map[string]func() any{
+	pb.Cluster_AddVoter_FullMethodName:                 func() any { return &pb.MembershipResponse{} },
+	pb.Cluster_AddNonvoter_FullMethodName:              func() any { return &pb.MembershipResponse{} },
+	pb.Cluster_RemoveServer_FullMethodName:             func() any { return &pb.MembershipResponse{} },
+	pb.Cluster_TransferLeadership_FullMethodName:       func() any { return &pb.TransferLeadershipResponse{} },
+	pb.Cluster_Verify_FullMethodName:                   func() any { return &pb.VerifyResponse{} },
+	pb.Journal_RegisterConsumer_FullMethodName:         func() any { return &pb.ConsumerResponse{} },
+	pb.Journal_AckConsumer_FullMethodName:              func() any { return &pb.ConsumerResponse{} },
+	pb.Journal_RemoveConsumer_FullMethodName:           func() any { return &pb.ConsumerResponse{} },
+	pb.Journal_Trim_FullMethodName:                     func() any { return &pb.TrimResponse{} },
+	pb.Journal_Reset_FullMethodName:                    func() any { return &pb.ResetResponse{} },
+	pb.Journal_SetPaused_FullMethodName:                func() any { return &pb.SetPausedResponse{} },
+	pb.Journal_Import_FullMethodName:                   func() any { return &pb.ImportResponse{} },
+	pb.Namespace_Create_FullMethodName:                 func() any { return &pb.FileOpResponse{} },
+	pb.Namespace_AddBlock_FullMethodName:               func() any { return &pb.FileOpResponse{} },
+	pb.Namespace_Complete_FullMethodName:               func() any { return &pb.FileOpResponse{} },
+	pb.Namespace_Append_FullMethodName:                 func() any { return &pb.FileOpResponse{} },
+	pb.Namespace_Delete_FullMethodName:                 func() any { return &pb.FileOpResponse{} },
+	pb.Namespace_AbandonBlock_FullMethodName:           func() any { return &pb.FileOpResponse{} },
+	pb.Namespace_UpdateBlockForPipeline_FullMethodName: func() any { return &pb.FileOpResponse{} },
+	pb.Namespace_UpdatePipeline_FullMethodName:         func() any { return &pb.FileOpResponse{} },
+	pb.Namespace_Stat_FullMethodName:                   func() any { return &pb.StatResponse{} },
+	pb.Namespace_List_FullMethodName:                   func() any { return &pb.ListResponse{} },
+	pb.Namespace_RecoverLease_FullMethodName:           func() any { return &pb.RecoverLeaseResponse{} },
+	pb.Namespace_RenewLease_FullMethodName:             func() any { return &pb.RenewLeaseResponse{} },
+	pb.Namespace_ListNodes_FullMethodName:              func() any { return &pb.ListNodesResponse{} },
+	pb.NodeLink_Register_FullMethodName:                func() any { return &pb.NodeRegisterResponse{} },
+	pb.NodeLink_Heartbeat_FullMethodName:               func() any { return &pb.NodeHeartbeatResponse{} },
+	pb.NodeLink_BlockReport_FullMethodName:             func() any { return &pb.NodeReportResponse{} },
+	pb.NodeLink_IncrementalReport_FullMethodName:       func() any { return &pb.NodeReportResponse{} },
+	pb.NodeLink_CommitBlockSynchronization_FullMethodName: func() any {
+		return &pb.CommitBlockSyncResponse{}
+	},
 }
 
 func (s *Server) checkClusterID(ctx context.Context, method string) error {
@@ -71,7 +93,8 @@ func (s *Server) clusterIDStreamInterceptor(srv any, ss grpc.ServerStream, info 
 // leader with the caller's deadline; a call forwarded once is never
 // forwarded again.
 func (s *Server) forwardInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if !leaderOnly[info.FullMethod] || s.raft.State() == raft.Leader {
+	newOut, ok := leaderOnly[info.FullMethod]
+	if !ok || s.raft.State() == raft.Leader {
 		return handler(ctx, req)
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
@@ -89,31 +112,10 @@ func (s *Server) forwardInterceptor(ctx context.Context, req any, info *grpc.Una
 	if err != nil {
 		return nil, err
 	}
-	out := newReply(info.FullMethod)
+	out := newOut()
 	fctx := metadata.AppendToOutgoingContext(ctx, mdForwarded, s.cfg.ID)
 	if err := conn.Invoke(fctx, info.FullMethod, req, out); err != nil {
 		return nil, err
 	}
 	return out, nil
-}
-
-func newReply(method string) any {
-	switch method {
-	case pb.Cluster_TransferLeadership_FullMethodName:
-		return &pb.TransferLeadershipResponse{}
-	case pb.Journal_RegisterConsumer_FullMethodName, pb.Journal_AckConsumer_FullMethodName, pb.Journal_RemoveConsumer_FullMethodName:
-		return &pb.ConsumerResponse{}
-	case pb.Journal_Trim_FullMethodName:
-		return &pb.TrimResponse{}
-	case pb.Journal_Reset_FullMethodName:
-		return &pb.ResetResponse{}
-	case pb.Journal_SetPaused_FullMethodName:
-		return &pb.SetPausedResponse{}
-	case pb.Journal_Import_FullMethodName:
-		return &pb.ImportResponse{}
-	case pb.Cluster_Verify_FullMethodName:
-		return &pb.VerifyResponse{}
-	default:
-		return &pb.MembershipResponse{}
-	}
 }

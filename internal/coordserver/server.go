@@ -542,7 +542,7 @@ func (s *Server) startGRPC() error {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes + 64<<10),
 		grpc.MaxConcurrentStreams(4096),
-		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor, s.clusterIDInterceptor, s.forwardInterceptor, s.fsForwardInterceptor),
+		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor, s.clusterIDInterceptor, s.forwardInterceptor),
 		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor, s.clusterIDStreamInterceptor),
 	}
 	if s.cfg.Security.GRPCTLS != nil {
