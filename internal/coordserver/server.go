@@ -19,6 +19,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/internal/durable"
 	"github.com/logbookhq/logbook/internal/logging"
 	"github.com/logbookhq/logbook/internal/raftnet"
 	"github.com/logbookhq/logbook/journal"
@@ -301,44 +302,14 @@ func (s *Server) checkDataDir() error {
 				return fmt.Errorf("%w: %s holds %q, this member is configured with %q", ErrForeignData, p, got, f.want)
 			}
 		case errors.Is(err, os.ErrNotExist):
-			if err := writeFileSync(p, []byte(f.want+"\n")); err != nil {
+			if err := durable.WriteFile(p, []byte(f.want+"\n")); err != nil {
 				return fmt.Errorf("coordserver: %w", err)
 			}
 		default:
 			return fmt.Errorf("coordserver: %w", err)
 		}
 	}
-	return syncDir(s.cfg.DataDir)
-}
-
-func writeFileSync(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	// Data is durable before the rename makes it visible.
-	return os.Rename(tmp, path)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return durable.SyncDir(s.cfg.DataDir)
 }
 
 func (s *Server) raftConfig() *raft.Config {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/internal/durable"
 	"github.com/logbookhq/logbook/replica"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -217,10 +218,10 @@ func (s *Server) claimVolumes() error {
 				return fmt.Errorf("%w: %s holds %q, this node is %q", ErrForeignData, p, got, s.cfg.ID)
 			}
 		case errors.Is(err, os.ErrNotExist):
-			if err := writeFileSync(p, []byte(s.cfg.ID+"\n")); err != nil {
+			if err := durable.WriteFile(p, []byte(s.cfg.ID+"\n")); err != nil {
 				return fmt.Errorf("nodeserver: volume %s: %w", v.Path, err)
 			}
-			if err := syncDir(v.Path); err != nil {
+			if err := durable.SyncDir(v.Path); err != nil {
 				return fmt.Errorf("nodeserver: volume %s: %w", v.Path, err)
 			}
 		default:
@@ -228,36 +229,6 @@ func (s *Server) claimVolumes() error {
 		}
 	}
 	return nil
-}
-
-func writeFileSync(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	// Data is durable before the rename makes it visible.
-	return os.Rename(tmp, path)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // ServiceName is the gRPC health service name of the data service.
