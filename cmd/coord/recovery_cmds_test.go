@@ -78,22 +78,18 @@ func TestRecoveryCommands(t *testing.T) {
 	var got struct {
 		Recoveries []recoveryJSON `json:"recoveries"`
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	eventually(t, "a committed recovery", func() error {
 		code, out, stderr := run(t, nil, "recovery", "ls", "--json", eps)
 		if code != 0 {
-			t.Fatalf("recovery ls: exit %d: %s", code, stderr)
+			return fmt.Errorf("recovery ls: exit %d: %s", code, stderr)
 		}
 		got.Recoveries = nil
 		decodeJSON(t, out, &got)
-		if len(got.Recoveries) == 1 && got.Recoveries[0].Committed {
-			break
+		if len(got.Recoveries) != 1 || !got.Recoveries[0].Committed {
+			return fmt.Errorf("no committed recovery: %s", out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no committed recovery: %s", out)
-		}
-		time.Sleep(100 * time.Millisecond) // poll interval
-	}
+		return nil
+	})
 	r := got.Recoveries[0]
 	if r.Path != "/r/f" || len(r.Attempts) < 1 || r.Attempts[0].Primary == "" || r.Length < 100_000 || len(r.Participants) != 3 || !r.FileClosed || r.NewGS <= r.OldGS {
 		t.Fatalf("recovery: %+v", r)
