@@ -52,7 +52,32 @@ type Config struct {
 	// addresses this client can reach (127.0.0.1:17100). Unmapped
 	// addresses are used as they are.
 	AddressMap map[string]string
+	// ReplaceNode is when a file writer whose pipeline lost a node adds a
+	// new one (HDFS dfs.client.block.write.replace-datanode-on-failure
+	// policy; default ReplaceNodeDefault).
+	ReplaceNode ReplaceNodePolicy
+	// ReplaceNodeRequired fails the write when the policy asks for a new
+	// node and none can be added (HDFS best-effort=false). By default the
+	// writer goes on with the nodes it has, since small clusters often
+	// have no spare node; the coordinator re-replicates the block once it
+	// is complete.
+	ReplaceNodeRequired bool
 }
+
+// ReplaceNodePolicy says when a writer replaces a failed pipeline node
+// (spec §5.3 step 5). With r the file's replication and n < r the nodes
+// left:
+type ReplaceNodePolicy int
+
+const (
+	// ReplaceNodeDefault adds a node iff r ≥ 3 and (n ≤ r/2, or the
+	// stream was synced or appended to).
+	ReplaceNodeDefault ReplaceNodePolicy = iota
+	// ReplaceNodeAlways adds a node whenever n < r.
+	ReplaceNodeAlways
+	// ReplaceNodeNever goes on with the nodes left.
+	ReplaceNodeNever
+)
 
 // Client is safe for concurrent use.
 type Client struct {

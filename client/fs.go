@@ -95,6 +95,9 @@ type ReplicaLocation struct {
 	State  pb.ReplicaState
 	GS     uint64
 	Length int64
+	// Corrupt: reported corrupt (a reader's or the node's checksum
+	// failure); read last, and soon replaced by a good copy.
+	Corrupt bool
 }
 
 func toFileInfo(fs *pb.FileStatus) FileInfo {
@@ -156,7 +159,7 @@ func (f *FS) Stat(ctx context.Context, path string) (FileInfo, error) {
 		f.learn(b.GetLocations())
 		bi := BlockInfo{ID: b.GetId(), GS: b.GetGs(), Length: b.GetNumBytes(), State: b.GetState(), Expected: append([]string(nil), b.GetExpectedLocations()...)}
 		for _, r := range b.GetReportedLocations() {
-			bi.Reported = append(bi.Reported, ReplicaLocation{Node: r.GetNodeId(), State: r.GetState(), GS: r.GetGs(), Length: r.GetNumBytes()})
+			bi.Reported = append(bi.Reported, ReplicaLocation{Node: r.GetNodeId(), State: r.GetState(), GS: r.GetGs(), Length: r.GetNumBytes(), Corrupt: r.GetCorrupt()})
 		}
 		info.Blocks = append(info.Blocks, bi)
 	}

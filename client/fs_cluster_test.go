@@ -1,16 +1,23 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
+	"math/rand"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/internal/coordserver"
 	"github.com/logbookhq/logbook/internal/nodeserver"
 )
@@ -44,12 +51,18 @@ func freeAddr(t *testing.T, udp bool) string {
 
 // startFSCluster starts the cluster, waits until a write gets a
 // 3-node pipeline, and stops everything when the test ends.
-func startFSCluster(t *testing.T) *fsCluster {
+func startFSCluster(t *testing.T) *fsCluster { t.Helper(); return startFSClusterN(t, 3) }
+
+// startFSClusterN is startFSCluster with n storage nodes.
+func startFSClusterN(t *testing.T, nodes int) *fsCluster {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts 3 coordinators and 3 storage nodes")
 	}
 	quiet := slog.New(slog.DiscardHandler)
+	if os.Getenv("LOGBOOK_TEST_LOG") != "" {
+		quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
 	dir := t.TempDir()
 	fc := &fsCluster{byID: map[string]*nodeserver.Server{}}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -82,7 +95,7 @@ func startFSCluster(t *testing.T) *fsCluster {
 		wg.Add(1)
 		go func() { defer wg.Done(); srv.Run(ctx) }()
 	}
-	for i := 0; i < 3; i++ {
+	for i := 0; i < nodes; i++ {
 		cfg := nodeserver.DefaultConfig()
 		cfg.ID = "node" + strconv.Itoa(i+1)
 		cfg.DataDir = filepath.Join(dir, cfg.ID)
@@ -153,4 +166,103 @@ func probe(ctx context.Context, fs *FS, path string) (int, error) {
 	}
 	nodes := len(w.blk.nodes)
 	return nodes, w.Close(pctx)
+}
+
+// blockFile finds the FINALIZED data file of block id under dir.
+func blockFile(t *testing.T, dir string, id uint64) string {
+	t.Helper()
+	var found string
+	name := fmt.Sprintf("blk_%d", id)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() == name && strings.Contains(p, "finalized") {
+			found = p
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
+
+// TestReaderReportsCorruptReplica: a byte of one replica rots on disk. The
+// reader fails over to another replica and returns the right bytes; the
+// corrupt replica is reported (by the reader and by the node's own read
+// check), the leader has it deleted and copies the block back from a good
+// replica, so the node ends up holding the right bytes again.
+func TestReaderReportsCorruptReplica(t *testing.T) {
+	fc := startFSCluster(t)
+	c := fc.client(t)
+	fsys := c.FS()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	data := make([]byte, 300_000)
+	rand.New(rand.NewSource(5)).Read(data)
+	w, err := fsys.Create(ctx, "/c/f", CreateOptions{Replication: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var info FileInfo
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		info, err = fsys.Stat(ctx, "/c/f")
+		if err == nil && len(info.Blocks) == 1 && len(info.Blocks[0].Reported) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("3 reported replicas: %+v, %v", info, err)
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval
+	}
+	b := info.Blocks[0]
+	victim := readOrder(b)[0] // the replica the reader tries first
+	path := blockFile(t, fc.byID[victim].Config().DataDir, b.ID)
+	if path == "" {
+		t.Fatalf("no block file of %d on %s", b.ID, victim)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[1000] ^= 0x40
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	r, err := fsys.Open(ctx, "/c/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(r)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read with one corrupt replica: %d bytes, equal %v, err %v", len(got), bytes.Equal(got, data), err)
+	}
+
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		p := blockFile(t, fc.byID[victim].Config().DataDir, b.ID)
+		disk, _ := os.ReadFile(p)
+		info, err = fsys.Stat(ctx, "/c/f")
+		good := 0
+		if err == nil {
+			for _, l := range info.Blocks[0].Reported {
+				if !l.Corrupt && l.State == pb.ReplicaState_REPLICA_STATE_FINALIZED && l.GS == b.GS {
+					good++
+				}
+			}
+		}
+		if p != "" && bytes.Equal(disk, data) && good == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's replica not replaced by a good copy: on disk equal %v, stat %+v, %v", victim, bytes.Equal(disk, data), info, err)
+		}
+		time.Sleep(100 * time.Millisecond) // poll interval
+	}
 }

@@ -5,9 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/internal/nodeserver/blockio"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // readAhead is how much of a block one sequential Read fetches.
@@ -61,12 +65,15 @@ func (f *FS) Open(ctx context.Context, path string) (*FileReader, error) {
 }
 
 // readOrder lists the nodes to read a block from: reported replicas at
-// the block's GS (finalized first), then the other expected locations.
+// the block's GS (finalized first), then the other expected locations,
+// replicas reported corrupt last.
 func readOrder(b BlockInfo) []string {
-	var fin, rbw, out []string
+	var fin, rbw, corrupt, out []string
 	for _, r := range b.Reported {
 		switch {
 		case r.GS < b.GS:
+		case r.Corrupt:
+			corrupt = append(corrupt, r.Node)
 		case r.State == pb.ReplicaState_REPLICA_STATE_FINALIZED:
 			fin = append(fin, r.Node)
 		case r.State == pb.ReplicaState_REPLICA_STATE_RBW:
@@ -74,12 +81,20 @@ func readOrder(b BlockInfo) []string {
 		}
 	}
 	seen := map[string]bool{}
+	for _, n := range corrupt {
+		seen[n] = true // only last
+	}
 	for _, list := range [][]string{fin, rbw, b.Expected} {
 		for _, n := range list {
 			if !seen[n] {
 				seen[n] = true
 				out = append(out, n)
 			}
+		}
+	}
+	for _, n := range corrupt {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
 		}
 	}
 	return out
@@ -188,9 +203,12 @@ func (r *FileReader) blockAt(off int64) readBlock {
 }
 
 // readBlock reads [from, from+n) of a block from its first node that
-// serves it with valid checksums.
+// serves it with valid checksums. Replicas that failed their checksums are
+// reported to the leader once another replica served the range (when
+// every replica fails, the fault is more likely this reader's).
 func (f *FS) readBlock(ctx context.Context, b readBlock, from, n int64) ([]byte, error) {
 	var lastErr error = fmt.Errorf("logbook: %w: block %d has no locations", ErrUnavailable, b.id)
+	var bad []*pb.BadReplica
 	for _, id := range b.nodes {
 		addr, err := f.nodeAddr(ctx, id)
 		if err != nil {
@@ -199,11 +217,33 @@ func (f *FS) readBlock(ctx context.Context, b readBlock, from, n int64) ([]byte,
 		}
 		data, err := f.readAt(ctx, addr, b.id, b.gs, from, n)
 		if err == nil {
+			if len(bad) > 0 {
+				f.reportBad(ctx, bad)
+			}
 			return data, nil
+		}
+		if errors.Is(err, errCorruptReplica) {
+			bad = append(bad, &pb.BadReplica{BlockId: b.id, Gs: b.gs, NodeId: id, Reason: err.Error()})
 		}
 		lastErr = fmt.Errorf("node %s: %w", id, err)
 	}
 	return nil, fmt.Errorf("logbook: read block %d: %w", b.id, lastErr)
+}
+
+// errCorruptReplica marks a read that failed its checksums (here, or on
+// the node: DataLoss).
+var errCorruptReplica = errors.New("corrupt replica")
+
+// reportBad tells the leader about corrupt replicas, best effort: a
+// failure only costs the leader the hint (the node's scanner finds them
+// too).
+func (f *FS) reportBad(ctx context.Context, bad []*pb.BadReplica) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_ = f.namespace(ctx, func(ctx context.Context, ns pb.NamespaceClient) error {
+		_, err := ns.ReportBadBlocks(ctx, &pb.ReportBadBlocksRequest{Reporter: f.clientName(), Replicas: bad})
+		return err
+	})
 }
 
 // readFrom reads [from, from+n) of a block from the first of locs that
@@ -243,13 +283,16 @@ func (f *FS) readAt(ctx context.Context, addr string, id, gs uint64, from, n int
 			break
 		}
 		if err != nil {
+			if status.Code(err) == codes.DataLoss {
+				return nil, fmt.Errorf("%w: %w", errCorruptReplica, fromStatus(err))
+			}
 			return nil, fromStatus(err)
 		}
 		if chunk.GetBytesPerChecksum() != blockio.ChunkSize {
 			return nil, fmt.Errorf("logbook: replica with %d bytes per checksum, want %d", chunk.GetBytesPerChecksum(), blockio.ChunkSize)
 		}
 		if bad := blockio.Verify(chunk.GetData(), chunk.GetChecksums()); bad >= 0 {
-			return nil, fmt.Errorf("logbook: checksum mismatch in chunk %d at offset %d", bad, chunk.GetOffset())
+			return nil, fmt.Errorf("logbook: %w: checksum mismatch in chunk %d at offset %d", errCorruptReplica, bad, chunk.GetOffset())
 		}
 		lo, hi := max(from, chunk.GetOffset()), min(end, chunk.GetOffset()+int64(len(chunk.GetData())))
 		if lo < hi {

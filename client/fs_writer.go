@@ -16,16 +16,28 @@ const (
 	maxPipelineRecoveries = 5
 	// maxBlockSetups bounds the AddBlock attempts of one block (§5.2).
 	maxBlockSetups = 4
+	// maxNodeReplacements bounds the nodes tried as a replacement in one
+	// recovery (§5.3 step 5).
+	maxNodeReplacements = 3
 )
+
+// testHookBeforeEndOfBlock, set by tests only, runs once every byte of a
+// block is acked, before the packet that ends it (a fault there is a close
+// recovery), as HDFS's DataNodeFaultInjector does.
+var testHookBeforeEndOfBlock func(w *FileWriter)
 
 // FileWriter writes one file. Write, Sync and Close are for one goroutine
 // at a time. Writes made through Write are bounded by the context given to
 // Create or Append; WriteContext takes its own.
 type FileWriter struct {
-	fs        *FS
-	path      string
-	blockSize int64
-	ctx       context.Context
+	fs          *FS
+	path        string
+	blockSize   int64
+	replication int
+	ctx         context.Context
+	// synced (hflushed) or appended: the DEFAULT replace-node policy then
+	// always replaces a lost node.
+	synced, appended bool
 
 	blk  *writeBlock  // the block being written, nil between blocks
 	last *pb.BlockRef // the file's last block as this writer knows it
@@ -47,9 +59,18 @@ type writeBlock struct {
 	base    int64
 	written int64
 	// sent is the end of the furthest packet sent; lastSent: the packet
-	// ending the block is on its way.
+	// ending the block is on its way (sent once every byte was acked, so a
+	// failure after it is a close recovery).
 	sent     int64
 	lastSent bool
+	// appendGS is the GS the nodes' replicas had before an append whose
+	// pipeline never opened (0 otherwise): recovery then uses the append
+	// recovery stage from that GS.
+	appendGS uint64
+	// closed: a close recovery finalized every replica; nothing to flush.
+	closed bool
+	// failed lists the nodes dropped from this block's pipeline.
+	failed []string
 }
 
 func (b *writeBlock) ref() *pb.BlockRef {
@@ -77,7 +98,7 @@ func (f *FS) Create(ctx context.Context, path string, opts CreateOptions) (*File
 }
 
 func (f *FS) newWriter(ctx context.Context, path string, st *pb.FileStatus) *FileWriter {
-	w := &FileWriter{fs: f, path: path, blockSize: int64(st.GetBlockSize()), ctx: ctx}
+	w := &FileWriter{fs: f, path: path, blockSize: int64(st.GetBlockSize()), replication: int(st.GetReplication()), ctx: ctx}
 	if w.blockSize <= 0 {
 		w.blockSize = DefaultBlockSize
 	}
@@ -100,6 +121,7 @@ func (f *FS) Append(ctx context.Context, path string) (*FileWriter, error) {
 		return nil, err
 	}
 	w := f.newWriter(ctx, path, resp.GetResult().GetFile())
+	w.appended = true
 	if k := len(before.Blocks); k > 0 {
 		b := before.Blocks[k-1]
 		w.last = &pb.BlockRef{Id: b.ID, Gs: b.GS, NumBytes: b.Length}
@@ -131,12 +153,16 @@ func (w *FileWriter) reopen(ctx context.Context, old BlockInfo, nb *pb.BlockReco
 		Pool: w.fs.pool, BlockId: old.ID, Gs: old.GS, NewGs: nb.GetGs(), Stage: pb.BlockStage_BLOCK_STAGE_PIPELINE_SETUP_APPEND,
 		MinBytesRcvd: length, MaxBytesRcvd: length, ClientName: w.fs.clientName(), Targets: addrs(locs[1:]),
 	}
+	w.blk = &writeBlock{id: old.ID, gs: nb.GetGs(), nodes: locs, data: tail, base: tailFrom, written: length, sent: length}
+	w.last = w.blk.ref()
 	pipe, err := w.fs.openPipeline(ctx, locs[0], setup)
 	if err != nil {
-		return err
+		// Append recovery (spec §5.3): the replicas may still be at the
+		// old GS, or some already at the append's.
+		w.blk.appendGS = old.GS
+		return w.recoverPipeline(ctx, err)
 	}
-	w.blk = &writeBlock{id: old.ID, gs: nb.GetGs(), nodes: locs, pipe: pipe, data: tail, base: tailFrom, written: length, sent: length}
-	w.last = w.blk.ref()
+	w.blk.pipe = pipe
 	return nil
 }
 
@@ -326,6 +352,9 @@ func (b *writeBlock) trim() {
 // failure.
 func (w *FileWriter) flush(ctx context.Context) error {
 	for {
+		if w.blk.closed {
+			return nil
+		}
 		err := w.blk.pipe.Flush(ctx)
 		if err == nil || ctx.Err() != nil {
 			return err
@@ -336,23 +365,37 @@ func (w *FileWriter) flush(ctx context.Context) error {
 	}
 }
 
-// finishBlock sends the rest of the block with the last packet, waits for
-// the pipeline to finalize the replicas and leaves no current block.
+// finishBlock sends the rest of the block, waits until every byte is
+// acked, then sends the packet ending the block (the partial last chunk
+// again, or nothing) and waits for the nodes to finalize (HDFS's
+// PIPELINE_CLOSE stage: a failure there is a close recovery, which also
+// accepts replicas already finalized). It leaves no current block.
 func (w *FileWriter) finishBlock(ctx context.Context) error {
 	b := w.blk
-	for {
-		if err := w.sendNext(ctx, true, false); err != nil {
+	for b.sent < b.written {
+		if err := w.sendNext(ctx, false, false); err != nil {
 			return err
-		}
-		if b.lastSent {
-			break
 		}
 	}
 	if err := w.flush(ctx); err != nil {
 		return err
 	}
-	if err := b.pipe.Close(); err != nil {
-		return fmt.Errorf("logbook: close the pipeline of block %d: %w", b.id, err)
+	if !b.closed {
+		if testHookBeforeEndOfBlock != nil {
+			testHookBeforeEndOfBlock(w)
+		}
+		off := chunkFloor(b.written)
+		if err := w.send(ctx, blockio.Packet{Offset: off, Data: b.data[off-b.base : b.written-b.base], Last: true}); err != nil {
+			return err
+		}
+		if err := w.flush(ctx); err != nil {
+			return err
+		}
+	}
+	if !b.closed {
+		if err := b.pipe.Close(); err != nil {
+			return fmt.Errorf("logbook: close the pipeline of block %d: %w", b.id, err)
+		}
 	}
 	w.last = b.ref()
 	w.blk = nil
@@ -376,6 +419,7 @@ func (w *FileWriter) Sync(ctx context.Context) error {
 	if err := w.fail(w.flush(ctx)); err != nil {
 		return err
 	}
+	w.synced = true
 	w.last = w.blk.ref()
 	return nil
 }
@@ -392,7 +436,9 @@ func (w *FileWriter) Close(ctx context.Context) error {
 	w.done = true
 	if w.blk != nil {
 		if err := w.fail(w.finishBlock(ctx)); err != nil {
-			w.blk.pipe.Abort()
+			if w.blk.pipe != nil {
+				w.blk.pipe.Abort()
+			}
 			return err
 		}
 	}
@@ -415,14 +461,22 @@ func (w *FileWriter) Abort() {
 	}
 }
 
-// recoverPipeline is the streaming recovery of spec §5.3: drop the failed
-// node, get a new GS, reopen the pipeline on the survivors with
-// STREAMING_RECOVERY, commit the new pipeline and resend what was not
-// acked. No replacement node is added.
+// recoverPipeline is the recovery loop of spec §5.3: drop the failed
+// node, add a replacement when the policy asks for one (a live node the
+// leader picks, given a copy of the replica by a surviving node), get a
+// new GS, reopen the pipeline with the recovery stage (append, streaming
+// or close), commit the new pipeline and resend what was not acked.
 func (w *FileWriter) recoverPipeline(ctx context.Context, cause error) error {
 	b := w.blk
-	acked, sent := b.pipe.Acked(), b.sent
-	b.pipe.Abort()
+	var acked int64
+	if b.pipe != nil {
+		acked = b.pipe.Acked()
+		b.pipe.Abort()
+	}
+	if b.appendGS != 0 || b.lastSent {
+		acked = b.sent // append setup: the block's length; close: all acked
+	}
+	sent := b.sent
 	for attempt := 0; attempt < maxPipelineRecoveries; attempt++ {
 		var be *blockio.Error
 		bad := 0
@@ -432,7 +486,11 @@ func (w *FileWriter) recoverPipeline(ctx context.Context, cause error) error {
 		if len(b.nodes) <= 1 {
 			return fmt.Errorf("logbook: all pipeline nodes of block %d are bad: %w", b.id, cause)
 		}
+		b.failed = append(b.failed, b.nodes[bad].GetNodeId())
 		b.nodes = append(append([]*pb.NodeLocation(nil), b.nodes[:bad]...), b.nodes[bad+1:]...)
+		if err := w.maybeReplaceNode(ctx, acked); err != nil {
+			return err
+		}
 		resp, err := w.fs.write(ctx, func(ctx context.Context, ns pb.NamespaceClient, sess *pb.FsSession) (*pb.FileOpResponse, error) {
 			return ns.UpdateBlockForPipeline(ctx, &pb.UpdateBlockForPipelineRequest{Session: sess, Path: w.path, ClientName: w.fs.clientName(), BlockId: b.id})
 		})
@@ -443,6 +501,12 @@ func (w *FileWriter) recoverPipeline(ctx context.Context, cause error) error {
 		setup := &pb.WriteSetup{
 			Pool: w.fs.pool, BlockId: b.id, Gs: b.gs, NewGs: newGS, Stage: pb.BlockStage_BLOCK_STAGE_PIPELINE_SETUP_STREAMING_RECOVERY,
 			MinBytesRcvd: acked, MaxBytesRcvd: sent, ClientName: w.fs.clientName(), Targets: addrs(b.nodes[1:]),
+		}
+		switch {
+		case b.appendGS != 0:
+			setup.Stage, setup.Gs, setup.MaxBytesRcvd = pb.BlockStage_BLOCK_STAGE_PIPELINE_SETUP_APPEND_RECOVERY, b.appendGS, acked
+		case b.lastSent:
+			setup.Stage, setup.MaxBytesRcvd = pb.BlockStage_BLOCK_STAGE_PIPELINE_CLOSE_RECOVERY, acked
 		}
 		pipe, err := w.fs.openPipeline(ctx, b.nodes[0], setup)
 		if err != nil {
@@ -462,8 +526,14 @@ func (w *FileWriter) recoverPipeline(ctx context.Context, cause error) error {
 			pipe.Abort()
 			return fmt.Errorf("logbook: update the pipeline of block %d: %w", b.id, err)
 		}
-		b.gs, b.pipe = newGS, pipe
+		b.gs, b.pipe, b.appendGS = newGS, pipe, 0
 		w.last = &pb.BlockRef{Id: b.id, Gs: b.gs, NumBytes: uint64(acked)}
+		if setup.Stage == pb.BlockStage_BLOCK_STAGE_PIPELINE_CLOSE_RECOVERY {
+			// Every replica was finalized at the setup.
+			pipe.Abort()
+			b.closed = true
+			return nil
+		}
 		if err := w.resend(ctx, acked, sent); err != nil {
 			cause = err
 			acked = max(acked, pipe.Acked())
@@ -473,6 +543,83 @@ func (w *FileWriter) recoverPipeline(ctx context.Context, cause error) error {
 		return nil
 	}
 	return fmt.Errorf("logbook: tried pipeline recovery of block %d %d times: %w", b.id, maxPipelineRecoveries, cause)
+}
+
+// wantReplacement applies the replace-node policy to a pipeline left with
+// n nodes.
+func (w *FileWriter) wantReplacement(n int) bool {
+	r := w.replication
+	if n < 1 || n >= r {
+		return false
+	}
+	switch w.fs.c.cfg.ReplaceNode {
+	case ReplaceNodeAlways:
+		return true
+	case ReplaceNodeNever:
+		return false
+	}
+	return r >= 3 && (n <= r/2 || w.synced || w.appended)
+}
+
+// maybeReplaceNode adds a node to the shrunken pipeline when the policy
+// asks for one (spec §5.3 step 5): the leader picks a live node outside
+// the pipeline and the failed ones; a surviving node copies its replica
+// there (TRANSFER_RBW) and the node joins the pipeline at its end. Nothing
+// is added before any byte was written, nor to a close recovery. A
+// replacement that cannot be found or filled fails the write only with
+// Config.ReplaceNodeRequired.
+func (w *FileWriter) maybeReplaceNode(ctx context.Context, acked int64) error {
+	b := w.blk
+	if b.lastSent || acked == 0 || !w.wantReplacement(len(b.nodes)) {
+		return nil
+	}
+	srcGS := b.gs
+	if b.appendGS != 0 {
+		srcGS = b.appendGS
+	}
+	existing := make([]string, len(b.nodes))
+	for i, n := range b.nodes {
+		existing[i] = n.GetNodeId()
+	}
+	excluded := append([]string(nil), b.failed...)
+	var lastErr error
+	for try := 0; try < maxNodeReplacements; try++ {
+		var node *pb.NodeLocation
+		err := w.fs.namespace(ctx, func(ctx context.Context, ns pb.NamespaceClient) error {
+			r, err := ns.GetAdditionalNode(ctx, &pb.GetAdditionalNodeRequest{Path: w.path, ClientName: w.fs.clientName(), BlockId: b.id, Existing: existing, Excluded: excluded})
+			node = r.GetNode()
+			return err
+		})
+		if err != nil {
+			lastErr = err
+			break // no candidate left
+		}
+		w.fs.learn([]*pb.NodeLocation{node})
+		src := b.nodes[try%len(b.nodes)]
+		if err := w.transferTo(ctx, src, node, srcGS); err != nil {
+			lastErr = fmt.Errorf("copy block %d from %s to %s: %w", b.id, src.GetNodeId(), node.GetNodeId(), err)
+			excluded = append(excluded, node.GetNodeId())
+			continue
+		}
+		b.nodes = append(b.nodes, node)
+		return nil
+	}
+	if w.fs.c.cfg.ReplaceNodeRequired {
+		return fmt.Errorf("logbook: failed to replace a bad node in the pipeline of block %d (%d of %d nodes left): %w", b.id, len(b.nodes), w.replication, lastErr)
+	}
+	return nil
+}
+
+// transferTo has src copy its replica of the current block to dst as RBW.
+func (w *FileWriter) transferTo(ctx context.Context, src, dst *pb.NodeLocation, gs uint64) error {
+	cc, err := w.fs.c.conn(src.GetGrpcAddr())
+	if err != nil {
+		return err
+	}
+	_, err = pb.NewDataNodeClient(cc).TransferBlock(ctx, &pb.TransferBlockRequest{
+		Pool: w.fs.pool, BlockId: w.blk.id, Gs: gs, Targets: []string{dst.GetGrpcAddr()}, Stage: pb.BlockStage_BLOCK_STAGE_TRANSFER_RBW,
+	})
+	return fromStatus(err)
 }
 
 // resend sends [acked, sent) again on the new pipeline, flagging the last

@@ -78,6 +78,175 @@ func (ReplicaChange) EnumDescriptor() ([]byte, []int) {
 	return file_logbookv1_fs_proto_rawDescGZIP(), []int{0}
 }
 
+type BadReplica struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	BlockId uint64                 `protobuf:"varint,1,opt,name=block_id,json=blockId,proto3" json:"block_id,omitempty"`
+	// The GS of the replica found corrupt.
+	Gs            uint64 `protobuf:"varint,2,opt,name=gs,proto3" json:"gs,omitempty"`
+	NodeId        string `protobuf:"bytes,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BadReplica) Reset() {
+	*x = BadReplica{}
+	mi := &file_logbookv1_fs_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BadReplica) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BadReplica) ProtoMessage() {}
+
+func (x *BadReplica) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_fs_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BadReplica.ProtoReflect.Descriptor instead.
+func (*BadReplica) Descriptor() ([]byte, []int) {
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *BadReplica) GetBlockId() uint64 {
+	if x != nil {
+		return x.BlockId
+	}
+	return 0
+}
+
+func (x *BadReplica) GetGs() uint64 {
+	if x != nil {
+		return x.Gs
+	}
+	return 0
+}
+
+func (x *BadReplica) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *BadReplica) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type ReportBadBlocksRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The client or node reporting (for the log).
+	Reporter string `protobuf:"bytes,1,opt,name=reporter,proto3" json:"reporter,omitempty"`
+	// At most 1000.
+	Replicas      []*BadReplica `protobuf:"bytes,2,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportBadBlocksRequest) Reset() {
+	*x = ReportBadBlocksRequest{}
+	mi := &file_logbookv1_fs_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportBadBlocksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportBadBlocksRequest) ProtoMessage() {}
+
+func (x *ReportBadBlocksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_fs_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportBadBlocksRequest.ProtoReflect.Descriptor instead.
+func (*ReportBadBlocksRequest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ReportBadBlocksRequest) GetReporter() string {
+	if x != nil {
+		return x.Reporter
+	}
+	return ""
+}
+
+func (x *ReportBadBlocksRequest) GetReplicas() []*BadReplica {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+type ReportBadBlocksResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Replicas marked corrupt; the others named a deleted block, an unknown
+	// node or a replica the node no longer holds at that GS.
+	Accepted      uint32 `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportBadBlocksResponse) Reset() {
+	*x = ReportBadBlocksResponse{}
+	mi := &file_logbookv1_fs_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportBadBlocksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportBadBlocksResponse) ProtoMessage() {}
+
+func (x *ReportBadBlocksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_fs_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportBadBlocksResponse.ProtoReflect.Descriptor instead.
+func (*ReportBadBlocksResponse) Descriptor() ([]byte, []int) {
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ReportBadBlocksResponse) GetAccepted() uint32 {
+	if x != nil {
+		return x.Accepted
+	}
+	return 0
+}
+
 // Session fields shared by the write requests (exactly-once retries).
 type FsSession struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -90,7 +259,7 @@ type FsSession struct {
 
 func (x *FsSession) Reset() {
 	*x = FsSession{}
-	mi := &file_logbookv1_fs_proto_msgTypes[0]
+	mi := &file_logbookv1_fs_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -102,7 +271,7 @@ func (x *FsSession) String() string {
 func (*FsSession) ProtoMessage() {}
 
 func (x *FsSession) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[0]
+	mi := &file_logbookv1_fs_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -115,7 +284,7 @@ func (x *FsSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FsSession.ProtoReflect.Descriptor instead.
 func (*FsSession) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{0}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *FsSession) GetClientId() string {
@@ -153,7 +322,7 @@ type CreateRequest struct {
 
 func (x *CreateRequest) Reset() {
 	*x = CreateRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[1]
+	mi := &file_logbookv1_fs_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -165,7 +334,7 @@ func (x *CreateRequest) String() string {
 func (*CreateRequest) ProtoMessage() {}
 
 func (x *CreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[1]
+	mi := &file_logbookv1_fs_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -178,7 +347,7 @@ func (x *CreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRequest.ProtoReflect.Descriptor instead.
 func (*CreateRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{1}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateRequest) GetSession() *FsSession {
@@ -237,7 +406,7 @@ type AddBlockRequest struct {
 
 func (x *AddBlockRequest) Reset() {
 	*x = AddBlockRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[2]
+	mi := &file_logbookv1_fs_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -249,7 +418,7 @@ func (x *AddBlockRequest) String() string {
 func (*AddBlockRequest) ProtoMessage() {}
 
 func (x *AddBlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[2]
+	mi := &file_logbookv1_fs_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -262,7 +431,7 @@ func (x *AddBlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddBlockRequest.ProtoReflect.Descriptor instead.
 func (*AddBlockRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{2}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AddBlockRequest) GetSession() *FsSession {
@@ -312,7 +481,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[3]
+	mi := &file_logbookv1_fs_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -324,7 +493,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[3]
+	mi := &file_logbookv1_fs_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -337,7 +506,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{3}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CompleteRequest) GetSession() *FsSession {
@@ -379,7 +548,7 @@ type AppendFileRequest struct {
 
 func (x *AppendFileRequest) Reset() {
 	*x = AppendFileRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[4]
+	mi := &file_logbookv1_fs_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -391,7 +560,7 @@ func (x *AppendFileRequest) String() string {
 func (*AppendFileRequest) ProtoMessage() {}
 
 func (x *AppendFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[4]
+	mi := &file_logbookv1_fs_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -404,7 +573,7 @@ func (x *AppendFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendFileRequest.ProtoReflect.Descriptor instead.
 func (*AppendFileRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{4}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AppendFileRequest) GetSession() *FsSession {
@@ -439,7 +608,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[5]
+	mi := &file_logbookv1_fs_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -451,7 +620,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[5]
+	mi := &file_logbookv1_fs_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -464,7 +633,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{5}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DeleteRequest) GetSession() *FsSession {
@@ -500,7 +669,7 @@ type AbandonBlockRequest struct {
 
 func (x *AbandonBlockRequest) Reset() {
 	*x = AbandonBlockRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[6]
+	mi := &file_logbookv1_fs_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -512,7 +681,7 @@ func (x *AbandonBlockRequest) String() string {
 func (*AbandonBlockRequest) ProtoMessage() {}
 
 func (x *AbandonBlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[6]
+	mi := &file_logbookv1_fs_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -525,7 +694,7 @@ func (x *AbandonBlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbandonBlockRequest.ProtoReflect.Descriptor instead.
 func (*AbandonBlockRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{6}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AbandonBlockRequest) GetSession() *FsSession {
@@ -568,7 +737,7 @@ type UpdateBlockForPipelineRequest struct {
 
 func (x *UpdateBlockForPipelineRequest) Reset() {
 	*x = UpdateBlockForPipelineRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[7]
+	mi := &file_logbookv1_fs_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -580,7 +749,7 @@ func (x *UpdateBlockForPipelineRequest) String() string {
 func (*UpdateBlockForPipelineRequest) ProtoMessage() {}
 
 func (x *UpdateBlockForPipelineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[7]
+	mi := &file_logbookv1_fs_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -593,7 +762,7 @@ func (x *UpdateBlockForPipelineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBlockForPipelineRequest.ProtoReflect.Descriptor instead.
 func (*UpdateBlockForPipelineRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{7}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UpdateBlockForPipelineRequest) GetSession() *FsSession {
@@ -640,7 +809,7 @@ type UpdatePipelineRequest struct {
 
 func (x *UpdatePipelineRequest) Reset() {
 	*x = UpdatePipelineRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[8]
+	mi := &file_logbookv1_fs_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -652,7 +821,7 @@ func (x *UpdatePipelineRequest) String() string {
 func (*UpdatePipelineRequest) ProtoMessage() {}
 
 func (x *UpdatePipelineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[8]
+	mi := &file_logbookv1_fs_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -665,7 +834,7 @@ func (x *UpdatePipelineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePipelineRequest.ProtoReflect.Descriptor instead.
 func (*UpdatePipelineRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{8}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UpdatePipelineRequest) GetSession() *FsSession {
@@ -735,7 +904,7 @@ type NodeLocation struct {
 
 func (x *NodeLocation) Reset() {
 	*x = NodeLocation{}
-	mi := &file_logbookv1_fs_proto_msgTypes[9]
+	mi := &file_logbookv1_fs_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +916,7 @@ func (x *NodeLocation) String() string {
 func (*NodeLocation) ProtoMessage() {}
 
 func (x *NodeLocation) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[9]
+	mi := &file_logbookv1_fs_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +929,7 @@ func (x *NodeLocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLocation.ProtoReflect.Descriptor instead.
 func (*NodeLocation) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{9}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *NodeLocation) GetNodeId() string {
@@ -790,7 +959,7 @@ type FileOpResponse struct {
 
 func (x *FileOpResponse) Reset() {
 	*x = FileOpResponse{}
-	mi := &file_logbookv1_fs_proto_msgTypes[10]
+	mi := &file_logbookv1_fs_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -802,7 +971,7 @@ func (x *FileOpResponse) String() string {
 func (*FileOpResponse) ProtoMessage() {}
 
 func (x *FileOpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[10]
+	mi := &file_logbookv1_fs_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -815,7 +984,7 @@ func (x *FileOpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileOpResponse.ProtoReflect.Descriptor instead.
 func (*FileOpResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{10}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FileOpResponse) GetResult() *NamespaceResult {
@@ -848,7 +1017,7 @@ type StatRequest struct {
 
 func (x *StatRequest) Reset() {
 	*x = StatRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[11]
+	mi := &file_logbookv1_fs_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +1029,7 @@ func (x *StatRequest) String() string {
 func (*StatRequest) ProtoMessage() {}
 
 func (x *StatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[11]
+	mi := &file_logbookv1_fs_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -873,7 +1042,7 @@ func (x *StatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatRequest.ProtoReflect.Descriptor instead.
 func (*StatRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{11}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StatRequest) GetPath() string {
@@ -885,18 +1054,20 @@ func (x *StatRequest) GetPath() string {
 
 // A replica the leader saw reported (leader soft state).
 type ReportedLocation struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	State         ReplicaState           `protobuf:"varint,2,opt,name=state,proto3,enum=logbook.v1.ReplicaState" json:"state,omitempty"`
-	Gs            uint64                 `protobuf:"varint,3,opt,name=gs,proto3" json:"gs,omitempty"`
-	NumBytes      int64                  `protobuf:"varint,4,opt,name=num_bytes,json=numBytes,proto3" json:"num_bytes,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	NodeId   string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	State    ReplicaState           `protobuf:"varint,2,opt,name=state,proto3,enum=logbook.v1.ReplicaState" json:"state,omitempty"`
+	Gs       uint64                 `protobuf:"varint,3,opt,name=gs,proto3" json:"gs,omitempty"`
+	NumBytes int64                  `protobuf:"varint,4,opt,name=num_bytes,json=numBytes,proto3" json:"num_bytes,omitempty"`
+	// Reported corrupt (ReportBadBlocks): readers skip it.
+	Corrupt       bool `protobuf:"varint,5,opt,name=corrupt,proto3" json:"corrupt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReportedLocation) Reset() {
 	*x = ReportedLocation{}
-	mi := &file_logbookv1_fs_proto_msgTypes[12]
+	mi := &file_logbookv1_fs_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -908,7 +1079,7 @@ func (x *ReportedLocation) String() string {
 func (*ReportedLocation) ProtoMessage() {}
 
 func (x *ReportedLocation) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[12]
+	mi := &file_logbookv1_fs_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -921,7 +1092,7 @@ func (x *ReportedLocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportedLocation.ProtoReflect.Descriptor instead.
 func (*ReportedLocation) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{12}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReportedLocation) GetNodeId() string {
@@ -952,6 +1123,13 @@ func (x *ReportedLocation) GetNumBytes() int64 {
 	return 0
 }
 
+func (x *ReportedLocation) GetCorrupt() bool {
+	if x != nil {
+		return x.Corrupt
+	}
+	return false
+}
+
 type BlockStatus struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	Id                uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -970,7 +1148,7 @@ type BlockStatus struct {
 
 func (x *BlockStatus) Reset() {
 	*x = BlockStatus{}
-	mi := &file_logbookv1_fs_proto_msgTypes[13]
+	mi := &file_logbookv1_fs_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1160,7 @@ func (x *BlockStatus) String() string {
 func (*BlockStatus) ProtoMessage() {}
 
 func (x *BlockStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[13]
+	mi := &file_logbookv1_fs_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1173,7 @@ func (x *BlockStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockStatus.ProtoReflect.Descriptor instead.
 func (*BlockStatus) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{13}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *BlockStatus) GetId() uint64 {
@@ -1066,7 +1244,7 @@ type StatResponse struct {
 
 func (x *StatResponse) Reset() {
 	*x = StatResponse{}
-	mi := &file_logbookv1_fs_proto_msgTypes[14]
+	mi := &file_logbookv1_fs_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1078,7 +1256,7 @@ func (x *StatResponse) String() string {
 func (*StatResponse) ProtoMessage() {}
 
 func (x *StatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[14]
+	mi := &file_logbookv1_fs_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1091,7 +1269,7 @@ func (x *StatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatResponse.ProtoReflect.Descriptor instead.
 func (*StatResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{14}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StatResponse) GetFile() *FileStatus {
@@ -1128,7 +1306,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[15]
+	mi := &file_logbookv1_fs_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1318,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[15]
+	mi := &file_logbookv1_fs_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1331,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{15}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListRequest) GetDir() string {
@@ -1188,7 +1366,7 @@ type ListEntryStatus struct {
 
 func (x *ListEntryStatus) Reset() {
 	*x = ListEntryStatus{}
-	mi := &file_logbookv1_fs_proto_msgTypes[16]
+	mi := &file_logbookv1_fs_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1200,7 +1378,7 @@ func (x *ListEntryStatus) String() string {
 func (*ListEntryStatus) ProtoMessage() {}
 
 func (x *ListEntryStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[16]
+	mi := &file_logbookv1_fs_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1213,7 +1391,7 @@ func (x *ListEntryStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEntryStatus.ProtoReflect.Descriptor instead.
 func (*ListEntryStatus) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{16}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListEntryStatus) GetPath() string {
@@ -1248,7 +1426,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_logbookv1_fs_proto_msgTypes[17]
+	mi := &file_logbookv1_fs_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1438,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[17]
+	mi := &file_logbookv1_fs_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1451,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{17}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListResponse) GetEntries() []*ListEntryStatus {
@@ -1290,6 +1468,128 @@ func (x *ListResponse) GetMore() bool {
 	return false
 }
 
+type GetAdditionalNodeRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Path       string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	ClientName string                 `protobuf:"bytes,2,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	BlockId    uint64                 `protobuf:"varint,3,opt,name=block_id,json=blockId,proto3" json:"block_id,omitempty"`
+	// The pipeline's remaining nodes, and nodes not to choose (failed or
+	// already tried).
+	Existing      []string `protobuf:"bytes,4,rep,name=existing,proto3" json:"existing,omitempty"`
+	Excluded      []string `protobuf:"bytes,5,rep,name=excluded,proto3" json:"excluded,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAdditionalNodeRequest) Reset() {
+	*x = GetAdditionalNodeRequest{}
+	mi := &file_logbookv1_fs_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAdditionalNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAdditionalNodeRequest) ProtoMessage() {}
+
+func (x *GetAdditionalNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_fs_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAdditionalNodeRequest.ProtoReflect.Descriptor instead.
+func (*GetAdditionalNodeRequest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GetAdditionalNodeRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *GetAdditionalNodeRequest) GetClientName() string {
+	if x != nil {
+		return x.ClientName
+	}
+	return ""
+}
+
+func (x *GetAdditionalNodeRequest) GetBlockId() uint64 {
+	if x != nil {
+		return x.BlockId
+	}
+	return 0
+}
+
+func (x *GetAdditionalNodeRequest) GetExisting() []string {
+	if x != nil {
+		return x.Existing
+	}
+	return nil
+}
+
+func (x *GetAdditionalNodeRequest) GetExcluded() []string {
+	if x != nil {
+		return x.Excluded
+	}
+	return nil
+}
+
+type GetAdditionalNodeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          *NodeLocation          `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAdditionalNodeResponse) Reset() {
+	*x = GetAdditionalNodeResponse{}
+	mi := &file_logbookv1_fs_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAdditionalNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAdditionalNodeResponse) ProtoMessage() {}
+
+func (x *GetAdditionalNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_fs_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAdditionalNodeResponse.ProtoReflect.Descriptor instead.
+func (*GetAdditionalNodeResponse) Descriptor() ([]byte, []int) {
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *GetAdditionalNodeResponse) GetNode() *NodeLocation {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
 type RecoverLeaseRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Session       *FsSession             `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -1301,7 +1601,7 @@ type RecoverLeaseRequest struct {
 
 func (x *RecoverLeaseRequest) Reset() {
 	*x = RecoverLeaseRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[18]
+	mi := &file_logbookv1_fs_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1613,7 @@ func (x *RecoverLeaseRequest) String() string {
 func (*RecoverLeaseRequest) ProtoMessage() {}
 
 func (x *RecoverLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[18]
+	mi := &file_logbookv1_fs_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1626,7 @@ func (x *RecoverLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoverLeaseRequest.ProtoReflect.Descriptor instead.
 func (*RecoverLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{18}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RecoverLeaseRequest) GetSession() *FsSession {
@@ -1359,7 +1659,7 @@ type RecoverLeaseResponse struct {
 
 func (x *RecoverLeaseResponse) Reset() {
 	*x = RecoverLeaseResponse{}
-	mi := &file_logbookv1_fs_proto_msgTypes[19]
+	mi := &file_logbookv1_fs_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1371,7 +1671,7 @@ func (x *RecoverLeaseResponse) String() string {
 func (*RecoverLeaseResponse) ProtoMessage() {}
 
 func (x *RecoverLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[19]
+	mi := &file_logbookv1_fs_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1384,7 +1684,7 @@ func (x *RecoverLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoverLeaseResponse.ProtoReflect.Descriptor instead.
 func (*RecoverLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{19}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RecoverLeaseResponse) GetClosed() bool {
@@ -1403,7 +1703,7 @@ type RenewLeaseRequest struct {
 
 func (x *RenewLeaseRequest) Reset() {
 	*x = RenewLeaseRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[20]
+	mi := &file_logbookv1_fs_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1415,7 +1715,7 @@ func (x *RenewLeaseRequest) String() string {
 func (*RenewLeaseRequest) ProtoMessage() {}
 
 func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[20]
+	mi := &file_logbookv1_fs_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1428,7 +1728,7 @@ func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLeaseRequest.ProtoReflect.Descriptor instead.
 func (*RenewLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{20}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RenewLeaseRequest) GetClientName() string {
@@ -1448,7 +1748,7 @@ type RenewLeaseResponse struct {
 
 func (x *RenewLeaseResponse) Reset() {
 	*x = RenewLeaseResponse{}
-	mi := &file_logbookv1_fs_proto_msgTypes[21]
+	mi := &file_logbookv1_fs_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1760,7 @@ func (x *RenewLeaseResponse) String() string {
 func (*RenewLeaseResponse) ProtoMessage() {}
 
 func (x *RenewLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[21]
+	mi := &file_logbookv1_fs_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1773,7 @@ func (x *RenewLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLeaseResponse.ProtoReflect.Descriptor instead.
 func (*RenewLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{21}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RenewLeaseResponse) GetOpenFiles() uint32 {
@@ -1493,7 +1793,7 @@ type NodeRegisterRequest struct {
 
 func (x *NodeRegisterRequest) Reset() {
 	*x = NodeRegisterRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[22]
+	mi := &file_logbookv1_fs_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1505,7 +1805,7 @@ func (x *NodeRegisterRequest) String() string {
 func (*NodeRegisterRequest) ProtoMessage() {}
 
 func (x *NodeRegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[22]
+	mi := &file_logbookv1_fs_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1518,7 +1818,7 @@ func (x *NodeRegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRegisterRequest.ProtoReflect.Descriptor instead.
 func (*NodeRegisterRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{22}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *NodeRegisterRequest) GetNode() *NodeRecord {
@@ -1544,7 +1844,7 @@ type NodeRegisterResponse struct {
 
 func (x *NodeRegisterResponse) Reset() {
 	*x = NodeRegisterResponse{}
-	mi := &file_logbookv1_fs_proto_msgTypes[23]
+	mi := &file_logbookv1_fs_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1556,7 +1856,7 @@ func (x *NodeRegisterResponse) String() string {
 func (*NodeRegisterResponse) ProtoMessage() {}
 
 func (x *NodeRegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[23]
+	mi := &file_logbookv1_fs_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1569,7 +1869,7 @@ func (x *NodeRegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRegisterResponse.ProtoReflect.Descriptor instead.
 func (*NodeRegisterResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{23}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *NodeRegisterResponse) GetNode() *NodeRecord {
@@ -1592,7 +1892,7 @@ type StorageReport struct {
 
 func (x *StorageReport) Reset() {
 	*x = StorageReport{}
-	mi := &file_logbookv1_fs_proto_msgTypes[24]
+	mi := &file_logbookv1_fs_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +1904,7 @@ func (x *StorageReport) String() string {
 func (*StorageReport) ProtoMessage() {}
 
 func (x *StorageReport) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[24]
+	mi := &file_logbookv1_fs_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +1917,7 @@ func (x *StorageReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageReport.ProtoReflect.Descriptor instead.
 func (*StorageReport) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{24}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StorageReport) GetStorageId() string {
@@ -1665,7 +1965,7 @@ type NodeHeartbeatRequest struct {
 
 func (x *NodeHeartbeatRequest) Reset() {
 	*x = NodeHeartbeatRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[25]
+	mi := &file_logbookv1_fs_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +1977,7 @@ func (x *NodeHeartbeatRequest) String() string {
 func (*NodeHeartbeatRequest) ProtoMessage() {}
 
 func (x *NodeHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[25]
+	mi := &file_logbookv1_fs_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +1990,7 @@ func (x *NodeHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*NodeHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{25}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *NodeHeartbeatRequest) GetNodeId() string {
@@ -1721,7 +2021,7 @@ type RecoverBlockCommand struct {
 
 func (x *RecoverBlockCommand) Reset() {
 	*x = RecoverBlockCommand{}
-	mi := &file_logbookv1_fs_proto_msgTypes[26]
+	mi := &file_logbookv1_fs_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1733,7 +2033,7 @@ func (x *RecoverBlockCommand) String() string {
 func (*RecoverBlockCommand) ProtoMessage() {}
 
 func (x *RecoverBlockCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[26]
+	mi := &file_logbookv1_fs_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1746,7 +2046,7 @@ func (x *RecoverBlockCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoverBlockCommand.ProtoReflect.Descriptor instead.
 func (*RecoverBlockCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{26}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RecoverBlockCommand) GetBlockId() uint64 {
@@ -1800,7 +2100,7 @@ type InvalidateCommand struct {
 
 func (x *InvalidateCommand) Reset() {
 	*x = InvalidateCommand{}
-	mi := &file_logbookv1_fs_proto_msgTypes[27]
+	mi := &file_logbookv1_fs_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +2112,7 @@ func (x *InvalidateCommand) String() string {
 func (*InvalidateCommand) ProtoMessage() {}
 
 func (x *InvalidateCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[27]
+	mi := &file_logbookv1_fs_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +2125,7 @@ func (x *InvalidateCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvalidateCommand.ProtoReflect.Descriptor instead.
 func (*InvalidateCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{27}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *InvalidateCommand) GetBlocks() []*BlockRef {
@@ -1845,7 +2145,7 @@ type TransferCommand struct {
 
 func (x *TransferCommand) Reset() {
 	*x = TransferCommand{}
-	mi := &file_logbookv1_fs_proto_msgTypes[28]
+	mi := &file_logbookv1_fs_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1857,7 +2157,7 @@ func (x *TransferCommand) String() string {
 func (*TransferCommand) ProtoMessage() {}
 
 func (x *TransferCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[28]
+	mi := &file_logbookv1_fs_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1870,7 +2170,7 @@ func (x *TransferCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferCommand.ProtoReflect.Descriptor instead.
 func (*TransferCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{28}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TransferCommand) GetBlock() *BlockRef {
@@ -1895,7 +2195,7 @@ type SendFullReportCommand struct {
 
 func (x *SendFullReportCommand) Reset() {
 	*x = SendFullReportCommand{}
-	mi := &file_logbookv1_fs_proto_msgTypes[29]
+	mi := &file_logbookv1_fs_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1907,7 +2207,7 @@ func (x *SendFullReportCommand) String() string {
 func (*SendFullReportCommand) ProtoMessage() {}
 
 func (x *SendFullReportCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[29]
+	mi := &file_logbookv1_fs_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1920,7 +2220,7 @@ func (x *SendFullReportCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendFullReportCommand.ProtoReflect.Descriptor instead.
 func (*SendFullReportCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{29}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{34}
 }
 
 type ReRegisterCommand struct {
@@ -1931,7 +2231,7 @@ type ReRegisterCommand struct {
 
 func (x *ReRegisterCommand) Reset() {
 	*x = ReRegisterCommand{}
-	mi := &file_logbookv1_fs_proto_msgTypes[30]
+	mi := &file_logbookv1_fs_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1943,7 +2243,7 @@ func (x *ReRegisterCommand) String() string {
 func (*ReRegisterCommand) ProtoMessage() {}
 
 func (x *ReRegisterCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[30]
+	mi := &file_logbookv1_fs_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1956,7 +2256,7 @@ func (x *ReRegisterCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReRegisterCommand.ProtoReflect.Descriptor instead.
 func (*ReRegisterCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{30}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{35}
 }
 
 type NodeCommand struct {
@@ -1975,7 +2275,7 @@ type NodeCommand struct {
 
 func (x *NodeCommand) Reset() {
 	*x = NodeCommand{}
-	mi := &file_logbookv1_fs_proto_msgTypes[31]
+	mi := &file_logbookv1_fs_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1987,7 +2287,7 @@ func (x *NodeCommand) String() string {
 func (*NodeCommand) ProtoMessage() {}
 
 func (x *NodeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[31]
+	mi := &file_logbookv1_fs_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2000,7 +2300,7 @@ func (x *NodeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCommand.ProtoReflect.Descriptor instead.
 func (*NodeCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{31}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *NodeCommand) GetCommand() isNodeCommand_Command {
@@ -2100,7 +2400,7 @@ type NodeHeartbeatResponse struct {
 
 func (x *NodeHeartbeatResponse) Reset() {
 	*x = NodeHeartbeatResponse{}
-	mi := &file_logbookv1_fs_proto_msgTypes[32]
+	mi := &file_logbookv1_fs_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2112,7 +2412,7 @@ func (x *NodeHeartbeatResponse) String() string {
 func (*NodeHeartbeatResponse) ProtoMessage() {}
 
 func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[32]
+	mi := &file_logbookv1_fs_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2125,7 +2425,7 @@ func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*NodeHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{32}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *NodeHeartbeatResponse) GetCommands() []*NodeCommand {
@@ -2152,7 +2452,7 @@ type NodeBlockReportRequest struct {
 
 func (x *NodeBlockReportRequest) Reset() {
 	*x = NodeBlockReportRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[33]
+	mi := &file_logbookv1_fs_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2164,7 +2464,7 @@ func (x *NodeBlockReportRequest) String() string {
 func (*NodeBlockReportRequest) ProtoMessage() {}
 
 func (x *NodeBlockReportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[33]
+	mi := &file_logbookv1_fs_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2177,7 +2477,7 @@ func (x *NodeBlockReportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeBlockReportRequest.ProtoReflect.Descriptor instead.
 func (*NodeBlockReportRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{33}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *NodeBlockReportRequest) GetNodeId() string {
@@ -2205,7 +2505,7 @@ type IncrementalChange struct {
 
 func (x *IncrementalChange) Reset() {
 	*x = IncrementalChange{}
-	mi := &file_logbookv1_fs_proto_msgTypes[34]
+	mi := &file_logbookv1_fs_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2217,7 +2517,7 @@ func (x *IncrementalChange) String() string {
 func (*IncrementalChange) ProtoMessage() {}
 
 func (x *IncrementalChange) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[34]
+	mi := &file_logbookv1_fs_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2230,7 +2530,7 @@ func (x *IncrementalChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IncrementalChange.ProtoReflect.Descriptor instead.
 func (*IncrementalChange) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{34}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *IncrementalChange) GetChange() ReplicaChange {
@@ -2264,7 +2564,7 @@ type NodeIncrementalReportRequest struct {
 
 func (x *NodeIncrementalReportRequest) Reset() {
 	*x = NodeIncrementalReportRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[35]
+	mi := &file_logbookv1_fs_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2276,7 +2576,7 @@ func (x *NodeIncrementalReportRequest) String() string {
 func (*NodeIncrementalReportRequest) ProtoMessage() {}
 
 func (x *NodeIncrementalReportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[35]
+	mi := &file_logbookv1_fs_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2289,7 +2589,7 @@ func (x *NodeIncrementalReportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeIncrementalReportRequest.ProtoReflect.Descriptor instead.
 func (*NodeIncrementalReportRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{35}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *NodeIncrementalReportRequest) GetNodeId() string {
@@ -2315,7 +2615,7 @@ type NodeReportResponse struct {
 
 func (x *NodeReportResponse) Reset() {
 	*x = NodeReportResponse{}
-	mi := &file_logbookv1_fs_proto_msgTypes[36]
+	mi := &file_logbookv1_fs_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2327,7 +2627,7 @@ func (x *NodeReportResponse) String() string {
 func (*NodeReportResponse) ProtoMessage() {}
 
 func (x *NodeReportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[36]
+	mi := &file_logbookv1_fs_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2340,7 +2640,7 @@ func (x *NodeReportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeReportResponse.ProtoReflect.Descriptor instead.
 func (*NodeReportResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{36}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *NodeReportResponse) GetCommands() []*NodeCommand {
@@ -2367,7 +2667,7 @@ type CommitBlockSyncRequest struct {
 
 func (x *CommitBlockSyncRequest) Reset() {
 	*x = CommitBlockSyncRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[37]
+	mi := &file_logbookv1_fs_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2379,7 +2679,7 @@ func (x *CommitBlockSyncRequest) String() string {
 func (*CommitBlockSyncRequest) ProtoMessage() {}
 
 func (x *CommitBlockSyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[37]
+	mi := &file_logbookv1_fs_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2392,7 +2692,7 @@ func (x *CommitBlockSyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitBlockSyncRequest.ProtoReflect.Descriptor instead.
 func (*CommitBlockSyncRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{37}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CommitBlockSyncRequest) GetNodeId() string {
@@ -2467,7 +2767,7 @@ type CommitBlockSyncResponse struct {
 
 func (x *CommitBlockSyncResponse) Reset() {
 	*x = CommitBlockSyncResponse{}
-	mi := &file_logbookv1_fs_proto_msgTypes[38]
+	mi := &file_logbookv1_fs_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2479,7 +2779,7 @@ func (x *CommitBlockSyncResponse) String() string {
 func (*CommitBlockSyncResponse) ProtoMessage() {}
 
 func (x *CommitBlockSyncResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[38]
+	mi := &file_logbookv1_fs_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2492,7 +2792,7 @@ func (x *CommitBlockSyncResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitBlockSyncResponse.ProtoReflect.Descriptor instead.
 func (*CommitBlockSyncResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{38}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CommitBlockSyncResponse) GetResult() *NamespaceResult {
@@ -2510,7 +2810,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[39]
+	mi := &file_logbookv1_fs_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2522,7 +2822,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[39]
+	mi := &file_logbookv1_fs_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2535,7 +2835,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{39}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{44}
 }
 
 type StorageNodeStatus struct {
@@ -2548,15 +2848,18 @@ type StorageNodeStatus struct {
 	// A full block report arrived in this term.
 	FullReport bool `protobuf:"varint,4,opt,name=full_report,json=fullReport,proto3" json:"full_report,omitempty"`
 	// Replicas the node reported.
-	Replicas      uint64           `protobuf:"varint,5,opt,name=replicas,proto3" json:"replicas,omitempty"`
-	Storages      []*StorageReport `protobuf:"bytes,6,rep,name=storages,proto3" json:"storages,omitempty"`
+	Replicas uint64           `protobuf:"varint,5,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	Storages []*StorageReport `protobuf:"bytes,6,rep,name=storages,proto3" json:"storages,omitempty"`
+	// Silent for longer than the dead interval: its replicas do not count
+	// and its blocks are re-replicated (leader soft state).
+	Dead          bool `protobuf:"varint,7,opt,name=dead,proto3" json:"dead,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StorageNodeStatus) Reset() {
 	*x = StorageNodeStatus{}
-	mi := &file_logbookv1_fs_proto_msgTypes[40]
+	mi := &file_logbookv1_fs_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2568,7 +2871,7 @@ func (x *StorageNodeStatus) String() string {
 func (*StorageNodeStatus) ProtoMessage() {}
 
 func (x *StorageNodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[40]
+	mi := &file_logbookv1_fs_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2581,7 +2884,7 @@ func (x *StorageNodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageNodeStatus.ProtoReflect.Descriptor instead.
 func (*StorageNodeStatus) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{40}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *StorageNodeStatus) GetNode() *NodeRecord {
@@ -2626,18 +2929,31 @@ func (x *StorageNodeStatus) GetStorages() []*StorageReport {
 	return nil
 }
 
+func (x *StorageNodeStatus) GetDead() bool {
+	if x != nil {
+		return x.Dead
+	}
+	return false
+}
+
 type ListNodesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Nodes []*StorageNodeStatus   `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	// The leader deletes and re-replicates nothing until reports are in.
-	SafeMode      bool `protobuf:"varint,2,opt,name=safe_mode,json=safeMode,proto3" json:"safe_mode,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SafeMode bool `protobuf:"varint,2,opt,name=safe_mode,json=safeMode,proto3" json:"safe_mode,omitempty"`
+	// The leader's replication state: COMPLETE blocks with fewer good
+	// replicas than their file's replication factor, blocks without any good
+	// replica on a live node, and re-replication transfers in flight.
+	UnderReplicatedBlocks uint64 `protobuf:"varint,3,opt,name=under_replicated_blocks,json=underReplicatedBlocks,proto3" json:"under_replicated_blocks,omitempty"`
+	MissingBlocks         uint64 `protobuf:"varint,4,opt,name=missing_blocks,json=missingBlocks,proto3" json:"missing_blocks,omitempty"`
+	PendingReplications   uint64 `protobuf:"varint,5,opt,name=pending_replications,json=pendingReplications,proto3" json:"pending_replications,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_logbookv1_fs_proto_msgTypes[41]
+	mi := &file_logbookv1_fs_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2649,7 +2965,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[41]
+	mi := &file_logbookv1_fs_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2662,7 +2978,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{41}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListNodesResponse) GetNodes() []*StorageNodeStatus {
@@ -2679,12 +2995,44 @@ func (x *ListNodesResponse) GetSafeMode() bool {
 	return false
 }
 
+func (x *ListNodesResponse) GetUnderReplicatedBlocks() uint64 {
+	if x != nil {
+		return x.UnderReplicatedBlocks
+	}
+	return 0
+}
+
+func (x *ListNodesResponse) GetMissingBlocks() uint64 {
+	if x != nil {
+		return x.MissingBlocks
+	}
+	return 0
+}
+
+func (x *ListNodesResponse) GetPendingReplications() uint64 {
+	if x != nil {
+		return x.PendingReplications
+	}
+	return 0
+}
+
 var File_logbookv1_fs_proto protoreflect.FileDescriptor
 
 const file_logbookv1_fs_proto_rawDesc = "" +
 	"\n" +
 	"\x12logbookv1/fs.proto\x12\n" +
-	"logbook.v1\x1a\x19logbookv1/namespace.proto\x1a\x14logbookv1/node.proto\"f\n" +
+	"logbook.v1\x1a\x19logbookv1/namespace.proto\x1a\x14logbookv1/node.proto\"h\n" +
+	"\n" +
+	"BadReplica\x12\x19\n" +
+	"\bblock_id\x18\x01 \x01(\x04R\ablockId\x12\x0e\n" +
+	"\x02gs\x18\x02 \x01(\x04R\x02gs\x12\x17\n" +
+	"\anode_id\x18\x03 \x01(\tR\x06nodeId\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"h\n" +
+	"\x16ReportBadBlocksRequest\x12\x1a\n" +
+	"\breporter\x18\x01 \x01(\tR\breporter\x122\n" +
+	"\breplicas\x18\x02 \x03(\v2\x16.logbook.v1.BadReplicaR\breplicas\"5\n" +
+	"\x17ReportBadBlocksResponse\x12\x1a\n" +
+	"\baccepted\x18\x01 \x01(\rR\baccepted\"f\n" +
 	"\tFsSession\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1f\n" +
 	"\vrequest_seq\x18\x02 \x01(\x04R\n" +
@@ -2752,12 +3100,13 @@ const file_logbookv1_fs_proto_rawDesc = "" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x126\n" +
 	"\tlocations\x18\x03 \x03(\v2\x18.logbook.v1.NodeLocationR\tlocations\"!\n" +
 	"\vStatRequest\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\tR\x04path\"\x88\x01\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\"\xa2\x01\n" +
 	"\x10ReportedLocation\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12.\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x18.logbook.v1.ReplicaStateR\x05state\x12\x0e\n" +
 	"\x02gs\x18\x03 \x01(\x04R\x02gs\x12\x1b\n" +
-	"\tnum_bytes\x18\x04 \x01(\x03R\bnumBytes\"\xe3\x02\n" +
+	"\tnum_bytes\x18\x04 \x01(\x03R\bnumBytes\x12\x18\n" +
+	"\acorrupt\x18\x05 \x01(\bR\acorrupt\"\xe3\x02\n" +
 	"\vBlockStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x0e\n" +
 	"\x02gs\x18\x02 \x01(\x04R\x02gs\x12\x1b\n" +
@@ -2782,7 +3131,16 @@ const file_logbookv1_fs_proto_rawDesc = "" +
 	"\x04file\x18\x03 \x01(\v2\x16.logbook.v1.FileStatusR\x04file\"Y\n" +
 	"\fListResponse\x125\n" +
 	"\aentries\x18\x01 \x03(\v2\x1b.logbook.v1.ListEntryStatusR\aentries\x12\x12\n" +
-	"\x04more\x18\x02 \x01(\bR\x04more\"{\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\"\xa2\x01\n" +
+	"\x18GetAdditionalNodeRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1f\n" +
+	"\vclient_name\x18\x02 \x01(\tR\n" +
+	"clientName\x12\x19\n" +
+	"\bblock_id\x18\x03 \x01(\x04R\ablockId\x12\x1a\n" +
+	"\bexisting\x18\x04 \x03(\tR\bexisting\x12\x1a\n" +
+	"\bexcluded\x18\x05 \x03(\tR\bexcluded\"I\n" +
+	"\x19GetAdditionalNodeResponse\x12,\n" +
+	"\x04node\x18\x01 \x01(\v2\x18.logbook.v1.NodeLocationR\x04node\"{\n" +
 	"\x13RecoverLeaseRequest\x12/\n" +
 	"\asession\x18\x01 \x01(\v2\x15.logbook.v1.FsSessionR\asession\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1f\n" +
@@ -2867,7 +3225,7 @@ const file_logbookv1_fs_proto_rawDesc = "" +
 	"\x06old_gs\x18\t \x01(\x04R\x05oldGs\"N\n" +
 	"\x17CommitBlockSyncResponse\x123\n" +
 	"\x06result\x18\x01 \x01(\v2\x1b.logbook.v1.NamespaceResultR\x06result\"\x12\n" +
-	"\x10ListNodesRequest\"\xf3\x01\n" +
+	"\x10ListNodesRequest\"\x87\x02\n" +
 	"\x11StorageNodeStatus\x12*\n" +
 	"\x04node\x18\x01 \x01(\v2\x16.logbook.v1.NodeRecordR\x04node\x12\x12\n" +
 	"\x04live\x18\x02 \x01(\bR\x04live\x12*\n" +
@@ -2875,15 +3233,19 @@ const file_logbookv1_fs_proto_rawDesc = "" +
 	"\vfull_report\x18\x04 \x01(\bR\n" +
 	"fullReport\x12\x1a\n" +
 	"\breplicas\x18\x05 \x01(\x04R\breplicas\x125\n" +
-	"\bstorages\x18\x06 \x03(\v2\x19.logbook.v1.StorageReportR\bstorages\"e\n" +
+	"\bstorages\x18\x06 \x03(\v2\x19.logbook.v1.StorageReportR\bstorages\x12\x12\n" +
+	"\x04dead\x18\a \x01(\bR\x04dead\"\xf7\x01\n" +
 	"\x11ListNodesResponse\x123\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x1d.logbook.v1.StorageNodeStatusR\x05nodes\x12\x1b\n" +
-	"\tsafe_mode\x18\x02 \x01(\bR\bsafeMode*\x86\x01\n" +
+	"\tsafe_mode\x18\x02 \x01(\bR\bsafeMode\x126\n" +
+	"\x17under_replicated_blocks\x18\x03 \x01(\x04R\x15underReplicatedBlocks\x12%\n" +
+	"\x0emissing_blocks\x18\x04 \x01(\x04R\rmissingBlocks\x121\n" +
+	"\x14pending_replications\x18\x05 \x01(\x04R\x13pendingReplications*\x86\x01\n" +
 	"\rReplicaChange\x12\x1e\n" +
 	"\x1aREPLICA_CHANGE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18REPLICA_CHANGE_RECEIVING\x10\x01\x12\x1b\n" +
 	"\x17REPLICA_CHANGE_RECEIVED\x10\x02\x12\x1a\n" +
-	"\x16REPLICA_CHANGE_DELETED\x10\x032\xbb\a\n" +
+	"\x16REPLICA_CHANGE_DELETED\x10\x032\xf9\b\n" +
 	"\tNamespace\x12?\n" +
 	"\x06Create\x12\x19.logbook.v1.CreateRequest\x1a\x1a.logbook.v1.FileOpResponse\x12C\n" +
 	"\bAddBlock\x12\x1b.logbook.v1.AddBlockRequest\x1a\x1a.logbook.v1.FileOpResponse\x12C\n" +
@@ -2894,17 +3256,20 @@ const file_logbookv1_fs_proto_rawDesc = "" +
 	"\x04List\x12\x17.logbook.v1.ListRequest\x1a\x18.logbook.v1.ListResponse\x12K\n" +
 	"\fAbandonBlock\x12\x1f.logbook.v1.AbandonBlockRequest\x1a\x1a.logbook.v1.FileOpResponse\x12_\n" +
 	"\x16UpdateBlockForPipeline\x12).logbook.v1.UpdateBlockForPipelineRequest\x1a\x1a.logbook.v1.FileOpResponse\x12O\n" +
-	"\x0eUpdatePipeline\x12!.logbook.v1.UpdatePipelineRequest\x1a\x1a.logbook.v1.FileOpResponse\x12Q\n" +
+	"\x0eUpdatePipeline\x12!.logbook.v1.UpdatePipelineRequest\x1a\x1a.logbook.v1.FileOpResponse\x12`\n" +
+	"\x11GetAdditionalNode\x12$.logbook.v1.GetAdditionalNodeRequest\x1a%.logbook.v1.GetAdditionalNodeResponse\x12Q\n" +
 	"\fRecoverLease\x12\x1f.logbook.v1.RecoverLeaseRequest\x1a .logbook.v1.RecoverLeaseResponse\x12K\n" +
 	"\n" +
 	"RenewLease\x12\x1d.logbook.v1.RenewLeaseRequest\x1a\x1e.logbook.v1.RenewLeaseResponse\x12H\n" +
-	"\tListNodes\x12\x1c.logbook.v1.ListNodesRequest\x1a\x1d.logbook.v1.ListNodesResponse2\xc4\x03\n" +
+	"\tListNodes\x12\x1c.logbook.v1.ListNodesRequest\x1a\x1d.logbook.v1.ListNodesResponse\x12Z\n" +
+	"\x0fReportBadBlocks\x12\".logbook.v1.ReportBadBlocksRequest\x1a#.logbook.v1.ReportBadBlocksResponse2\xa0\x04\n" +
 	"\bNodeLink\x12M\n" +
 	"\bRegister\x12\x1f.logbook.v1.NodeRegisterRequest\x1a .logbook.v1.NodeRegisterResponse\x12P\n" +
 	"\tHeartbeat\x12 .logbook.v1.NodeHeartbeatRequest\x1a!.logbook.v1.NodeHeartbeatResponse\x12Q\n" +
 	"\vBlockReport\x12\".logbook.v1.NodeBlockReportRequest\x1a\x1e.logbook.v1.NodeReportResponse\x12]\n" +
 	"\x11IncrementalReport\x12(.logbook.v1.NodeIncrementalReportRequest\x1a\x1e.logbook.v1.NodeReportResponse\x12e\n" +
-	"\x1aCommitBlockSynchronization\x12\".logbook.v1.CommitBlockSyncRequest\x1a#.logbook.v1.CommitBlockSyncResponseB,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
+	"\x1aCommitBlockSynchronization\x12\".logbook.v1.CommitBlockSyncRequest\x1a#.logbook.v1.CommitBlockSyncResponse\x12Z\n" +
+	"\x0fReportBadBlocks\x12\".logbook.v1.ReportBadBlocksRequest\x1a#.logbook.v1.ReportBadBlocksResponseB,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
 
 var (
 	file_logbookv1_fs_proto_rawDescOnce sync.Once
@@ -2919,148 +3284,161 @@ func file_logbookv1_fs_proto_rawDescGZIP() []byte {
 }
 
 var file_logbookv1_fs_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_logbookv1_fs_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_logbookv1_fs_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_logbookv1_fs_proto_goTypes = []any{
 	(ReplicaChange)(0),                    // 0: logbook.v1.ReplicaChange
-	(*FsSession)(nil),                     // 1: logbook.v1.FsSession
-	(*CreateRequest)(nil),                 // 2: logbook.v1.CreateRequest
-	(*AddBlockRequest)(nil),               // 3: logbook.v1.AddBlockRequest
-	(*CompleteRequest)(nil),               // 4: logbook.v1.CompleteRequest
-	(*AppendFileRequest)(nil),             // 5: logbook.v1.AppendFileRequest
-	(*DeleteRequest)(nil),                 // 6: logbook.v1.DeleteRequest
-	(*AbandonBlockRequest)(nil),           // 7: logbook.v1.AbandonBlockRequest
-	(*UpdateBlockForPipelineRequest)(nil), // 8: logbook.v1.UpdateBlockForPipelineRequest
-	(*UpdatePipelineRequest)(nil),         // 9: logbook.v1.UpdatePipelineRequest
-	(*NodeLocation)(nil),                  // 10: logbook.v1.NodeLocation
-	(*FileOpResponse)(nil),                // 11: logbook.v1.FileOpResponse
-	(*StatRequest)(nil),                   // 12: logbook.v1.StatRequest
-	(*ReportedLocation)(nil),              // 13: logbook.v1.ReportedLocation
-	(*BlockStatus)(nil),                   // 14: logbook.v1.BlockStatus
-	(*StatResponse)(nil),                  // 15: logbook.v1.StatResponse
-	(*ListRequest)(nil),                   // 16: logbook.v1.ListRequest
-	(*ListEntryStatus)(nil),               // 17: logbook.v1.ListEntryStatus
-	(*ListResponse)(nil),                  // 18: logbook.v1.ListResponse
-	(*RecoverLeaseRequest)(nil),           // 19: logbook.v1.RecoverLeaseRequest
-	(*RecoverLeaseResponse)(nil),          // 20: logbook.v1.RecoverLeaseResponse
-	(*RenewLeaseRequest)(nil),             // 21: logbook.v1.RenewLeaseRequest
-	(*RenewLeaseResponse)(nil),            // 22: logbook.v1.RenewLeaseResponse
-	(*NodeRegisterRequest)(nil),           // 23: logbook.v1.NodeRegisterRequest
-	(*NodeRegisterResponse)(nil),          // 24: logbook.v1.NodeRegisterResponse
-	(*StorageReport)(nil),                 // 25: logbook.v1.StorageReport
-	(*NodeHeartbeatRequest)(nil),          // 26: logbook.v1.NodeHeartbeatRequest
-	(*RecoverBlockCommand)(nil),           // 27: logbook.v1.RecoverBlockCommand
-	(*InvalidateCommand)(nil),             // 28: logbook.v1.InvalidateCommand
-	(*TransferCommand)(nil),               // 29: logbook.v1.TransferCommand
-	(*SendFullReportCommand)(nil),         // 30: logbook.v1.SendFullReportCommand
-	(*ReRegisterCommand)(nil),             // 31: logbook.v1.ReRegisterCommand
-	(*NodeCommand)(nil),                   // 32: logbook.v1.NodeCommand
-	(*NodeHeartbeatResponse)(nil),         // 33: logbook.v1.NodeHeartbeatResponse
-	(*NodeBlockReportRequest)(nil),        // 34: logbook.v1.NodeBlockReportRequest
-	(*IncrementalChange)(nil),             // 35: logbook.v1.IncrementalChange
-	(*NodeIncrementalReportRequest)(nil),  // 36: logbook.v1.NodeIncrementalReportRequest
-	(*NodeReportResponse)(nil),            // 37: logbook.v1.NodeReportResponse
-	(*CommitBlockSyncRequest)(nil),        // 38: logbook.v1.CommitBlockSyncRequest
-	(*CommitBlockSyncResponse)(nil),       // 39: logbook.v1.CommitBlockSyncResponse
-	(*ListNodesRequest)(nil),              // 40: logbook.v1.ListNodesRequest
-	(*StorageNodeStatus)(nil),             // 41: logbook.v1.StorageNodeStatus
-	(*ListNodesResponse)(nil),             // 42: logbook.v1.ListNodesResponse
-	(*BlockRef)(nil),                      // 43: logbook.v1.BlockRef
-	(*NamespaceResult)(nil),               // 44: logbook.v1.NamespaceResult
-	(ReplicaState)(0),                     // 45: logbook.v1.ReplicaState
-	(BlockState)(0),                       // 46: logbook.v1.BlockState
-	(*BlockRecovery)(nil),                 // 47: logbook.v1.BlockRecovery
-	(*FileStatus)(nil),                    // 48: logbook.v1.FileStatus
-	(*NodeRecord)(nil),                    // 49: logbook.v1.NodeRecord
-	(*StorageBlockReport)(nil),            // 50: logbook.v1.StorageBlockReport
-	(*ReportedReplica)(nil),               // 51: logbook.v1.ReportedReplica
+	(*BadReplica)(nil),                    // 1: logbook.v1.BadReplica
+	(*ReportBadBlocksRequest)(nil),        // 2: logbook.v1.ReportBadBlocksRequest
+	(*ReportBadBlocksResponse)(nil),       // 3: logbook.v1.ReportBadBlocksResponse
+	(*FsSession)(nil),                     // 4: logbook.v1.FsSession
+	(*CreateRequest)(nil),                 // 5: logbook.v1.CreateRequest
+	(*AddBlockRequest)(nil),               // 6: logbook.v1.AddBlockRequest
+	(*CompleteRequest)(nil),               // 7: logbook.v1.CompleteRequest
+	(*AppendFileRequest)(nil),             // 8: logbook.v1.AppendFileRequest
+	(*DeleteRequest)(nil),                 // 9: logbook.v1.DeleteRequest
+	(*AbandonBlockRequest)(nil),           // 10: logbook.v1.AbandonBlockRequest
+	(*UpdateBlockForPipelineRequest)(nil), // 11: logbook.v1.UpdateBlockForPipelineRequest
+	(*UpdatePipelineRequest)(nil),         // 12: logbook.v1.UpdatePipelineRequest
+	(*NodeLocation)(nil),                  // 13: logbook.v1.NodeLocation
+	(*FileOpResponse)(nil),                // 14: logbook.v1.FileOpResponse
+	(*StatRequest)(nil),                   // 15: logbook.v1.StatRequest
+	(*ReportedLocation)(nil),              // 16: logbook.v1.ReportedLocation
+	(*BlockStatus)(nil),                   // 17: logbook.v1.BlockStatus
+	(*StatResponse)(nil),                  // 18: logbook.v1.StatResponse
+	(*ListRequest)(nil),                   // 19: logbook.v1.ListRequest
+	(*ListEntryStatus)(nil),               // 20: logbook.v1.ListEntryStatus
+	(*ListResponse)(nil),                  // 21: logbook.v1.ListResponse
+	(*GetAdditionalNodeRequest)(nil),      // 22: logbook.v1.GetAdditionalNodeRequest
+	(*GetAdditionalNodeResponse)(nil),     // 23: logbook.v1.GetAdditionalNodeResponse
+	(*RecoverLeaseRequest)(nil),           // 24: logbook.v1.RecoverLeaseRequest
+	(*RecoverLeaseResponse)(nil),          // 25: logbook.v1.RecoverLeaseResponse
+	(*RenewLeaseRequest)(nil),             // 26: logbook.v1.RenewLeaseRequest
+	(*RenewLeaseResponse)(nil),            // 27: logbook.v1.RenewLeaseResponse
+	(*NodeRegisterRequest)(nil),           // 28: logbook.v1.NodeRegisterRequest
+	(*NodeRegisterResponse)(nil),          // 29: logbook.v1.NodeRegisterResponse
+	(*StorageReport)(nil),                 // 30: logbook.v1.StorageReport
+	(*NodeHeartbeatRequest)(nil),          // 31: logbook.v1.NodeHeartbeatRequest
+	(*RecoverBlockCommand)(nil),           // 32: logbook.v1.RecoverBlockCommand
+	(*InvalidateCommand)(nil),             // 33: logbook.v1.InvalidateCommand
+	(*TransferCommand)(nil),               // 34: logbook.v1.TransferCommand
+	(*SendFullReportCommand)(nil),         // 35: logbook.v1.SendFullReportCommand
+	(*ReRegisterCommand)(nil),             // 36: logbook.v1.ReRegisterCommand
+	(*NodeCommand)(nil),                   // 37: logbook.v1.NodeCommand
+	(*NodeHeartbeatResponse)(nil),         // 38: logbook.v1.NodeHeartbeatResponse
+	(*NodeBlockReportRequest)(nil),        // 39: logbook.v1.NodeBlockReportRequest
+	(*IncrementalChange)(nil),             // 40: logbook.v1.IncrementalChange
+	(*NodeIncrementalReportRequest)(nil),  // 41: logbook.v1.NodeIncrementalReportRequest
+	(*NodeReportResponse)(nil),            // 42: logbook.v1.NodeReportResponse
+	(*CommitBlockSyncRequest)(nil),        // 43: logbook.v1.CommitBlockSyncRequest
+	(*CommitBlockSyncResponse)(nil),       // 44: logbook.v1.CommitBlockSyncResponse
+	(*ListNodesRequest)(nil),              // 45: logbook.v1.ListNodesRequest
+	(*StorageNodeStatus)(nil),             // 46: logbook.v1.StorageNodeStatus
+	(*ListNodesResponse)(nil),             // 47: logbook.v1.ListNodesResponse
+	(*BlockRef)(nil),                      // 48: logbook.v1.BlockRef
+	(*NamespaceResult)(nil),               // 49: logbook.v1.NamespaceResult
+	(ReplicaState)(0),                     // 50: logbook.v1.ReplicaState
+	(BlockState)(0),                       // 51: logbook.v1.BlockState
+	(*BlockRecovery)(nil),                 // 52: logbook.v1.BlockRecovery
+	(*FileStatus)(nil),                    // 53: logbook.v1.FileStatus
+	(*NodeRecord)(nil),                    // 54: logbook.v1.NodeRecord
+	(*StorageBlockReport)(nil),            // 55: logbook.v1.StorageBlockReport
+	(*ReportedReplica)(nil),               // 56: logbook.v1.ReportedReplica
 }
 var file_logbookv1_fs_proto_depIdxs = []int32{
-	1,  // 0: logbook.v1.CreateRequest.session:type_name -> logbook.v1.FsSession
-	1,  // 1: logbook.v1.AddBlockRequest.session:type_name -> logbook.v1.FsSession
-	43, // 2: logbook.v1.AddBlockRequest.previous:type_name -> logbook.v1.BlockRef
-	1,  // 3: logbook.v1.CompleteRequest.session:type_name -> logbook.v1.FsSession
-	43, // 4: logbook.v1.CompleteRequest.last:type_name -> logbook.v1.BlockRef
-	1,  // 5: logbook.v1.AppendFileRequest.session:type_name -> logbook.v1.FsSession
-	1,  // 6: logbook.v1.DeleteRequest.session:type_name -> logbook.v1.FsSession
-	1,  // 7: logbook.v1.AbandonBlockRequest.session:type_name -> logbook.v1.FsSession
-	1,  // 8: logbook.v1.UpdateBlockForPipelineRequest.session:type_name -> logbook.v1.FsSession
-	1,  // 9: logbook.v1.UpdatePipelineRequest.session:type_name -> logbook.v1.FsSession
-	44, // 10: logbook.v1.FileOpResponse.result:type_name -> logbook.v1.NamespaceResult
-	10, // 11: logbook.v1.FileOpResponse.locations:type_name -> logbook.v1.NodeLocation
-	45, // 12: logbook.v1.ReportedLocation.state:type_name -> logbook.v1.ReplicaState
-	46, // 13: logbook.v1.BlockStatus.state:type_name -> logbook.v1.BlockState
-	13, // 14: logbook.v1.BlockStatus.reported_locations:type_name -> logbook.v1.ReportedLocation
-	47, // 15: logbook.v1.BlockStatus.recovery:type_name -> logbook.v1.BlockRecovery
-	10, // 16: logbook.v1.BlockStatus.locations:type_name -> logbook.v1.NodeLocation
-	48, // 17: logbook.v1.StatResponse.file:type_name -> logbook.v1.FileStatus
-	14, // 18: logbook.v1.StatResponse.blocks:type_name -> logbook.v1.BlockStatus
-	48, // 19: logbook.v1.ListEntryStatus.file:type_name -> logbook.v1.FileStatus
-	17, // 20: logbook.v1.ListResponse.entries:type_name -> logbook.v1.ListEntryStatus
-	1,  // 21: logbook.v1.RecoverLeaseRequest.session:type_name -> logbook.v1.FsSession
-	49, // 22: logbook.v1.NodeRegisterRequest.node:type_name -> logbook.v1.NodeRecord
-	25, // 23: logbook.v1.NodeRegisterRequest.storages:type_name -> logbook.v1.StorageReport
-	49, // 24: logbook.v1.NodeRegisterResponse.node:type_name -> logbook.v1.NodeRecord
-	25, // 25: logbook.v1.NodeHeartbeatRequest.storages:type_name -> logbook.v1.StorageReport
-	10, // 26: logbook.v1.RecoverBlockCommand.locations:type_name -> logbook.v1.NodeLocation
-	43, // 27: logbook.v1.InvalidateCommand.blocks:type_name -> logbook.v1.BlockRef
-	43, // 28: logbook.v1.TransferCommand.block:type_name -> logbook.v1.BlockRef
-	10, // 29: logbook.v1.TransferCommand.targets:type_name -> logbook.v1.NodeLocation
-	27, // 30: logbook.v1.NodeCommand.recover_block:type_name -> logbook.v1.RecoverBlockCommand
-	28, // 31: logbook.v1.NodeCommand.invalidate:type_name -> logbook.v1.InvalidateCommand
-	29, // 32: logbook.v1.NodeCommand.transfer:type_name -> logbook.v1.TransferCommand
-	30, // 33: logbook.v1.NodeCommand.send_full_report:type_name -> logbook.v1.SendFullReportCommand
-	31, // 34: logbook.v1.NodeCommand.re_register:type_name -> logbook.v1.ReRegisterCommand
-	32, // 35: logbook.v1.NodeHeartbeatResponse.commands:type_name -> logbook.v1.NodeCommand
-	50, // 36: logbook.v1.NodeBlockReportRequest.storages:type_name -> logbook.v1.StorageBlockReport
-	0,  // 37: logbook.v1.IncrementalChange.change:type_name -> logbook.v1.ReplicaChange
-	51, // 38: logbook.v1.IncrementalChange.replica:type_name -> logbook.v1.ReportedReplica
-	35, // 39: logbook.v1.NodeIncrementalReportRequest.changes:type_name -> logbook.v1.IncrementalChange
-	32, // 40: logbook.v1.NodeReportResponse.commands:type_name -> logbook.v1.NodeCommand
-	44, // 41: logbook.v1.CommitBlockSyncResponse.result:type_name -> logbook.v1.NamespaceResult
-	49, // 42: logbook.v1.StorageNodeStatus.node:type_name -> logbook.v1.NodeRecord
-	25, // 43: logbook.v1.StorageNodeStatus.storages:type_name -> logbook.v1.StorageReport
-	41, // 44: logbook.v1.ListNodesResponse.nodes:type_name -> logbook.v1.StorageNodeStatus
-	2,  // 45: logbook.v1.Namespace.Create:input_type -> logbook.v1.CreateRequest
-	3,  // 46: logbook.v1.Namespace.AddBlock:input_type -> logbook.v1.AddBlockRequest
-	4,  // 47: logbook.v1.Namespace.Complete:input_type -> logbook.v1.CompleteRequest
-	5,  // 48: logbook.v1.Namespace.Append:input_type -> logbook.v1.AppendFileRequest
-	6,  // 49: logbook.v1.Namespace.Delete:input_type -> logbook.v1.DeleteRequest
-	12, // 50: logbook.v1.Namespace.Stat:input_type -> logbook.v1.StatRequest
-	16, // 51: logbook.v1.Namespace.List:input_type -> logbook.v1.ListRequest
-	7,  // 52: logbook.v1.Namespace.AbandonBlock:input_type -> logbook.v1.AbandonBlockRequest
-	8,  // 53: logbook.v1.Namespace.UpdateBlockForPipeline:input_type -> logbook.v1.UpdateBlockForPipelineRequest
-	9,  // 54: logbook.v1.Namespace.UpdatePipeline:input_type -> logbook.v1.UpdatePipelineRequest
-	19, // 55: logbook.v1.Namespace.RecoverLease:input_type -> logbook.v1.RecoverLeaseRequest
-	21, // 56: logbook.v1.Namespace.RenewLease:input_type -> logbook.v1.RenewLeaseRequest
-	40, // 57: logbook.v1.Namespace.ListNodes:input_type -> logbook.v1.ListNodesRequest
-	23, // 58: logbook.v1.NodeLink.Register:input_type -> logbook.v1.NodeRegisterRequest
-	26, // 59: logbook.v1.NodeLink.Heartbeat:input_type -> logbook.v1.NodeHeartbeatRequest
-	34, // 60: logbook.v1.NodeLink.BlockReport:input_type -> logbook.v1.NodeBlockReportRequest
-	36, // 61: logbook.v1.NodeLink.IncrementalReport:input_type -> logbook.v1.NodeIncrementalReportRequest
-	38, // 62: logbook.v1.NodeLink.CommitBlockSynchronization:input_type -> logbook.v1.CommitBlockSyncRequest
-	11, // 63: logbook.v1.Namespace.Create:output_type -> logbook.v1.FileOpResponse
-	11, // 64: logbook.v1.Namespace.AddBlock:output_type -> logbook.v1.FileOpResponse
-	11, // 65: logbook.v1.Namespace.Complete:output_type -> logbook.v1.FileOpResponse
-	11, // 66: logbook.v1.Namespace.Append:output_type -> logbook.v1.FileOpResponse
-	11, // 67: logbook.v1.Namespace.Delete:output_type -> logbook.v1.FileOpResponse
-	15, // 68: logbook.v1.Namespace.Stat:output_type -> logbook.v1.StatResponse
-	18, // 69: logbook.v1.Namespace.List:output_type -> logbook.v1.ListResponse
-	11, // 70: logbook.v1.Namespace.AbandonBlock:output_type -> logbook.v1.FileOpResponse
-	11, // 71: logbook.v1.Namespace.UpdateBlockForPipeline:output_type -> logbook.v1.FileOpResponse
-	11, // 72: logbook.v1.Namespace.UpdatePipeline:output_type -> logbook.v1.FileOpResponse
-	20, // 73: logbook.v1.Namespace.RecoverLease:output_type -> logbook.v1.RecoverLeaseResponse
-	22, // 74: logbook.v1.Namespace.RenewLease:output_type -> logbook.v1.RenewLeaseResponse
-	42, // 75: logbook.v1.Namespace.ListNodes:output_type -> logbook.v1.ListNodesResponse
-	24, // 76: logbook.v1.NodeLink.Register:output_type -> logbook.v1.NodeRegisterResponse
-	33, // 77: logbook.v1.NodeLink.Heartbeat:output_type -> logbook.v1.NodeHeartbeatResponse
-	37, // 78: logbook.v1.NodeLink.BlockReport:output_type -> logbook.v1.NodeReportResponse
-	37, // 79: logbook.v1.NodeLink.IncrementalReport:output_type -> logbook.v1.NodeReportResponse
-	39, // 80: logbook.v1.NodeLink.CommitBlockSynchronization:output_type -> logbook.v1.CommitBlockSyncResponse
-	63, // [63:81] is the sub-list for method output_type
-	45, // [45:63] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	1,  // 0: logbook.v1.ReportBadBlocksRequest.replicas:type_name -> logbook.v1.BadReplica
+	4,  // 1: logbook.v1.CreateRequest.session:type_name -> logbook.v1.FsSession
+	4,  // 2: logbook.v1.AddBlockRequest.session:type_name -> logbook.v1.FsSession
+	48, // 3: logbook.v1.AddBlockRequest.previous:type_name -> logbook.v1.BlockRef
+	4,  // 4: logbook.v1.CompleteRequest.session:type_name -> logbook.v1.FsSession
+	48, // 5: logbook.v1.CompleteRequest.last:type_name -> logbook.v1.BlockRef
+	4,  // 6: logbook.v1.AppendFileRequest.session:type_name -> logbook.v1.FsSession
+	4,  // 7: logbook.v1.DeleteRequest.session:type_name -> logbook.v1.FsSession
+	4,  // 8: logbook.v1.AbandonBlockRequest.session:type_name -> logbook.v1.FsSession
+	4,  // 9: logbook.v1.UpdateBlockForPipelineRequest.session:type_name -> logbook.v1.FsSession
+	4,  // 10: logbook.v1.UpdatePipelineRequest.session:type_name -> logbook.v1.FsSession
+	49, // 11: logbook.v1.FileOpResponse.result:type_name -> logbook.v1.NamespaceResult
+	13, // 12: logbook.v1.FileOpResponse.locations:type_name -> logbook.v1.NodeLocation
+	50, // 13: logbook.v1.ReportedLocation.state:type_name -> logbook.v1.ReplicaState
+	51, // 14: logbook.v1.BlockStatus.state:type_name -> logbook.v1.BlockState
+	16, // 15: logbook.v1.BlockStatus.reported_locations:type_name -> logbook.v1.ReportedLocation
+	52, // 16: logbook.v1.BlockStatus.recovery:type_name -> logbook.v1.BlockRecovery
+	13, // 17: logbook.v1.BlockStatus.locations:type_name -> logbook.v1.NodeLocation
+	53, // 18: logbook.v1.StatResponse.file:type_name -> logbook.v1.FileStatus
+	17, // 19: logbook.v1.StatResponse.blocks:type_name -> logbook.v1.BlockStatus
+	53, // 20: logbook.v1.ListEntryStatus.file:type_name -> logbook.v1.FileStatus
+	20, // 21: logbook.v1.ListResponse.entries:type_name -> logbook.v1.ListEntryStatus
+	13, // 22: logbook.v1.GetAdditionalNodeResponse.node:type_name -> logbook.v1.NodeLocation
+	4,  // 23: logbook.v1.RecoverLeaseRequest.session:type_name -> logbook.v1.FsSession
+	54, // 24: logbook.v1.NodeRegisterRequest.node:type_name -> logbook.v1.NodeRecord
+	30, // 25: logbook.v1.NodeRegisterRequest.storages:type_name -> logbook.v1.StorageReport
+	54, // 26: logbook.v1.NodeRegisterResponse.node:type_name -> logbook.v1.NodeRecord
+	30, // 27: logbook.v1.NodeHeartbeatRequest.storages:type_name -> logbook.v1.StorageReport
+	13, // 28: logbook.v1.RecoverBlockCommand.locations:type_name -> logbook.v1.NodeLocation
+	48, // 29: logbook.v1.InvalidateCommand.blocks:type_name -> logbook.v1.BlockRef
+	48, // 30: logbook.v1.TransferCommand.block:type_name -> logbook.v1.BlockRef
+	13, // 31: logbook.v1.TransferCommand.targets:type_name -> logbook.v1.NodeLocation
+	32, // 32: logbook.v1.NodeCommand.recover_block:type_name -> logbook.v1.RecoverBlockCommand
+	33, // 33: logbook.v1.NodeCommand.invalidate:type_name -> logbook.v1.InvalidateCommand
+	34, // 34: logbook.v1.NodeCommand.transfer:type_name -> logbook.v1.TransferCommand
+	35, // 35: logbook.v1.NodeCommand.send_full_report:type_name -> logbook.v1.SendFullReportCommand
+	36, // 36: logbook.v1.NodeCommand.re_register:type_name -> logbook.v1.ReRegisterCommand
+	37, // 37: logbook.v1.NodeHeartbeatResponse.commands:type_name -> logbook.v1.NodeCommand
+	55, // 38: logbook.v1.NodeBlockReportRequest.storages:type_name -> logbook.v1.StorageBlockReport
+	0,  // 39: logbook.v1.IncrementalChange.change:type_name -> logbook.v1.ReplicaChange
+	56, // 40: logbook.v1.IncrementalChange.replica:type_name -> logbook.v1.ReportedReplica
+	40, // 41: logbook.v1.NodeIncrementalReportRequest.changes:type_name -> logbook.v1.IncrementalChange
+	37, // 42: logbook.v1.NodeReportResponse.commands:type_name -> logbook.v1.NodeCommand
+	49, // 43: logbook.v1.CommitBlockSyncResponse.result:type_name -> logbook.v1.NamespaceResult
+	54, // 44: logbook.v1.StorageNodeStatus.node:type_name -> logbook.v1.NodeRecord
+	30, // 45: logbook.v1.StorageNodeStatus.storages:type_name -> logbook.v1.StorageReport
+	46, // 46: logbook.v1.ListNodesResponse.nodes:type_name -> logbook.v1.StorageNodeStatus
+	5,  // 47: logbook.v1.Namespace.Create:input_type -> logbook.v1.CreateRequest
+	6,  // 48: logbook.v1.Namespace.AddBlock:input_type -> logbook.v1.AddBlockRequest
+	7,  // 49: logbook.v1.Namespace.Complete:input_type -> logbook.v1.CompleteRequest
+	8,  // 50: logbook.v1.Namespace.Append:input_type -> logbook.v1.AppendFileRequest
+	9,  // 51: logbook.v1.Namespace.Delete:input_type -> logbook.v1.DeleteRequest
+	15, // 52: logbook.v1.Namespace.Stat:input_type -> logbook.v1.StatRequest
+	19, // 53: logbook.v1.Namespace.List:input_type -> logbook.v1.ListRequest
+	10, // 54: logbook.v1.Namespace.AbandonBlock:input_type -> logbook.v1.AbandonBlockRequest
+	11, // 55: logbook.v1.Namespace.UpdateBlockForPipeline:input_type -> logbook.v1.UpdateBlockForPipelineRequest
+	12, // 56: logbook.v1.Namespace.UpdatePipeline:input_type -> logbook.v1.UpdatePipelineRequest
+	22, // 57: logbook.v1.Namespace.GetAdditionalNode:input_type -> logbook.v1.GetAdditionalNodeRequest
+	24, // 58: logbook.v1.Namespace.RecoverLease:input_type -> logbook.v1.RecoverLeaseRequest
+	26, // 59: logbook.v1.Namespace.RenewLease:input_type -> logbook.v1.RenewLeaseRequest
+	45, // 60: logbook.v1.Namespace.ListNodes:input_type -> logbook.v1.ListNodesRequest
+	2,  // 61: logbook.v1.Namespace.ReportBadBlocks:input_type -> logbook.v1.ReportBadBlocksRequest
+	28, // 62: logbook.v1.NodeLink.Register:input_type -> logbook.v1.NodeRegisterRequest
+	31, // 63: logbook.v1.NodeLink.Heartbeat:input_type -> logbook.v1.NodeHeartbeatRequest
+	39, // 64: logbook.v1.NodeLink.BlockReport:input_type -> logbook.v1.NodeBlockReportRequest
+	41, // 65: logbook.v1.NodeLink.IncrementalReport:input_type -> logbook.v1.NodeIncrementalReportRequest
+	43, // 66: logbook.v1.NodeLink.CommitBlockSynchronization:input_type -> logbook.v1.CommitBlockSyncRequest
+	2,  // 67: logbook.v1.NodeLink.ReportBadBlocks:input_type -> logbook.v1.ReportBadBlocksRequest
+	14, // 68: logbook.v1.Namespace.Create:output_type -> logbook.v1.FileOpResponse
+	14, // 69: logbook.v1.Namespace.AddBlock:output_type -> logbook.v1.FileOpResponse
+	14, // 70: logbook.v1.Namespace.Complete:output_type -> logbook.v1.FileOpResponse
+	14, // 71: logbook.v1.Namespace.Append:output_type -> logbook.v1.FileOpResponse
+	14, // 72: logbook.v1.Namespace.Delete:output_type -> logbook.v1.FileOpResponse
+	18, // 73: logbook.v1.Namespace.Stat:output_type -> logbook.v1.StatResponse
+	21, // 74: logbook.v1.Namespace.List:output_type -> logbook.v1.ListResponse
+	14, // 75: logbook.v1.Namespace.AbandonBlock:output_type -> logbook.v1.FileOpResponse
+	14, // 76: logbook.v1.Namespace.UpdateBlockForPipeline:output_type -> logbook.v1.FileOpResponse
+	14, // 77: logbook.v1.Namespace.UpdatePipeline:output_type -> logbook.v1.FileOpResponse
+	23, // 78: logbook.v1.Namespace.GetAdditionalNode:output_type -> logbook.v1.GetAdditionalNodeResponse
+	25, // 79: logbook.v1.Namespace.RecoverLease:output_type -> logbook.v1.RecoverLeaseResponse
+	27, // 80: logbook.v1.Namespace.RenewLease:output_type -> logbook.v1.RenewLeaseResponse
+	47, // 81: logbook.v1.Namespace.ListNodes:output_type -> logbook.v1.ListNodesResponse
+	3,  // 82: logbook.v1.Namespace.ReportBadBlocks:output_type -> logbook.v1.ReportBadBlocksResponse
+	29, // 83: logbook.v1.NodeLink.Register:output_type -> logbook.v1.NodeRegisterResponse
+	38, // 84: logbook.v1.NodeLink.Heartbeat:output_type -> logbook.v1.NodeHeartbeatResponse
+	42, // 85: logbook.v1.NodeLink.BlockReport:output_type -> logbook.v1.NodeReportResponse
+	42, // 86: logbook.v1.NodeLink.IncrementalReport:output_type -> logbook.v1.NodeReportResponse
+	44, // 87: logbook.v1.NodeLink.CommitBlockSynchronization:output_type -> logbook.v1.CommitBlockSyncResponse
+	3,  // 88: logbook.v1.NodeLink.ReportBadBlocks:output_type -> logbook.v1.ReportBadBlocksResponse
+	68, // [68:89] is the sub-list for method output_type
+	47, // [47:68] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_logbookv1_fs_proto_init() }
@@ -3070,7 +3448,7 @@ func file_logbookv1_fs_proto_init() {
 	}
 	file_logbookv1_namespace_proto_init()
 	file_logbookv1_node_proto_init()
-	file_logbookv1_fs_proto_msgTypes[31].OneofWrappers = []any{
+	file_logbookv1_fs_proto_msgTypes[36].OneofWrappers = []any{
 		(*NodeCommand_RecoverBlock)(nil),
 		(*NodeCommand_Invalidate)(nil),
 		(*NodeCommand_Transfer)(nil),
@@ -3083,7 +3461,7 @@ func file_logbookv1_fs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_fs_proto_rawDesc), len(file_logbookv1_fs_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   42,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

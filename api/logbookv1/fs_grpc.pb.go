@@ -34,9 +34,11 @@ const (
 	Namespace_AbandonBlock_FullMethodName           = "/logbook.v1.Namespace/AbandonBlock"
 	Namespace_UpdateBlockForPipeline_FullMethodName = "/logbook.v1.Namespace/UpdateBlockForPipeline"
 	Namespace_UpdatePipeline_FullMethodName         = "/logbook.v1.Namespace/UpdatePipeline"
+	Namespace_GetAdditionalNode_FullMethodName      = "/logbook.v1.Namespace/GetAdditionalNode"
 	Namespace_RecoverLease_FullMethodName           = "/logbook.v1.Namespace/RecoverLease"
 	Namespace_RenewLease_FullMethodName             = "/logbook.v1.Namespace/RenewLease"
 	Namespace_ListNodes_FullMethodName              = "/logbook.v1.Namespace/ListNodes"
+	Namespace_ReportBadBlocks_FullMethodName        = "/logbook.v1.Namespace/ReportBadBlocks"
 )
 
 // NamespaceClient is the client API for Namespace service.
@@ -55,12 +57,22 @@ type NamespaceClient interface {
 	AbandonBlock(ctx context.Context, in *AbandonBlockRequest, opts ...grpc.CallOption) (*FileOpResponse, error)
 	UpdateBlockForPipeline(ctx context.Context, in *UpdateBlockForPipelineRequest, opts ...grpc.CallOption) (*FileOpResponse, error)
 	UpdatePipeline(ctx context.Context, in *UpdatePipelineRequest, opts ...grpc.CallOption) (*FileOpResponse, error)
+	// GetAdditionalNode picks a node to add to a shrunken pipeline (spec
+	// §5.3 step 5, HDFS getAdditionalDatanode): live, with space, in neither
+	// list. The lease holder of the file whose last block it is asks; the
+	// writer then copies the replica there (TransferBlock, TRANSFER_RBW).
+	// Not journaled: nothing changes until UpdatePipeline.
+	GetAdditionalNode(ctx context.Context, in *GetAdditionalNodeRequest, opts ...grpc.CallOption) (*GetAdditionalNodeResponse, error)
 	// RecoverLease takes the lease of path over for client_name: closed is
 	// true once the file is closed; false while a recovery runs (retry).
 	RecoverLease(ctx context.Context, in *RecoverLeaseRequest, opts ...grpc.CallOption) (*RecoverLeaseResponse, error)
 	RenewLease(ctx context.Context, in *RenewLeaseRequest, opts ...grpc.CallOption) (*RenewLeaseResponse, error)
 	// Registered storage nodes with the leader's view of their liveness.
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
+	// ReportBadBlocks tells the leader a reader found replicas corrupt
+	// (checksum mismatch): they stop counting, the block is re-replicated
+	// from a good copy and the corrupt ones are then deleted.
+	ReportBadBlocks(ctx context.Context, in *ReportBadBlocksRequest, opts ...grpc.CallOption) (*ReportBadBlocksResponse, error)
 }
 
 type namespaceClient struct {
@@ -171,6 +183,16 @@ func (c *namespaceClient) UpdatePipeline(ctx context.Context, in *UpdatePipeline
 	return out, nil
 }
 
+func (c *namespaceClient) GetAdditionalNode(ctx context.Context, in *GetAdditionalNodeRequest, opts ...grpc.CallOption) (*GetAdditionalNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetAdditionalNodeResponse)
+	err := c.cc.Invoke(ctx, Namespace_GetAdditionalNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *namespaceClient) RecoverLease(ctx context.Context, in *RecoverLeaseRequest, opts ...grpc.CallOption) (*RecoverLeaseResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RecoverLeaseResponse)
@@ -201,6 +223,16 @@ func (c *namespaceClient) ListNodes(ctx context.Context, in *ListNodesRequest, o
 	return out, nil
 }
 
+func (c *namespaceClient) ReportBadBlocks(ctx context.Context, in *ReportBadBlocksRequest, opts ...grpc.CallOption) (*ReportBadBlocksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportBadBlocksResponse)
+	err := c.cc.Invoke(ctx, Namespace_ReportBadBlocks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NamespaceServer is the server API for Namespace service.
 // All implementations must embed UnimplementedNamespaceServer
 // for forward compatibility.
@@ -217,12 +249,22 @@ type NamespaceServer interface {
 	AbandonBlock(context.Context, *AbandonBlockRequest) (*FileOpResponse, error)
 	UpdateBlockForPipeline(context.Context, *UpdateBlockForPipelineRequest) (*FileOpResponse, error)
 	UpdatePipeline(context.Context, *UpdatePipelineRequest) (*FileOpResponse, error)
+	// GetAdditionalNode picks a node to add to a shrunken pipeline (spec
+	// §5.3 step 5, HDFS getAdditionalDatanode): live, with space, in neither
+	// list. The lease holder of the file whose last block it is asks; the
+	// writer then copies the replica there (TransferBlock, TRANSFER_RBW).
+	// Not journaled: nothing changes until UpdatePipeline.
+	GetAdditionalNode(context.Context, *GetAdditionalNodeRequest) (*GetAdditionalNodeResponse, error)
 	// RecoverLease takes the lease of path over for client_name: closed is
 	// true once the file is closed; false while a recovery runs (retry).
 	RecoverLease(context.Context, *RecoverLeaseRequest) (*RecoverLeaseResponse, error)
 	RenewLease(context.Context, *RenewLeaseRequest) (*RenewLeaseResponse, error)
 	// Registered storage nodes with the leader's view of their liveness.
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
+	// ReportBadBlocks tells the leader a reader found replicas corrupt
+	// (checksum mismatch): they stop counting, the block is re-replicated
+	// from a good copy and the corrupt ones are then deleted.
+	ReportBadBlocks(context.Context, *ReportBadBlocksRequest) (*ReportBadBlocksResponse, error)
 	mustEmbedUnimplementedNamespaceServer()
 }
 
@@ -263,6 +305,9 @@ func (UnimplementedNamespaceServer) UpdateBlockForPipeline(context.Context, *Upd
 func (UnimplementedNamespaceServer) UpdatePipeline(context.Context, *UpdatePipelineRequest) (*FileOpResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdatePipeline not implemented")
 }
+func (UnimplementedNamespaceServer) GetAdditionalNode(context.Context, *GetAdditionalNodeRequest) (*GetAdditionalNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetAdditionalNode not implemented")
+}
 func (UnimplementedNamespaceServer) RecoverLease(context.Context, *RecoverLeaseRequest) (*RecoverLeaseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RecoverLease not implemented")
 }
@@ -271,6 +316,9 @@ func (UnimplementedNamespaceServer) RenewLease(context.Context, *RenewLeaseReque
 }
 func (UnimplementedNamespaceServer) ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListNodes not implemented")
+}
+func (UnimplementedNamespaceServer) ReportBadBlocks(context.Context, *ReportBadBlocksRequest) (*ReportBadBlocksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportBadBlocks not implemented")
 }
 func (UnimplementedNamespaceServer) mustEmbedUnimplementedNamespaceServer() {}
 func (UnimplementedNamespaceServer) testEmbeddedByValue()                   {}
@@ -473,6 +521,24 @@ func _Namespace_UpdatePipeline_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Namespace_GetAdditionalNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetAdditionalNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NamespaceServer).GetAdditionalNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Namespace_GetAdditionalNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NamespaceServer).GetAdditionalNode(ctx, req.(*GetAdditionalNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Namespace_RecoverLease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RecoverLeaseRequest)
 	if err := dec(in); err != nil {
@@ -527,6 +593,24 @@ func _Namespace_ListNodes_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Namespace_ReportBadBlocks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportBadBlocksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NamespaceServer).ReportBadBlocks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Namespace_ReportBadBlocks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NamespaceServer).ReportBadBlocks(ctx, req.(*ReportBadBlocksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Namespace_ServiceDesc is the grpc.ServiceDesc for Namespace service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -575,6 +659,10 @@ var Namespace_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Namespace_UpdatePipeline_Handler,
 		},
 		{
+			MethodName: "GetAdditionalNode",
+			Handler:    _Namespace_GetAdditionalNode_Handler,
+		},
+		{
 			MethodName: "RecoverLease",
 			Handler:    _Namespace_RecoverLease_Handler,
 		},
@@ -585,6 +673,10 @@ var Namespace_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListNodes",
 			Handler:    _Namespace_ListNodes_Handler,
+		},
+		{
+			MethodName: "ReportBadBlocks",
+			Handler:    _Namespace_ReportBadBlocks_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
@@ -597,6 +689,7 @@ const (
 	NodeLink_BlockReport_FullMethodName                = "/logbook.v1.NodeLink/BlockReport"
 	NodeLink_IncrementalReport_FullMethodName          = "/logbook.v1.NodeLink/IncrementalReport"
 	NodeLink_CommitBlockSynchronization_FullMethodName = "/logbook.v1.NodeLink/CommitBlockSynchronization"
+	NodeLink_ReportBadBlocks_FullMethodName            = "/logbook.v1.NodeLink/ReportBadBlocks"
 )
 
 // NodeLinkClient is the client API for NodeLink service.
@@ -609,6 +702,9 @@ type NodeLinkClient interface {
 	IncrementalReport(ctx context.Context, in *NodeIncrementalReportRequest, opts ...grpc.CallOption) (*NodeReportResponse, error)
 	// The primary's commit of a block recovery (fsm commit_block_sync).
 	CommitBlockSynchronization(ctx context.Context, in *CommitBlockSyncRequest, opts ...grpc.CallOption) (*CommitBlockSyncResponse, error)
+	// Replicas the node's scanners or reads found corrupt (reporter: the
+	// node id, which must be registered).
+	ReportBadBlocks(ctx context.Context, in *ReportBadBlocksRequest, opts ...grpc.CallOption) (*ReportBadBlocksResponse, error)
 }
 
 type nodeLinkClient struct {
@@ -669,6 +765,16 @@ func (c *nodeLinkClient) CommitBlockSynchronization(ctx context.Context, in *Com
 	return out, nil
 }
 
+func (c *nodeLinkClient) ReportBadBlocks(ctx context.Context, in *ReportBadBlocksRequest, opts ...grpc.CallOption) (*ReportBadBlocksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportBadBlocksResponse)
+	err := c.cc.Invoke(ctx, NodeLink_ReportBadBlocks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeLinkServer is the server API for NodeLink service.
 // All implementations must embed UnimplementedNodeLinkServer
 // for forward compatibility.
@@ -679,6 +785,9 @@ type NodeLinkServer interface {
 	IncrementalReport(context.Context, *NodeIncrementalReportRequest) (*NodeReportResponse, error)
 	// The primary's commit of a block recovery (fsm commit_block_sync).
 	CommitBlockSynchronization(context.Context, *CommitBlockSyncRequest) (*CommitBlockSyncResponse, error)
+	// Replicas the node's scanners or reads found corrupt (reporter: the
+	// node id, which must be registered).
+	ReportBadBlocks(context.Context, *ReportBadBlocksRequest) (*ReportBadBlocksResponse, error)
 	mustEmbedUnimplementedNodeLinkServer()
 }
 
@@ -703,6 +812,9 @@ func (UnimplementedNodeLinkServer) IncrementalReport(context.Context, *NodeIncre
 }
 func (UnimplementedNodeLinkServer) CommitBlockSynchronization(context.Context, *CommitBlockSyncRequest) (*CommitBlockSyncResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CommitBlockSynchronization not implemented")
+}
+func (UnimplementedNodeLinkServer) ReportBadBlocks(context.Context, *ReportBadBlocksRequest) (*ReportBadBlocksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportBadBlocks not implemented")
 }
 func (UnimplementedNodeLinkServer) mustEmbedUnimplementedNodeLinkServer() {}
 func (UnimplementedNodeLinkServer) testEmbeddedByValue()                  {}
@@ -815,6 +927,24 @@ func _NodeLink_CommitBlockSynchronization_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeLink_ReportBadBlocks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportBadBlocksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeLinkServer).ReportBadBlocks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeLink_ReportBadBlocks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeLinkServer).ReportBadBlocks(ctx, req.(*ReportBadBlocksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeLink_ServiceDesc is the grpc.ServiceDesc for NodeLink service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -841,6 +971,10 @@ var NodeLink_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CommitBlockSynchronization",
 			Handler:    _NodeLink_CommitBlockSynchronization_Handler,
+		},
+		{
+			MethodName: "ReportBadBlocks",
+			Handler:    _NodeLink_ReportBadBlocks_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

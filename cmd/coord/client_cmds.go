@@ -129,7 +129,7 @@ func newStatusCmd() *cobra.Command {
 	var o *clientOpts
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show the cluster status: leader, term, indexes and members",
+		Short: "Show the cluster status: leader, term, indexes, members and the storage nodes' health",
 		Args:  cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
@@ -138,13 +138,28 @@ func newStatusCmd() *cobra.Command {
 					return err
 				}
 				w := cmd.OutOrStdout()
+				j := toStatusJSON(st)
+				if nodes, err := c.Nodes(ctx); err == nil {
+					j.Storage = toStorageJSON(nodes)
+					if j.Storage.MissingBlocks > 0 {
+						j.Warnings = append(j.Warnings, fmt.Sprintf("%d blocks missing: no good replica on a live node", j.Storage.MissingBlocks))
+					}
+				}
 				if o.json {
-					return writeJSON(w, toStatusJSON(st))
+					return writeJSON(w, j)
 				}
 				t := newTable(w)
 				fmt.Fprintf(t, "cluster\t%s\nleader\t%s\nterm\t%d\ncommit index\t%d\napplied index\t%d\nanswered by\t%s\n",
 					st.ClusterId, orDash(st.LeaderId), st.Term, st.CommitIndex, st.AppliedIndex, st.ResponderId)
-				for _, w := range st.Warnings {
+				if s := j.Storage; s != nil {
+					safe := "off"
+					if s.SafeMode {
+						safe = "on (waiting for block reports: no deletion or re-replication)"
+					}
+					fmt.Fprintf(t, "storage nodes\t%d (%d live, %d stale, %d dead)\nsafe mode\t%s\nblocks\t%d under-replicated, %d missing, %d re-replications in flight\n",
+						s.Nodes, s.Live, s.Stale, s.Dead, safe, s.UnderReplicatedBlocks, s.MissingBlocks, s.PendingReplications)
+				}
+				for _, w := range j.Warnings {
 					fmt.Fprintf(t, "warning\t%s\n", w)
 				}
 				t.Flush()

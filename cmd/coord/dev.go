@@ -123,6 +123,8 @@ type devOptions struct {
 	// LeaseSoftLimit and LeaseHardLimit override the coordinators' lease
 	// limits (0: the defaults), so a recovery can be watched in seconds.
 	LeaseSoftLimit, LeaseHardLimit time.Duration
+	// DeadNodeInterval overrides the coordinators' dead-node interval.
+	DeadNodeInterval time.Duration
 }
 
 // devCluster is a running in-process cluster.
@@ -237,6 +239,16 @@ func startDev(opts devOptions) (_ *devCluster, err error) {
 		}
 		if opts.LeaseHardLimit > 0 {
 			cfg.FS.LeaseHardLimit = opts.LeaseHardLimit
+		}
+		if opts.DeadNodeInterval > 0 {
+			cfg.FS.NodeDeadInterval = opts.DeadNodeInterval
+			stale := cfg.FS.NodeStaleInterval
+			if stale == 0 {
+				stale = coordserver.DefaultFSConfig().NodeStaleInterval
+			}
+			if stale > opts.DeadNodeInterval {
+				cfg.FS.NodeStaleInterval = opts.DeadNodeInterval / 3
+			}
 		}
 		srv, err := coordserver.New(cfg)
 		if err != nil {
@@ -474,5 +486,6 @@ with the coordinators and heartbeat. Ctrl-C stops them all.`,
 	fs.DurationVar(&opts.HeartbeatInterval, "heartbeat-interval", 0, "storage node heartbeat period (default: the node default, 3s)")
 	fs.DurationVar(&opts.LeaseSoftLimit, "lease-soft-limit", 0, "lease soft limit (default 60s); a few seconds lets you watch a lease recovery")
 	fs.DurationVar(&opts.LeaseHardLimit, "lease-hard-limit", 0, "lease hard limit (default 1200s)")
+	fs.DurationVar(&opts.DeadNodeInterval, "dead-node-interval", 0, "a storage node silent this long is dead and its blocks are re-replicated (default 10m; below 30s the stale interval becomes a third of it)")
 	return cmd
 }

@@ -16,6 +16,7 @@ type nodeJSON struct {
 	GRPCAddr        string `json:"grpc_addr"`
 	HTTPAddr        string `json:"http_addr"`
 	Live            bool   `json:"live"`
+	Dead            bool   `json:"dead"`
 	LastHeartbeatMs int64  `json:"last_heartbeat_ms"`
 	FullReport      bool   `json:"full_report"`
 	Replicas        uint64 `json:"replicas"`
@@ -25,15 +26,19 @@ type nodeJSON struct {
 }
 
 type nodesJSON struct {
-	SafeMode bool       `json:"safe_mode"`
-	Nodes    []nodeJSON `json:"nodes"`
+	SafeMode              bool       `json:"safe_mode"`
+	UnderReplicatedBlocks uint64     `json:"under_replicated_blocks"`
+	MissingBlocks         uint64     `json:"missing_blocks"`
+	PendingReplications   uint64     `json:"pending_replications"`
+	Nodes                 []nodeJSON `json:"nodes"`
 }
 
 func toNodesJSON(r *pb.ListNodesResponse) nodesJSON {
-	out := nodesJSON{SafeMode: r.SafeMode, Nodes: []nodeJSON{}}
+	out := nodesJSON{SafeMode: r.SafeMode, UnderReplicatedBlocks: r.UnderReplicatedBlocks, MissingBlocks: r.MissingBlocks,
+		PendingReplications: r.PendingReplications, Nodes: []nodeJSON{}}
 	for _, n := range r.Nodes {
 		j := nodeJSON{ID: n.Node.GetId(), GRPCAddr: n.Node.GetGrpcAddr(), HTTPAddr: n.Node.GetHttpAddr(),
-			Live: n.Live, LastHeartbeatMs: n.LastHeartbeatMs, FullReport: n.FullReport, Replicas: n.Replicas}
+			Live: n.Live, Dead: n.Dead, LastHeartbeatMs: n.LastHeartbeatMs, FullReport: n.FullReport, Replicas: n.Replicas}
 		for _, s := range n.Storages {
 			j.CapacityBytes += s.Capacity
 			j.FreeBytes += s.Free
@@ -52,8 +57,9 @@ func newNodesCmd() *cobra.Command {
 		Use:   "nodes",
 		Short: "List the storage nodes with their liveness, as the leader sees them",
 		Long: `List the registered storage nodes (replicated) with the leader's view of
-each (soft state, rebuilt after a leader change): live (heard from within the
-stale interval), time since the last heartbeat, whether a full block report
+each (soft state, rebuilt after a leader change): state (live: heard from
+within the stale interval; stale; dead: silent past the dead interval, its
+blocks re-replicated elsewhere), time since the last heartbeat, whether a full block report
 arrived in this term, replicas reported, capacity and free space. In safe mode
 the leader deletes and re-replicates nothing until the nodes have reported.`,
 		Args: cobra.NoArgs,
@@ -69,13 +75,20 @@ the leader deletes and re-replicates nothing until the nodes have reported.`,
 					return writeJSON(w, j)
 				}
 				t := newTable(w)
-				fmt.Fprintln(t, "ID\tGRPC\tLIVE\tLAST HEARTBEAT\tFULL REPORT\tREPLICAS\tFREE / CAPACITY")
+				fmt.Fprintln(t, "ID\tGRPC\tSTATE\tLAST HEARTBEAT\tFULL REPORT\tREPLICAS\tFREE / CAPACITY")
 				for _, n := range j.Nodes {
 					hb := "-"
 					if n.LastHeartbeatMs >= 0 {
 						hb = (time.Duration(n.LastHeartbeatMs) * time.Millisecond).String() + " ago"
 					}
-					fmt.Fprintf(t, "%s\t%s\t%v\t%s\t%v\t%d\t%d / %d MiB\n", n.ID, n.GRPCAddr, n.Live, hb, n.FullReport, n.Replicas, n.FreeBytes>>20, n.CapacityBytes>>20)
+					state := "live"
+					switch {
+					case n.Dead:
+						state = "dead"
+					case !n.Live:
+						state = "stale"
+					}
+					fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%v\t%d\t%d / %d MiB\n", n.ID, n.GRPCAddr, state, hb, n.FullReport, n.Replicas, n.FreeBytes>>20, n.CapacityBytes>>20)
 				}
 				if err := t.Flush(); err != nil {
 					return err
@@ -83,6 +96,8 @@ the leader deletes and re-replicates nothing until the nodes have reported.`,
 				if j.SafeMode {
 					fmt.Fprintln(w, "safe mode: waiting for block reports (no deletion or re-replication)")
 				}
+				fmt.Fprintf(w, "blocks: %d under-replicated, %d missing, %d re-replications in flight\n",
+					j.UnderReplicatedBlocks, j.MissingBlocks, j.PendingReplications)
 				return nil
 			})
 		}),

@@ -36,6 +36,37 @@ type statusJSON struct {
 	AppliedIndex uint64       `json:"applied_index"`
 	Members      []memberJSON `json:"members"`
 	Warnings     []string     `json:"warnings"`
+	// Storage is the leader's view of the storage nodes (absent when the
+	// leader could not be asked).
+	Storage *storageJSON `json:"storage,omitempty"`
+}
+
+// storageJSON summarises coord nodes for coord status.
+type storageJSON struct {
+	SafeMode              bool   `json:"safe_mode"`
+	Nodes                 int    `json:"nodes"`
+	Live                  int    `json:"live"`
+	Stale                 int    `json:"stale"`
+	Dead                  int    `json:"dead"`
+	UnderReplicatedBlocks uint64 `json:"under_replicated_blocks"`
+	MissingBlocks         uint64 `json:"missing_blocks"`
+	PendingReplications   uint64 `json:"pending_replications"`
+}
+
+func toStorageJSON(r *pb.ListNodesResponse) *storageJSON {
+	s := &storageJSON{SafeMode: r.SafeMode, Nodes: len(r.Nodes), UnderReplicatedBlocks: r.UnderReplicatedBlocks,
+		MissingBlocks: r.MissingBlocks, PendingReplications: r.PendingReplications}
+	for _, n := range r.Nodes {
+		switch {
+		case n.Dead:
+			s.Dead++
+		case n.Live:
+			s.Live++
+		default:
+			s.Stale++
+		}
+	}
+	return s
 }
 
 // memberJSON is one member in coord status and coord members.

@@ -252,10 +252,19 @@ func TestDevNodesJoin(t *testing.T) {
 			return fmt.Errorf("%+v", got)
 		}
 		for _, n := range got.Nodes {
-			if !n.Live || !n.FullReport || n.CapacityBytes == 0 {
+			if !n.Live || n.Dead || !n.FullReport || n.CapacityBytes == 0 {
 				return fmt.Errorf("%+v", n)
 			}
 		}
 		return nil
 	})
+	code, out, stderr := run(t, nil, "status", "--json", "--endpoints", d.endpoints()[0])
+	var st statusJSON
+	decodeJSON(t, out, &st)
+	if code != 0 || st.Storage == nil || *st.Storage != (storageJSON{Nodes: 2, Live: 2}) {
+		t.Fatalf("status: exit %d, storage %+v, stderr %s", code, st.Storage, stderr)
+	}
+	if _, out, _ := run(t, nil, "status", "--endpoints", d.endpoints()[0]); !strings.Contains(out, "2 (2 live, 0 stale, 0 dead)") || !strings.Contains(out, "safe mode") {
+		t.Fatalf("status table: %s", out)
+	}
 }

@@ -82,3 +82,15 @@ func (s *Server) toStatus(err error) error {
 	}
 	return status.Error(codes.Internal, err.Error())
 }
+
+// errReason is err's ErrorInfo reason, else its gRPC code (a bounded
+// metric label).
+func errReason(err error) string {
+	st := status.Convert(err)
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Reason != "" {
+			return info.Reason
+		}
+	}
+	return st.Code().String()
+}

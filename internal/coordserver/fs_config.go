@@ -20,6 +20,17 @@ type FSConfig struct {
 	// NodeStaleInterval: a node without a heartbeat for this long is not
 	// live (not chosen as a target or a primary).
 	NodeStaleInterval time.Duration
+	// NodeDeadInterval: a node without a heartbeat for this long is dead:
+	// its replicas stop counting and its blocks are re-replicated.
+	NodeDeadInterval time.Duration
+	// ReplicationCheckInterval: how often the replication monitor runs.
+	ReplicationCheckInterval time.Duration
+	// ReplicationStreams bounds the transfers in flight per source node
+	// (HDFS dfs.namenode.replication.max-streams).
+	ReplicationStreams int
+	// ReplicationTimeout: a transfer not reported by its targets within
+	// it is scheduled again.
+	ReplicationTimeout time.Duration
 	// SafeModeTimeout: a new leader leaves safe mode once every registered
 	// node sent a full block report, or after this long.
 	SafeModeTimeout time.Duration
@@ -33,13 +44,17 @@ type FSConfig struct {
 // DefaultFSConfig returns the defaults (HDFS lease limits).
 func DefaultFSConfig() FSConfig {
 	return FSConfig{
-		LeaseSoftLimit:          60 * time.Second,
-		LeaseHardLimit:          1200 * time.Second,
-		RecoveryTimeout:         90 * time.Second,
-		NodeStaleInterval:       30 * time.Second,
-		SafeModeTimeout:         30 * time.Second,
-		LeaseCheckInterval:      time.Second,
-		MaxLeaseActionsPerCycle: 100,
+		LeaseSoftLimit:           60 * time.Second,
+		LeaseHardLimit:           1200 * time.Second,
+		RecoveryTimeout:          90 * time.Second,
+		NodeStaleInterval:        30 * time.Second,
+		NodeDeadInterval:         10 * time.Minute,
+		ReplicationCheckInterval: 3 * time.Second,
+		ReplicationStreams:       2,
+		ReplicationTimeout:       5 * time.Minute,
+		SafeModeTimeout:          30 * time.Second,
+		LeaseCheckInterval:       time.Second,
+		MaxLeaseActionsPerCycle:  100,
 	}
 }
 
@@ -55,6 +70,12 @@ func (c FSConfig) withDefaults() FSConfig {
 	set(&c.LeaseHardLimit, d.LeaseHardLimit)
 	set(&c.RecoveryTimeout, d.RecoveryTimeout)
 	set(&c.NodeStaleInterval, d.NodeStaleInterval)
+	set(&c.NodeDeadInterval, d.NodeDeadInterval)
+	set(&c.ReplicationCheckInterval, d.ReplicationCheckInterval)
+	set(&c.ReplicationTimeout, d.ReplicationTimeout)
+	if c.ReplicationStreams == 0 {
+		c.ReplicationStreams = d.ReplicationStreams
+	}
 	set(&c.SafeModeTimeout, d.SafeModeTimeout)
 	set(&c.LeaseCheckInterval, d.LeaseCheckInterval)
 	if c.MaxLeaseActionsPerCycle == 0 {
@@ -67,8 +88,12 @@ func (c FSConfig) withDefaults() FSConfig {
 func (c FSConfig) Validate() error {
 	c = c.withDefaults()
 	if c.LeaseSoftLimit < 0 || c.LeaseHardLimit < 0 || c.RecoveryTimeout < 0 || c.NodeStaleInterval < 0 ||
-		c.SafeModeTimeout < 0 || c.LeaseCheckInterval < 0 || c.MaxLeaseActionsPerCycle < 0 {
+		c.SafeModeTimeout < 0 || c.LeaseCheckInterval < 0 || c.MaxLeaseActionsPerCycle < 0 ||
+		c.NodeDeadInterval < 0 || c.ReplicationCheckInterval < 0 || c.ReplicationStreams < 0 || c.ReplicationTimeout < 0 {
 		return errors.New("fs: durations and limits must not be negative")
+	}
+	if c.NodeDeadInterval < c.NodeStaleInterval {
+		return errors.New("fs: dead-node interval below the stale-node interval")
 	}
 	if c.LeaseSoftLimit > c.LeaseHardLimit {
 		return errors.New("fs: lease soft limit above the hard limit")

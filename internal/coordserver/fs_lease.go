@@ -75,6 +75,7 @@ func (s *Server) releaseFile(path, newHolder, reason string) (lr.ReleaseDecision
 	case lr.ReleaseClose, lr.ReleaseRemoveLastBlock:
 		_, err := s.proposeNS(nil, nsOp(&pb.ReleaseLeaseOp{Path: path, Holder: v.file.LeaseHolder, ReplicatedBlocks: replicated}))
 		if err == nil {
+			s.metrics.leaseReleases.WithLabelValues(d.Action.String()).Inc()
 			s.log.Info("lease released", "path", path, "holder", v.file.LeaseHolder, "action", d.Action.String(), "why", reason)
 		}
 		return d, err
@@ -96,6 +97,7 @@ func (s *Server) releaseFile(path, newHolder, reason string) (lr.ReleaseDecision
 			Reason: why, NewHolder: newHolder, ReportedLocations: reported,
 		}))
 		if err == nil {
+			s.metrics.leaseReleases.WithLabelValues(d.Action.String()).Inc()
 			s.log.Info("block recovery started", "path", path, "block", last.Id, "primary", pc.Node,
 				"recovery-id", r.Result.GetBlock().GetRecovery().GetRecoveryId(), "why", reason)
 		}

@@ -437,6 +437,45 @@ func (n *namespaceService) UpdateBlockForPipeline(ctx context.Context, req *pb.U
 	return s.fileOp(req.Session, req.ClientName, nsOp(&pb.UpdateBlockForPipelineOp{Path: req.Path, ClientName: req.ClientName, BlockId: req.BlockId}))
 }
 
+// GetAdditionalNode chooses a node to add to the pipeline of path's last
+// block (spec §5.3 step 5) from the leader's soft state.
+func (n *namespaceService) GetAdditionalNode(ctx context.Context, req *pb.GetAdditionalNodeRequest) (*pb.GetAdditionalNodeResponse, error) {
+	s := n.s
+	if err := s.checkFileCall("get additional node", req.Path, req.ClientName, nil); err != nil {
+		return nil, err
+	}
+	if err := s.checkNodeList("existing nodes", req.Existing); err != nil {
+		return nil, err
+	}
+	if err := s.checkNodeList("excluded nodes", req.Excluded); err != nil {
+		return nil, err
+	}
+	if err := s.fsReady(ctx); err != nil {
+		return nil, err
+	}
+	v, ok := s.viewFile(req.Path)
+	if !ok {
+		return nil, s.fsErr(notFound(req.Path))
+	}
+	switch {
+	case !v.file.UnderConstruction:
+		return nil, s.fsErr(fmt.Errorf("%w: %s", fsm.ErrNotUnderConstruction, req.Path))
+	case v.file.LeaseHolder != req.ClientName:
+		return nil, s.fsErr(fmt.Errorf("%w: %s is held by %s, not %s", fsm.ErrNotLeaseHolder, req.Path, v.file.LeaseHolder, req.ClientName))
+	case len(v.blocks) == 0 || v.blocks[len(v.blocks)-1].Id != req.BlockId:
+		return nil, s.fsErr(fmt.Errorf("%w: block %d is not the last block of %s", fsm.ErrNotLastBlock, req.BlockId, req.Path))
+	case v.blocks[len(v.blocks)-1].State != pb.BlockState_BLOCK_STATE_UNDER_CONSTRUCTION:
+		return nil, s.fsErr(fmt.Errorf("%w: block %d is %v", fsm.ErrBlockState, req.BlockId, v.blocks[len(v.blocks)-1].State))
+	}
+	soft := s.fsLocked()
+	targets, err := s.chooseTargetsLocked(soft, v.nodes, 1, append(append([]string(nil), req.Existing...), req.Excluded...), time.Now())
+	soft.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return &pb.GetAdditionalNodeResponse{Node: locations(v.nodes, targets)[0]}, nil
+}
+
 func (n *namespaceService) UpdatePipeline(ctx context.Context, req *pb.UpdatePipelineRequest) (*pb.FileOpResponse, error) {
 	s := n.s
 	if err := s.checkFileCall("update pipeline", req.Path, req.ClientName, req.Session); err != nil {

@@ -19,6 +19,9 @@ const (
 	maxReportReplicas    = 1 << 20
 	maxIncrementalChange = 10000
 	maxInvalidatePerBeat = 1000
+	// maxReplChecksPerCycle bounds the dirty blocks one replication cycle
+	// checks (the rest wait for the next).
+	maxReplChecksPerCycle = 100000
 )
 
 // nodeLinkService is the storage nodes' API: registration (replicated),
@@ -119,6 +122,7 @@ func (l *nodeLinkService) Heartbeat(ctx context.Context, req *pb.NodeHeartbeatRe
 	f := s.fsLocked()
 	n := f.node(req.NodeId)
 	n.lastHeartbeat = now
+	n.dead = false
 	n.setStorages(req.Storages)
 	safe := f.safeMode
 	f.mu.Unlock()
@@ -153,6 +157,7 @@ func (s *Server) nodeCommands(id string, now time.Time) []*pb.NodeCommand {
 		out = append(out, &pb.NodeCommand{Command: &pb.NodeCommand_SendFullReport{SendFullReport: &pb.SendFullReportCommand{}}})
 	}
 	safe := f.safeMode
+	transfers, excess := n.takeWorkLocked()
 	var reps map[uint64]softReplica
 	if !safe && n.fullReport {
 		reps = make(map[uint64]softReplica, len(n.replicas))
@@ -167,7 +172,10 @@ func (s *Server) nodeCommands(id string, now time.Time) []*pb.NodeCommand {
 			Locations: locations(nodes, b.ExpectedLocations),
 		}}})
 	}
-	if inv := s.invalidations(id, reps, now); len(inv) > 0 {
+	for _, t := range transfers {
+		out = append(out, &pb.NodeCommand{Command: &pb.NodeCommand_Transfer{Transfer: t}})
+	}
+	if inv := append(excess, s.invalidations(id, reps, now)...); len(inv) > 0 {
 		out = append(out, &pb.NodeCommand{Command: &pb.NodeCommand_Invalidate{Invalidate: &pb.InvalidateCommand{Blocks: inv}}})
 	}
 	return out
@@ -273,16 +281,22 @@ func (l *nodeLinkService) BlockReport(ctx context.Context, req *pb.NodeBlockRepo
 	now := time.Now()
 	f := s.fsLocked()
 	n := f.node(req.NodeId)
+	for bid := range n.replicas {
+		f.markDirty(bid)
+	}
 	n.replicas = make(map[uint64]softReplica, total)
+	n.invalidating = nil
 	for _, st := range req.Storages {
 		if st.Failed {
 			continue
 		}
 		for _, r := range st.Replicas {
 			n.replicas[r.BlockId] = softReplica{storage: st.StorageId, gs: r.Gs, numBytes: r.NumBytes, state: r.State}
+			f.markDirty(r.BlockId)
 		}
 	}
 	n.fullReport = true
+	n.dead = false
 	f.updateSafeMode(registered, now)
 	f.mu.Unlock()
 	return &pb.NodeReportResponse{}, nil
@@ -320,8 +334,10 @@ func (l *nodeLinkService) IncrementalReport(ctx context.Context, req *pb.NodeInc
 	n := f.node(req.NodeId)
 	for _, c := range req.Changes {
 		r := c.Replica
+		f.markDirty(r.BlockId)
 		if c.Change == pb.ReplicaChange_REPLICA_CHANGE_DELETED {
 			delete(n.replicas, r.BlockId)
+			delete(n.invalidating, r.BlockId)
 			continue
 		}
 		n.replicas[r.BlockId] = softReplica{storage: c.StorageId, gs: r.Gs, numBytes: r.NumBytes, state: r.State}
@@ -355,8 +371,10 @@ func (l *nodeLinkService) CommitBlockSynchronization(ctx context.Context, req *p
 		DeleteBlock: req.DeleteBlock, Targets: req.Targets, OldGs: req.OldGs, ReplicatedBlocks: replicated,
 	}))
 	if err != nil {
+		s.metrics.recoveryCommits.WithLabelValues(errReason(err)).Inc()
 		return nil, err
 	}
+	s.metrics.recoveryCommits.WithLabelValues("ok").Inc()
 	return &pb.CommitBlockSyncResponse{Result: proto.Clone(r.Result).(*pb.NamespaceResult)}, nil
 }
 
@@ -387,10 +405,12 @@ func (n *namespaceService) ListNodes(ctx context.Context, _ *pb.ListNodesRequest
 	stale := s.fsCfg().NodeStaleInterval
 	f := s.fsLocked()
 	defer f.mu.Unlock()
-	resp := &pb.ListNodesResponse{SafeMode: f.safeMode}
+	resp := &pb.ListNodesResponse{SafeMode: f.safeMode, UnderReplicatedBlocks: uint64(len(f.repl.needed)),
+		MissingBlocks: uint64(len(f.repl.missing)), PendingReplications: uint64(len(f.repl.pending))}
 	for _, r := range recs {
 		ns := &pb.StorageNodeStatus{Node: r, LastHeartbeatMs: -1, Live: f.live(r.Id, now, stale)}
 		if soft := f.nodes[r.Id]; soft != nil {
+			ns.Dead = soft.dead
 			if !soft.lastHeartbeat.IsZero() {
 				ns.LastHeartbeatMs = now.Sub(soft.lastHeartbeat).Milliseconds()
 			}

@@ -21,6 +21,7 @@ type fsSoft struct {
 	renewals  map[string]time.Time // client name → last renewal
 	safeMode  bool
 	safeUntil time.Time
+	repl      replState
 }
 
 // nodeSoft is what the leader learned from one storage node this term.
@@ -31,6 +32,16 @@ type nodeSoft struct {
 	fullReport    bool // a full report arrived in this term
 	// replicas: block id → the replica the node reported.
 	replicas map[uint64]softReplica
+	// dead: silent for longer than the dead interval; its replicas were
+	// dropped and it must report in full again.
+	dead bool
+	// Work for the next heartbeat reply: transfers it is the source of
+	// and excess replicas to delete.
+	transfers  []*pb.TransferCommand
+	invalidate []*pb.BlockRef
+	// invalidating: blocks the leader had this node delete and that it has
+	// not reported deleted yet; the node is no target for them meanwhile.
+	invalidating map[uint64]struct{}
 }
 
 type softReplica struct {
@@ -46,6 +57,7 @@ func (f *fsSoft) reset(term uint64, now time.Time, safeTimeout time.Duration) {
 	f.nodes = map[string]*nodeSoft{}
 	f.renewals = map[string]time.Time{}
 	f.safeMode, f.safeUntil = true, now.Add(safeTimeout)
+	f.repl = newReplState()
 }
 
 // fs returns the soft state locked for term (reset when the term moved
@@ -91,7 +103,8 @@ func (f *fsSoft) finalizedAt(id, gs uint64, n int64, now time.Time, stale time.D
 	c := 0
 	for nid, ns := range f.nodes {
 		r, ok := ns.replicas[id]
-		if ok && r.state == pb.ReplicaState_REPLICA_STATE_FINALIZED && r.gs == gs && r.numBytes == n && f.live(nid, now, stale) {
+		if ok && r.state == pb.ReplicaState_REPLICA_STATE_FINALIZED && r.gs == gs && r.numBytes == n && f.live(nid, now, stale) &&
+			!f.corruptLocked(id, nid, r) {
 			c++
 		}
 	}
@@ -115,7 +128,7 @@ func (f *fsSoft) reported(id uint64) []*pb.ReportedLocation {
 	var out []*pb.ReportedLocation
 	for _, nid := range f.reporters(id) {
 		r := f.nodes[nid].replicas[id]
-		out = append(out, &pb.ReportedLocation{NodeId: nid, State: r.state, Gs: r.gs, NumBytes: r.numBytes})
+		out = append(out, &pb.ReportedLocation{NodeId: nid, State: r.state, Gs: r.gs, NumBytes: r.numBytes, Corrupt: f.corruptLocked(id, nid, r)})
 	}
 	return out
 }

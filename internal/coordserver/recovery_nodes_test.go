@@ -65,7 +65,8 @@ func startNodes(t *testing.T, e *fsEnv, n int) []*nodeserver.Server {
 //     (the new leader resumes it from FSM state);
 //   - one node restarts after the writer died, so its replica comes back
 //     RWR: the RBW replicas win (spec §4.1), the RWR one is left out and,
-//     now stale, invalidated by the leader.
+//     now stale, invalidated by the leader, which then re-replicates the
+//     block, one replica short, back onto that node.
 func TestLeaseRecoveryWithRealNodes(t *testing.T) {
 	cases := []struct {
 		name string
@@ -141,12 +142,13 @@ func TestLeaseRecoveryWithRealNodes(t *testing.T) {
 				dn := dataNode(t, n)
 				if i == excluded {
 					// Left out of the recovery: stale now, so the leader
-					// has it deleted.
-					eventually(t, 30*time.Second, n.ID()+"'s stale replica invalidated", func() bool {
+					// has it deleted; the block, one replica short, is
+					// then copied back to it (re-replication).
+					eventually(t, 30*time.Second, n.ID()+"'s stale replica replaced by a copy", func() bool {
 						reps, err := dn.ListReplicas(ctx, &pb.ListReplicasRequest{Pool: "BP-1"})
-						return err == nil && len(reps.Replicas) == 0
+						return err == nil && len(reps.Replicas) == 1 && reps.Replicas[0].Gs == b.Gs &&
+							reps.Replicas[0].State == pb.ReplicaState_REPLICA_STATE_FINALIZED
 					})
-					continue
 				}
 				reps, err := dn.ListReplicas(ctx, &pb.ListReplicasRequest{Pool: "BP-1"})
 				if err != nil || len(reps.Replicas) != 1 {
@@ -180,20 +182,7 @@ func dataNode(t *testing.T, n *nodeserver.Server) pb.DataNodeClient {
 // returns the length acknowledged by the whole pipeline and the length sent.
 func writeThenDie(ctx context.Context, t *testing.T, blk *pb.BlockRecord, locs []*pb.NodeLocation, data []byte) (acked, sent int64) {
 	t.Helper()
-	conn, err := grpc.NewClient(locs[0].GrpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	var targets []string
-	for _, l := range locs[1:] {
-		targets = append(targets, l.GrpcAddr)
-	}
-	setup := &pb.WriteSetup{Pool: "BP-1", BlockId: blk.Id, Gs: blk.Gs, Stage: pb.BlockStage_BLOCK_STAGE_PIPELINE_SETUP_CREATE, Targets: targets, ClientName: "writer-1"}
-	pl, err := blockio.Open(ctx, conn, setup, blockio.Options{Address: locs[0].GrpcAddr})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pl := openPipeline(ctx, t, blk, locs, "writer-1")
 	const synced = 200_000
 	for off := 0; off < synced; off += 64 << 10 {
 		end := min(off+64<<10, synced)
@@ -215,6 +204,27 @@ func writeThenDie(ctx context.Context, t *testing.T, blk *pb.BlockRecord, locs [
 	}
 	pl.Abort()
 	return acked, synced + 50_000
+}
+
+// openPipeline opens a create pipeline for blk on locs as client; the
+// connection closes when the test ends.
+func openPipeline(ctx context.Context, t *testing.T, blk *pb.BlockRecord, locs []*pb.NodeLocation, client string) *blockio.Pipeline {
+	t.Helper()
+	conn, err := grpc.NewClient(locs[0].GrpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	var targets []string
+	for _, l := range locs[1:] {
+		targets = append(targets, l.GrpcAddr)
+	}
+	setup := &pb.WriteSetup{Pool: "BP-1", BlockId: blk.Id, Gs: blk.Gs, Stage: pb.BlockStage_BLOCK_STAGE_PIPELINE_SETUP_CREATE, Targets: targets, ClientName: client}
+	pl, err := blockio.Open(ctx, conn, setup, blockio.Options{Address: locs[0].GrpcAddr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pl
 }
 
 func readReplica(ctx context.Context, t *testing.T, dn pb.DataNodeClient, b *pb.BlockStatus) []byte {

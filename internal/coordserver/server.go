@@ -140,6 +140,7 @@ func New(cfg Config) (_ *Server, err error) {
 	s.goLoop(s.watchLoop)
 	s.goLoop(s.journalLoop)
 	s.goLoop(s.leaseMonitor)
+	s.goLoop(s.replicationMonitor)
 	if err := s.bootstrap(); err != nil {
 		return nil, err
 	}

@@ -23,6 +23,8 @@ const (
 	// linkMaxTasks bounds the recoveries and transfers running at once; a
 	// command past it is dropped (the coordinator re-sends it).
 	linkMaxTasks = 4
+	// linkMaxBadQueued bounds the corrupt replicas waiting to be reported.
+	linkMaxBadQueued = 1000
 	// linkCallTimeout bounds one NodeLink call on one endpoint.
 	linkCallTimeout = 10 * time.Second
 	linkBackoffMin  = 50 * time.Millisecond
@@ -67,8 +69,9 @@ type coordLink struct {
 	wake         chan struct{}
 
 	mu      sync.Mutex
-	cur     int             // the endpoint tried first
-	running map[string]bool // keys of the running tasks
+	cur     int              // the endpoint tried first
+	running map[string]bool  // keys of the running tasks
+	bad     []*pb.BadReplica // corrupt replicas to report (bounded)
 }
 
 func newCoordLink(s *Server) (*coordLink, error) {
@@ -165,6 +168,7 @@ func (l *coordLink) run() {
 			}
 		}
 		backoff = linkBackoffMin
+		l.reportBad()
 		select {
 		case <-l.ctx.Done():
 			return
@@ -314,6 +318,52 @@ func (l *coordLink) heartbeat() {
 	}
 	l.heartbeatsOK.Add(1)
 	l.execute(resp.GetCommands())
+}
+
+// badBlock queues a corrupt replica for the coordinator (at most
+// linkMaxBadQueued; the block scanner finds the others again).
+func (l *coordLink) badBlock(b replica.BadBlock) {
+	l.mu.Lock()
+	if len(l.bad) < linkMaxBadQueued {
+		l.bad = append(l.bad, &pb.BadReplica{BlockId: b.Block.ID, Gs: b.Block.GS, NodeId: l.s.cfg.ID, Reason: truncate(b.Reason, 512)})
+	}
+	l.mu.Unlock()
+	l.kick()
+}
+
+// reportBad sends the queued corrupt replicas (the leader stops counting
+// them and re-replicates the block); on failure they wait for the next
+// round.
+func (l *coordLink) reportBad() {
+	l.mu.Lock()
+	bad := l.bad
+	l.bad = nil
+	l.mu.Unlock()
+	if len(bad) == 0 {
+		return
+	}
+	req := &pb.ReportBadBlocksRequest{Reporter: l.s.cfg.ID, Replicas: bad}
+	err := l.call(l.ctx, 1, func(ctx context.Context, c pb.NodeLinkClient) error {
+		_, err := c.ReportBadBlocks(ctx, req)
+		return err
+	})
+	if err != nil {
+		if l.ctx.Err() == nil {
+			l.log.Warn("bad block report failed; will retry", "replicas", len(bad), "error", err)
+		}
+		l.mu.Lock()
+		l.bad = append(bad, l.bad...)[:min(len(bad)+len(l.bad), linkMaxBadQueued)]
+		l.mu.Unlock()
+		return
+	}
+	l.log.Info("bad blocks reported", "replicas", len(bad))
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }
 
 // incremental sends the queued changes; after an overflow, or when the

@@ -325,6 +325,9 @@ func (s *Server) healthy() error {
 func (s *Server) reportBadBlock(b replica.BadBlock) {
 	s.metrics.badBlocks.Inc()
 	s.log.Warn("bad block", "pool", b.Pool, "block-id", b.Block.ID, "gs", b.Block.GS, "storage-id", b.StorageID, "reason", b.Reason)
+	if s.link != nil && b.Pool == s.link.pool {
+		s.link.badBlock(b)
+	}
 	if s.cfg.OnBadBlock != nil {
 		s.cfg.OnBadBlock(b)
 	}

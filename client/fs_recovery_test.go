@@ -1,0 +1,228 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"math/rand"
+	"slices"
+	"testing"
+	"time"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+)
+
+// pollUntil polls cond every 50 ms until it holds or d passes.
+func pollUntil(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v: %s", what, d, state)
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval
+	}
+}
+
+// checkReplicas reads block b of path from every node named in want,
+// directly, and compares the bytes with data.
+func checkReplicas(ctx context.Context, t *testing.T, fsys *FS, b BlockInfo, want []string, data []byte) {
+	t.Helper()
+	for _, id := range want {
+		addr, err := fsys.nodeAddr(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := fsys.readAt(ctx, addr, b.ID, b.GS, 0, int64(b.Length))
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("replica on %s: %d bytes, equal %v, err %v", id, len(got), bytes.Equal(got, data), err)
+		}
+	}
+}
+
+// finalizedOn lists the nodes reporting b FINALIZED at its GS and length.
+func finalizedOn(b BlockInfo) []string {
+	var out []string
+	for _, r := range b.Reported {
+		if r.State == pb.ReplicaState_REPLICA_STATE_FINALIZED && r.GS == b.GS && r.Length == int64(b.Length) && !r.Corrupt {
+			out = append(out, r.Node)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func randomData(seed int64, n int) []byte {
+	b := make([]byte, n)
+	rand.New(rand.NewSource(seed)).Read(b)
+	return b
+}
+
+// TestWriterReplacesFailedNode (spec §5.3 step 5, policy DEFAULT): a node
+// of a synced pipeline dies mid-block; the writer asks the leader for an
+// additional node, has a survivor copy the replica there (TRANSFER_RBW),
+// recovers the pipeline onto three nodes and finishes. The file ends with
+// 3 finalized replicas, one on the new node, all holding the bytes written.
+func TestWriterReplacesFailedNode(t *testing.T) {
+	fc := startFSClusterN(t, 4)
+	fsys := fc.client(t).FS()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	data := randomData(21, 700_000)
+	w, err := fsys.Create(ctx, "/rp/f", CreateOptions{Replication: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(data[:300_000]); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pipeline := append([]string(nil), idsOf(w.blk.nodes)...)
+	victim := pipeline[1]
+	fc.byID[victim].Close()
+	if _, err := w.Write(data[300_000:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	info, err := fsys.Stat(ctx, "/rp/f")
+	if err != nil || info.Length != uint64(len(data)) || len(info.Blocks) != 1 {
+		t.Fatalf("stat: %+v, %v", info, err)
+	}
+	b := info.Blocks[0]
+	if len(b.Expected) != 3 || slices.Contains(b.Expected, victim) {
+		t.Fatalf("expected locations %v: want 3 without the dead %s (pipeline was %v)", b.Expected, victim, pipeline)
+	}
+	var added string
+	for _, id := range b.Expected {
+		if !slices.Contains(pipeline, id) {
+			added = id
+		}
+	}
+	if added == "" {
+		t.Fatalf("no replacement node in %v (pipeline was %v)", b.Expected, pipeline)
+	}
+	checkReplicas(ctx, t, fsys, b, b.Expected, data)
+}
+
+// TestWriterCloseRecovery (spec §5.3, PIPELINE_CLOSE_RECOVERY): a node dies
+// after every byte of the block was acked, before the packet that ends it.
+// The writer recovers with the close stage (no node added there), so the
+// survivors finalize at a new GS and the file closes with 2 replicas; the
+// leader then re-replicates the block back to 3.
+func TestWriterCloseRecovery(t *testing.T) {
+	fc := startFSClusterN(t, 4)
+	fsys := fc.client(t).FS()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	data := randomData(22, 250_000+77)
+	w, err := fsys.Create(ctx, "/cr/f", CreateOptions{Replication: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	var victim string
+	var gs0 uint64
+	testHookBeforeEndOfBlock = func(w *FileWriter) {
+		victim, gs0 = w.blk.nodes[2].GetNodeId(), w.blk.gs
+		fc.byID[victim].Close()
+	}
+	t.Cleanup(func() { testHookBeforeEndOfBlock = nil })
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testHookBeforeEndOfBlock = nil
+	info, err := fsys.Stat(ctx, "/cr/f")
+	if err != nil || info.UnderConstruction || info.Length != uint64(len(data)) {
+		t.Fatalf("stat: %+v, %v", info, err)
+	}
+	b := info.Blocks[0]
+	if b.GS <= gs0 || len(b.Expected) != 2 || slices.Contains(b.Expected, victim) {
+		t.Fatalf("after close recovery: GS %d (was %d), expected %v (dead %s)", b.GS, gs0, b.Expected, victim)
+	}
+	checkReplicas(ctx, t, fsys, b, b.Expected, data)
+	pollUntil(t, 30*time.Second, "re-replication to 3", func() (bool, string) {
+		info, err = fsys.Stat(ctx, "/cr/f")
+		if err != nil {
+			return false, err.Error()
+		}
+		on := finalizedOn(info.Blocks[0])
+		return len(on) == 3 && !slices.Contains(on, victim), ""
+	})
+	checkReplicas(ctx, t, fsys, info.Blocks[0], finalizedOn(info.Blocks[0]), data)
+}
+
+// TestAppendRecovery (spec §5.3, PIPELINE_SETUP_APPEND_RECOVERY): the first
+// node of a closed file's last block is dead when the file is reopened for
+// append; the append's pipeline setup fails, the writer recovers it on the
+// survivors with the append recovery stage (adding a node: the stream is an
+// append), and the appended file reads back whole.
+func TestAppendRecovery(t *testing.T) {
+	fc := startFSClusterN(t, 4)
+	fsys := fc.client(t).FS()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	first, more := randomData(23, 100_000+5), randomData(24, 60_000)
+	w, err := fsys.Create(ctx, "/ap/f", CreateOptions{Replication: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(first); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var info FileInfo
+	pollUntil(t, 20*time.Second, "3 finalized replicas", func() (bool, string) {
+		info, err = fsys.Stat(ctx, "/ap/f")
+		return err == nil && len(finalizedOn(info.Blocks[0])) == 3, ""
+	})
+	victim := readOrder(info.Blocks[0])[0] // the append pipeline's first node
+	fc.byID[victim].Close()
+	a, err := fsys.Append(ctx, "/ap/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Write(more); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	info, err = fsys.Stat(ctx, "/ap/f")
+	want := append(append([]byte(nil), first...), more...)
+	if err != nil || info.Length != uint64(len(want)) || len(info.Blocks) != 1 {
+		t.Fatalf("stat after append: %+v, %v", info, err)
+	}
+	b := info.Blocks[0]
+	if slices.Contains(b.Expected, victim) || len(b.Expected) != 3 {
+		t.Fatalf("expected locations %v: want 3 without the dead %s", b.Expected, victim)
+	}
+	checkReplicas(ctx, t, fsys, b, b.Expected, want)
+	r, err := fsys.Open(ctx, "/ap/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(r)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read back: %d bytes, equal %v, err %v", len(got), bytes.Equal(got, want), err)
+	}
+}
+
+func idsOf(locs []*pb.NodeLocation) []string {
+	out := make([]string, len(locs))
+	for i, l := range locs {
+		out[i] = l.GetNodeId()
+	}
+	return out
+}

@@ -1,0 +1,549 @@
+package coordserver
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/fsm"
+)
+
+// Re-replication and excess replicas (spec §6, issue deliverable 6), the
+// analogue of HDFS's RedundancyMonitor, kept in the leader's soft state:
+//
+//   - A block is checked when something about it changed: a report added,
+//     changed or dropped one of its replicas, a node holding it died, or a
+//     transfer for it timed out (the dirty set). A block not COMPLETE yet
+//     stays dirty and is checked again next cycle, so it is judged once it
+//     completes.
+//   - Replicas count as good when they are FINALIZED at the block's GS and
+//     length on a node that is not dead; a stale node's replicas still
+//     count (a slow node must not trigger a storm of copies) but a stale
+//     node is neither a source nor a target.
+//   - Fewer good replicas (plus transfers in flight) than the file's
+//     replication factor: the block is needed, with priority by how few
+//     good replicas remain; each cycle the neediest blocks get a transfer
+//     from a good live replica to new distinct live targets with space, at
+//     most ReplicationStreams transfers in flight per source node. A block
+//     with no good replica left is missing: nothing can copy it.
+//   - A replica reported corrupt (ReportBadBlocks, from a reader or the
+//     node's scanner) is not good; once the block has its factor of good
+//     replicas again the corrupt ones are invalidated.
+//   - More good replicas than the factor (and nothing in flight): the
+//     extra ones are invalidated, stale nodes first, then the fullest;
+//     never below the factor, so never the last good copy.
+//
+// Nothing here is replicated: transfers and excess invalidations are not
+// journal events (they change no FSM state), and a new leader starts over
+// from the nodes' full reports (safe mode holds all of it until then).
+
+// pendingTransfer is a transfer the leader sent and waits to see reported.
+type pendingTransfer struct {
+	source  string
+	targets []string
+	gs      uint64
+	expires time.Time
+}
+
+// replState is the leader's replication soft state (reset each term).
+type replState struct {
+	dirty   map[uint64]struct{}
+	needed  map[uint64]int // block id → good replicas (lower is needier)
+	missing map[uint64]struct{}
+	pending map[uint64]*pendingTransfer
+	// corrupt: block id → node → GS of the replica reported corrupt.
+	corrupt map[uint64]map[string]uint64
+}
+
+func newReplState() replState {
+	return replState{
+		dirty:   map[uint64]struct{}{},
+		needed:  map[uint64]int{},
+		missing: map[uint64]struct{}{},
+		pending: map[uint64]*pendingTransfer{},
+		corrupt: map[uint64]map[string]uint64{},
+	}
+}
+
+// markDirty queues block id for a check.
+func (f *fsSoft) markDirty(id uint64) { f.repl.dirty[id] = struct{}{} }
+
+// alive reports whether node id's replicas count: it is not dead (a node
+// that sent a report but no heartbeat yet this term counts).
+func (f *fsSoft) alive(id string, now time.Time, dead time.Duration) bool {
+	n := f.nodes[id]
+	if n == nil || n.dead {
+		return false
+	}
+	return n.lastHeartbeat.IsZero() || now.Sub(n.lastHeartbeat) < dead
+}
+
+// blockInfo is what a replication check needs from the FSM.
+type blockInfo struct {
+	block       *pb.BlockRecord
+	replication int
+}
+
+// replicationMonitor is the leader's replication loop.
+func (s *Server) replicationMonitor() {
+	s.every(s.fsCfg().ReplicationCheckInterval, func() bool {
+		if s.leaderReady() && s.logFormat() >= fsm.NamespaceFormat {
+			s.replicationCycle(time.Now())
+		}
+		return true
+	})
+}
+
+// replicationCycle marks dead nodes, checks the dirty blocks and schedules
+// transfers for the neediest blocks. Outside safe mode only, except the
+// dead-node check and the transfer timeouts.
+func (s *Server) replicationCycle(now time.Time) {
+	cfg := s.fsCfg()
+	f := s.fsLocked()
+	s.markDeadLocked(f, now, cfg.NodeDeadInterval)
+	for id, p := range f.repl.pending {
+		if now.After(p.expires) {
+			delete(f.repl.pending, id)
+			f.markDirty(id)
+			s.log.Warn("transfer not reported in time; rescheduling", "block-id", id, "source", p.source, "targets", p.targets)
+		}
+	}
+	if f.safeMode {
+		f.mu.Unlock()
+		return
+	}
+	ids := make([]uint64, 0, min(len(f.repl.dirty), maxReplChecksPerCycle))
+	for id := range f.repl.dirty {
+		if len(ids) >= maxReplChecksPerCycle {
+			break
+		}
+		ids = append(ids, id)
+	}
+	f.mu.Unlock()
+
+	infos, _ := s.blockInfos(ids)
+	f = s.fsLocked()
+	for _, id := range ids {
+		if _, ok := f.repl.dirty[id]; !ok {
+			continue
+		}
+		delete(f.repl.dirty, id)
+		info, ok := infos[id]
+		switch {
+		case !ok: // deleted
+			delete(f.repl.needed, id)
+			delete(f.repl.missing, id)
+			delete(f.repl.pending, id)
+			delete(f.repl.corrupt, id)
+		case info.block.State != pb.BlockState_BLOCK_STATE_COMPLETE:
+			delete(f.repl.needed, id)
+			f.markDirty(id) // judged once it completes
+		default:
+			s.checkBlockLocked(f, info, now, cfg)
+		}
+	}
+	cands := f.neediestLocked(cfg.ReplicationStreams * max(len(f.nodes), 1))
+	f.mu.Unlock()
+	if len(cands) == 0 {
+		return
+	}
+	infos, nodes := s.blockInfos(cands)
+	f = s.fsLocked()
+	defer f.mu.Unlock()
+	s.scheduleTransfersLocked(f, cands, nodes, infos, now, cfg)
+}
+
+// blockInfos reads the blocks ids (absent: deleted) and the registered
+// nodes from the FSM.
+func (s *Server) blockInfos(ids []uint64) (map[uint64]blockInfo, map[string]*pb.NodeRecord) {
+	infos := make(map[uint64]blockInfo, len(ids))
+	nodes := map[string]*pb.NodeRecord{}
+	s.fsm.View(func(st *fsm.State) {
+		for _, id := range ids {
+			b, ok := st.Block(id)
+			if !ok {
+				continue
+			}
+			rep := 0
+			if fr, ok := st.File(b.Path); ok {
+				rep = int(fr.Replication)
+			}
+			infos[id] = blockInfo{block: b, replication: rep}
+		}
+		for _, n := range st.Nodes() {
+			nodes[n.Id] = n
+		}
+	})
+	return infos, nodes
+}
+
+// neediestLocked returns up to limit needed blocks without a transfer in
+// flight, fewest good replicas first (one pass over the needed set).
+func (f *fsSoft) neediestLocked(limit int) []uint64 {
+	var buckets [fsm.MaxReplication + 1][]uint64
+	for id, good := range f.repl.needed {
+		if _, busy := f.repl.pending[id]; busy {
+			continue
+		}
+		good = min(max(good, 0), fsm.MaxReplication)
+		if len(buckets[good]) < limit {
+			buckets[good] = append(buckets[good], id)
+		}
+	}
+	var out []uint64
+	for _, b := range buckets {
+		slices.Sort(b)
+		out = append(out, b[:min(len(b), limit-len(out))]...)
+		if len(out) >= limit {
+			break
+		}
+	}
+	return out
+}
+
+// markDeadLocked declares dead every node silent for longer than dead: its
+// replicas stop counting (their blocks are checked), its queued work is
+// dropped and, if it returns, it must send a full report again.
+func (s *Server) markDeadLocked(f *fsSoft, now time.Time, dead time.Duration) {
+	for id, n := range f.nodes {
+		if n.dead || n.lastHeartbeat.IsZero() || now.Sub(n.lastHeartbeat) < dead {
+			continue
+		}
+		n.dead = true
+		for bid := range n.replicas {
+			f.markDirty(bid)
+		}
+		s.log.Warn("storage node dead: its replicas no longer count", "node", id, "replicas", len(n.replicas),
+			"silent-for", now.Sub(n.lastHeartbeat).Round(time.Millisecond))
+		n.replicas = map[uint64]softReplica{}
+		n.fullReport = false
+		n.transfers, n.invalidate, n.invalidating = nil, nil, nil
+		for bid, p := range f.repl.pending {
+			if p.source == id || slices.Contains(p.targets, id) {
+				delete(f.repl.pending, bid)
+				f.markDirty(bid)
+			}
+		}
+	}
+}
+
+// checkBlockLocked classifies one COMPLETE block: enough, needed, missing
+// or over-replicated (invalidating the excess).
+func (s *Server) checkBlockLocked(f *fsSoft, info blockInfo, now time.Time, cfg FSConfig) {
+	b := info.block
+	var good []string
+	for nid, n := range f.nodes {
+		r, ok := n.replicas[b.Id]
+		if ok && r.state == pb.ReplicaState_REPLICA_STATE_FINALIZED && r.gs == b.Gs && r.numBytes == int64(b.NumBytes) &&
+			f.alive(nid, now, cfg.NodeDeadInterval) && !f.corruptLocked(b.Id, nid, r) {
+			good = append(good, nid)
+		}
+	}
+	if _, ok := f.repl.corrupt[b.Id]; ok {
+		s.dropCorruptLocked(f, b, len(good), info.replication, now, cfg.NodeStaleInterval)
+	}
+	inFlight := 0
+	if p := f.repl.pending[b.Id]; p != nil {
+		if p.gs != b.Gs {
+			delete(f.repl.pending, b.Id)
+		} else {
+			p.targets = slices.DeleteFunc(p.targets, func(t string) bool { return slices.Contains(good, t) })
+			if len(p.targets) == 0 {
+				delete(f.repl.pending, b.Id)
+			}
+			inFlight = len(p.targets)
+		}
+	}
+	want := info.replication
+	switch {
+	case len(good) == 0:
+		delete(f.repl.needed, b.Id)
+		if _, ok := f.repl.missing[b.Id]; !ok {
+			s.log.Error("block missing: no good replica on a live node", "block-id", b.Id, "gs", b.Gs, "path", b.Path)
+		}
+		f.repl.missing[b.Id] = struct{}{}
+	case len(good)+inFlight < want:
+		delete(f.repl.missing, b.Id)
+		f.repl.needed[b.Id] = len(good)
+	case len(good) > want && inFlight == 0:
+		delete(f.repl.missing, b.Id)
+		delete(f.repl.needed, b.Id)
+		s.invalidateExcessLocked(f, b, good, want, now, cfg)
+	default:
+		delete(f.repl.missing, b.Id)
+		delete(f.repl.needed, b.Id)
+	}
+}
+
+// invalidateExcessLocked drops len(good)-want good replicas of b: stale
+// nodes first, then the one with the least free space, then by id.
+func (s *Server) invalidateExcessLocked(f *fsSoft, b *pb.BlockRecord, good []string, want int, now time.Time, cfg FSConfig) {
+	slices.SortFunc(good, func(x, y string) int {
+		lx, ly := f.live(x, now, cfg.NodeStaleInterval), f.live(y, now, cfg.NodeStaleInterval)
+		if lx != ly {
+			if !lx {
+				return -1
+			}
+			return 1
+		}
+		if c := cmp.Compare(f.nodes[x].free, f.nodes[y].free); c != 0 {
+			return c
+		}
+		return cmp.Compare(x, y)
+	})
+	for _, nid := range good[:len(good)-want] {
+		f.nodes[nid].dropReplicaLocked(b.Id, b.Gs, int64(b.NumBytes))
+		s.metrics.replExcess.Inc()
+		s.log.Info("excess replica invalidated", "block-id", b.Id, "gs", b.Gs, "node", nid, "replicas", len(good), "replication", want)
+	}
+}
+
+// scheduleTransfersLocked sends transfers for ids (neediest first) within
+// the per-source stream limit.
+func (s *Server) scheduleTransfersLocked(f *fsSoft, ids []uint64, nodes map[string]*pb.NodeRecord, infos map[uint64]blockInfo, now time.Time, cfg FSConfig) {
+	streams := map[string]int{} // node → transfers in flight as source
+	targeted := map[string]int{}
+	for _, p := range f.repl.pending {
+		streams[p.source]++
+		for _, t := range p.targets {
+			targeted[t]++
+		}
+	}
+	var live []string
+	for id := range nodes {
+		if f.live(id, now, cfg.NodeStaleInterval) && !f.nodes[id].dead {
+			live = append(live, id)
+		}
+	}
+	slices.Sort(live)
+	for _, id := range ids {
+		info, ok := infos[id]
+		good, needed := f.repl.needed[id]
+		if _, busy := f.repl.pending[id]; !ok || !needed || busy || info.block.State != pb.BlockState_BLOCK_STATE_COMPLETE {
+			continue
+		}
+		b := info.block
+		var source string
+		var holders []string
+		for nid, n := range f.nodes {
+			r, ok := n.replicas[id]
+			if !ok {
+				continue
+			}
+			holders = append(holders, nid)
+			if r.state == pb.ReplicaState_REPLICA_STATE_FINALIZED && r.gs == b.Gs && r.numBytes == int64(b.NumBytes) &&
+				f.live(nid, now, cfg.NodeStaleInterval) && streams[nid] < cfg.ReplicationStreams && !f.corruptLocked(id, nid, r) &&
+				(source == "" || streams[nid] < streams[source] || streams[nid] == streams[source] && nid < source) {
+				source = nid
+			}
+		}
+		if source == "" {
+			continue
+		}
+		need := info.replication - good
+		var cands []string
+		for _, nid := range live {
+			_, deleting := f.nodes[nid].invalidating[id]
+			if !slices.Contains(holders, nid) && !deleting && f.nodes[nid].free >= b.NumBytes {
+				cands = append(cands, nid)
+			}
+		}
+		slices.SortStableFunc(cands, func(x, y string) int {
+			if c := cmp.Compare(targeted[x], targeted[y]); c != 0 {
+				return c
+			}
+			return cmp.Compare(f.nodes[y].free, f.nodes[x].free)
+		})
+		if len(cands) > need {
+			cands = cands[:need]
+		}
+		if len(cands) == 0 {
+			continue
+		}
+		targets := make([]*pb.NodeLocation, 0, len(cands))
+		for _, t := range cands {
+			targeted[t]++
+			targets = append(targets, &pb.NodeLocation{NodeId: t, GrpcAddr: nodes[t].GrpcAddr})
+		}
+		streams[source]++
+		f.repl.pending[id] = &pendingTransfer{source: source, targets: cands, gs: b.Gs, expires: now.Add(cfg.ReplicationTimeout)}
+		src := f.nodes[source]
+		src.transfers = append(src.transfers, &pb.TransferCommand{Block: &pb.BlockRef{Id: id, Gs: b.Gs, NumBytes: b.NumBytes}, Targets: targets})
+		s.metrics.replScheduled.Inc()
+		s.log.Info("re-replicating block", "block-id", id, "gs", b.Gs, "path", b.Path, "good", good,
+			"replication", info.replication, "source", source, "targets", cands)
+	}
+}
+
+// dropReplicaLocked forgets n's replica of block id and queues its
+// deletion at gs.
+func (n *nodeSoft) dropReplicaLocked(id, gs uint64, numBytes int64) {
+	delete(n.replicas, id)
+	n.invalidate = append(n.invalidate, &pb.BlockRef{Id: id, Gs: gs, NumBytes: uint64(max(numBytes, 0))})
+	if n.invalidating == nil {
+		n.invalidating = map[uint64]struct{}{}
+	}
+	n.invalidating[id] = struct{}{}
+}
+
+// takeWorkLocked drains node n's queued transfers and excess
+// invalidations (at most maxInvalidatePerBeat of those) for a heartbeat
+// reply.
+func (n *nodeSoft) takeWorkLocked() (transfers []*pb.TransferCommand, invalidate []*pb.BlockRef) {
+	transfers, n.transfers = n.transfers, nil
+	k := min(len(n.invalidate), maxInvalidatePerBeat)
+	invalidate = append(invalidate, n.invalidate[:k]...)
+	n.invalidate = slices.Delete(n.invalidate, 0, k)
+	return transfers, invalidate
+}
+
+// replicationStats is the replication soft state for metrics and status.
+type replicationStats struct {
+	UnderReplicated, Missing, Pending, DeadNodes int
+}
+
+// ReplicationStats reports this leader's replication state (zero on a
+// follower).
+func (s *Server) ReplicationStats() replicationStats {
+	if !s.isLeader() {
+		return replicationStats{}
+	}
+	f := s.fsLocked()
+	defer f.mu.Unlock()
+	st := replicationStats{UnderReplicated: len(f.repl.needed), Missing: len(f.repl.missing), Pending: len(f.repl.pending)}
+	for _, n := range f.nodes {
+		if n.dead {
+			st.DeadNodes++
+		}
+	}
+	return st
+}
+
+// maxBadReplicas bounds one ReportBadBlocks call.
+const maxBadReplicas = 1000
+
+// ReportBadBlocks (Namespace): a reader's checksum failures.
+func (n *namespaceService) ReportBadBlocks(ctx context.Context, req *pb.ReportBadBlocksRequest) (*pb.ReportBadBlocksResponse, error) {
+	return n.s.reportBadBlocks(ctx, req, false)
+}
+
+// ReportBadBlocks (NodeLink): a node's scanners and reads; the reporter
+// must be a registered node.
+func (l *nodeLinkService) ReportBadBlocks(ctx context.Context, req *pb.ReportBadBlocksRequest) (*pb.ReportBadBlocksResponse, error) {
+	return l.s.reportBadBlocks(ctx, req, true)
+}
+
+// reportBadBlocks marks the named replicas corrupt in the leader's soft
+// state (as HDFS's CorruptReplicasMap, not journaled: it changes no FSM
+// state) and queues their blocks for a check. Entries naming a deleted
+// block, an unknown node or a replica the node does not hold at that GS
+// are ignored.
+func (s *Server) reportBadBlocks(ctx context.Context, req *pb.ReportBadBlocksRequest, fromNode bool) (*pb.ReportBadBlocksResponse, error) {
+	if err := s.checkFSName("reporter", req.Reporter); err != nil {
+		return nil, err
+	}
+	if len(req.Replicas) == 0 || len(req.Replicas) > maxBadReplicas {
+		return nil, s.badRequest(fmt.Sprintf("%d bad replicas: want 1..%d", len(req.Replicas), maxBadReplicas))
+	}
+	for _, r := range req.Replicas {
+		if r.BlockId == 0 || r.Gs == 0 {
+			return nil, s.badRequest(fmt.Sprintf("bad replica: block %d at GS %d", r.BlockId, r.Gs))
+		}
+		if err := s.checkFSName("node id", r.NodeId); err != nil {
+			return nil, err
+		}
+		if len(r.Reason) > fsm.MaxReasonBytes {
+			return nil, s.badRequest(fmt.Sprintf("reason of %d bytes, at most %d", len(r.Reason), fsm.MaxReasonBytes))
+		}
+	}
+	if err := s.fsReady(ctx); err != nil {
+		return nil, err
+	}
+	if fromNode {
+		if _, err := s.registeredNode(req.Reporter); err != nil {
+			return nil, err
+		}
+	}
+	known := map[uint64]bool{}
+	s.fsm.View(func(st *fsm.State) {
+		for _, r := range req.Replicas {
+			_, known[r.BlockId] = st.Block(r.BlockId)
+		}
+	})
+	f := s.fsLocked()
+	defer f.mu.Unlock()
+	var accepted uint32
+	for _, r := range req.Replicas {
+		n := f.nodes[r.NodeId]
+		if !known[r.BlockId] || n == nil {
+			continue
+		}
+		if rep, ok := n.replicas[r.BlockId]; !ok || rep.gs != r.Gs {
+			continue
+		}
+		if f.repl.corrupt[r.BlockId] == nil {
+			f.repl.corrupt[r.BlockId] = map[string]uint64{}
+		}
+		f.repl.corrupt[r.BlockId][r.NodeId] = r.Gs
+		f.markDirty(r.BlockId)
+		accepted++
+		s.log.Warn("replica reported corrupt", "block-id", r.BlockId, "gs", r.Gs, "node", r.NodeId, "reporter", req.Reporter, "reason", r.Reason)
+	}
+	return &pb.ReportBadBlocksResponse{Accepted: accepted}, nil
+}
+
+// corruptLocked reports whether node's replica r of block id was reported
+// corrupt.
+func (f *fsSoft) corruptLocked(id uint64, node string, r softReplica) bool {
+	gs, ok := f.repl.corrupt[id][node]
+	return ok && gs == r.gs
+}
+
+// dropCorruptLocked invalidates block b's corrupt replicas once it has
+// want good ones, or has a good one and no live node without a replica to
+// copy it to (the corrupt copy's node becomes the target); never with no
+// good copy, since a corrupt one may be all there is. It forgets marks
+// whose replica is gone.
+func (s *Server) dropCorruptLocked(f *fsSoft, b *pb.BlockRecord, good, want int, now time.Time, stale time.Duration) {
+	marks := f.repl.corrupt[b.Id]
+	if good >= 1 && good < want {
+		free := false
+		for nid, n := range f.nodes {
+			if _, holds := n.replicas[b.Id]; !holds && !n.dead && f.live(nid, now, stale) {
+				free = true
+				break
+			}
+		}
+		if !free {
+			want = good
+		}
+	}
+	for nid, gs := range marks {
+		n := f.nodes[nid]
+		r, ok := n.replicaLocked(b.Id)
+		if !ok || r.gs != gs {
+			delete(marks, nid)
+			continue
+		}
+		if good >= want && good >= 1 {
+			n.dropReplicaLocked(b.Id, gs, r.numBytes)
+			delete(marks, nid)
+			s.log.Info("corrupt replica invalidated", "block-id", b.Id, "gs", gs, "node", nid, "good", good)
+		}
+	}
+	if len(marks) == 0 {
+		delete(f.repl.corrupt, b.Id)
+	}
+}
+
+// replicaLocked returns n's replica of id (n may be nil).
+func (n *nodeSoft) replicaLocked(id uint64) (softReplica, bool) {
+	if n == nil {
+		return softReplica{}, false
+	}
+	r, ok := n.replicas[id]
+	return r, ok
+}
