@@ -49,6 +49,11 @@ func addServeFlags(fs *pflag.FlagSet) *serveFlags {
 	fs.StringSliceVar(&c.Join, "join", nil, "gossip seeds host:port, comma-separated (validated; the gossip join is not wired yet)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of text")
+	// Test-only fault injection (the e2e suite), hidden from --help.
+	fs.StringVar(&c.FailpointRecoveryPause, "failpoint-recovery-pause", "", "TEST ONLY: DURATION[@PATH-PREFIX]: as recovery primary, sleep after initReplicaRecovery, before updateReplicaUnderRecovery and the commit")
+	if err := fs.MarkHidden("failpoint-recovery-pause"); err != nil {
+		panic(err)
+	}
 	envflag.Bind(fs)
 	return f
 }

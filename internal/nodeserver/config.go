@@ -109,6 +109,16 @@ type Config struct {
 	// join itself comes later.
 	Join []string
 
+	// FailpointRecoveryPause is test-only fault injection, in the spirit
+	// of etcd's gofail failpoints: "DURATION[@PATH-PREFIX]" makes this node,
+	// as a recovery primary, sleep DURATION once initReplicaRecovery has
+	// succeeded on the locations and the plan is made, before
+	// updateReplicaUnderRecovery and the commit — for blocks of files
+	// under PATH-PREFIX only when one is given. It opens a window in which
+	// the e2e suite kills the primary or the coordinator leader. Empty:
+	// off. Never set it in production.
+	FailpointRecoveryPause string
+
 	Security Security
 	Logger   *slog.Logger
 
@@ -207,10 +217,33 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("join: %w", err))
 		}
 	}
+	if _, _, err := parseRecoveryPause(c.FailpointRecoveryPause); err != nil {
+		errs = append(errs, err)
+	}
 	if k := len(c.Security.GossipKey); k != 0 && k != 16 && k != 24 && k != 32 {
 		errs = append(errs, fmt.Errorf("gossip key of %d bytes: want 16, 24 or 32", k))
 	}
 	return errors.Join(errs...)
+}
+
+// parseRecoveryPause parses FailpointRecoveryPause: "" (off, d = 0) or
+// "DURATION[@PATH-PREFIX]" with DURATION > 0 and an absolute prefix.
+func parseRecoveryPause(s string) (d time.Duration, prefix string, err error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, "", nil
+	}
+	ds, prefix, hasPrefix := strings.Cut(s, "@")
+	d, err = time.ParseDuration(ds)
+	switch {
+	case err != nil:
+		return 0, "", fmt.Errorf("failpoint recovery pause %q: %w", s, err)
+	case d <= 0 || d > time.Hour:
+		return 0, "", fmt.Errorf("failpoint recovery pause %q: want a duration in (0, 1h]", s)
+	case hasPrefix && !strings.HasPrefix(prefix, "/"):
+		return 0, "", fmt.Errorf("failpoint recovery pause %q: want an absolute path prefix after @", s)
+	}
+	return d, prefix, nil
 }
 
 // volumes returns the configured volumes (DataDir as one DISK volume).

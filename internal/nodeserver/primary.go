@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -82,6 +83,16 @@ func (s *Server) syncRecovery(ctx context.Context, pool string, cmd *pb.RecoverB
 
 	var synced []lr.NodeID
 	if plan.Action == lr.PlanSync {
+		// Test-only failpoint (Config.FailpointRecoveryPause): the
+		// participants are RUR under this recovery id; nothing is updated
+		// or committed yet.
+		if d, prefix, _ := parseRecoveryPause(s.cfg.FailpointRecoveryPause); d > 0 && strings.HasPrefix(cmd.GetPath(), prefix) {
+			s.log.Warn("failpoint recovery-pause: the primary sleeps before updateReplicaUnderRecovery", "block-id", b.ID,
+				"recovery-id", b.Recovery.ID, "path", cmd.GetPath(), "pause", d)
+			if !sleepCtx(ctx, d) {
+				return lr.CommitRequest{}, ctx.Err()
+			}
+		}
 		ok := make([]bool, len(plan.Participants))
 		for i, rep := range plan.Participants {
 			wg.Go(func() {

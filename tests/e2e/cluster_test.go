@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -27,6 +28,9 @@ type cluster struct {
 	t *testing.T
 	*project
 	start time.Time
+	// members are the coordinator services (the project may hold storage
+	// nodes too).
+	members []string
 
 	mu    sync.Mutex
 	addrs map[string]string // service -> published 127.0.0.1:port of 7100
@@ -47,7 +51,17 @@ func startCluster(t *testing.T, file string, n int) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := &cluster{t: t, project: p, start: time.Now(), addrs: map[string]string{}}
+	return upCluster(t, p, services)
+}
+
+// upCluster brings p up (its coordinator services are members, the
+// first services of p), registers its teardown and waits for a stable
+// cluster, as startCluster.
+func upCluster(t *testing.T, p *project, members []string) *cluster {
+	t.Helper()
+	file, n := filepath.Base(p.file), len(members)
+	services := members
+	cl := &cluster{t: t, project: p, start: time.Now(), members: members, addrs: map[string]string{}}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("compose logs of %s (last 200 lines per service):\n%s", p.name, p.logs(200))
@@ -127,7 +141,7 @@ func (cl *cluster) config() (client.Config, int) {
 		AttemptTimeout: 2 * time.Second,
 		MaxBackoff:     100 * time.Millisecond,
 	}
-	for _, s := range cl.services {
+	for _, s := range cl.members {
 		cfg.Endpoints = append(cfg.Endpoints, cl.addrs[s])
 		cfg.AddressMap[fmt.Sprintf("%s:%d", s, grpcPort)] = cl.addrs[s]
 	}
@@ -271,7 +285,7 @@ func (cl *cluster) leader(want ...string) string {
 // others are the services not in except.
 func (cl *cluster) others(except ...string) []string {
 	var out []string
-	for _, s := range cl.services {
+	for _, s := range cl.members {
 		if !slices.Contains(except, s) {
 			out = append(out, s)
 		}
@@ -403,7 +417,7 @@ func (cl *cluster) killLeaderAndRestart(why string, during func()) {
 
 func (cl *cluster) waitRejoined(services ...string) {
 	cl.t.Helper()
-	cl.waitStable(len(cl.services))
+	cl.waitStable(len(cl.members))
 	cl.waitCaughtUp(services...)
 	cl.logf("%v rejoined and caught up", services)
 }
@@ -419,7 +433,7 @@ func (cl *cluster) waitConverged() uint64 {
 		if target, err = cl.nextSeq(ctx); err != nil {
 			return fmt.Errorf("linearizable read: %w", err)
 		}
-		for _, s := range cl.services {
+		for _, s := range cl.members {
 			n, err := cl.memberNextSeq(ctx, s)
 			if err != nil {
 				return fmt.Errorf("%s: %w", s, err)
@@ -467,7 +481,7 @@ func (cl *cluster) verify(acked map[uint64]string) {
 	cl.t.Helper()
 	final := cl.waitConverged()
 	var first []client.StoredEvent
-	for _, s := range cl.services {
+	for _, s := range cl.members {
 		evs, err := cl.readMember(s)
 		if err != nil {
 			cl.t.Fatal(err)
@@ -479,10 +493,10 @@ func (cl *cluster) verify(acked map[uint64]string) {
 		if first == nil {
 			first = evs
 		} else if err := sameEvents(first, evs); err != nil {
-			cl.t.Errorf("%s differs from %s: %v", s, cl.services[0], err)
+			cl.t.Errorf("%s differs from %s: %v", s, cl.members[0], err)
 		}
 	}
-	cl.logf("verified %d members: %d events each, %d acknowledged appends present", len(cl.services), final-1, len(acked))
+	cl.logf("verified %d members: %d events each, %d acknowledged appends present", len(cl.members), final-1, len(acked))
 }
 
 func checkJournal(evs []client.StoredEvent, next uint64, acked map[uint64]string) error {

@@ -23,6 +23,9 @@ type project struct {
 	name     string
 	file     string
 	services []string
+	// env is added to the environment of every compose command (compose
+	// file variables such as LOGBOOK_FAILPOINT_RECOVERY_PAUSE).
+	env []string
 
 	// Filled by up; container ids and the network do not change when a
 	// container is killed, restarted or reconnected.
@@ -64,7 +67,7 @@ func execOut(ctx context.Context, env []string, name string, args ...string) (st
 // compose runs a compose subcommand for this project.
 func (p *project) compose(ctx context.Context, args ...string) (string, error) {
 	full := append(append(composeCLI[1:len(composeCLI):len(composeCLI)], "-p", p.name, "-f", p.file), args...)
-	return execOut(ctx, []string{"LOGBOOK_IMAGE=" + image}, composeCLI[0], full...)
+	return execOut(ctx, append([]string{"LOGBOOK_IMAGE=" + image}, p.env...), composeCLI[0], full...)
 }
 
 // docker runs a docker CLI command bounded by cmdTimeout.
