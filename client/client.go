@@ -141,6 +141,12 @@ func (c *Client) Close() error {
 	return errors.Join(errs...)
 }
 
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
 func (c *Client) mapAddr(addr string) string {
 	if m, ok := c.cfg.AddressMap[addr]; ok {
 		return m

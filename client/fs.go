@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
@@ -24,8 +25,10 @@ const DefaultBlockPool = "BP-1"
 type FS struct {
 	c    *Client
 	pool string
-	// renewEvery is the lease renewal period of open writers.
-	renewEvery time.Duration
+	// renewEvery is the lease renewal period of open writers until a
+	// renewal has told the leader's limits (then renewPeriod).
+	renewEvery  time.Duration
+	renewPeriod atomic.Int64 // nanoseconds; 0: not known yet
 
 	mu    sync.Mutex
 	nodes map[string]string // node id -> gRPC address
@@ -87,6 +90,19 @@ type BlockInfo struct {
 	Expected []string
 	// Reported are the replicas the leader saw in the nodes' reports.
 	Reported []ReplicaLocation
+	// Recovery is set while the block is UNDER_RECOVERY.
+	Recovery *BlockRecovery
+}
+
+// BlockRecovery is the current attempt of a block recovery.
+type BlockRecovery struct {
+	// ID is the attempt's recovery id (the GS the block gets on commit).
+	ID uint64
+	// Primary is the node running it; Attempt counts from 1.
+	Primary  string
+	Attempt  uint32
+	Deadline time.Time
+	Reason   string
 }
 
 // ReplicaLocation is a replica of a block reported by a storage node.
@@ -160,6 +176,10 @@ func (f *FS) Stat(ctx context.Context, path string) (FileInfo, error) {
 		bi := BlockInfo{ID: b.GetId(), GS: b.GetGs(), Length: b.GetNumBytes(), State: b.GetState(), Expected: append([]string(nil), b.GetExpectedLocations()...)}
 		for _, r := range b.GetReportedLocations() {
 			bi.Reported = append(bi.Reported, ReplicaLocation{Node: r.GetNodeId(), State: r.GetState(), GS: r.GetGs(), Length: r.GetNumBytes(), Corrupt: r.GetCorrupt()})
+		}
+		if r := b.GetRecovery(); r != nil {
+			bi.Recovery = &BlockRecovery{ID: r.GetRecoveryId(), Primary: r.GetPrimary(), Attempt: r.GetAttempt(),
+				Deadline: time.Unix(0, r.GetDeadlineUnixNanos()), Reason: r.GetReason()}
 		}
 		info.Blocks = append(info.Blocks, bi)
 	}

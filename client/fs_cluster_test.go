@@ -53,8 +53,9 @@ func freeAddr(t *testing.T, udp bool) string {
 // 3-node pipeline, and stops everything when the test ends.
 func startFSCluster(t *testing.T) *fsCluster { t.Helper(); return startFSClusterN(t, 3) }
 
-// startFSClusterN is startFSCluster with n storage nodes.
-func startFSClusterN(t *testing.T, nodes int) *fsCluster {
+// startFSClusterN is startFSCluster with n storage nodes; opts adjust the
+// coordinators' config.
+func startFSClusterN(t *testing.T, nodes int, opts ...func(*coordserver.Config)) *fsCluster {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts 3 coordinators and 3 storage nodes")
@@ -87,6 +88,9 @@ func startFSClusterN(t *testing.T, nodes int) *fsCluster {
 		cfg.BootstrapExpect = 3
 		cfg.Join = []string{seed}
 		cfg.Logger = quiet
+		for _, o := range opts {
+			o(&cfg)
+		}
 		srv, err := coordserver.New(cfg)
 		if err != nil {
 			t.Fatalf("%s: %v", cfg.ID, err)

@@ -5,11 +5,14 @@ import (
 	"context"
 	"io"
 	"math/rand"
+	"net/http"
+	"regexp"
 	"slices"
 	"testing"
 	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/internal/coordserver"
 )
 
 // pollUntil polls cond every 50 ms until it holds or d passes.
@@ -225,4 +228,88 @@ func idsOf(locs []*pb.NodeLocation) []string {
 		out[i] = l.GetNodeId()
 	}
 	return out
+}
+
+// TestIdleWriterKeepsLease: the writer learns the leader's lease limits
+// from its first renewal and renews within them, so a writer that is alive
+// but idle for several hard limits keeps its file (no lease recovery), and
+// finishes it.
+func TestIdleWriterKeepsLease(t *testing.T) {
+	fc := startFSClusterN(t, 3, func(c *coordserver.Config) {
+		c.FS.LeaseSoftLimit = 500 * time.Millisecond
+		c.FS.LeaseHardLimit = time.Second
+		c.FS.LeaseCheckInterval = 100 * time.Millisecond
+	})
+	fsys := fc.client(t).FS()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	data := randomData(25, 100_000)
+	w, err := fsys.Create(ctx, "/idle/f", CreateOptions{Replication: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(data[:50_000]); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Idle for 4 hard limits, watching that the file stays ours.
+	until := time.Now().Add(4 * time.Second)
+	for time.Now().Before(until) {
+		info, err := fsys.Stat(ctx, "/idle/f")
+		if err != nil || !info.UnderConstruction || info.LeaseHolder != fsys.clientName() {
+			t.Fatalf("an idle but live writer lost its lease: %+v, %v", info, err)
+		}
+		time.Sleep(100 * time.Millisecond) // observation interval
+	}
+	if _, err := w.Write(data[50_000:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p := time.Duration(fsys.renewPeriod.Load()); p <= 0 || p > 250*time.Millisecond {
+		t.Fatalf("renewal period %v: want a quarter of the 1s hard limit", p)
+	}
+}
+
+// TestHSync: HSync acks only once every pipeline node fsynced the bytes
+// (each node counts its hsync packets), and a reader then sees them.
+func TestHSync(t *testing.T) {
+	fc := startFSCluster(t)
+	fsys := fc.client(t).FS()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	data := randomData(26, 70_000+3)
+	w, err := fsys.Create(ctx, "/hs/f", CreateOptions{Replication: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.HSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range idsOf(w.blk.nodes) {
+		resp, err := http.Get("http://" + fc.byID[id].HTTPAddr() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !regexp.MustCompile(`(?m)^logbook_node_hsyncs_total [1-9]`).Match(body) {
+			t.Fatalf("%s counted no hsync after HSync", id)
+		}
+	}
+	r, err := fsys.Open(ctx, "/hs/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(r)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read after HSync: %d bytes, equal %v, err %v", len(got), bytes.Equal(got, data), err)
+	}
 }

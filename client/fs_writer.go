@@ -19,6 +19,8 @@ const (
 	// maxNodeReplacements bounds the nodes tried as a replacement in one
 	// recovery (§5.3 step 5).
 	maxNodeReplacements = 3
+	// replaceNodeTimeout bounds asking the leader for a replacement node.
+	replaceNodeTimeout = 10 * time.Second
 )
 
 // testHookBeforeEndOfBlock, set by tests only, runs once every byte of a
@@ -182,13 +184,15 @@ func (f *FS) openPipeline(ctx context.Context, first *pb.NodeLocation, setup *pb
 	return blockio.Open(ctx, cc, setup, blockio.Options{Address: first.GetGrpcAddr()})
 }
 
-// startRenewal renews the lease in the background until Close or Abort.
+// startRenewal renews the lease in the background until Close or Abort,
+// at once when this FS does not know the leader's lease limits yet, then
+// well within them (FS.renewLease).
 func (w *FileWriter) startRenewal(ctx context.Context) {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w.stopRenew, w.renewDone = cancel, make(chan struct{})
 	go func() {
 		defer close(w.renewDone)
-		t := time.NewTicker(w.fs.renewEvery)
+		t := time.NewTimer(time.Duration(w.fs.renewPeriod.Load()))
 		defer t.Stop()
 		for {
 			select {
@@ -196,14 +200,34 @@ func (w *FileWriter) startRenewal(ctx context.Context) {
 				return
 			case <-t.C:
 			}
-			actx, acancel := context.WithTimeout(rctx, w.fs.renewEvery)
-			_ = w.fs.namespace(actx, func(ctx context.Context, ns pb.NamespaceClient) error {
-				_, err := ns.RenewLease(ctx, &pb.RenewLeaseRequest{ClientName: w.fs.clientName()})
-				return err
-			})
-			acancel()
+			if w.fs.c.isClosed() {
+				return // the client is gone: so is the lease
+			}
+			t.Reset(w.fs.renewLease(rctx))
 		}
 	}()
+}
+
+// renewLease renews the client's leases and returns when to renew next:
+// half the soft limit or a quarter of the hard one, whichever is shorter,
+// within [100 ms, renewEvery].
+func (f *FS) renewLease(ctx context.Context) time.Duration {
+	period := f.renewEvery
+	if p := time.Duration(f.renewPeriod.Load()); p > 0 {
+		period = p
+	}
+	actx, cancel := context.WithTimeout(ctx, period)
+	defer cancel()
+	_ = f.namespace(actx, func(ctx context.Context, ns pb.NamespaceClient) error {
+		r, err := ns.RenewLease(ctx, &pb.RenewLeaseRequest{ClientName: f.clientName()})
+		if err == nil && r.GetSoftLimitMs() > 0 && r.GetHardLimitMs() > 0 {
+			p := min(time.Duration(r.GetSoftLimitMs())*time.Millisecond/2, time.Duration(r.GetHardLimitMs())*time.Millisecond/4)
+			period = min(max(p, 100*time.Millisecond), f.renewEvery)
+			f.renewPeriod.Store(int64(period))
+		}
+		return err
+	})
+	return period
 }
 
 func (w *FileWriter) stopRenewal() {
@@ -424,6 +448,35 @@ func (w *FileWriter) Sync(ctx context.Context) error {
 	return nil
 }
 
+// HSync is Sync with every pipeline node's data and checksums fsynced
+// before it acks (HDFS hsync): the bytes survive the nodes' power loss.
+func (w *FileWriter) HSync(ctx context.Context) error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	if w.blk == nil {
+		return nil
+	}
+	b := w.blk
+	for b.sent < b.written {
+		if err := w.fail(w.sendNext(ctx, false, true)); err != nil {
+			return err
+		}
+	}
+	// The fsync rides on a packet of its own: the last partial chunk sent
+	// again (nodes skip bytes they have), or nothing at a chunk boundary.
+	off := chunkFloor(b.written)
+	if err := w.fail(w.send(ctx, blockio.Packet{Offset: off, Data: b.data[off-b.base : b.written-b.base], Sync: true, Fsync: true})); err != nil {
+		return err
+	}
+	if err := w.fail(w.flush(ctx)); err != nil {
+		return err
+	}
+	w.synced = true
+	w.last = b.ref()
+	return nil
+}
+
 // Close finishes the last block and completes the file, retrying while the
 // coordinator waits for the blocks' replicas to be reported, until ctx
 // ends. It releases the lease.
@@ -585,11 +638,13 @@ func (w *FileWriter) maybeReplaceNode(ctx context.Context, acked int64) error {
 	var lastErr error
 	for try := 0; try < maxNodeReplacements; try++ {
 		var node *pb.NodeLocation
-		err := w.fs.namespace(ctx, func(ctx context.Context, ns pb.NamespaceClient) error {
+		actx, cancel := context.WithTimeout(ctx, replaceNodeTimeout)
+		err := w.fs.namespace(actx, func(ctx context.Context, ns pb.NamespaceClient) error {
 			r, err := ns.GetAdditionalNode(ctx, &pb.GetAdditionalNodeRequest{Path: w.path, ClientName: w.fs.clientName(), BlockId: b.id, Existing: existing, Excluded: excluded})
 			node = r.GetNode()
 			return err
 		})
+		cancel()
 		if err != nil {
 			lastErr = err
 			break // no candidate left

@@ -466,6 +466,15 @@ func (s *State) BlocksUnderRecovery() []*pb.BlockRecord {
 	return out
 }
 
+// RecoveryLoad counts the blocks under recovery by primary.
+func (s *State) RecoveryLoad() map[string]int {
+	out := map[string]int{}
+	for id := range s.ns.recovering {
+		out[s.ns.blocks[id].GetRecovery().GetPrimary()]++
+	}
+	return out
+}
+
 // RecoveriesOfPrimary returns the blocks under recovery whose primary is
 // node, sorted by id: the recovery work to send it (spec §9.11, commands
 // derived from FSM state).

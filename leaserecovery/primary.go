@@ -12,6 +12,11 @@ type Location struct {
 	Alive bool
 	// LastHeartbeat is when the leader last heard from the node.
 	LastHeartbeat time.Time
+	// Fresh: heard from within the stale interval (and not failed in
+	// gossip). Load: recoveries the node is primary of already. Both only
+	// order the choice (ChoosePrimary).
+	Fresh bool
+	Load  int
 }
 
 // PrimaryChoice is the primary of a new attempt and the chosen-as-primary
@@ -27,9 +32,12 @@ type PrimaryChoice struct {
 // Rules: only alive expected locations qualify; among them prefer those not
 // chosen by an earlier attempt, so a dead or stuck primary is not chosen
 // again; when every alive location has been chosen, the set is cleared and
-// all alive locations qualify again. Pick the most recent heartbeat, ties
-// broken by the smaller node id. No alive location → ok is false, no primary,
-// chosen unchanged (the block stays UNDER_RECOVERY with no command).
+// all alive locations qualify again. Pick a fresh location before a stale
+// one, then the one with the fewest recoveries already (so a burst of
+// recoveries spreads over the nodes instead of landing on whichever
+// heartbeated last), then the most recent heartbeat (HDFS's rule), ties
+// broken by the smaller node id. No alive location → ok is false, no
+// primary, chosen unchanged (the block stays UNDER_RECOVERY with no command).
 func ChoosePrimary(expected []Location, chosen []NodeID) (PrimaryChoice, bool) {
 	var alive, fresh []Location
 	for _, l := range expected {
@@ -48,10 +56,20 @@ func ChoosePrimary(expected []Location, chosen []NodeID) (PrimaryChoice, bool) {
 	if len(fresh) == 0 {
 		pool, next = alive, nil // every alive location was primary: start over
 	}
+	better := func(l, b Location) bool {
+		switch {
+		case l.Fresh != b.Fresh:
+			return l.Fresh
+		case l.Load != b.Load:
+			return l.Load < b.Load
+		case !l.LastHeartbeat.Equal(b.LastHeartbeat):
+			return l.LastHeartbeat.After(b.LastHeartbeat)
+		}
+		return l.Node < b.Node
+	}
 	best := pool[0]
 	for _, l := range pool[1:] {
-		if l.LastHeartbeat.After(best.LastHeartbeat) ||
-			(l.LastHeartbeat.Equal(best.LastHeartbeat) && l.Node < best.Node) {
+		if better(l, best) {
 			best = l
 		}
 	}

@@ -36,6 +36,14 @@ func TestChoosePrimary(t *testing.T) {
 		{"repeated location counted once", "input hygiene",
 			[]Location{loc("a", true, 9), loc("a", true, 0), loc("b", true, 5)}, nil, "b", []NodeID{"b"}, true},
 		{"empty node id skipped", "input hygiene", []Location{loc("", true, 0), loc("b", true, 5)}, nil, "b", []NodeID{"b"}, true},
+		{"fewest recoveries first", "load spreading (a burst of recoveries)",
+			[]Location{{Node: "a", Alive: true, Fresh: true, Load: 5}, {Node: "b", Alive: true, Fresh: true, Load: 2}, {Node: "c", Alive: true, Fresh: true, Load: 7}}, nil, "b", []NodeID{"b"}, true},
+		{"fresh before a less loaded stale node", "§3.4 stale nodes last",
+			[]Location{{Node: "a", Alive: true, Fresh: false, Load: 0}, {Node: "b", Alive: true, Fresh: true, Load: 9}}, nil, "b", []NodeID{"b"}, true},
+		{"equal load: most recent heartbeat", "§3.3",
+			[]Location{{Node: "a", Alive: true, Fresh: true, Load: 1, LastHeartbeat: time.Unix(10, 0)}, {Node: "b", Alive: true, Fresh: true, Load: 1, LastHeartbeat: time.Unix(20, 0)}}, nil, "b", []NodeID{"b"}, true},
+		{"load never beats chosen-as-primary", "§3.3 prefer not chosenAsPrimary",
+			[]Location{{Node: "a", Alive: true, Fresh: true, Load: 0}, {Node: "b", Alive: true, Fresh: true, Load: 9}}, []NodeID{"a"}, "b", []NodeID{"a", "b"}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

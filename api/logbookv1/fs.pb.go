@@ -1741,7 +1741,10 @@ func (x *RenewLeaseRequest) GetClientName() string {
 type RenewLeaseResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Files the client holds the lease of.
-	OpenFiles     uint32 `protobuf:"varint,1,opt,name=open_files,json=openFiles,proto3" json:"open_files,omitempty"`
+	OpenFiles uint32 `protobuf:"varint,1,opt,name=open_files,json=openFiles,proto3" json:"open_files,omitempty"`
+	// The leader's lease limits: a writer renews well within them.
+	SoftLimitMs   int64 `protobuf:"varint,2,opt,name=soft_limit_ms,json=softLimitMs,proto3" json:"soft_limit_ms,omitempty"`
+	HardLimitMs   int64 `protobuf:"varint,3,opt,name=hard_limit_ms,json=hardLimitMs,proto3" json:"hard_limit_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1779,6 +1782,20 @@ func (*RenewLeaseResponse) Descriptor() ([]byte, []int) {
 func (x *RenewLeaseResponse) GetOpenFiles() uint32 {
 	if x != nil {
 		return x.OpenFiles
+	}
+	return 0
+}
+
+func (x *RenewLeaseResponse) GetSoftLimitMs() int64 {
+	if x != nil {
+		return x.SoftLimitMs
+	}
+	return 0
+}
+
+func (x *RenewLeaseResponse) GetHardLimitMs() int64 {
+	if x != nil {
+		return x.HardLimitMs
 	}
 	return 0
 }
@@ -1836,8 +1853,10 @@ func (x *NodeRegisterRequest) GetStorages() []*StorageReport {
 }
 
 type NodeRegisterResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          *NodeRecord            `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  *NodeRecord            `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// The coordinators' cluster id: the node joins their gossip under it.
+	ClusterId     string `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1877,6 +1896,13 @@ func (x *NodeRegisterResponse) GetNode() *NodeRecord {
 		return x.Node
 	}
 	return nil
+}
+
+func (x *NodeRegisterResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
 }
 
 type StorageReport struct {
@@ -2008,15 +2034,18 @@ func (x *NodeHeartbeatRequest) GetStorages() []*StorageReport {
 }
 
 type RecoverBlockCommand struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	BlockId       uint64                 `protobuf:"varint,1,opt,name=block_id,json=blockId,proto3" json:"block_id,omitempty"`
-	Gs            uint64                 `protobuf:"varint,2,opt,name=gs,proto3" json:"gs,omitempty"`
-	NumBytes      uint64                 `protobuf:"varint,3,opt,name=num_bytes,json=numBytes,proto3" json:"num_bytes,omitempty"`
-	RecoveryId    uint64                 `protobuf:"varint,4,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
-	Locations     []*NodeLocation        `protobuf:"bytes,5,rep,name=locations,proto3" json:"locations,omitempty"`
-	Path          string                 `protobuf:"bytes,6,opt,name=path,proto3" json:"path,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	BlockId    uint64                 `protobuf:"varint,1,opt,name=block_id,json=blockId,proto3" json:"block_id,omitempty"`
+	Gs         uint64                 `protobuf:"varint,2,opt,name=gs,proto3" json:"gs,omitempty"`
+	NumBytes   uint64                 `protobuf:"varint,3,opt,name=num_bytes,json=numBytes,proto3" json:"num_bytes,omitempty"`
+	RecoveryId uint64                 `protobuf:"varint,4,opt,name=recovery_id,json=recoveryId,proto3" json:"recovery_id,omitempty"`
+	Locations  []*NodeLocation        `protobuf:"bytes,5,rep,name=locations,proto3" json:"locations,omitempty"`
+	Path       string                 `protobuf:"bytes,6,opt,name=path,proto3" json:"path,omitempty"`
+	// The attempt's deadline (the coordinator re-drives it after): the
+	// primary fits its calls and its commit before it.
+	DeadlineUnixNanos int64 `protobuf:"varint,7,opt,name=deadline_unix_nanos,json=deadlineUnixNanos,proto3" json:"deadline_unix_nanos,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *RecoverBlockCommand) Reset() {
@@ -2089,6 +2118,13 @@ func (x *RecoverBlockCommand) GetPath() string {
 		return x.Path
 	}
 	return ""
+}
+
+func (x *RecoverBlockCommand) GetDeadlineUnixNanos() int64 {
+	if x != nil {
+		return x.DeadlineUnixNanos
+	}
+	return 0
 }
 
 type InvalidateCommand struct {
@@ -2852,7 +2888,11 @@ type StorageNodeStatus struct {
 	Storages []*StorageReport `protobuf:"bytes,6,rep,name=storages,proto3" json:"storages,omitempty"`
 	// Silent for longer than the dead interval: its replicas do not count
 	// and its blocks are re-replicated (leader soft state).
-	Dead          bool `protobuf:"varint,7,opt,name=dead,proto3" json:"dead,omitempty"`
+	Dead bool `protobuf:"varint,7,opt,name=dead,proto3" json:"dead,omitempty"`
+	// The node's gossip state (alive, leaving, dead, left) when it joined
+	// the coordinators' gossip; empty otherwise. Gossip dead or gone: not
+	// live.
+	Gossip        string `protobuf:"bytes,8,opt,name=gossip,proto3" json:"gossip,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2934,6 +2974,13 @@ func (x *StorageNodeStatus) GetDead() bool {
 		return x.Dead
 	}
 	return false
+}
+
+func (x *StorageNodeStatus) GetGossip() string {
+	if x != nil {
+		return x.Gossip
+	}
+	return ""
 }
 
 type ListNodesResponse struct {
@@ -3150,15 +3197,19 @@ const file_logbookv1_fs_proto_rawDesc = "" +
 	"\x06closed\x18\x01 \x01(\bR\x06closed\"4\n" +
 	"\x11RenewLeaseRequest\x12\x1f\n" +
 	"\vclient_name\x18\x01 \x01(\tR\n" +
-	"clientName\"3\n" +
+	"clientName\"{\n" +
 	"\x12RenewLeaseResponse\x12\x1d\n" +
 	"\n" +
-	"open_files\x18\x01 \x01(\rR\topenFiles\"x\n" +
+	"open_files\x18\x01 \x01(\rR\topenFiles\x12\"\n" +
+	"\rsoft_limit_ms\x18\x02 \x01(\x03R\vsoftLimitMs\x12\"\n" +
+	"\rhard_limit_ms\x18\x03 \x01(\x03R\vhardLimitMs\"x\n" +
 	"\x13NodeRegisterRequest\x12*\n" +
 	"\x04node\x18\x01 \x01(\v2\x16.logbook.v1.NodeRecordR\x04node\x125\n" +
-	"\bstorages\x18\x02 \x03(\v2\x19.logbook.v1.StorageReportR\bstorages\"B\n" +
+	"\bstorages\x18\x02 \x03(\v2\x19.logbook.v1.StorageReportR\bstorages\"a\n" +
 	"\x14NodeRegisterResponse\x12*\n" +
-	"\x04node\x18\x01 \x01(\v2\x16.logbook.v1.NodeRecordR\x04node\"\x8a\x01\n" +
+	"\x04node\x18\x01 \x01(\v2\x16.logbook.v1.NodeRecordR\x04node\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x02 \x01(\tR\tclusterId\"\x8a\x01\n" +
 	"\rStorageReport\x12\x1d\n" +
 	"\n" +
 	"storage_id\x18\x01 \x01(\tR\tstorageId\x12\x1a\n" +
@@ -3168,7 +3219,7 @@ const file_logbookv1_fs_proto_rawDesc = "" +
 	"\x06failed\x18\x05 \x01(\bR\x06failed\"f\n" +
 	"\x14NodeHeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x125\n" +
-	"\bstorages\x18\x02 \x03(\v2\x19.logbook.v1.StorageReportR\bstorages\"\xca\x01\n" +
+	"\bstorages\x18\x02 \x03(\v2\x19.logbook.v1.StorageReportR\bstorages\"\xfa\x01\n" +
 	"\x13RecoverBlockCommand\x12\x19\n" +
 	"\bblock_id\x18\x01 \x01(\x04R\ablockId\x12\x0e\n" +
 	"\x02gs\x18\x02 \x01(\x04R\x02gs\x12\x1b\n" +
@@ -3176,7 +3227,8 @@ const file_logbookv1_fs_proto_rawDesc = "" +
 	"\vrecovery_id\x18\x04 \x01(\x04R\n" +
 	"recoveryId\x126\n" +
 	"\tlocations\x18\x05 \x03(\v2\x18.logbook.v1.NodeLocationR\tlocations\x12\x12\n" +
-	"\x04path\x18\x06 \x01(\tR\x04path\"A\n" +
+	"\x04path\x18\x06 \x01(\tR\x04path\x12.\n" +
+	"\x13deadline_unix_nanos\x18\a \x01(\x03R\x11deadlineUnixNanos\"A\n" +
 	"\x11InvalidateCommand\x12,\n" +
 	"\x06blocks\x18\x01 \x03(\v2\x14.logbook.v1.BlockRefR\x06blocks\"q\n" +
 	"\x0fTransferCommand\x12*\n" +
@@ -3225,7 +3277,7 @@ const file_logbookv1_fs_proto_rawDesc = "" +
 	"\x06old_gs\x18\t \x01(\x04R\x05oldGs\"N\n" +
 	"\x17CommitBlockSyncResponse\x123\n" +
 	"\x06result\x18\x01 \x01(\v2\x1b.logbook.v1.NamespaceResultR\x06result\"\x12\n" +
-	"\x10ListNodesRequest\"\x87\x02\n" +
+	"\x10ListNodesRequest\"\x9f\x02\n" +
 	"\x11StorageNodeStatus\x12*\n" +
 	"\x04node\x18\x01 \x01(\v2\x16.logbook.v1.NodeRecordR\x04node\x12\x12\n" +
 	"\x04live\x18\x02 \x01(\bR\x04live\x12*\n" +
@@ -3234,7 +3286,8 @@ const file_logbookv1_fs_proto_rawDesc = "" +
 	"fullReport\x12\x1a\n" +
 	"\breplicas\x18\x05 \x01(\x04R\breplicas\x125\n" +
 	"\bstorages\x18\x06 \x03(\v2\x19.logbook.v1.StorageReportR\bstorages\x12\x12\n" +
-	"\x04dead\x18\a \x01(\bR\x04dead\"\xf7\x01\n" +
+	"\x04dead\x18\a \x01(\bR\x04dead\x12\x16\n" +
+	"\x06gossip\x18\b \x01(\tR\x06gossip\"\xf7\x01\n" +
 	"\x11ListNodesResponse\x123\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x1d.logbook.v1.StorageNodeStatusR\x05nodes\x12\x1b\n" +
 	"\tsafe_mode\x18\x02 \x01(\bR\bsafeMode\x126\n" +

@@ -285,7 +285,7 @@ of successful calls (ms) and the error count. Exit 1 when no call succeeded.`,
 	fs.StringVar(&opts.cpuProfile, "cpuprofile", "", "write the benchmark client's own CPU profile to this file (go tool pprof)")
 	fs.IntVar(&opts.stream, "stream", 0, "submit on the streaming append with this many submissions in flight per client (0: unary Append calls)")
 	o = addClientFlags(journal, 10*time.Second, "deadline for connecting and for each Append call")
-	return groupCmd("bench", "Benchmark a running cluster", journal, newBenchTailCmd())
+	return groupCmd("bench", "Benchmark a running cluster", journal, newBenchTailCmd(), newBenchWriteCmd(), newBenchRecoveryCmd())
 }
 
 // startCPUProfile profiles this process into path until stop is called.

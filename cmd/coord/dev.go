@@ -168,6 +168,9 @@ func (d *devCluster) startNodes(opts devOptions) error {
 		}
 		cfg.GRPCAddr, cfg.HTTPAddr, cfg.GossipAddr = localAddr(ports[0]), localAddr(ports[1]), localAddr(ports[2])
 		cfg.CoordEndpoints = d.endpoints()
+		for _, c := range d.cfgs {
+			cfg.Join = append(cfg.Join, c.GossipAddr) // the coordinators' failure detector sees the node
+		}
 		if opts.HeartbeatInterval > 0 {
 			cfg.HeartbeatInterval = opts.HeartbeatInterval
 		}

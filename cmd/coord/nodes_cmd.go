@@ -17,6 +17,7 @@ type nodeJSON struct {
 	HTTPAddr        string `json:"http_addr"`
 	Live            bool   `json:"live"`
 	Dead            bool   `json:"dead"`
+	Gossip          string `json:"gossip"`
 	LastHeartbeatMs int64  `json:"last_heartbeat_ms"`
 	FullReport      bool   `json:"full_report"`
 	Replicas        uint64 `json:"replicas"`
@@ -38,7 +39,7 @@ func toNodesJSON(r *pb.ListNodesResponse) nodesJSON {
 		PendingReplications: r.PendingReplications, Nodes: []nodeJSON{}}
 	for _, n := range r.Nodes {
 		j := nodeJSON{ID: n.Node.GetId(), GRPCAddr: n.Node.GetGrpcAddr(), HTTPAddr: n.Node.GetHttpAddr(),
-			Live: n.Live, Dead: n.Dead, LastHeartbeatMs: n.LastHeartbeatMs, FullReport: n.FullReport, Replicas: n.Replicas}
+			Live: n.Live, Dead: n.Dead, Gossip: n.Gossip, LastHeartbeatMs: n.LastHeartbeatMs, FullReport: n.FullReport, Replicas: n.Replicas}
 		for _, s := range n.Storages {
 			j.CapacityBytes += s.Capacity
 			j.FreeBytes += s.Free
@@ -58,8 +59,9 @@ func newNodesCmd() *cobra.Command {
 		Short: "List the storage nodes with their liveness, as the leader sees them",
 		Long: `List the registered storage nodes (replicated) with the leader's view of
 each (soft state, rebuilt after a leader change): state (live: heard from
-within the stale interval; stale; dead: silent past the dead interval, its
-blocks re-replicated elsewhere), time since the last heartbeat, whether a full block report
+within the stale interval and not failed in gossip; stale; dead: silent past
+the dead interval, its blocks re-replicated elsewhere), its gossip state when
+it joined the coordinators' gossip (node serve --join), time since the last heartbeat, whether a full block report
 arrived in this term, replicas reported, capacity and free space. In safe mode
 the leader deletes and re-replicates nothing until the nodes have reported.`,
 		Args: cobra.NoArgs,
@@ -75,7 +77,7 @@ the leader deletes and re-replicates nothing until the nodes have reported.`,
 					return writeJSON(w, j)
 				}
 				t := newTable(w)
-				fmt.Fprintln(t, "ID\tGRPC\tSTATE\tLAST HEARTBEAT\tFULL REPORT\tREPLICAS\tFREE / CAPACITY")
+				fmt.Fprintln(t, "ID\tGRPC\tSTATE\tGOSSIP\tLAST HEARTBEAT\tFULL REPORT\tREPLICAS\tFREE / CAPACITY")
 				for _, n := range j.Nodes {
 					hb := "-"
 					if n.LastHeartbeatMs >= 0 {
@@ -88,7 +90,7 @@ the leader deletes and re-replicates nothing until the nodes have reported.`,
 					case !n.Live:
 						state = "stale"
 					}
-					fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%v\t%d\t%d / %d MiB\n", n.ID, n.GRPCAddr, state, hb, n.FullReport, n.Replicas, n.FreeBytes>>20, n.CapacityBytes>>20)
+					fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%v\t%d\t%d / %d MiB\n", n.ID, n.GRPCAddr, state, orDash(n.Gossip), hb, n.FullReport, n.Replicas, n.FreeBytes>>20, n.CapacityBytes>>20)
 				}
 				if err := t.Flush(); err != nil {
 					return err

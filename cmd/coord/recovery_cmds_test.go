@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -17,25 +16,8 @@ func TestRecoveryCommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
 	}
-	d, err := startDev(devOptions{Members: 1, Nodes: 3, DataDir: t.TempDir(), Ports: freePortPicker(t),
-		HeartbeatInterval: 100 * time.Millisecond, LeaseSoftLimit: time.Second, LeaseHardLimit: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.run(ctx, func(id string, err error) { t.Errorf("%s stopped: %v", id, err) }) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
-	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
-	defer wcancel()
-	if _, err := d.waitReady(wctx); err != nil {
-		t.Fatal(err)
-	}
+	d, wctx := startTestDev(t, devOptions{Members: 1, Nodes: 3,
+		HeartbeatInterval: 100 * time.Millisecond, LeaseSoftLimit: time.Second, LeaseHardLimit: 2 * time.Second}, 60*time.Second)
 	eps := "--endpoints=" + d.endpoints()[0]
 	c, err := client.New(wctx, client.Config{Endpoints: d.endpoints()})
 	if err != nil {

@@ -216,14 +216,13 @@ func TestHealthUnreachableExit1(t *testing.T) {
 	}
 }
 
-// TestDevNodesJoin: coord dev with storage nodes: every node registers,
-// heartbeats and sends its full report; coord nodes --json shows them live
-// and the leader out of safe mode.
-func TestDevNodesJoin(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a cluster")
-	}
-	d, err := startDev(devOptions{Members: 1, Nodes: 2, DataDir: t.TempDir(), HeartbeatInterval: 100 * time.Millisecond, Ports: freePortPicker(t)})
+// startTestDev starts a dev cluster for the test, stopped when it ends, and
+// returns once a leader is ready, with a context that ends after limit
+// (or with the test).
+func startTestDev(t *testing.T, opts devOptions, limit time.Duration) (*devCluster, context.Context) {
+	t.Helper()
+	opts.DataDir, opts.Ports = t.TempDir(), freePortPicker(t)
+	d, err := startDev(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,11 +235,22 @@ func TestDevNodesJoin(t *testing.T) {
 			t.Errorf("run: %v", err)
 		}
 	})
-	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
-	defer wcancel()
+	wctx, wcancel := context.WithTimeout(ctx, limit)
+	t.Cleanup(wcancel)
 	if _, err := d.waitReady(wctx); err != nil {
 		t.Fatal(err)
 	}
+	return d, wctx
+}
+
+// TestDevNodesJoin: coord dev with storage nodes: every node registers,
+// heartbeats and sends its full report; coord nodes --json shows them live
+// and the leader out of safe mode.
+func TestDevNodesJoin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	d, _ := startTestDev(t, devOptions{Members: 1, Nodes: 2, HeartbeatInterval: 100 * time.Millisecond}, 30*time.Second)
 	eventually(t, "both nodes live with a full report", func() error {
 		code, out, stderr := run(t, nil, "nodes", "--json", "--endpoints", d.endpoints()[0])
 		if code != 0 {
@@ -252,7 +262,7 @@ func TestDevNodesJoin(t *testing.T) {
 			return fmt.Errorf("%+v", got)
 		}
 		for _, n := range got.Nodes {
-			if !n.Live || n.Dead || !n.FullReport || n.CapacityBytes == 0 {
+			if !n.Live || n.Dead || !n.FullReport || n.CapacityBytes == 0 || n.Gossip != "alive" {
 				return fmt.Errorf("%+v", n)
 			}
 		}

@@ -46,7 +46,7 @@ func addServeFlags(fs *pflag.FlagSet) *serveFlags {
 	fs.StringVar(&c.AdvertiseGossip, "advertise-gossip", "", "gossip address published to the cluster (default: --gossip-addr)")
 	fs.StringSliceVar(&c.CoordEndpoints, "coord-endpoints", nil, "coordinator gRPC addresses host:port, comma-separated (any member; empty: standalone, no coordinator link)")
 	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", d.HeartbeatInterval, "interval of the heartbeats to the coordinator")
-	fs.StringSliceVar(&c.Join, "join", nil, "gossip seeds host:port, comma-separated (validated; the gossip join is not wired yet)")
+	fs.StringSliceVar(&c.Join, "join", nil, "the coordinators' gossip addresses host:port, comma-separated: the node joins their gossip (faster failure detection)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of text")
 	// Test-only fault injection (the e2e suite), hidden from --help.
@@ -109,8 +109,9 @@ another node is refused), loads every block pool found on them, adds
 /metrics and /healthz on --http-addr. With --coord-endpoints it registers
 with the coordinators, sends its block reports and a heartbeat every
 --heartbeat-interval, and runs the commands they return (invalidations,
-transfers, block recoveries). Gossip is not wired yet: --gossip-addr and
---join are only validated and advertised.`,
+transfers, block recoveries). With --join (the coordinators' gossip
+addresses) it also joins their gossip on --gossip-addr, under the cluster id
+its registration returns, so the coordinators see it fail within seconds.`,
 		Example: `  node serve --id node1 --data-dir /var/lib/logbook/node1
   node serve --id node2 --volume /mnt/disk1 --volume /mnt/ssd1:SSD --reserved-bytes 10737418240
   node serve --id node3 --data-dir /data --coord-endpoints c1:7100,c2:7100,c3:7100`,

@@ -18,6 +18,7 @@ const (
 	ReasonNoLiveNodes        = "NO_LIVE_NODES"
 	ReasonBadRequest         = "BAD_REQUEST"
 	ReasonNoRecoveryLocation = "NO_RECOVERY_LOCATION"
+	ReasonNoAdditionalNode   = "NO_ADDITIONAL_NODE"
 )
 
 // fsSentinels names the fsm's namespace sentinels for ErrorInfo.

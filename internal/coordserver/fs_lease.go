@@ -43,6 +43,8 @@ func (s *Server) releaseFile(path, newHolder, reason string) (lr.ReleaseDecision
 	}
 	now := time.Now()
 	cfg := s.fsCfg()
+	var load map[string]int
+	s.fsm.View(func(st *fsm.State) { load = st.RecoveryLoad() })
 	soft := s.fsLocked()
 	rf := s.ruleFileLocked(soft, v, now)
 	replicated := soft.replicatedLocked(v, nil, now, cfg.NodeStaleInterval)
@@ -57,7 +59,8 @@ func (s *Server) releaseFile(path, newHolder, reason string) (lr.ReleaseDecision
 			}
 		}
 		for _, id := range rf.Blocks[k-1].Expected {
-			l := lr.Location{Node: id, Alive: soft.live(string(id), now, cfg.NodeStaleInterval)}
+			l := lr.Location{Node: id, Alive: soft.live(string(id), now, cfg.NodeStaleInterval), Load: load[string(id)]}
+			l.Fresh = l.Alive
 			if n := soft.nodes[string(id)]; n != nil {
 				l.LastHeartbeat = n.lastHeartbeat
 			}
@@ -131,7 +134,7 @@ func (s *Server) leaseCycle(now time.Time) {
 	type due struct{ path, holder, why string }
 	var work []due
 	soft := s.fsLocked()
-	soft.updateSafeMode(registered, now)
+	soft.updateSafeMode(registered, now, cfg.NodeStaleInterval)
 	for _, o := range open {
 		if len(work) >= cfg.MaxLeaseActionsPerCycle {
 			break

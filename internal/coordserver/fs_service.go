@@ -471,7 +471,10 @@ func (n *namespaceService) GetAdditionalNode(ctx context.Context, req *pb.GetAdd
 	targets, err := s.chooseTargetsLocked(soft, v.nodes, 1, append(append([]string(nil), req.Existing...), req.Excluded...), time.Now())
 	soft.mu.Unlock()
 	if err != nil {
-		return nil, err
+		// Not Unavailable: no node to add is an answer, not a reason to
+		// retry (the writer goes on without one, or fails if it must add).
+		return nil, s.statusErr(codes.FailedPrecondition, ReasonNoAdditionalNode,
+			fmt.Sprintf("no live node outside the pipeline of block %d and the %d excluded", req.BlockId, len(req.Excluded)))
 	}
 	return &pb.GetAdditionalNodeResponse{Node: locations(v.nodes, targets)[0]}, nil
 }
@@ -643,5 +646,6 @@ func (n *namespaceService) RenewLease(ctx context.Context, req *pb.RenewLeaseReq
 	s.renew(req.ClientName, time.Now())
 	var open int
 	s.fsm.View(func(st *fsm.State) { open = len(st.FilesOfHolder(req.ClientName)) })
-	return &pb.RenewLeaseResponse{OpenFiles: uint32(open)}, nil
+	cfg := s.fsCfg()
+	return &pb.RenewLeaseResponse{OpenFiles: uint32(open), SoftLimitMs: cfg.LeaseSoftLimit.Milliseconds(), HardLimitMs: cfg.LeaseHardLimit.Milliseconds()}, nil
 }

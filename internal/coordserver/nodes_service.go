@@ -19,6 +19,9 @@ const (
 	maxReportReplicas    = 1 << 20
 	maxIncrementalChange = 10000
 	maxInvalidatePerBeat = 1000
+	// maxRecoveriesPerBeat bounds the recover commands of one heartbeat
+	// reply (the rest come with the next ones, oldest recovery first).
+	maxRecoveriesPerBeat = 64
 	// maxReplChecksPerCycle bounds the dirty blocks one replication cycle
 	// checks (the rest wait for the next).
 	maxReplChecksPerCycle = 100000
@@ -100,7 +103,7 @@ func (l *nodeLinkService) Register(ctx context.Context, req *pb.NodeRegisterRequ
 	n.replicas = map[uint64]softReplica{}
 	f.mu.Unlock()
 	s.log.Info("storage node registered", "node", node.Id, "grpc-addr", node.GrpcAddr)
-	return &pb.NodeRegisterResponse{Node: proto.Clone(r.Result.GetNode()).(*pb.NodeRecord)}, nil
+	return &pb.NodeRegisterResponse{Node: proto.Clone(r.Result.GetNode()).(*pb.NodeRecord), ClusterId: s.cfg.ClusterID}, nil
 }
 
 func (l *nodeLinkService) Heartbeat(ctx context.Context, req *pb.NodeHeartbeatRequest) (*pb.NodeHeartbeatResponse, error) {
@@ -147,11 +150,16 @@ func (s *Server) nodeCommands(id string, now time.Time) []*pb.NodeCommand {
 	nodes := map[string]*pb.NodeRecord{}
 	s.fsm.View(func(st *fsm.State) {
 		recs = st.RecoveriesOfPrimary(id)
+		recs = recs[:min(len(recs), maxRecoveriesPerBeat)]
 		for _, n := range st.Nodes() {
 			nodes[n.Id] = n
 		}
 	})
 	f := s.fsLocked()
+	locs := make([][]string, len(recs))
+	for i, b := range recs {
+		locs[i] = f.recoveryLocationsLocked(b.ExpectedLocations, now, s.fsCfg().NodeStaleInterval)
+	}
 	n := f.node(id)
 	if !n.fullReport {
 		out = append(out, &pb.NodeCommand{Command: &pb.NodeCommand_SendFullReport{SendFullReport: &pb.SendFullReportCommand{}}})
@@ -166,10 +174,10 @@ func (s *Server) nodeCommands(id string, now time.Time) []*pb.NodeCommand {
 		}
 	}
 	f.mu.Unlock()
-	for _, b := range recs {
+	for i, b := range recs {
 		out = append(out, &pb.NodeCommand{Command: &pb.NodeCommand_RecoverBlock{RecoverBlock: &pb.RecoverBlockCommand{
 			BlockId: b.Id, Gs: b.Gs, NumBytes: b.NumBytes, RecoveryId: b.Recovery.GetRecoveryId(), Path: b.Path,
-			Locations: locations(nodes, b.ExpectedLocations),
+			Locations: locations(nodes, locs[i]), DeadlineUnixNanos: b.Recovery.GetDeadlineUnixNanos(),
 		}}})
 	}
 	for _, t := range transfers {
@@ -297,7 +305,7 @@ func (l *nodeLinkService) BlockReport(ctx context.Context, req *pb.NodeBlockRepo
 	}
 	n.fullReport = true
 	n.dead = false
-	f.updateSafeMode(registered, now)
+	f.updateSafeMode(registered, now, s.fsCfg().NodeStaleInterval)
 	f.mu.Unlock()
 	return &pb.NodeReportResponse{}, nil
 }
@@ -408,7 +416,7 @@ func (n *namespaceService) ListNodes(ctx context.Context, _ *pb.ListNodesRequest
 	resp := &pb.ListNodesResponse{SafeMode: f.safeMode, UnderReplicatedBlocks: uint64(len(f.repl.needed)),
 		MissingBlocks: uint64(len(f.repl.missing)), PendingReplications: uint64(len(f.repl.pending))}
 	for _, r := range recs {
-		ns := &pb.StorageNodeStatus{Node: r, LastHeartbeatMs: -1, Live: f.live(r.Id, now, stale)}
+		ns := &pb.StorageNodeStatus{Node: r, LastHeartbeatMs: -1, Live: f.live(r.Id, now, stale), Gossip: s.gossip.state(r.Id)}
 		if soft := f.nodes[r.Id]; soft != nil {
 			ns.Dead = soft.dead
 			if !soft.lastHeartbeat.IsZero() {

@@ -22,6 +22,9 @@ type fsSoft struct {
 	safeMode  bool
 	safeUntil time.Time
 	repl      replState
+	// gossip is the server's node gossip state (its own lock, taken after
+	// mu).
+	gossip *nodeGossip
 }
 
 // nodeSoft is what the leader learned from one storage node this term.
@@ -65,6 +68,7 @@ func (f *fsSoft) reset(term uint64, now time.Time, safeTimeout time.Duration) {
 func (s *Server) fsLocked() *fsSoft {
 	f := &s.fsSoft
 	f.mu.Lock()
+	f.gossip = &s.gossip
 	if term := s.raft.CurrentTerm(); term != f.term || f.nodes == nil {
 		f.reset(term, time.Now(), s.fsCfg().SafeModeTimeout)
 	}
@@ -83,10 +87,41 @@ func (f *fsSoft) node(id string) *nodeSoft {
 	return n
 }
 
-// live reports whether node id heartbeated within the stale interval.
+// live reports whether node id heartbeated within the stale interval and
+// gossip does not report it failed.
 func (f *fsSoft) live(id string, now time.Time, stale time.Duration) bool {
 	n := f.nodes[id]
-	return n != nil && !n.lastHeartbeat.IsZero() && now.Sub(n.lastHeartbeat) < stale
+	return n != nil && !n.lastHeartbeat.IsZero() && now.Sub(n.lastHeartbeat) < stale && (f.gossip == nil || !f.gossip.down(id))
+}
+
+// recoveryLocationsLocked is the locations a recovery command names
+// (spec §3.4, §7.16, leaserecovery.RecoveryLocations): the expected
+// locations heard from within the stale interval (and not failed in
+// gossip), or every one not dead when that leaves at most one. A node not
+// heard from yet this term counts as heard from at the term's start (as
+// leases count as renewed then): a new leader does not leave a healthy
+// node out of a recovery only because its first heartbeat is still on the
+// way.
+func (f *fsSoft) recoveryLocationsLocked(expected []string, now time.Time, stale time.Duration) []string {
+	ls := make([]lr.Location, 0, len(expected))
+	for _, id := range expected {
+		l := lr.Location{Node: lr.NodeID(id), Alive: true, LastHeartbeat: f.termStart}
+		if n := f.nodes[id]; n != nil && !n.lastHeartbeat.IsZero() {
+			l.Alive = !n.dead
+			l.LastHeartbeat = time.Time{}
+			if f.live(id, now, stale) {
+				l.LastHeartbeat = n.lastHeartbeat
+			}
+		} else if f.gossip != nil && f.gossip.down(id) {
+			l.LastHeartbeat = time.Time{}
+		}
+		ls = append(ls, l)
+	}
+	var out []string
+	for _, id := range lr.RecoveryLocations(ls, now, stale) {
+		out = append(out, string(id))
+	}
+	return out
 }
 
 // renewed is when holder last renewed (the term start by default).
@@ -134,9 +169,11 @@ func (f *fsSoft) reported(id uint64) []*pb.ReportedLocation {
 }
 
 // updateSafeMode leaves safe mode once every registered node sent a full
-// report this term, or the timeout passed. It never re-enters it within
-// a term.
-func (f *fsSoft) updateSafeMode(registered []string, now time.Time) {
+// report this term — a node not heard from at all for the stale interval
+// since the term began is not waited for (it is down; its blocks are
+// judged without it) — or the timeout passed. It never re-enters it
+// within a term.
+func (f *fsSoft) updateSafeMode(registered []string, now time.Time, stale time.Duration) {
 	if !f.safeMode {
 		return
 	}
@@ -145,7 +182,9 @@ func (f *fsSoft) updateSafeMode(registered []string, now time.Time) {
 		return
 	}
 	for _, id := range registered {
-		if n := f.nodes[id]; n == nil || !n.fullReport {
+		n := f.nodes[id]
+		silent := (n == nil || n.lastHeartbeat.IsZero()) && now.Sub(f.termStart) >= stale
+		if !silent && (n == nil || !n.fullReport) {
 			return
 		}
 	}

@@ -285,7 +285,7 @@ func TestGetAdditionalNode(t *testing.T) {
 		{"no such file", &pb.GetAdditionalNodeRequest{Path: "/nope", ClientName: "w1", BlockId: b.Id}, codes.NotFound},
 		{"not the lease holder", &pb.GetAdditionalNodeRequest{Path: "/g", ClientName: "w2", BlockId: b.Id}, codes.FailedPrecondition},
 		{"not the last block", &pb.GetAdditionalNodeRequest{Path: "/g", ClientName: "w1", BlockId: b.Id + 1}, codes.FailedPrecondition},
-		{"no node left", &pb.GetAdditionalNodeRequest{Path: "/g", ClientName: "w1", BlockId: b.Id, Existing: all}, codes.Unavailable},
+		{"no node left", &pb.GetAdditionalNodeRequest{Path: "/g", ClientName: "w1", BlockId: b.Id, Existing: all}, codes.FailedPrecondition},
 	} {
 		if _, err := e.ns.GetAdditionalNode(e.ctx, c.req); status.Code(err) != c.code {
 			t.Errorf("%s: %v, want %v", c.name, err, c.code)

@@ -76,6 +76,8 @@ type Server struct {
 	formed atomic.Bool
 	// fsSoft is the leader's file-system soft state (nodes_state.go).
 	fsSoft fsSoft
+	// gossip is the storage nodes' gossip state (nodes_gossip.go).
+	gossip nodeGossip
 }
 
 // New opens the data dir, starts Raft, gossip, gRPC and http, and begins
@@ -141,6 +143,7 @@ func New(cfg Config) (_ *Server, err error) {
 	s.goLoop(s.journalLoop)
 	s.goLoop(s.leaseMonitor)
 	s.goLoop(s.replicationMonitor)
+	s.goLoop(s.watchNodeGossip)
 	if err := s.bootstrap(); err != nil {
 		return nil, err
 	}

@@ -76,7 +76,7 @@ type Config struct {
 
 	GRPCAddr   string
 	HTTPAddr   string
-	GossipAddr string // reserved: the gossip link comes with the coordinator link
+	GossipAddr string // gossip bind address (TCP and UDP), used with Join
 	// Advertised addresses; empty means the bind address.
 	AdvertiseGRPC   string
 	AdvertiseHTTP   string
@@ -105,8 +105,9 @@ type Config struct {
 	CoordEndpoints []string
 	// HeartbeatInterval is the period of NodeLink heartbeats.
 	HeartbeatInterval time.Duration
-	// Join lists gossip seeds (host:port). Validated and kept; the gossip
-	// join itself comes later.
+	// Join lists gossip seeds (host:port), the coordinators' gossip
+	// addresses: after its first registration the node joins their gossip
+	// (gossip.go). Empty: no gossip, liveness by heartbeats alone.
 	Join []string
 
 	// FailpointRecoveryPause is test-only fault injection, in the spirit

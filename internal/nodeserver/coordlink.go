@@ -20,12 +20,20 @@ import (
 )
 
 const (
-	// linkMaxTasks bounds the recoveries and transfers running at once; a
-	// command past it is dropped (the coordinator re-sends it).
-	linkMaxTasks = 4
+	// linkMaxRecoveries and linkMaxTransfers bound the recoveries and the
+	// transfers running at once; a command past them is dropped (the
+	// coordinator sends it again with a later heartbeat, which a task
+	// ending then brings forward). A recovery is a few small RPCs; a
+	// transfer streams a block.
+	linkMaxRecoveries = 32
+	linkMaxTransfers  = 4
+	// linkMaxRecvBytes bounds a coordinator's reply (a heartbeat's commands).
+	linkMaxRecvBytes = 16 << 20
 	// linkMaxBadQueued bounds the corrupt replicas waiting to be reported.
 	linkMaxBadQueued = 1000
-	// linkCallTimeout bounds one NodeLink call on one endpoint.
+	// linkCallTimeout bounds a full block report on one endpoint; the
+	// other NodeLink calls get linkAttemptTimeout (a coordinator that
+	// vanished must not hold the link much longer than a heartbeat).
 	linkCallTimeout = 10 * time.Second
 	linkBackoffMin  = 50 * time.Millisecond
 	linkBackoffMax  = 5 * time.Second
@@ -65,6 +73,10 @@ type coordLink struct {
 
 	needRegister atomic.Bool
 	needFull     atomic.Bool
+	// dropped: a command was dropped for capacity; the next task to end
+	// asks for a heartbeat at once (hbNow) to get it again.
+	dropped      atomic.Bool
+	hbNow        chan struct{}
 	heartbeatsOK atomic.Int64 // heartbeats the coordinator accepted
 	wake         chan struct{}
 
@@ -81,10 +93,10 @@ func newCoordLink(s *Server) (*coordLink, error) {
 	}
 	l := &coordLink{
 		s: s, log: s.log.With("component", "coord-link"), pool: s.cfg.BlockPool, interval: s.cfg.HeartbeatInterval,
-		instanceID: hex.EncodeToString(raw[:]), wake: make(chan struct{}, 1), running: map[string]bool{},
+		instanceID: hex.EncodeToString(raw[:]), wake: make(chan struct{}, 1), hbNow: make(chan struct{}, 1), running: map[string]bool{},
 	}
 	for _, a := range s.cfg.CoordEndpoints {
-		c, err := grpc.NewClient(a, DialOptions(s.cfg.Security.PeerTLS)...)
+		c, err := grpc.NewClient(a, append(DialOptions(s.cfg.Security.PeerTLS), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(linkMaxRecvBytes)))...)
 		if err != nil {
 			l.closeConns()
 			return nil, fmt.Errorf("nodeserver: coordinator %s: %w", a, err)
@@ -174,6 +186,8 @@ func (l *coordLink) run() {
 			return
 		case <-hb.C:
 			l.heartbeat()
+		case <-l.hbNow:
+			l.heartbeat()
 		case <-l.sub.Ready():
 			l.incremental()
 		case <-l.wake:
@@ -185,6 +199,16 @@ func (l *coordLink) run() {
 // (down, or not the leader and unable to forward) gives way to the next;
 // after a round over all of them it backs off. rounds bounds the rounds.
 func (l *coordLink) call(ctx context.Context, rounds int, fn func(context.Context, pb.NodeLinkClient) error) error {
+	return l.callWithin(ctx, rounds, linkAttemptTimeout(l.interval), fn)
+}
+
+// linkAttemptTimeout is twice the heartbeat interval, within [1 s, 10 s].
+func linkAttemptTimeout(heartbeat time.Duration) time.Duration {
+	return min(max(2*heartbeat, time.Second), linkCallTimeout)
+}
+
+// callWithin is call with each endpoint's attempt bounded by attempt.
+func (l *coordLink) callWithin(ctx context.Context, rounds int, attempt time.Duration, fn func(context.Context, pb.NodeLinkClient) error) error {
 	backoff := linkBackoffMin
 	var last error
 	for round := 0; round < rounds; round++ {
@@ -198,7 +222,7 @@ func (l *coordLink) call(ctx context.Context, rounds int, fn func(context.Contex
 			l.mu.Lock()
 			i := l.cur
 			l.mu.Unlock()
-			cctx, cancel := context.WithTimeout(ctx, linkCallTimeout)
+			cctx, cancel := context.WithTimeout(ctx, attempt)
 			err := fn(cctx, pb.NewNodeLinkClient(l.conns[i]))
 			cancel()
 			if err == nil {
@@ -264,12 +288,15 @@ func (l *coordLink) nodeRecord() *pb.NodeRecord {
 
 func (l *coordLink) register() error {
 	req := &pb.NodeRegisterRequest{Node: l.nodeRecord(), Storages: storageReports(l.s.store.VolumeInfo())}
+	var resp *pb.NodeRegisterResponse
 	err := l.call(l.ctx, 1, func(ctx context.Context, c pb.NodeLinkClient) error {
-		_, err := c.Register(ctx, req)
+		var err error
+		resp, err = c.Register(ctx, req)
 		return err
 	})
 	if err == nil {
-		l.log.Info("registered with the coordinator", "instance-id", l.instanceID, "storages", len(req.Node.StorageIds))
+		l.log.Info("registered with the coordinator", "instance-id", l.instanceID, "storages", len(req.Node.StorageIds), "cluster-id", resp.GetClusterId())
+		l.s.startGossip(resp.GetClusterId())
 	}
 	return err
 }
@@ -284,7 +311,7 @@ func (l *coordLink) fullReport() error {
 	}
 	req := &pb.NodeBlockReportRequest{NodeId: l.s.cfg.ID, Storages: blockReportToPB(reports)}
 	var resp *pb.NodeReportResponse
-	err = l.call(l.ctx, 1, func(ctx context.Context, c pb.NodeLinkClient) error {
+	err = l.callWithin(l.ctx, 1, linkCallTimeout, func(ctx context.Context, c pb.NodeLinkClient) error {
 		var err error
 		resp, err = c.BlockReport(ctx, req)
 		return err
@@ -421,28 +448,37 @@ func (l *coordLink) execute(cmds []*pb.NodeCommand) {
 		case *pb.NodeCommand_Transfer:
 			t := c.Transfer
 			key := fmt.Sprintf("transfer/%d/%d/%s", t.GetBlock().GetId(), t.GetBlock().GetGs(), locationAddrs(t.GetTargets()))
-			l.startTask(key, func(ctx context.Context) { l.transfer(ctx, t) })
+			l.startTask(key, linkMaxTransfers, func(ctx context.Context) { l.transfer(ctx, t) })
 		case *pb.NodeCommand_RecoverBlock:
 			r := c.RecoverBlock
 			key := fmt.Sprintf("recover/%d/%d", r.GetBlockId(), r.GetRecoveryId())
-			l.startTask(key, func(ctx context.Context) { l.recoverBlock(ctx, r) })
+			l.startTask(key, linkMaxRecoveries, func(ctx context.Context) { l.recoverBlock(ctx, r) })
 		default:
 			l.log.Warn("unknown coordinator command", "command", fmt.Sprintf("%T", cmd.GetCommand()))
 		}
 	}
 }
 
-// startTask runs fn unless a task with key runs already or linkMaxTasks
-// do; it reports whether fn was started.
-func (l *coordLink) startTask(key string, fn func(context.Context)) bool {
+// startTask runs fn unless a task with key runs already or limit tasks
+// of its kind (the key's prefix up to '/') do; it reports whether fn was
+// started.
+func (l *coordLink) startTask(key string, limit int, fn func(context.Context)) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.running[key] {
 		l.log.Debug("command already running: ignored", "task", key)
 		return false
 	}
-	if len(l.running) >= linkMaxTasks {
-		l.log.Warn("too many commands running: dropped (the coordinator re-sends it)", "task", key, "running", len(l.running))
+	kind, _, _ := strings.Cut(key, "/")
+	n := 0
+	for k := range l.running {
+		if strings.HasPrefix(k, kind+"/") {
+			n++
+		}
+	}
+	if n >= limit {
+		l.dropped.Store(true)
+		l.log.Debug("too many commands running: dropped (the coordinator re-sends it)", "task", key, "running", n)
 		return false
 	}
 	if l.ctx.Err() != nil {
@@ -456,6 +492,12 @@ func (l *coordLink) startTask(key string, fn func(context.Context)) bool {
 			l.mu.Lock()
 			delete(l.running, key)
 			l.mu.Unlock()
+			if l.dropped.CompareAndSwap(true, false) {
+				select { // fetch the dropped work now, not a heartbeat later
+				case l.hbNow <- struct{}{}:
+				default:
+				}
+			}
 		}()
 		fn(l.ctx)
 	}()

@@ -292,8 +292,9 @@ func TestCoordLinkFailover(t *testing.T) {
 	waitFor(t, "register via the second endpoint", func() bool { r, f, _, h, _ := fc.counts(); return r >= 1 && f >= 1 && h >= 2 })
 }
 
-// A command for a task key already running is ignored; past linkMaxTasks
-// commands are dropped.
+// A command for a task key already running is ignored; past the bound of
+// its kind commands are dropped (the other kind is not affected), and the
+// next task to end asks for a heartbeat at once.
 func TestCoordLinkTaskBounds(t *testing.T) {
 	fc := startFakeCoord(t)
 	n := startNode(t, "n1", withCoord(10*time.Minute, fc.addr))
@@ -307,28 +308,36 @@ func TestCoordLinkTaskBounds(t *testing.T) {
 		mu.Unlock()
 		<-release
 	}
-	if !l.startTask("a", task) {
+	const limit = 3
+	if !l.startTask("transfer/a", limit, task) {
 		t.Fatal("first task not started")
 	}
-	if l.startTask("a", task) {
+	if l.startTask("transfer/a", limit, task) {
 		t.Fatal("duplicate task started")
 	}
-	for i := 1; i < linkMaxTasks; i++ {
-		if !l.startTask(string(rune('a'+i)), task) {
+	for i := 1; i < limit; i++ {
+		if !l.startTask("transfer/"+string(rune('a'+i)), limit, task) {
 			t.Fatalf("task %d not started", i)
 		}
 	}
-	if l.startTask("z", task) {
+	if l.startTask("transfer/z", limit, task) {
 		t.Fatal("task past the bound started")
 	}
+	if !l.startTask("recover/a", limit, task) {
+		t.Fatal("a full kind blocked another kind")
+	}
+	_, _, _, beats, _ := fc.counts()
 	close(release)
 	waitFor(t, "tasks done", func() bool { l.mu.Lock(); defer l.mu.Unlock(); return len(l.running) == 0 })
 	mu.Lock()
-	defer mu.Unlock()
-	if ran != linkMaxTasks {
-		t.Fatalf("%d tasks ran, want %d", ran, linkMaxTasks)
+	if ran != limit+1 {
+		t.Fatalf("%d tasks ran, want %d", ran, limit+1)
 	}
-	if !l.startTask("a", task) {
+	mu.Unlock()
+	// The heartbeat interval is 10 minutes: only the dropped command's
+	// early heartbeat can arrive.
+	waitFor(t, "an early heartbeat for the dropped command", func() bool { _, _, _, h, _ := fc.counts(); return h > beats })
+	if !l.startTask("transfer/a", limit, task) {
 		t.Fatal("a finished key may run again")
 	}
 }

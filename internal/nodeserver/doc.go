@@ -92,9 +92,10 @@
 //     path, TRANSFER_FINALIZED to the targets) and RecoverBlock.
 //
 // Transfers and recoveries run as tasks beside the loop: at most
-// linkMaxTasks at once (more are dropped, the coordinator re-sends), and a
-// command whose task (block + recovery id, or block + targets) is running
-// is ignored. Close stops the link and waits for its tasks first.
+// linkMaxTransfers and linkMaxRecoveries at once (more are dropped, the
+// coordinator re-sends them, and the next task to end asks for a heartbeat
+// at once to get them), and a command whose task (block + recovery id, or
+// block + targets) is running is ignored. Close stops the link and waits for its tasks first.
 //
 // The recovery primary (primary.go, spec §4.1) calls InitReplicaRecovery
 // on every location (its own dataset directly, the others through their

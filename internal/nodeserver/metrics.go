@@ -20,6 +20,7 @@ type metrics struct {
 	requests         *prometheus.CounterVec
 	latency          *prometheus.HistogramVec
 	packets          prometheus.Counter
+	hsyncs           prometheus.Counter
 	packetBytes      prometheus.Counter
 	readBytes        prometheus.Counter
 	checksumErrors   prometheus.Counter
@@ -39,6 +40,7 @@ func newMetrics(s *Server) *metrics {
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 	}
 	m.packets = counter("logbook_node_packets_received_total", "Write pipeline packets received and written.")
+	m.hsyncs = counter("logbook_node_hsyncs_total", "hsync packets: replica data and checksums fsynced before the ack.")
 	m.packetBytes = counter("logbook_node_packet_bytes_received_total", "Data bytes in write pipeline packets received (resent bytes included).")
 	m.readBytes = counter("logbook_node_read_bytes_sent_total", "Block bytes sent to readers.")
 	m.checksumErrors = counter("logbook_node_packet_checksum_errors_total", "Packets refused on arrival because a chunk did not match its checksum.")
@@ -46,7 +48,7 @@ func newMetrics(s *Server) *metrics {
 	m.pipelineFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "logbook_node_pipeline_failures_total",
 		Help: "Write streams that failed, by where: local, downstream, stopped (taken over by a recovery)."}, []string{"where"})
 	m.transfers = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "logbook_node_transfers_total", Help: "Block transfers sent, by result."}, []string{"result"})
-	m.reg.MustRegister(m.requests, m.latency, m.packets, m.packetBytes, m.readBytes, m.checksumErrors, m.badBlocks,
+	m.reg.MustRegister(m.requests, m.latency, m.packets, m.hsyncs, m.packetBytes, m.readBytes, m.checksumErrors, m.badBlocks,
 		m.pipelineFailures, m.transfers, &datasetCollector{s: s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

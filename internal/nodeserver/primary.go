@@ -15,8 +15,19 @@ import (
 )
 
 // primaryCallTimeout bounds one initReplicaRecovery or
-// updateReplicaUnderRecovery call on one location.
+// updateReplicaUnderRecovery call on one location; a command's deadline
+// shortens it to a quarter of the time left (at least a second), so a dead
+// participant cannot use up the attempt.
 const primaryCallTimeout = 20 * time.Second
+
+// callTimeout is the per-location call bound for cmd at now.
+func callTimeout(cmd *pb.RecoverBlockCommand, now time.Time) time.Duration {
+	d := cmd.GetDeadlineUnixNanos()
+	if d == 0 {
+		return primaryCallTimeout
+	}
+	return min(primaryCallTimeout, max(time.Until(time.Unix(0, d))/4, time.Second))
+}
 
 // recoverBlock runs one block recovery as its primary (spec §4.1) and
 // commits it. A plan that fails (preempted by a newer recovery, every
@@ -70,8 +81,9 @@ func (s *Server) syncRecovery(ctx context.Context, pool string, cmd *pb.RecoverB
 
 	replies := make([]lr.ReplicaReply, len(locs))
 	var wg sync.WaitGroup
+	callT := callTimeout(cmd, time.Now())
 	for i, loc := range locs {
-		wg.Go(func() { replies[i] = s.initRecoveryAt(ctx, pool, b, loc) })
+		wg.Go(func() { replies[i] = s.initRecoveryAt(ctx, pool, b, loc, callT) })
 	}
 	wg.Wait()
 	plan, err := lr.PlanRecovery(b, replies)
@@ -96,7 +108,7 @@ func (s *Server) syncRecovery(ctx context.Context, pool string, cmd *pb.RecoverB
 		ok := make([]bool, len(plan.Participants))
 		for i, rep := range plan.Participants {
 			wg.Go(func() {
-				err := s.updateRecoveryAt(ctx, pool, b, rep, plan.NewLength, byNode[rep.Node])
+				err := s.updateRecoveryAt(ctx, pool, b, rep, plan.NewLength, byNode[rep.Node], callTimeout(cmd, time.Now()))
 				if err != nil {
 					s.log.Warn("update replica under recovery failed", "block-id", b.ID, "node", rep.Node, "error", err)
 					return
@@ -129,9 +141,9 @@ func (s *Server) dataNodeAt(loc *pb.NodeLocation) (pb.DataNodeClient, error) {
 	return pb.NewDataNodeClient(conn), nil
 }
 
-func (s *Server) initRecoveryAt(ctx context.Context, pool string, b lr.Block, loc *pb.NodeLocation) lr.ReplicaReply {
+func (s *Server) initRecoveryAt(ctx context.Context, pool string, b lr.Block, loc *pb.NodeLocation, timeout time.Duration) lr.ReplicaReply {
 	reply := lr.ReplicaReply{Node: lr.NodeID(loc.GetNodeId()), Kind: lr.ReplyFailed}
-	ctx, cancel := context.WithTimeout(ctx, primaryCallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req := &pb.InitReplicaRecoveryRequest{Pool: pool, BlockId: b.ID, Gs: b.GS, NumBytes: b.NumBytes, RecoveryId: b.Recovery.ID}
 	var resp *pb.InitReplicaRecoveryResponse
@@ -173,11 +185,11 @@ func recoveryInProgress(err error) bool {
 	return false
 }
 
-func (s *Server) updateRecoveryAt(ctx context.Context, pool string, b lr.Block, rep lr.ReplicaReply, newLength int64, loc *pb.NodeLocation) error {
+func (s *Server) updateRecoveryAt(ctx context.Context, pool string, b lr.Block, rep lr.ReplicaReply, newLength int64, loc *pb.NodeLocation, timeout time.Duration) error {
 	if loc == nil {
 		return errors.New("participant is not a location")
 	}
-	ctx, cancel := context.WithTimeout(ctx, primaryCallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req := &pb.UpdateReplicaUnderRecoveryRequest{
 		Pool: pool, BlockId: b.ID, Gs: rep.GS, NumBytes: rep.NumBytes, RecoveryId: b.Recovery.ID, NewBlockId: b.ID, NewLength: newLength,

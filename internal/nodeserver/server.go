@@ -16,6 +16,7 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/internal/durable"
+	"github.com/logbookhq/logbook/membership"
 	"github.com/logbookhq/logbook/replica"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -53,6 +54,10 @@ type Server struct {
 	metrics *metrics
 	peers   *peerConns
 	link    *coordLink // nil without coordinator endpoints
+	// gossip: the coordinators' gossip, joined after the first
+	// registration (gossip.go); nil without Config.Join.
+	gossipMu sync.Mutex
+	gossip   *membership.Memberlist
 
 	closing   atomic.Bool
 	fatalCh   chan error
@@ -169,6 +174,7 @@ func (s *Server) shutdown(graceful bool) error {
 		// Stops heartbeats and waits for the link's recoveries and transfers.
 		s.link.stop()
 	}
+	s.stopGossip(graceful)
 	if s.health != nil {
 		s.health.Shutdown()
 	}

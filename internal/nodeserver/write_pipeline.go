@@ -274,6 +274,7 @@ func (r *receiver) handle(chk *packetChecker, msg *pb.WritePacket) received {
 			it.err = err
 			return it
 		}
+		r.s.metrics.hsyncs.Inc()
 	}
 	r.s.metrics.packets.Inc()
 	r.s.metrics.packetBytes.Add(float64(len(pkt.GetData())))
