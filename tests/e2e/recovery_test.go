@@ -20,9 +20,9 @@ const (
 	// their primary between initReplicaRecovery and
 	// updateReplicaUnderRecovery (the nodes' test-only failpoint,
 	// LOGBOOK_FAILPOINT_RECOVERY_PAUSE): the window in which a subtest
-	// kills the primary or the coordinator leader. With the 10 s a node
-	// loses on a call to a killed coordinator it is still inside the
-	// compose file's 20 s recovery timeout, so a recovery whose primary
+	// kills the primary or the coordinator leader. Pause plus the second
+	// a node's link spends on a killed coordinator stay well inside the
+	// compose file's 10 s recovery timeout, so a recovery whose primary
 	// survives commits under its first recovery id.
 	pausePrefix   = "/pause/"
 	recoveryPause = 3 * time.Second
