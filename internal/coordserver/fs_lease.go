@@ -2,6 +2,7 @@ package coordserver
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
@@ -154,12 +155,24 @@ func (s *Server) leaseCycle(now time.Time) {
 		}
 	}
 	soft.mu.Unlock()
+	// Up to leaseWorkers proposals in flight: the leader's batcher puts
+	// them into shared Raft entries instead of one round trip each.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, leaseWorkers)
 	for _, w := range work {
 		if !s.isLeader() {
-			return
+			break
 		}
-		if _, err := s.releaseFile(w.path, w.holder, w.why); err != nil {
-			s.log.Debug("lease release failed; will retry", "path", w.path, "why", w.why, "err", err)
-		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if _, err := s.releaseFile(w.path, w.holder, w.why); err != nil {
+				s.log.Debug("lease release failed; will retry", "path", w.path, "why", w.why, "err", err)
+			}
+		})
 	}
+	wg.Wait()
 }
+
+// leaseWorkers bounds the releases one lease cycle proposes at once.
+const leaseWorkers = 16
