@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -63,22 +62,7 @@ func TestBenchFS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	eventually(t, "3 live storage nodes", func() error {
-		r, err := c.Nodes(wctx)
-		if err != nil {
-			return err
-		}
-		live := 0
-		for _, n := range r.Nodes {
-			if n.Live && n.FullReport {
-				live++
-			}
-		}
-		if live != 3 || r.SafeMode {
-			return fmt.Errorf("%d live nodes, safe mode %v", live, r.SafeMode)
-		}
-		return nil
-	})
+	awaitNodes(t, wctx, c, 3)
 	eps := "--endpoints=" + d.endpoints()[0]
 	gone := func(dir string) {
 		t.Helper()

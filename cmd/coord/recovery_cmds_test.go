@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,6 +13,28 @@ import (
 // TestRecoveryCommands: a writer dies after an hflush; the leader recovers
 // its block on the dev cluster's real storage nodes; coord recovery ls and
 // show rebuild the recovery from the journal.
+// awaitNodes waits until the leader sees n live nodes with a full
+// report and is out of safe mode.
+func awaitNodes(t *testing.T, ctx context.Context, c *client.Client, n int) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%d live storage nodes", n), func() error {
+		r, err := c.Nodes(ctx)
+		if err != nil {
+			return err
+		}
+		live := 0
+		for _, s := range r.Nodes {
+			if s.Live && s.FullReport {
+				live++
+			}
+		}
+		if live != n || r.SafeMode {
+			return fmt.Errorf("%d live nodes, safe mode %v", live, r.SafeMode)
+		}
+		return nil
+	})
+}
+
 func TestRecoveryCommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
@@ -24,22 +47,7 @@ func TestRecoveryCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	eventually(t, "3 live storage nodes", func() error {
-		r, err := c.Nodes(wctx)
-		if err != nil {
-			return err
-		}
-		live := 0
-		for _, n := range r.Nodes {
-			if n.Live && n.FullReport {
-				live++
-			}
-		}
-		if live != 3 || r.SafeMode {
-			return fmt.Errorf("%d live nodes, safe mode %v", live, r.SafeMode)
-		}
-		return nil
-	})
+	awaitNodes(t, wctx, c, 3)
 	var w *client.FileWriter
 	eventually(t, "a 3-node pipeline", func() error {
 		w, err = c.FS().Create(wctx, "/r/f", client.CreateOptions{Replication: 3, BlockSize: 1 << 20})
