@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/internal/coordserver"
 	"github.com/logbookhq/logbook/internal/nodeserver"
 )
@@ -213,17 +212,10 @@ func TestReaderReportsCorruptReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	var info FileInfo
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	pollUntil(t, 30*time.Second, "3 reported replicas", func() (bool, string) {
 		info, err = fsys.Stat(ctx, "/c/f")
-		if err == nil && len(info.Blocks) == 1 && len(info.Blocks[0].Reported) == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("3 reported replicas: %+v, %v", info, err)
-		}
-		time.Sleep(50 * time.Millisecond) // poll interval
-	}
+		return err == nil && len(info.Blocks) == 1 && len(info.Blocks[0].Reported) == 3, fmt.Sprintf("%+v, %v", info, err)
+	})
 	b := info.Blocks[0]
 	victim := readOrder(b)[0] // the replica the reader tries first
 	path := blockFile(t, fc.byID[victim].Config().DataDir, b.ID)
@@ -248,25 +240,14 @@ func TestReaderReportsCorruptReplica(t *testing.T) {
 		t.Fatalf("read with one corrupt replica: %d bytes, equal %v, err %v", len(got), bytes.Equal(got, data), err)
 	}
 
-	deadline = time.Now().Add(60 * time.Second)
-	for {
+	pollUntil(t, 60*time.Second, victim+"'s replica replaced by a good copy", func() (bool, string) {
 		p := blockFile(t, fc.byID[victim].Config().DataDir, b.ID)
 		disk, _ := os.ReadFile(p)
 		info, err = fsys.Stat(ctx, "/c/f")
-		good := 0
-		if err == nil {
-			for _, l := range info.Blocks[0].Reported {
-				if !l.Corrupt && l.State == pb.ReplicaState_REPLICA_STATE_FINALIZED && l.GS == b.GS {
-					good++
-				}
-			}
+		if err != nil {
+			return false, err.Error()
 		}
-		if p != "" && bytes.Equal(disk, data) && good == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s's replica not replaced by a good copy: on disk equal %v, stat %+v, %v", victim, bytes.Equal(disk, data), info, err)
-		}
-		time.Sleep(100 * time.Millisecond) // poll interval
-	}
+		return p != "" && bytes.Equal(disk, data) && len(finalizedOn(info.Blocks[0])) == 3,
+			fmt.Sprintf("on disk equal %v, stat %+v", bytes.Equal(disk, data), info)
+	})
 }
