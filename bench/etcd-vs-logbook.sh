@@ -7,17 +7,22 @@
 #
 # Usage: bash bench/etcd-vs-logbook.sh [seconds]   (default 10 s of Logbook load;
 #        etcd runs a fixed request count sized to take about as long)
-# Env:   ETCD_VERSION (default v3.6.16), CLIENTS (100), BENCH_DIR (temporary).
+# Env:   ETCD_VERSION (default v3.6.16), CLIENTS (100), CONNS (connections the
+#        clients share, both tools alike; default CLIENTS: one each), BENCH_DIR
+#        (temporary).
 # Everything listens on 127.0.0.1 only; all processes are stopped on exit.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 secs=${1:-10}
 clients=${CLIENTS:-100}
+conns=${CONNS:-$clients}
 etcd_version=${ETCD_VERSION:-v3.6.16}
 work=${BENCH_DIR:-$(mktemp -d /tmp/logbook-etcd-bench.XXXXXX)}
 bin="$work/bin"
 mkdir -p "$bin"
+# Fresh data dirs every run (a reused BENCH_DIR keeps only the binaries).
+rm -rf "$work"/etcd[123] "$work/logbook"
 
 pids=()
 cleanup() {
@@ -43,6 +48,7 @@ wait_port() { # host:port
 	done
 }
 
+sync # the builds' and the last run's dirty pages are on disk before either system runs
 echo "== etcd: 3 members on 127.0.0.1:23791-23793" >&2
 cluster="e1=http://127.0.0.1:23801,e2=http://127.0.0.1:23802,e3=http://127.0.0.1:23803"
 for i in 1 2 3; do
@@ -55,17 +61,18 @@ for i in 1 2 3; do
 done
 for i in 1 2 3; do wait_port "127.0.0.1:2379$i"; done
 eps=127.0.0.1:23791,127.0.0.1:23792,127.0.0.1:23793
-"$bin/etcdput" --endpoints "$eps" --conns "$clients" --clients "$clients" --total 5000 --val-size 256 --sequential-keys >/dev/null # warm-up, leader elected
+"$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total 5000 --val-size 256 --sequential-keys >/dev/null # warm-up, leader elected
 # size the measured run to about $secs seconds from a short probe
-probe=$("$bin/etcdput" --endpoints "$eps" --conns "$clients" --clients "$clients" --total 20000 --val-size 256 --sequential-keys --json)
+probe=$("$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total 20000 --val-size 256 --sequential-keys --json)
 rate=$(echo "$probe" | sed -E 's/.*"ops_per_s":([0-9.]+).*/\1/')
 total=$(awk -v r="$rate" -v s="$secs" 'BEGIN{printf "%d", r*s}')
-etcd_json=$("$bin/etcdput" --endpoints "$eps" --conns "$clients" --clients "$clients" --total "$total" \
+etcd_json=$("$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total "$total" \
 	--key-size 8 --val-size 256 --sequential-keys --key-space-size "$total" --json)
 echo "etcd    $etcd_json"
 for p in "${pids[@]}"; do kill "$p"; done
 wait 2>/dev/null || true
 pids=()
+sync # etcd's dirty pages are written back now, not during Logbook's run
 
 echo "== logbook: coord dev (3 members, gRPC 127.0.0.1:7100-7102)" >&2
 "$bin/coord" dev --data-dir "$work/logbook" >"$work/logbook.log" 2>&1 &
@@ -76,8 +83,8 @@ until "$bin/coord" health --ready --endpoints "$leps" >/dev/null 2>&1; do
 	[ $SECONDS -lt $deadline ] || { echo "logbook not ready" >&2; cat "$work/logbook.log" >&2; exit 1; }
 	sleep 0.2
 done
-"$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --size 256 --duration 2s --json >/dev/null # warm-up
-lb_json=$("$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --size 256 --duration "${secs}s" --json)
+"$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --conns "$conns" --size 256 --duration 2s --json >/dev/null # warm-up
+lb_json=$("$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --conns "$conns" --size 256 --duration "${secs}s" --json)
 echo "logbook $lb_json"
 
 num() { echo "$1" | tr -d " \n" | sed -E "s/.*\"$2\":([0-9.e+-]+).*/\1/"; }

@@ -20,7 +20,11 @@ import (
 const maxBenchSamples = 2_000_000
 
 type benchOptions struct {
-	clients  int
+	clients int
+	// conns is how many SDK clients (each its own connections and
+	// session) the clients share round-robin, as etcd's benchmark --conns;
+	// 0 means one per client.
+	conns    int
 	size     int
 	batch    int
 	duration time.Duration
@@ -36,6 +40,8 @@ func (b benchOptions) validate() error {
 	switch {
 	case b.clients < 1 || b.clients > 4096:
 		return usageErrorf("--clients %d: want 1..4096", b.clients)
+	case b.conns < 0 || b.conns > b.clients:
+		return usageErrorf("--conns %d: want 0..--clients (%d)", b.conns, b.clients)
 	case b.size < 0:
 		return usageErrorf("--size %d: want >= 0", b.size)
 	case b.batch < 1:
@@ -60,6 +66,7 @@ type benchResult struct {
 	Errors       int64   `json:"errors"`
 	EventsPerSec float64 `json:"events_per_sec"`
 	Clients      int     `json:"clients"`
+	Conns        int     `json:"conns"`
 	Size         int     `json:"size"`
 	Batch        int     `json:"batch"`
 	DurationS    float64 `json:"duration_s"`
@@ -103,11 +110,15 @@ type benchWorker struct {
 	lat       reservoir
 }
 
-// runBench appends with opts.clients clients, each its own client.Client,
-// for the warmup and then the measured duration. Calls that start during the
-// warmup, and successful calls that finish after the end, are not counted.
+// runBench appends with opts.clients concurrent clients spread round-robin
+// over opts.conns client.Clients (one each when conns is 0), for the warmup
+// and then the measured duration. Calls that start during the warmup, and
+// successful calls that finish after the end, are not counted.
 func runBench(ctx context.Context, cfg client.Config, opts benchOptions, callTimeout time.Duration) (benchResult, error) {
-	clients := make([]*client.Client, opts.clients)
+	if opts.conns == 0 {
+		opts.conns = opts.clients
+	}
+	clients := make([]*client.Client, opts.conns)
 	defer func() {
 		for _, c := range clients {
 			if c != nil {
@@ -116,7 +127,7 @@ func runBench(ctx context.Context, cfg client.Config, opts benchOptions, callTim
 		}
 	}()
 	setup, cancel := context.WithTimeout(ctx, callTimeout)
-	errs := make([]error, opts.clients)
+	errs := make([]error, opts.conns)
 	var wg sync.WaitGroup
 	for i := range clients {
 		wg.Add(1)
@@ -145,7 +156,8 @@ func runBench(ctx context.Context, cfg client.Config, opts benchOptions, callTim
 	end := measureStart.Add(opts.duration)
 	workers := make([]*benchWorker, opts.clients)
 	perClient := max(1, maxBenchSamples/opts.clients)
-	for i, c := range clients {
+	for i := range workers {
+		c := clients[i%len(clients)]
 		w := &benchWorker{lat: reservoir{cap: perClient, rng: rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano())))}}
 		workers[i] = w
 		wg.Add(1)
@@ -163,7 +175,7 @@ func runBench(ctx context.Context, cfg client.Config, opts benchOptions, callTim
 		return benchResult{}, err
 	}
 
-	res := benchResult{Clients: opts.clients, Size: opts.size, Batch: opts.batch, DurationS: opts.duration.Seconds()}
+	res := benchResult{Clients: opts.clients, Conns: opts.conns, Size: opts.size, Batch: opts.batch, DurationS: opts.duration.Seconds()}
 	var all []time.Duration
 	for _, w := range workers {
 		res.Ops += w.ops
@@ -229,7 +241,8 @@ func newBenchCmd() *cobra.Command {
 		Use:   "journal",
 		Short: "Measure append throughput and latency",
 		Long: `Append --size-byte events (--batch per call) from --clients concurrent
-clients, each with its own SDK client, for --warmup and then --duration.
+clients, each with its own SDK client (or spread round-robin over --conns
+SDK clients, as etcd's benchmark does), for --warmup and then --duration.
 Errors are counted, not fatal. Prints calls per second, latency percentiles
 of successful calls (ms) and the error count. Exit 1 when no call succeeded.`,
 		Example: `  coord bench journal --clients 16 --size 256 --duration 10s --json`,
@@ -277,7 +290,8 @@ of successful calls (ms) and the error count. Exit 1 when no call succeeded.`,
 		}),
 	}
 	fs := journal.Flags()
-	fs.IntVar(&opts.clients, "clients", 8, "concurrent clients, each with its own connection and session")
+	fs.IntVar(&opts.clients, "clients", 8, "concurrent clients, each with its own connection and session unless --conns is set")
+	fs.IntVar(&opts.conns, "conns", 0, "SDK clients (connections and sessions) the clients share round-robin, like etcd's benchmark --conns (0: one per client)")
 	fs.IntVar(&opts.size, "size", 256, "payload bytes per event")
 	fs.IntVar(&opts.batch, "batch", 1, "events per Append call")
 	fs.DurationVar(&opts.duration, "duration", 10*time.Second, "measured duration")

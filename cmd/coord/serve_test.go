@@ -161,6 +161,8 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"status", "--address-map", "nonsense"},
 		{"dev", "--members", "7"},
 		{"bench", "journal", "--clients", "0"},
+		{"bench", "journal", "--clients", "4", "--conns", "5"},
+		{"bench", "journal", "--conns", "-1"},
 	} {
 		if code, _, stderr := run(t, nil, args...); code != 2 || !strings.HasPrefix(stderr, "coord: ") {
 			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)

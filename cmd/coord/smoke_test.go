@@ -201,6 +201,12 @@ func TestDevClusterSmoke(t *testing.T) {
 	if bench["ops_per_sec"] <= 0 || bench["p50_ms"] <= 0 {
 		t.Errorf("bench: %v", bench)
 	}
+	// Clients sharing connections (etcd's --conns): 4 clients over 2 SDK clients.
+	bench = nil
+	decode(coord(0, "bench", "journal", "--clients", "4", "--conns", "2", "--size", "16", "--duration", "1s", "--warmup", "100ms", "--json", "--endpoints", eps), &bench)
+	if bench["ops_per_sec"] <= 0 || bench["errors"] != 0 || bench["conns"] != 2 || bench["clients"] != 4 {
+		t.Errorf("bench --conns 2: %v", bench)
+	}
 }
 
 func TestHealthUnreachableExit1(t *testing.T) {

@@ -62,8 +62,9 @@ var leaderOnly = map[string]func() any{
 }
 
 func (s *Server) checkClusterID(ctx context.Context, method string) error {
-	md, _ := metadata.FromIncomingContext(ctx)
-	ids := md.Get(MDClusterID)
+	// ValueFromIncomingContext reads one key without copying the whole
+	// metadata map (this runs on every call).
+	ids := metadata.ValueFromIncomingContext(ctx, MDClusterID)
 	peer := strings.HasPrefix(method, "/"+pb.Peer_ServiceDesc.ServiceName+"/")
 	if len(ids) == 0 {
 		if peer {

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/internal/grpcflow"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -49,13 +50,13 @@ func (p *peerConns) get(addr string) (*grpc.ClientConn, error) {
 	if p.tls != nil {
 		creds = credentials.NewTLS(p.tls)
 	}
-	c, err := grpc.NewClient(addr,
+	c, err := grpc.NewClient(addr, append(grpcflow.DialOptions(),
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(p.maxMsg), grpc.MaxCallSendMsgSize(p.maxMsg)),
 		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			return invoker(metadata.AppendToOutgoingContext(ctx, MDClusterID, p.clusterID), method, req, reply, cc, opts...)
 		}),
-	)
+	)...)
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "connect to member %s: %v", addr, err)
 	}

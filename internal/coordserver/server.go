@@ -20,6 +20,7 @@ import (
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
 	"github.com/logbookhq/logbook/internal/durable"
+	"github.com/logbookhq/logbook/internal/grpcflow"
 	"github.com/logbookhq/logbook/internal/logging"
 	"github.com/logbookhq/logbook/internal/raftnet"
 	"github.com/logbookhq/logbook/journal"
@@ -341,13 +342,19 @@ func (s *Server) raftConfig() *raft.Config {
 // memory (each holds one batch of appends).
 const logCacheEntries = 512
 
+// boltInitialMmap is the address space mapped for raft.db up front (not
+// memory: pages are read in on use). While the file stays below it bbolt
+// never remaps, and a remap waits for every read transaction and stalls
+// StoreLogs in Raft's main loop. etcd maps 10 GiB for its backend.
+const boltInitialMmap = 1 << 30
+
 func (s *Server) openRaft() error {
 	dir := filepath.Join(s.cfg.DataDir, "raft")
 	store, err := raftboltdb.New(raftboltdb.Options{
 		Path: filepath.Join(dir, "raft.db"),
 		// NoSync stays false: every StoreLogs and SetUint64 is fsynced
 		// before Raft acknowledges it (invariant 6).
-		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
+		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType, InitialMmapSize: boltInitialMmap},
 	})
 	if err != nil {
 		return fmt.Errorf("coordserver: open raft log %s: %w", dir, err)
@@ -520,6 +527,7 @@ func (s *Server) startGRPC() error {
 		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor, s.clusterIDInterceptor, s.forwardInterceptor),
 		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor, s.clusterIDStreamInterceptor),
 	}
+	opts = append(opts, grpcflow.ServerOptions()...)
 	if s.cfg.Security.GRPCTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.cfg.Security.GRPCTLS)))
 	}

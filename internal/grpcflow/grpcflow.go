@@ -1,0 +1,41 @@
+// Package grpcflow holds the HTTP/2 flow-control settings shared by every
+// coordinator connection: the SDK's, the members' and the servers'.
+//
+// grpc-go's default is a dynamic window sized by BDP estimation: whenever a
+// DATA frame arrives while no estimate is in progress, the receiver sends a
+// PING and resizes its window from the round trip. For a control plane of
+// small unary calls that means a PING, a PING ACK and often a
+// WINDOW_UPDATE per call in each direction — on loopback, at 100 clients,
+// about as many syscalls as the calls themselves (measured: 4.4 reads and 2.9
+// writes per journal append on the server instead of ~2 and ~1). Static
+// windows stop the pings. They are flow-control credit, not buffers: the
+// receiver holds at most a window's worth per stream and per connection,
+// which the sizes below bound (and a message is still bounded by the
+// server's MaxRecvMsgSize).
+package grpcflow
+
+import "google.golang.org/grpc"
+
+const (
+	// StreamWindow is the per-stream window: 1 MiB keeps one large append
+	// or read reply flowing without waiting for window updates on a LAN.
+	StreamWindow = 1 << 20
+	// ConnWindow is the per-connection window (several streams at once).
+	ConnWindow = 4 << 20
+)
+
+// DialOptions are the client side's static windows.
+func DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithStaticStreamWindowSize(StreamWindow),
+		grpc.WithStaticConnWindowSize(ConnWindow),
+	}
+}
+
+// ServerOptions are the server side's static windows.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.StaticStreamWindowSize(StreamWindow),
+		grpc.StaticConnWindowSize(ConnWindow),
+	}
+}
