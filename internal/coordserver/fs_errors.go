@@ -13,12 +13,14 @@ import (
 
 // ErrorInfo reasons of the file-system services.
 const (
-	ReasonLogFormat          = "LOG_FORMAT"
-	ReasonNodeNotRegistered  = "NODE_NOT_REGISTERED"
-	ReasonNoLiveNodes        = "NO_LIVE_NODES"
-	ReasonBadRequest         = "BAD_REQUEST"
-	ReasonNoRecoveryLocation = "NO_RECOVERY_LOCATION"
-	ReasonNoAdditionalNode   = "NO_ADDITIONAL_NODE"
+	ReasonLogFormat         = "LOG_FORMAT"
+	ReasonNodeNotRegistered = "NODE_NOT_REGISTERED"
+	ReasonNoLiveNodes       = "NO_LIVE_NODES"
+	ReasonBadRequest        = "BAD_REQUEST"
+	ReasonNoAdditionalNode  = "NO_ADDITIONAL_NODE"
+	// ReasonSafeMode: a new leader has not heard every storage node's
+	// full report yet (spec §9 rule 12); the call is retryable.
+	ReasonSafeMode = "SAFE_MODE"
 )
 
 // fsSentinels names the fsm's namespace sentinels for ErrorInfo.

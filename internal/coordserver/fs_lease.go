@@ -89,9 +89,17 @@ func (s *Server) releaseFile(path, newHolder, reason string) (lr.ReleaseDecision
 			tried = rf.Blocks[len(rf.Blocks)-1].Recovery.Chosen
 		}
 		pc, ok := lr.ChoosePrimary(locs, tried)
-		if !ok {
-			return d, s.statusErr(codes.Unavailable, ReasonNoRecoveryLocation, fmt.Sprintf("%s: no live location of block %d to recover it from", path, last.Id))
+		if !ok && last.State == pb.BlockState_BLOCK_STATE_UNDER_RECOVERY {
+			// A re-drive with no live location: the attempt stays as it
+			// is (no new id, no command) until a location is heard from
+			// again (§7.17); recoverLease answers "in progress".
+			s.log.Debug("recovery not re-driven: no live location", "path", path, "block", last.Id, "why", reason)
+			return lr.ReleaseDecision{Action: lr.ReleaseInProgress, Reason: fmt.Sprintf("no live location of block %d", last.Id)}, nil
 		}
+		// !ok on a first attempt: the block still goes UNDER_RECOVERY with
+		// a recovery id and no primary (§3.3: "no alive candidate → no
+		// command"), which fences the writer and hands the lease over; the
+		// monitor re-drives it once a location is live.
 		why := reason
 		if len(why) > fsm.MaxReasonBytes {
 			why = why[:fsm.MaxReasonBytes]
@@ -136,6 +144,13 @@ func (s *Server) leaseCycle(now time.Time) {
 	var work []due
 	soft := s.fsLocked()
 	soft.updateSafeMode(registered, now, cfg.NodeStaleInterval)
+	if soft.safeMode {
+		// Spec §9 rule 12: no lease is released and no recovery started
+		// or re-driven before the nodes have reported to this leader (a
+		// primary chosen now would be judged on liveness it has not seen).
+		soft.mu.Unlock()
+		return
+	}
 	for _, o := range open {
 		if len(work) >= cfg.MaxLeaseActionsPerCycle {
 			break

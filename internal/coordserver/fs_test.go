@@ -441,6 +441,32 @@ func TestFSLeaseHardLimitStartsRecovery(t *testing.T) {
 	}
 }
 
+// TestFSSafeModeHoldsLeaseMonitor: spec §9 rule 12 — a new leader releases
+// no lease and starts no recovery until the nodes have sent it their full
+// reports, even for a lease past its hard limit.
+func TestFSSafeModeHoldsLeaseMonitor(t *testing.T) {
+	e := newFSEnv(t, shortLeases, func(_ int, c *Config) { c.FS.LeaseHardLimit = 3 * time.Second })
+	b := e.startAbandonedWrite()
+	old := e.leader
+	e.tc.kill(old)
+	e.connect(e.tc.waitLeader())
+	// The writer is gone: the hard limit (3 s, counted from the new term)
+	// passes, but no node has reported to the new leader.
+	stays(t, 5*time.Second, "no release in safe mode", func() bool {
+		return e.stat("/w").Blocks[0].State == pb.BlockState_BLOCK_STATE_UNDER_CONSTRUCTION
+	})
+	for i := 1; i <= 3; i++ {
+		reps := []*pb.ReportedReplica{{BlockId: b.Id, Gs: b.Gs, NumBytes: 10, State: pb.ReplicaState_REPLICA_STATE_RBW}}
+		if _, err := e.nl.BlockReport(e.ctx, &pb.NodeBlockReportRequest{NodeId: nodeID(i), Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}}); err != nil {
+			t.Fatalf("full report of %s: %v", nodeID(i), err)
+		}
+		e.fakeHeartbeat(nodeID(i))
+	}
+	eventually(t, 20*time.Second, "the recovery once out of safe mode", func() bool {
+		return e.stat("/w").Blocks[0].State == pb.BlockState_BLOCK_STATE_UNDER_RECOVERY
+	})
+}
+
 func TestFSLeaderChangeResumesRecovery(t *testing.T) {
 	e := newFSEnv(t, shortLeases)
 	b := e.startAbandonedWrite()
@@ -473,4 +499,31 @@ func TestFSLeaderChangeResumesRecovery(t *testing.T) {
 	if got.RecoveryId != cmd.RecoveryId {
 		t.Fatalf("new leader's recovery id %d, was %d", got.RecoveryId, cmd.RecoveryId)
 	}
+	// Spec §9 rule 12: in safe mode the commit is refused (Unavailable,
+	// retryable by the primary) and changes nothing.
+	commit := &pb.CommitBlockSyncRequest{NodeId: primary, BlockId: b.Id, RecoveryId: got.RecoveryId,
+		NewGs: got.RecoveryId, NewLength: 10, CloseFile: true, Targets: b.ExpectedLocations, OldGs: b.Gs}
+	seq := e.nextSeq()
+	_, err := e.nl.CommitBlockSynchronization(e.ctx, commit)
+	wantCode(t, "commit in safe mode", err, codes.Unavailable, ReasonSafeMode)
+	if st := e.stat("/w").Blocks[0]; st.State != pb.BlockState_BLOCK_STATE_UNDER_RECOVERY || e.nextSeq() != seq {
+		t.Fatalf("a commit refused in safe mode changed the block (%v) or wrote an event", st)
+	}
+	// Every node's full report ends safe mode; the same commit closes the file.
+	for i := 1; i <= 3; i++ {
+		reps := []*pb.ReportedReplica{{BlockId: b.Id, Gs: b.Gs, NumBytes: 10, State: pb.ReplicaState_REPLICA_STATE_RBW}}
+		if _, err := e.nl.BlockReport(e.ctx, &pb.NodeBlockReportRequest{NodeId: nodeID(i), Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}}); err != nil {
+			t.Fatalf("full report of %s: %v", nodeID(i), err)
+		}
+	}
+	eventually(t, 20*time.Second, "the commit after safe mode", func() bool {
+		res, err := e.nl.CommitBlockSynchronization(e.ctx, commit)
+		if status.Code(err) == codes.Unavailable {
+			return false
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Result.GetFile().GetUnderConstruction() == false
+	})
 }

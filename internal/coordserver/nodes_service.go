@@ -206,7 +206,7 @@ func (s *Server) invalidations(id string, reps map[uint64]softReplica, now time.
 				blocks[bid] = b
 			}
 		}
-		maxGS = st.NextGS()
+		maxGS = st.NextGS() - 1 // the highest GS allocated; NextGS is not yet
 	})
 	var out []*pb.BlockRef
 	f := s.fsLocked()
@@ -366,6 +366,14 @@ func (l *nodeLinkService) CommitBlockSynchronization(ctx context.Context, req *p
 		return nil, err
 	}
 	if _, err := s.registeredNode(req.NodeId); err != nil {
+		return nil, err
+	}
+	// Spec §9 rule 12 (HDFS rejects commitBlockSynchronization in safe
+	// mode): a new leader judges a recovery's outcome only once the nodes
+	// have reported. The primary retries Unavailable until its deadline.
+	if s.SafeMode() {
+		err := s.statusErr(codes.Unavailable, ReasonSafeMode, "commit block synchronization: the leader is in safe mode, waiting for the storage nodes' full reports")
+		s.metrics.recoveryCommits.WithLabelValues(errReason(err)).Inc()
 		return nil, err
 	}
 	var replicated []uint64

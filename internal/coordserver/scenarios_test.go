@@ -32,7 +32,8 @@ package coordserver
 //	16  TestScenario16StaleNodeFiltering (faked: the command's locations are
 //	    only visible in a heartbeat reply)
 //	17  TestScenario17PrimaryRotation (faked: the test alone orders the
-//	    heartbeats the choice depends on)
+//	    heartbeats the choice depends on); the first attempt with no live
+//	    location: TestScenario17NoLiveLocationFirstAttempt
 //	18  not a cluster test: the node refuses to grow a replica or to update
 //	    one whose bytes on disk changed (replica/replicatest
 //	    UpdateReplicaUnderRecovery; nodeserver TestBlockRecoveryRPCs over the
@@ -262,32 +263,48 @@ func (s *scen) openFile(path string, repl uint32) (*pb.BlockRecord, []*pb.NodeLo
 // (the state a dead writer's pipeline leaves).
 func (s *scen) stage(id string, blk, gs uint64, data []byte, finalize bool) {
 	s.t.Helper()
+	if err := s.stageErr(id, blk, gs, data, finalize); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// stageUnknown is stage for a block id the coordinators never allocated:
+// the node reports the replica as soon as it exists, and the leader may
+// have it deleted before staging ends — the outcome under test — which
+// stops the writer; that is not a failure here.
+func (s *scen) stageUnknown(id string, blk uint64, data []byte, finalize bool) {
+	s.t.Helper()
+	if err := s.stageErr(id, blk, 1, data, finalize); err != nil && replica.KindOf(err) != replica.KindAborted {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *scen) stageErr(id string, blk, gs uint64, data []byte, finalize bool) error {
 	st := s.node(id).Store()
 	w, err := st.CreateRbw(s.ctx, "BP-1", replica.Block{ID: blk, GS: gs}, replica.CreateOptions{})
 	if err != nil {
-		s.t.Fatalf("%s: create rbw %d: %v", id, blk, err)
+		return fmt.Errorf("%s: create rbw %d: %w", id, blk, err)
 	}
 	for off := 0; off < len(data); off += 64 << 10 {
 		p := data[off:min(len(data), off+64<<10)]
 		if err := w.WritePacket(s.ctx, int64(off), p, blockio.Checksums(p)); err != nil {
-			s.t.Fatalf("%s: write %d: %v", id, blk, err)
+			w.Close()
+			return fmt.Errorf("%s: write %d: %w", id, blk, err)
 		}
 	}
 	if err := w.SetBytesAcked(int64(len(data))); err != nil {
-		s.t.Fatal(err)
+		w.Close()
+		return err
 	}
 	if err := w.Sync(); err != nil {
-		s.t.Fatal(err)
+		w.Close()
+		return err
 	}
 	if finalize {
-		if _, err := w.Finalize(s.ctx); err != nil {
-			s.t.Fatal(err)
-		}
-		return
+		_, err := w.Finalize(s.ctx)
+		return err
 	}
-	if err := w.Close(); err != nil {
-		s.t.Fatal(err)
-	}
+	return w.Close()
 }
 
 // replicaOn returns node id's replica of block blk, read from the node.
@@ -1665,6 +1682,73 @@ func TestScenario17PrimaryRotation(t *testing.T) {
 	}
 }
 
+// TestScenario17NoLiveLocationFirstAttempt — §3.3 "No expected replicas
+// [alive] → primary = none; nothing is sent (file stays UNDER_RECOVERY)"
+// for a block's first attempt: recover-lease still allocates a recovery id,
+// moves the block UNDER_RECOVERY with no primary (the old writer is fenced)
+// and hands the lease over, answering "not closed"; no command goes out and
+// no further id is allocated until a location is heard from, whose
+// heartbeat then brings the re-driven attempt.
+func TestScenario17NoLiveLocationFirstAttempt(t *testing.T) {
+	e := newFSEnv(t, func(_ int, c *Config) {
+		c.FS.RecoveryTimeout, c.FS.LeaseCheckInterval = 600*time.Millisecond, 50*time.Millisecond
+		c.FS.NodeStaleInterval, c.FS.NodeDeadInterval = 2*time.Second, time.Minute
+	})
+	e.registerNodes(3)
+	const path = "/s17n"
+	if _, err := e.ns.Create(e.ctx, &pb.CreateRequest{Path: path, Replication: 3, BlockSize: 1 << 20, ClientName: "w1"}); err != nil {
+		t.Fatal(err)
+	}
+	ab, err := e.ns.AddBlock(e.ctx, &pb.AddBlockRequest{Path: path, ClientName: "w1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := ab.Result.Block
+	for _, n := range b.ExpectedLocations {
+		e.report(n, b, 10, pb.ReplicaState_REPLICA_STATE_RBW)
+	}
+	eventually(t, 30*time.Second, "every node stale", func() bool { return !e.nodeLive("n1") && !e.nodeLive("n2") && !e.nodeLive("n3") })
+
+	gs := e.nextGS()
+	r, err := e.ns.RecoverLease(e.ctx, &pb.RecoverLeaseRequest{Path: path, ClientName: "w2"})
+	if err != nil || r.Closed {
+		t.Fatalf("recover lease with no live location: %v, %v; want not closed, no error", r, err)
+	}
+	st := e.stat(path)
+	blk := st.Blocks[0]
+	if blk.State != pb.BlockState_BLOCK_STATE_UNDER_RECOVERY || blk.Recovery.GetRecoveryId() != gs || blk.Recovery.GetPrimary() != "" || e.nextGS() != gs+1 {
+		t.Fatalf("after recover lease: %v (next GS %d), want UNDER_RECOVERY, recovery id %d, no primary", blk, e.nextGS(), gs)
+	}
+	if st.File.LeaseHolder != "w2" {
+		t.Fatalf("lease holder %q, want w2", st.File.LeaseHolder)
+	}
+	if _, err := e.ns.UpdateBlockForPipeline(e.ctx, &pb.UpdateBlockForPipelineRequest{Path: path, ClientName: "w1", BlockId: b.Id}); err == nil {
+		t.Fatal("the old writer still got a new GS for a block under recovery")
+	}
+	// No location is live: no new id past the deadline, and a second
+	// recover-lease answers "not closed" without allocating one.
+	stays(t, 1500*time.Millisecond, "no new attempt without a live location", func() bool {
+		cur := e.stat(path).Blocks[0]
+		return cur.State == pb.BlockState_BLOCK_STATE_UNDER_RECOVERY && cur.Recovery.GetRecoveryId() == gs && e.nextGS() == gs+1
+	})
+	if r, err := e.ns.RecoverLease(e.ctx, &pb.RecoverLeaseRequest{Path: path, ClientName: "w2"}); err != nil || r.Closed || e.nextGS() != gs+1 {
+		t.Fatalf("second recover lease: %v, %v, next GS %d; want not closed, no new id", r, err, e.nextGS())
+	}
+	// n2 is heard from: the re-driven attempt is its.
+	var cmd *pb.RecoverBlockCommand
+	eventually(t, 20*time.Second, "n2's recovery command", func() bool {
+		for _, c := range recoverCmds(e.fakeHeartbeat("n2")) {
+			if c.BlockId == b.Id && c.RecoveryId > gs {
+				cmd = c
+			}
+		}
+		return cmd != nil
+	})
+	if cur := e.stat(path).Blocks[0].Recovery; cur.Primary != "n2" || cur.RecoveryId != cmd.RecoveryId || cur.Attempt != 2 {
+		t.Fatalf("re-driven attempt %v, command %v; want attempt 2 with primary n2", cur, cmd)
+	}
+}
+
 // TestScenario27RestartDropsTemporary — §7 scenario 27: "DN restart with
 // TEMPORARY replica → deleted, never reported; NN re-replicates." A node
 // holds an interrupted transfer's TEMPORARY copy of a complete block; it
@@ -1808,8 +1892,8 @@ func TestScenario29ReportOfUnknownBlock(t *testing.T) {
 	data := randData(29, 10_000)
 	blk := writeFile(s.ctx, t, s.fsEnv, "/s29", data)
 	const unknown = 1 << 40
-	s.stage("dn1", unknown, 1, data[:3000], true)
-	s.stage("dn2", unknown+1, 1, data[:2000], false)
+	s.stageUnknown("dn1", unknown, data[:3000], true)
+	s.stageUnknown("dn2", unknown+1, data[:2000], false)
 	for id, b := range map[string]uint64{"dn1": unknown, "dn2": unknown + 1} {
 		eventually(t, 30*time.Second, fmt.Sprintf("%s deleting unknown block %d", id, b), func() bool {
 			_, ok := s.replicaOn(id, b)
@@ -1978,7 +2062,9 @@ func TestScenario32ReportAheadOfMetadata(t *testing.T) {
 	}
 	var nextID, nextGS uint64
 	e.tc.server(e.leader).fsm.View(func(st *fsm.State) { nextID, nextGS = st.NextBlockID(), st.NextGS() })
-	ahead := &pb.BlockRecord{Id: nextID, Gs: nextGS + 1}
+	// The next GS to allocate: the first one not yet allocated (the
+	// boundary a "GS above the highest allocated" check must get right).
+	ahead := &pb.BlockRecord{Id: nextID, Gs: nextGS}
 	old := &pb.BlockRecord{Id: nextID + 50, Gs: 1}
 	e.report("n1", ahead, 100, pb.ReplicaState_REPLICA_STATE_FINALIZED)
 	e.report("n2", old, 100, pb.ReplicaState_REPLICA_STATE_FINALIZED)
@@ -2029,11 +2115,8 @@ func TestScenario32ReportAheadOfMetadata(t *testing.T) {
 	})
 	keep("after the failover")
 
-	// The metadata catches up: one GS for /s32o's pipeline, then AddBlock
-	// allocates exactly the reported block.
-	if _, err := e.ns.UpdateBlockForPipeline(e.ctx, &pb.UpdateBlockForPipelineRequest{Path: "/s32o", ClientName: "w1", BlockId: ab.Result.Block.Id}); err != nil {
-		t.Fatal(err)
-	}
+	// The metadata catches up: AddBlock allocates exactly the reported
+	// block (the next block id at the next GS).
 	if _, err := e.ns.Create(e.ctx, &pb.CreateRequest{Path: "/s32", Replication: 3, BlockSize: 1 << 20, ClientName: "w1"}); err != nil {
 		t.Fatal(err)
 	}

@@ -38,8 +38,13 @@ const (
 	linkBackoffMin  = 50 * time.Millisecond
 	linkBackoffMax  = 5 * time.Second
 	// linkCommitRounds bounds the rounds over every endpoint a recovery
-	// commit is tried for (with backoff between rounds).
-	linkCommitRounds = 5
+	// commit is tried for (with backoff between rounds); the time they may
+	// take is bounded by commitDeadline.
+	linkCommitRounds = 64
+	// linkCommitMinWindow is the least time a commit is retried for, even
+	// when the recovery's deadline is nearer (or passed: the coordinator
+	// still accepts the id until it re-drives the recovery).
+	linkCommitMinWindow = 5 * time.Second
 	// linkReportBatch bounds the changes of one IncrementalReport.
 	linkReportBatch = 1000
 	// linkRecoveryTimeout bounds one recovery attempt: it ends before the

@@ -102,7 +102,8 @@
 // DataNode service), leaserecovery.PlanRecovery, UpdateReplicaUnderRecovery
 // on the participants (truncate to the plan's length, GS := recovery id,
 // FINALIZED), leaserecovery.BuildCommit and CommitBlockSynchronization:
-// retried for linkCommitRounds rounds while Unavailable; Aborted or
+// retried while Unavailable (no leader, or a new leader still in safe mode)
+// until the recovery's deadline, at least 5 s; Aborted or
 // FailedPrecondition (a stale or preempted recovery id) ends it. A plan
 // error (preempted, every location failed, ...) ends the attempt without a
 // commit; the coordinator's attempt timeout re-drives it with a new id.

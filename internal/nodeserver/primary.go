@@ -29,6 +29,22 @@ func callTimeout(cmd *pb.RecoverBlockCommand, now time.Time) time.Duration {
 	return min(primaryCallTimeout, max(time.Until(time.Unix(0, d))/4, time.Second))
 }
 
+// commitDeadline is how long the primary retries its commit while the
+// coordinators answer Unavailable (no leader yet, or a new leader in safe
+// mode that refuses commits until the nodes have reported, spec §9 rule
+// 12): until the recovery's deadline — past it the coordinator re-drives
+// the recovery with a new id and refuses this one — but at least
+// linkCommitMinWindow.
+func commitDeadline(cmd *pb.RecoverBlockCommand, now time.Time) time.Time {
+	least := now.Add(linkCommitMinWindow)
+	if d := cmd.GetDeadlineUnixNanos(); d != 0 {
+		if t := time.Unix(0, d); t.After(least) {
+			return t
+		}
+	}
+	return least
+}
+
 // recoverBlock runs one block recovery as its primary (spec §4.1) and
 // commits it. A plan that fails (preempted by a newer recovery, every
 // location failed, ...) ends the attempt without a commit: the
@@ -49,10 +65,20 @@ func (l *coordLink) recoverBlock(ctx context.Context, cmd *pb.RecoverBlockComman
 	for _, t := range c.Targets {
 		req.Targets = append(req.Targets, string(t))
 	}
-	err = l.call(ctx, linkCommitRounds, func(ctx context.Context, nl pb.NodeLinkClient) error {
+	until := commitDeadline(cmd, time.Now())
+	cctx, ccancel := context.WithDeadline(ctx, until)
+	defer ccancel()
+	var last error
+	err = l.call(cctx, linkCommitRounds, func(ctx context.Context, nl pb.NodeLinkClient) error {
 		_, err := nl.CommitBlockSynchronization(ctx, req)
+		if err != nil {
+			last = err
+		}
 		return err
 	})
+	if err != nil && cctx.Err() != nil && ctx.Err() == nil && last != nil {
+		err = status.Errorf(codes.Unavailable, "recovery commit not accepted by %s: %v", until.Format(time.RFC3339), last)
+	}
 	switch code := status.Code(err); {
 	case err == nil:
 		log.Info("block recovery committed", "new-length", c.NewLength, "targets", req.Targets, "delete", c.DeleteBlock)
