@@ -53,6 +53,9 @@ type pending struct {
 	op   *pb.AppendOp
 	size int
 	done chan outcome
+	// ctx is the submitter's: an op whose caller gave up before it was
+	// taken into a batch is never proposed.
+	ctx context.Context
 }
 
 type outcome struct {
@@ -106,18 +109,26 @@ func (b *Batcher) Submit(ctx context.Context, op *pb.AppendOp) (fsm.Result, erro
 
 // SubmitAll queues ops together, in order, and waits for all of them. Each
 // result carries its own error in Err.
+//
+// Ops still queued when ctx ends are dropped, not proposed: the caller
+// gets ctx's error and cannot tell them from ops lost in transit (a retry
+// with the same client id and request seq is applied once either way).
 func (b *Batcher) SubmitAll(ctx context.Context, ops []*pb.AppendOp) []fsm.Result {
-	return b.Enqueue(ops)(ctx)
+	return b.enqueue(ctx, ops)(ctx)
 }
 
 // Enqueue queues ops together, in order, and returns at once; the returned
 // wait blocks until all of them are safe or failed (or ctx ends). Callers
 // that enqueue in order get their ops into the log in that order.
 func (b *Batcher) Enqueue(ops []*pb.AppendOp) (wait func(ctx context.Context) []fsm.Result) {
+	return b.enqueue(context.Background(), ops)
+}
+
+func (b *Batcher) enqueue(ctx context.Context, ops []*pb.AppendOp) (wait func(ctx context.Context) []fsm.Result) {
 	out := make([]fsm.Result, len(ops))
 	ps := make([]*pending, len(ops))
 	for i, op := range ops {
-		ps[i] = &pending{op: op, size: proto.Size(op), done: make(chan outcome, 1)}
+		ps[i] = &pending{op: op, size: proto.Size(op), done: make(chan outcome, 1), ctx: ctx}
 	}
 	b.mu.Lock()
 	var err error
@@ -169,20 +180,26 @@ func (b *Batcher) Close() {
 	}
 }
 
-// take removes the next batch from the queue, within the bounds.
+// take removes the next batch from the queue, within the bounds. Ops
+// whose submitter gave up meanwhile are failed with its error instead.
 func (b *Batcher) take() []*pending {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	n, bytes := 0, 0
-	for n < len(b.queue) && n < b.cfg.MaxBatchOps {
-		if n > 0 && bytes+b.queue[n].size > b.cfg.MaxBatchBytes {
+	var batch []*pending
+	i, bytes := 0, 0
+	for ; i < len(b.queue) && len(batch) < b.cfg.MaxBatchOps; i++ {
+		p := b.queue[i]
+		if err := p.ctx.Err(); err != nil {
+			p.done <- outcome{err: err}
+			continue
+		}
+		if len(batch) > 0 && bytes+p.size > b.cfg.MaxBatchBytes {
 			break
 		}
-		bytes += b.queue[n].size
-		n++
+		bytes += p.size
+		batch = append(batch, p)
 	}
-	batch := b.queue[:n:n]
-	b.queue = b.queue[n:]
+	b.queue = b.queue[i:]
 	if len(b.queue) == 0 {
 		b.queue = nil
 	}
@@ -266,6 +283,10 @@ func (b *Batcher) loop() {
 			continue
 		}
 		batch := b.take()
+		if len(batch) == 0 { // every queued op's submitter gave up
+			<-b.slots
+			continue
+		}
 		ops := make([]*pb.AppendOp, len(batch))
 		for i, p := range batch {
 			ops[i] = p.op

@@ -210,3 +210,45 @@ func TestPauseResumeKeepsOrder(t *testing.T) {
 		}
 	}
 }
+
+// An op whose submitter gave up while it was still queued is never
+// proposed; the ops around it keep their order.
+func TestAbandonedQueuedOpsAreNotProposed(t *testing.T) {
+	log := &fakeLog{release: make(chan struct{})}
+	cfg := DefaultBatcherConfig()
+	cfg.InFlight = 1
+	b := NewBatcher(cfg, func(context.Context) (Sink, error) { return log, nil })
+	defer b.Close()
+	ctx := context.Background()
+	first := make(chan error, 1)
+	go func() { _, err := b.Submit(ctx, opN(0)); first <- err }()
+	waitFor(t, func() bool { log.mu.Lock(); defer log.mu.Unlock(); return len(log.batches) == 1 })
+	// Op 0 is in flight and held: 1 is queued and abandoned, 2 waits.
+	gone, cancel := context.WithCancel(ctx)
+	abandoned := make(chan error, 1)
+	go func() { _, err := b.Submit(gone, opN(1)); abandoned <- err }()
+	waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 1 })
+	cancel()
+	if err := <-abandoned; !errors.Is(err, context.Canceled) {
+		t.Fatalf("abandoned submit: %v", err)
+	}
+	kept := make(chan fsm.Result, 1)
+	go func() { r, _ := b.Submit(ctx, opN(2)); kept <- r }()
+	waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 2 })
+	close(log.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if r := <-kept; r.Err != nil || r.FirstSeq != 2 {
+		t.Fatalf("op 2: %+v, want seq 2", r)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	for _, bt := range log.batches {
+		for _, op := range bt {
+			if string(op.Events[0].Payload) == "1" {
+				t.Fatalf("the abandoned op was proposed: batches %v", log.batches)
+			}
+		}
+	}
+}

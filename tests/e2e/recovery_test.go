@@ -162,8 +162,17 @@ func TestFSRecovery(t *testing.T) {
 		started := st.Blocks[0].GetRecovery() != nil || !st.File.UnderConstruction
 		fc.logf("%s restarted %.1fs after the writer's kill: replica %v GS %d, %d bytes (original %v, recovery id %d); recovery started by then: %v",
 			victim, time.Since(killed).Seconds(), back.State, back.Gs, back.NumBytes, back.OriginalState, back.RecoveryId, started)
-		if st := back.State; st != pb.ReplicaState_REPLICA_STATE_RWR &&
-			!(st == pb.ReplicaState_REPLICA_STATE_RUR && back.OriginalState == pb.ReplicaState_REPLICA_STATE_RWR) {
+		replaced := started && back.State == pb.ReplicaState_REPLICA_STATE_FINALIZED && back.Gs > blk.Gs
+		switch st := back.State; {
+		case replaced:
+			// The restart (docker kill, start, port lookup) outlasted the
+			// hard limit and the recovery: the RWR replica was already
+			// left out, invalidated and replaced by a copy at the
+			// recovered GS before it could be read. The recovery checks
+			// below still hold; the RWR state was not observable.
+			fc.logf("%s's replica was replaced before it could be read (the restart took longer than the recovery): RWR state not observed", victim)
+		case st != pb.ReplicaState_REPLICA_STATE_RWR &&
+			!(st == pb.ReplicaState_REPLICA_STATE_RUR && back.OriginalState == pb.ReplicaState_REPLICA_STATE_RWR):
 			t.Errorf("%s's replica came back %v (original %v), want RWR (spec §1.4)", victim, st, back.OriginalState)
 		}
 		if int(back.NumBytes) < w.acked {
