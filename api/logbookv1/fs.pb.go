@@ -290,7 +290,8 @@ type CacheDirectiveStatus struct {
 	// Of those, blocks cached on at least `replication` live nodes (leader
 	// soft state, from the nodes' cache reports).
 	BlocksCached uint64 `protobuf:"varint,3,opt,name=blocks_cached,json=blocksCached,proto3" json:"blocks_cached,omitempty"`
-	// Bytes of the file's COMPLETE blocks, and of its cached replicas.
+	// replication × the bytes of those blocks, and the bytes of their
+	// cached replicas on live nodes (at most replication per block).
 	BytesNeeded   uint64 `protobuf:"varint,4,opt,name=bytes_needed,json=bytesNeeded,proto3" json:"bytes_needed,omitempty"`
 	BytesCached   uint64 `protobuf:"varint,5,opt,name=bytes_cached,json=bytesCached,proto3" json:"bytes_cached,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2325,7 +2326,7 @@ type NodeHeartbeatRequest struct {
 	NodeId   string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	Storages []*StorageReport       `protobuf:"bytes,2,rep,name=storages,proto3" json:"storages,omitempty"`
 	// The node's cache report (HDFS cacheReport), with every heartbeat;
-	// absent from a node that does not report its cache.
+	// absent (a build without caching) reads as caching nothing.
 	Cache         *CacheReport `protobuf:"bytes,3,opt,name=cache,proto3" json:"cache,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
