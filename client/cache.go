@@ -18,7 +18,7 @@ type CacheDirective struct {
 	Replication uint32
 	Created     time.Time
 	// The leader's view (ListCacheDirectives only): COMPLETE blocks of the
-	// file, those cached on Replication live nodes, Replication × their
+	// file, those cached on Replication nodes (not dead), Replication × their
 	// bytes, and the bytes of their cached replicas.
 	BlocksNeeded, BlocksCached uint64
 	BytesNeeded, BytesCached   uint64

@@ -287,11 +287,11 @@ type CacheDirectiveStatus struct {
 	Directive *CacheDirective        `protobuf:"bytes,1,opt,name=directive,proto3" json:"directive,omitempty"`
 	// COMPLETE blocks of the file (0 when no file is at the path).
 	BlocksNeeded uint64 `protobuf:"varint,2,opt,name=blocks_needed,json=blocksNeeded,proto3" json:"blocks_needed,omitempty"`
-	// Of those, blocks cached on at least `replication` live nodes (leader
+	// Of those, blocks cached on at least `replication` nodes not dead (leader
 	// soft state, from the nodes' cache reports).
 	BlocksCached uint64 `protobuf:"varint,3,opt,name=blocks_cached,json=blocksCached,proto3" json:"blocks_cached,omitempty"`
 	// replication × the bytes of those blocks, and the bytes of their
-	// cached replicas on live nodes (at most replication per block).
+	// cached replicas on nodes not dead (at most replication per block).
 	BytesNeeded   uint64 `protobuf:"varint,4,opt,name=bytes_needed,json=bytesNeeded,proto3" json:"bytes_needed,omitempty"`
 	BytesCached   uint64 `protobuf:"varint,5,opt,name=bytes_cached,json=bytesCached,proto3" json:"bytes_cached,omitempty"`
 	unknownFields protoimpl.UnknownFields

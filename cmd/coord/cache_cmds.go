@@ -90,8 +90,8 @@ func newCacheLsCmd() *cobra.Command {
 		Use:   "ls",
 		Short: "List the cache directives with how much of each is cached",
 		Long: `List the cache directives by id. Blocks: the file's COMPLETE blocks cached on
---replication live nodes / all of them; bytes: of their cached replicas /
-replication × their length (the leader's view, from the nodes' cache
+REPLICATION nodes (not dead) / all of them; bytes: of their cached replicas /
+REPLICATION × their length (the leader's view, from the nodes' cache
 reports; a new leader fills it in within a few heartbeats).`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
