@@ -114,6 +114,9 @@ type ReplicaLocation struct {
 	// Corrupt: reported corrupt (a reader's or the node's checksum
 	// failure); read last, and soon replaced by a good copy.
 	Corrupt bool
+	// Cached: the node's cache report lists the replica in locked memory
+	// (see AddCacheDirective).
+	Cached bool
 }
 
 func toFileInfo(fs *pb.FileStatus) FileInfo {
@@ -135,24 +138,31 @@ func (f *FS) namespace(ctx context.Context, fn func(ctx context.Context, ns pb.N
 // write runs one write of the Namespace service under a fresh session seq;
 // the retries of do reuse it, so the write applies once.
 func (f *FS) write(ctx context.Context, fn func(ctx context.Context, ns pb.NamespaceClient, sess *pb.FsSession) (*pb.FileOpResponse, error)) (*pb.FileOpResponse, error) {
-	s := f.c.session
-	seq, acked, err := s.begin(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer s.end(seq)
-	sess := &pb.FsSession{ClientId: s.id, RequestSeq: seq, AckedSeq: acked}
-	var resp *pb.FileOpResponse
-	err = f.namespace(ctx, func(ctx context.Context, ns pb.NamespaceClient) error {
-		var err error
-		resp, err = fn(ctx, ns, sess)
-		return err
-	})
+	resp, err := inSession(ctx, f, fn)
 	if err != nil {
 		return nil, err
 	}
 	f.learn(resp.GetLocations())
 	return resp, nil
+}
+
+// inSession runs one Namespace call under a fresh session seq; the
+// retries of do reuse it, so the call applies once.
+func inSession[T any](ctx context.Context, f *FS, fn func(ctx context.Context, ns pb.NamespaceClient, sess *pb.FsSession) (T, error)) (T, error) {
+	var resp T
+	s := f.c.session
+	seq, acked, err := s.begin(ctx)
+	if err != nil {
+		return resp, err
+	}
+	defer s.end(seq)
+	sess := &pb.FsSession{ClientId: s.id, RequestSeq: seq, AckedSeq: acked}
+	err = f.namespace(ctx, func(ctx context.Context, ns pb.NamespaceClient) error {
+		var err error
+		resp, err = fn(ctx, ns, sess)
+		return err
+	})
+	return resp, err
 }
 
 // clientName is the lease holder name of this client's writers.
@@ -175,7 +185,7 @@ func (f *FS) Stat(ctx context.Context, path string) (FileInfo, error) {
 		f.learn(b.GetLocations())
 		bi := BlockInfo{ID: b.GetId(), GS: b.GetGs(), Length: b.GetNumBytes(), State: b.GetState(), Expected: append([]string(nil), b.GetExpectedLocations()...)}
 		for _, r := range b.GetReportedLocations() {
-			bi.Reported = append(bi.Reported, ReplicaLocation{Node: r.GetNodeId(), State: r.GetState(), GS: r.GetGs(), Length: r.GetNumBytes(), Corrupt: r.GetCorrupt()})
+			bi.Reported = append(bi.Reported, ReplicaLocation{Node: r.GetNodeId(), State: r.GetState(), GS: r.GetGs(), Length: r.GetNumBytes(), Corrupt: r.GetCorrupt(), Cached: r.GetCached()})
 		}
 		if r := b.GetRecovery(); r != nil {
 			bi.Recovery = &BlockRecovery{ID: r.GetRecoveryId(), Primary: r.GetPrimary(), Attempt: r.GetAttempt(),

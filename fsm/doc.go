@@ -26,7 +26,10 @@
 // — a mismatch means this member's copy was damaged after the leader
 // encoded it, and it halts rather than apply it; format 3 allows the
 // namespace commands (a build before it would halt on them, so they are
-// refused — ErrNamespaceFormat — in entries of an older format). This build reads
+// refused — ErrNamespaceFormat — in entries of an older format); format 4
+// allows the cache-directive ops of the namespace (add_cache_directive,
+// remove_cache_directive: a format-3 build would halt on the unknown op, so
+// they are refused — ErrCacheFormat — in entries of an older format). This build reads
 // MinCommandVersion..CommandVersion. Proposers write the replicated format
 // (State.LogFormat); the leader raises it with a SET_FORMAT entry once
 // every voter has registered a build that reads the new format (Member.
@@ -111,6 +114,14 @@
 //	                 instance (instance_id) from any address, or from the same
 //	                 gRPC and gossip addresses; anything else is
 //	                 ErrNodeIDHeld ("node id held by another node").
+//	add_cache_directive  (log format 4) a directive for the file at path
+//	                 with an id from the directive counter (from 1, never
+//	                 reused): InvalidArgument (path; replication 0, above the
+//	                 file's or above MaxCacheReplication), NotFound (no file at
+//	                 path), AlreadyExists (ErrDirectiveExists: one directive
+//	                 per path), ResourceExhausted (MaxCacheDirectives). A
+//	                 directive names a path: it outlives a delete of the file.
+//	remove_cache_directive  (log format 4) by id; NotFound otherwise.
 //
 // The lease and recovery rules are leaserecovery's pure functions, re-run
 // at apply time on FSM state and the entry's proposed time: CheckCommit,
@@ -138,8 +149,9 @@
 //
 // Audit trail. Every accepted op that changes something appends one journal
 // event, with seq, segment accounting and the op's client id and request
-// seq, of type EventCreate ... EventNodeRegistered ("logbook.fs.*",
-// "logbook.recovery.*", "logbook.lease.released", "logbook.node.registered")
+// seq, of type EventCreate ... EventCacheRemoved ("logbook.fs.*",
+// "logbook.recovery.*", "logbook.lease.released", "logbook.node.registered",
+// "logbook.cache.added", "logbook.cache.removed")
 // whose payload is a NamespaceEvent{op, result, unix_nanos}: enough to
 // rebuild every recovery (attempts, primaries, deadlines, chosen length,
 // targets, reason) from the journal. Refused and unchanged ops write none.
@@ -155,10 +167,10 @@
 // runs a build with it. The state digest of a state without a namespace is
 // unchanged, so checkpoints agree across builds until then.
 //
-// # Snapshot format, version 3
+// # Snapshot format, version 4
 //
 //	magic       8 bytes  "LBKSNAP\n"
-//	version     uint32   big endian, 3
+//	version     uint32   big endian, 4
 //	header      uvarint length + SnapshotHeader (protobuf)
 //	records     uvarint length + SnapshotRecord, repeated:
 //	              event_count events in seq order, then
@@ -168,12 +180,16 @@
 //	              consumer_count consumers sorted by name, then
 //	              file_count files sorted by path, then
 //	              block_count blocks sorted by id, then
-//	              node_count nodes sorted by id
+//	              node_count nodes sorted by id, then
+//	              directive_count cache directives sorted by id
 //	crc         uint32   big endian CRC32C (Castagnoli) of all bytes above
 //
-// Format 2 ends after the consumers and has no namespace counters; format 1
-// also has no segments or consumers (rebuilt from the events). Both are
-// still read. Restore reads the whole stream and verifies the checksum and
+// Format 3 ends after the nodes and has no directive counter (read as no
+// directives, next id 1); format 2 ends after the consumers and has no
+// namespace counters; format 1 also has no segments or consumers (rebuilt
+// from the events). All are still read. The state digest hashes the
+// directives only once one was ever added, so it is unchanged for a state
+// without them. Restore reads the whole stream and verifies the checksum and
 // that the namespace records fit together (every block owned by the file
 // listing it, counters above every id and GS) before it replaces the state;
 // a stream of a newer version is refused with ErrSnapshotVersion.

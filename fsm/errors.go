@@ -79,9 +79,11 @@ const (
 	KindUnavailable
 	// KindInternal: a metadata invariant is broken.
 	KindInternal
+	// KindResourceExhausted: a replicated table is full (cache directives).
+	KindResourceExhausted
 )
 
-var kindNames = [...]string{"unknown", "invalid-argument", "not-found", "already-exists", "failed-precondition", "aborted", "out-of-range", "unavailable", "internal"}
+var kindNames = [...]string{"unknown", "invalid-argument", "not-found", "already-exists", "failed-precondition", "aborted", "out-of-range", "unavailable", "internal", "resource-exhausted"}
 
 func (k Kind) String() string {
 	if k < 0 || int(k) >= len(kindNames) {
@@ -149,4 +151,15 @@ var (
 	ErrTooManyBlocks        = newKindError(KindOutOfRange, "fsm: too many blocks in the file")
 	ErrBlockLength          = newKindError(KindOutOfRange, "fsm: block length out of range")
 	ErrDeleteTooLarge       = newKindError(KindOutOfRange, "fsm: delete covers too many blocks (delete subdirectories first)")
+)
+
+// Cache-directive errors (namespace_cache.go).
+var (
+	// ErrCacheFormat: a cache-directive op in an entry of log format < 4,
+	// written before every voter could read it.
+	ErrCacheFormat             = newKindError(KindFailedPrecondition, "fsm: cache directives need log format 4 (every voter upgraded)")
+	ErrInvalidCacheReplication = newKindError(KindInvalidArgument, "fsm: cache replication must be 1..the file's replication")
+	ErrDirectiveExists         = newKindError(KindAlreadyExists, "fsm: the path already has a cache directive")
+	ErrDirectiveNotFound       = newKindError(KindNotFound, "fsm: cache directive not found")
+	ErrTooManyDirectives       = newKindError(KindResourceExhausted, "fsm: too many cache directives")
 )

@@ -1,9 +1,14 @@
 package fsm
 
 import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
 	"testing"
 
 	"github.com/hashicorp/raft"
+	pb "github.com/logbookhq/logbook/api/logbookv1"
 )
 
 // format2FixtureLogs is the history testdata/snapshot-v2.bin was written
@@ -18,4 +23,59 @@ func format2FixtureLogs(t testing.TB) []*raft.Log {
 		logs = append(logs, &c)
 	}
 	return logs
+}
+
+// format3FixtureLogs is the history testdata/snapshot-v3.bin was written
+// from (by the build before cache directives, snapshot format 3): the
+// format-2 fixture's history, a SET_FORMAT to log format 3, then
+// randomNamespaceLogs re-indexed after them.
+func format3FixtureLogs(t testing.TB) []*raft.Log {
+	logs := format2FixtureLogs(t)
+	base := uint64(len(logs))
+	logs = append(logs, cmdEntry(t, base+1, pb.CommandType_COMMAND_TYPE_SET_FORMAT, &pb.SetFormatCommand{Version: 3}))
+	for _, l := range randomNamespaceLogs(t, 13, 300) {
+		c := *l
+		c.Index += base + 1
+		logs = append(logs, &c)
+	}
+	return logs
+}
+
+// restoreFixture restores testdata/snapshot-v<version>.bin, requires it
+// to be the state logs produce, and to be rewritten as the current format
+// without change. check inspects the restored state.
+func restoreFixture(t *testing.T, version uint32, logs []*raft.Log, check func(*State)) *FSM {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("testdata/snapshot-v%d.bin", version))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := binary.BigEndian.Uint32(data[8:12]); v != version {
+		t.Fatalf("fixture is format %d", v)
+	}
+	old := New(nil)
+	if err := old.Restore(nopCloser{bytes.NewReader(data)}); err != nil {
+		t.Fatal(err)
+	}
+	ref := New(nil)
+	ref.ApplyBatch(logs)
+	var ho, hr [32]byte
+	old.View(func(s *State) { ho = s.Hash(); check(s) })
+	ref.View(func(s *State) { hr = s.Hash() })
+	if ho != hr {
+		t.Fatalf("format-%d fixture does not restore to the state that produced it", version)
+	}
+	again := snapshotBytes(t, old)
+	if v := binary.BigEndian.Uint32(again[8:12]); v != SnapshotFormatVersion {
+		t.Fatalf("rewritten as format %d", v)
+	}
+	round := New(nil)
+	if err := round.Restore(nopCloser{bytes.NewReader(again)}); err != nil {
+		t.Fatal(err)
+	}
+	round.View(func(s *State) { hr = s.Hash() })
+	if hr != ho {
+		t.Fatalf("the rewrite of the format-%d fixture changed the state", version)
+	}
+	return old
 }

@@ -23,12 +23,18 @@ const (
 	// 2 adds a CRC32C to every journal event of an APPEND; 3 adds the
 	// namespace commands (files, blocks, leases, nodes), which a build
 	// before 3 cannot apply — so they are accepted only in format 3
-	// entries, written once every voter reads format 3.
-	CommandVersion = 3
+	// entries, written once every voter reads format 3; 4 adds the
+	// cache-directive ops of the namespace, likewise accepted only in
+	// format 4 entries.
+	CommandVersion = 4
 
 	// NamespaceFormat is the first log format whose entries may carry
 	// namespace commands.
 	NamespaceFormat = 3
+	// CacheFormat is the first log format whose namespace commands may
+	// carry cache-directive ops (add_cache_directive,
+	// remove_cache_directive).
+	CacheFormat = 4
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

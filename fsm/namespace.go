@@ -64,6 +64,8 @@ const (
 	EventRecoveryCommitted      = "logbook.recovery.committed"
 	EventLeaseReleased          = "logbook.lease.released"
 	EventNodeRegistered         = "logbook.node.registered"
+	EventCacheAdded             = "logbook.cache.added"
+	EventCacheRemoved           = "logbook.cache.removed"
 )
 
 // ReservedEventType reports whether typ uses the audit event prefix.
@@ -85,12 +87,16 @@ type namespace struct {
 	// auditFrom is the seq of the first audit event, 0 before the first
 	// accepted namespace op.
 	auditFrom uint64
+	// Cache directives by id, and the next id (from 1).
+	directives      map[uint64]*pb.CacheDirective
+	nextDirectiveID uint64
 
 	// Derived (rebuilt on restore, not hashed): directory → child names,
-	// holder → open paths, blocks under recovery.
-	dirs       map[string]map[string]struct{}
-	leases     map[string]map[string]struct{}
-	recovering map[uint64]struct{}
+	// holder → open paths, blocks under recovery, path → directive id.
+	dirs            map[string]map[string]struct{}
+	leases          map[string]map[string]struct{}
+	recovering      map[uint64]struct{}
+	directiveOfPath map[string]uint64
 }
 
 func newNamespace() namespace {
@@ -103,6 +109,10 @@ func newNamespace() namespace {
 		dirs:        map[string]map[string]struct{}{"/": {}},
 		leases:      make(map[string]map[string]struct{}),
 		recovering:  make(map[uint64]struct{}),
+
+		directives:      make(map[uint64]*pb.CacheDirective),
+		nextDirectiveID: FirstDirectiveID,
+		directiveOfPath: make(map[string]uint64),
 	}
 }
 
@@ -526,6 +536,7 @@ func (ns *namespace) hash(put func(uint64), putBytes func([]byte)) {
 	for _, id := range nodes {
 		msg(ns.nodes[id])
 	}
+	ns.hashDirectives(put, msg)
 }
 
 func (ns *namespace) blockIDs() []uint64 {
@@ -598,5 +609,5 @@ func (ns *namespace) rebuild() error {
 			return corrupt("node record %q", id)
 		}
 	}
-	return nil
+	return ns.rebuildDirectives(corrupt)
 }

@@ -172,6 +172,18 @@ func (s *State) applyNamespaceOp(now int64, op *pb.NamespaceOp) (res *pb.Namespa
 		}
 		res, err = s.opRegisterNode(now, x.RegisterNode)
 		typ = EventNodeRegistered
+	case *pb.NamespaceOp_AddCacheDirective:
+		if x.AddCacheDirective == nil {
+			return nil, "", missing
+		}
+		res, err = s.opAddCacheDirective(now, x.AddCacheDirective)
+		typ = EventCacheAdded
+	case *pb.NamespaceOp_RemoveCacheDirective:
+		if x.RemoveCacheDirective == nil {
+			return nil, "", missing
+		}
+		res, err = s.opRemoveCacheDirective(x.RemoveCacheDirective)
+		typ = EventCacheRemoved
 	default:
 		return nil, "", missing
 	}

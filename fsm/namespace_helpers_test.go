@@ -24,10 +24,15 @@ const t0 = int64(1_700_000_000_000_000_000)
 
 func newNS(t testing.TB) *ns { return &ns{t: t, s: NewState(), now: t0} }
 
-// nsEntry encodes a namespace command as a Raft log entry.
+// nsEntry encodes a namespace command as a Raft log entry, in the oldest
+// log format that carries it.
 func nsEntry(t testing.TB, index uint64, now int64, c *pb.NamespaceCommand) *raft.Log {
 	t.Helper()
-	data, err := EncodeCommandVersion(NamespaceFormat, pb.CommandType_COMMAND_TYPE_NAMESPACE, c, now)
+	version := uint32(NamespaceFormat)
+	if isCacheOp(c.Op) {
+		version = CacheFormat
+	}
+	data, err := EncodeCommandVersion(version, pb.CommandType_COMMAND_TYPE_NAMESPACE, c, now)
 	if err != nil {
 		t.Fatal(err)
 	}

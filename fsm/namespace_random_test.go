@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
-	"os"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -302,43 +301,12 @@ func TestNamespaceDeterminismAndSnapshot(t *testing.T) {
 // build before the namespace): it must restore to the state that produced
 // it, with an empty namespace, and be rewritten as the current format.
 func TestRestoreFormat2Fixture(t *testing.T) {
-	data, err := os.ReadFile("testdata/snapshot-v2.bin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v := uint32(data[8])<<24 | uint32(data[9])<<16 | uint32(data[10])<<8 | uint32(data[11]); v != 2 {
-		t.Fatalf("fixture is format %d", v)
-	}
-	old := New(nil)
-	if err := old.Restore(nopCloser{bytes.NewReader(data)}); err != nil {
-		t.Fatal(err)
-	}
-	ref := New(nil)
-	ref.ApplyBatch(format2FixtureLogs(t))
-	var ho, hr [32]byte
-	old.View(func(s *State) {
-		ho = s.Hash()
+	old := restoreFixture(t, 2, format2FixtureLogs(t), func(s *State) {
 		if s.AppliedIndex() != 320 || s.NextSeq() != 561 || s.FirstSeq() != 547 || s.SessionCount() != 4 || len(s.Members()) != 3 ||
 			len(s.Segments()) != 3 || len(s.Consumers()) != 3 || s.FileCount() != 0 || s.NextGS() != FirstGS || s.NextBlockID() != FirstBlockID {
 			t.Fatalf("fixture restored wrong: applied %d next %d first %d", s.AppliedIndex(), s.NextSeq(), s.FirstSeq())
 		}
 	})
-	ref.View(func(s *State) { hr = s.Hash() })
-	if ho != hr {
-		t.Fatal("format-2 fixture does not restore to the state that produced it")
-	}
-	again := snapshotBytes(t, old)
-	if v := uint32(again[8])<<24 | uint32(again[9])<<16 | uint32(again[10])<<8 | uint32(again[11]); v != SnapshotFormatVersion {
-		t.Fatalf("rewritten as format %d", v)
-	}
-	round := New(nil)
-	if err := round.Restore(nopCloser{bytes.NewReader(again)}); err != nil {
-		t.Fatal(err)
-	}
-	round.View(func(s *State) { hr = s.Hash() })
-	if hr != ho {
-		t.Fatal("rewrite changed the state")
-	}
 	// The restored member goes on with namespace entries like any other.
 	logs := randomNamespaceLogs(t, 5, 100)
 	for _, l := range logs {
@@ -355,6 +323,7 @@ func TestRestoreFormat2Fixture(t *testing.T) {
 // together are refused at restore.
 func TestSnapshotNamespaceCorruptionRefused(t *testing.T) {
 	d := newBase(t)
+	d.ok(EventCacheAdded, opAddCache("/closed/f", 2))
 	good := captureSnapshot(d.s)
 	for _, tc := range []struct {
 		name string
@@ -377,12 +346,22 @@ func TestSnapshotNamespaceCorruptionRefused(t *testing.T) {
 			sn.files = append(sn.files, &pb.FileRecord{Path: "/closed"})
 			sn.header.FileCount++
 		}},
+		{"directive id at the counter", func(sn *snapshot) { sn.header.NextDirectiveId = 1 }},
+		{"directive counter zero", func(sn *snapshot) { sn.header.NextDirectiveId = 0 }},
+		{"directive with a bad path", func(sn *snapshot) { sn.directives = []*pb.CacheDirective{{Id: 1, Path: "rel", Replication: 1}} }},
+		{"directive replication 0", func(sn *snapshot) { sn.directives = []*pb.CacheDirective{{Id: 1, Path: "/closed/f"}} }},
+		{"two directives for one path", func(sn *snapshot) {
+			sn.directives = append(sn.directives, &pb.CacheDirective{Id: 0, Path: "/closed/f", Replication: 1})
+			sn.header.DirectiveCount++
+		}},
+		{"directive count short", func(sn *snapshot) { sn.header.DirectiveCount = 0 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sn := *good
 			sn.header = clone(good.header)
 			sn.files = append([]*pb.FileRecord(nil), good.files...)
 			sn.blocks = append([]*pb.BlockRecord(nil), good.blocks...)
+			sn.directives = append([]*pb.CacheDirective(nil), good.directives...)
 			tc.mut(&sn)
 			var buf bytes.Buffer
 			if err := sn.write(&buf); err != nil {

@@ -18,11 +18,11 @@ import (
 // SnapshotFormatVersion is the snapshot format this build writes. Restore
 // reads every version up to it and refuses newer ones.
 //
-// Format 3 added the namespace (files, blocks, nodes, counters); format 2
+// Format 4 added the cache directives; format 3 added the namespace (files, blocks, nodes, counters); format 2
 // added the journal header (config, segments, consumers); format 1 is still
 // read, its segments rebuilt from the events. An older build refuses a
 // newer format (ErrSnapshotVersion) rather than misread it.
-const SnapshotFormatVersion = 3
+const SnapshotFormatVersion = 4
 
 // snapshotMagic opens every snapshot stream.
 var snapshotMagic = [8]byte{'L', 'B', 'K', 'S', 'N', 'A', 'P', '\n'}
@@ -47,33 +47,36 @@ type snapshot struct {
 	consumers []*pb.Consumer
 	// Namespace records are immutable once stored (copy on write): the
 	// snapshot shares them and sorts its own slices in write.
-	files  []*pb.FileRecord
-	blocks []*pb.BlockRecord
-	nodes  []*pb.NodeRecord
+	files      []*pb.FileRecord
+	blocks     []*pb.BlockRecord
+	nodes      []*pb.NodeRecord
+	directives []*pb.CacheDirective
 }
 
 func captureSnapshot(s *State) *snapshot {
 	sn := &snapshot{
 		header: &pb.SnapshotHeader{
-			FormatVersion: SnapshotFormatVersion,
-			NextSeq:       s.nextSeq,
-			FirstSeq:      s.firstSeq,
-			EventCount:    uint64(len(s.events)),
-			SessionCount:  uint64(len(s.sessions)),
-			MemberCount:   uint64(len(s.members)),
-			AppliedIndex:  s.appliedIndex,
-			SegmentCount:  uint64(len(s.segments)),
-			ConsumerCount: uint64(len(s.consumers)),
-			JournalConfig: proto.Clone(s.config).(*pb.JournalConfig),
-			NextSegmentId: s.nextSegmentID,
-			Trims:         s.trims,
-			LogFormat:     s.logFormat,
-			FileCount:     uint64(len(s.ns.files)),
-			BlockCount:    uint64(len(s.ns.blocks)),
-			NodeCount:     uint64(len(s.ns.nodes)),
-			NextBlockId:   s.ns.nextBlockID,
-			NextGs:        s.ns.nextGS,
-			AuditFromSeq:  s.ns.auditFrom,
+			FormatVersion:   SnapshotFormatVersion,
+			NextSeq:         s.nextSeq,
+			FirstSeq:        s.firstSeq,
+			EventCount:      uint64(len(s.events)),
+			SessionCount:    uint64(len(s.sessions)),
+			MemberCount:     uint64(len(s.members)),
+			AppliedIndex:    s.appliedIndex,
+			SegmentCount:    uint64(len(s.segments)),
+			ConsumerCount:   uint64(len(s.consumers)),
+			JournalConfig:   proto.Clone(s.config).(*pb.JournalConfig),
+			NextSegmentId:   s.nextSegmentID,
+			Trims:           s.trims,
+			LogFormat:       s.logFormat,
+			FileCount:       uint64(len(s.ns.files)),
+			BlockCount:      uint64(len(s.ns.blocks)),
+			NodeCount:       uint64(len(s.ns.nodes)),
+			NextBlockId:     s.ns.nextBlockID,
+			NextGs:          s.ns.nextGS,
+			AuditFromSeq:    s.ns.auditFrom,
+			DirectiveCount:  uint64(len(s.ns.directives)),
+			NextDirectiveId: s.ns.nextDirectiveID,
 		},
 		events:    s.events[:len(s.events):len(s.events)],
 		members:   s.Members(),
@@ -95,6 +98,7 @@ func captureSnapshot(s *State) *snapshot {
 	for _, n := range s.ns.nodes {
 		sn.nodes = append(sn.nodes, n)
 	}
+	sn.directives = s.CacheDirectives()
 	for e := s.lru.Front(); e != nil; e = e.Next() {
 		sess := e.Value.(*session)
 		sn.sessions = append(sn.sessions, &pb.Session{
@@ -196,6 +200,12 @@ func (sn *snapshot) write(w io.Writer) error {
 			return err
 		}
 	}
+	for _, d := range sn.directives {
+		rec.Record = &pb.SnapshotRecord_Directive{Directive: d}
+		if err := writeMsg(rec); err != nil {
+			return err
+		}
+	}
 	if err := bw.Flush(); err != nil {
 		return err
 	}
@@ -293,11 +303,17 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	} else if h.FileCount != 0 || h.BlockCount != 0 || h.NodeCount != 0 {
 		return nil, fmt.Errorf("%w: format %d snapshot with namespace records", ErrSnapshotCorrupt, version)
 	}
+	if version >= 4 {
+		st.ns.nextDirectiveID = h.NextDirectiveId
+	} else if h.DirectiveCount != 0 || h.NextDirectiveId != 0 {
+		return nil, fmt.Errorf("%w: format %d snapshot with cache directives", ErrSnapshotCorrupt, version)
+	}
 	base := h.EventCount + h.SessionCount + h.MemberCount
 	journalEnd := base + h.SegmentCount + h.ConsumerCount
 	filesEnd := journalEnd + h.FileCount
 	blocksEnd := filesEnd + h.BlockCount
-	total := blocksEnd + h.NodeCount
+	nodesEnd := blocksEnd + h.NodeCount
+	total := nodesEnd + h.DirectiveCount
 	for i := uint64(0); i < total; i++ {
 		var rec pb.SnapshotRecord
 		if err := readMsg(&rec); err != nil {
@@ -356,13 +372,21 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			}
 			st.ns.blocks[x.Block.Id] = x.Block
 		case *pb.SnapshotRecord_Node:
-			if i < blocksEnd {
+			if i < blocksEnd || i >= nodesEnd {
 				return nil, fmt.Errorf("%w: node record out of place", ErrSnapshotCorrupt)
 			}
 			if _, dup := st.ns.nodes[x.Node.Id]; dup {
 				return nil, fmt.Errorf("%w: duplicate node %q", ErrSnapshotCorrupt, x.Node.Id)
 			}
 			st.ns.nodes[x.Node.Id] = x.Node
+		case *pb.SnapshotRecord_Directive:
+			if i < nodesEnd {
+				return nil, fmt.Errorf("%w: directive record out of place", ErrSnapshotCorrupt)
+			}
+			if _, dup := st.ns.directives[x.Directive.Id]; dup {
+				return nil, fmt.Errorf("%w: duplicate directive %d", ErrSnapshotCorrupt, x.Directive.Id)
+			}
+			st.ns.directives[x.Directive.Id] = x.Directive
 		default:
 			return nil, fmt.Errorf("%w: empty record %d", ErrSnapshotCorrupt, i)
 		}

@@ -225,6 +225,9 @@ func (s *State) Apply(index uint64, cmd *pb.Command) (any, error) {
 		if cmd.Version < NamespaceFormat {
 			return NamespaceResult{Index: index, Err: ErrNamespaceFormat}, nil
 		}
+		if cmd.Version < CacheFormat && isCacheOp(c.Op) {
+			return NamespaceResult{Index: index, Err: ErrCacheFormat}, nil
+		}
 		return s.applyNamespace(index, cmd.ProposedUnixNanos, &c)
 	case pb.CommandType_COMMAND_TYPE_IMPORT:
 		var c pb.ImportCommand

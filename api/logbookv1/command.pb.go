@@ -172,7 +172,8 @@ func (ConsumerOp) EnumDescriptor() ([]byte, []int) {
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Envelope version (the log format). 1: the original format. 2: every
-	// JournalEvent of an APPEND carries its crc32c, checked at apply. A
+	// JournalEvent of an APPEND carries its crc32c, checked at apply. 3: the
+	// namespace commands. 4: the cache-directive ops of the namespace. A
 	// proposer writes the replicated log format (SetFormatCommand); a reader
 	// refuses any version it does not know rather than guess.
 	Version uint32      `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
@@ -1089,9 +1090,13 @@ type SnapshotHeader struct {
 	NextBlockId uint64 `protobuf:"varint,17,opt,name=next_block_id,json=nextBlockId,proto3" json:"next_block_id,omitempty"`
 	NextGs      uint64 `protobuf:"varint,18,opt,name=next_gs,json=nextGs,proto3" json:"next_gs,omitempty"`
 	// Seq of the first audit event (0: no namespace op accepted yet).
-	AuditFromSeq  uint64 `protobuf:"varint,19,opt,name=audit_from_seq,json=auditFromSeq,proto3" json:"audit_from_seq,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AuditFromSeq uint64 `protobuf:"varint,19,opt,name=audit_from_seq,json=auditFromSeq,proto3" json:"audit_from_seq,omitempty"`
+	// Format 4: cache directives (sorted by id, after the nodes) and the
+	// next directive id (0 in older snapshots reads as 1).
+	DirectiveCount  uint64 `protobuf:"varint,20,opt,name=directive_count,json=directiveCount,proto3" json:"directive_count,omitempty"`
+	NextDirectiveId uint64 `protobuf:"varint,21,opt,name=next_directive_id,json=nextDirectiveId,proto3" json:"next_directive_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SnapshotHeader) Reset() {
@@ -1253,6 +1258,20 @@ func (x *SnapshotHeader) GetNextGs() uint64 {
 func (x *SnapshotHeader) GetAuditFromSeq() uint64 {
 	if x != nil {
 		return x.AuditFromSeq
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetDirectiveCount() uint64 {
+	if x != nil {
+		return x.DirectiveCount
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetNextDirectiveId() uint64 {
+	if x != nil {
+		return x.NextDirectiveId
 	}
 	return 0
 }
@@ -1484,6 +1503,7 @@ type SnapshotRecord struct {
 	//	*SnapshotRecord_File
 	//	*SnapshotRecord_Block
 	//	*SnapshotRecord_Node
+	//	*SnapshotRecord_Directive
 	Record        isSnapshotRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1598,6 +1618,15 @@ func (x *SnapshotRecord) GetNode() *NodeRecord {
 	return nil
 }
 
+func (x *SnapshotRecord) GetDirective() *CacheDirective {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_Directive); ok {
+			return x.Directive
+		}
+	}
+	return nil
+}
+
 type isSnapshotRecord_Record interface {
 	isSnapshotRecord_Record()
 }
@@ -1635,6 +1664,11 @@ type SnapshotRecord_Node struct {
 	Node *NodeRecord `protobuf:"bytes,8,opt,name=node,proto3,oneof"`
 }
 
+type SnapshotRecord_Directive struct {
+	// Format 4.
+	Directive *CacheDirective `protobuf:"bytes,9,opt,name=directive,proto3,oneof"`
+}
+
 func (*SnapshotRecord_Event) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Session) isSnapshotRecord_Record() {}
@@ -1650,6 +1684,8 @@ func (*SnapshotRecord_File) isSnapshotRecord_Record() {}
 func (*SnapshotRecord_Block) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Node) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_Directive) isSnapshotRecord_Record() {}
 
 var File_logbookv1_command_proto protoreflect.FileDescriptor
 
@@ -1717,7 +1753,7 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x06sealed\x18\b \x01(\bR\x06sealed\";\n" +
 	"\bConsumer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
-	"\tacked_seq\x18\x02 \x01(\x04R\backedSeq\"\xaa\x05\n" +
+	"\tacked_seq\x18\x02 \x01(\x04R\backedSeq\"\xff\x05\n" +
 	"\x0eSnapshotHeader\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x19\n" +
 	"\bnext_seq\x18\x02 \x01(\x04R\anextSeq\x12\x1f\n" +
@@ -1743,7 +1779,9 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"node_count\x18\x10 \x01(\x04R\tnodeCount\x12\"\n" +
 	"\rnext_block_id\x18\x11 \x01(\x04R\vnextBlockId\x12\x17\n" +
 	"\anext_gs\x18\x12 \x01(\x04R\x06nextGs\x12$\n" +
-	"\x0eaudit_from_seq\x18\x13 \x01(\x04R\fauditFromSeq\"\xa1\x01\n" +
+	"\x0eaudit_from_seq\x18\x13 \x01(\x04R\fauditFromSeq\x12'\n" +
+	"\x0fdirective_count\x18\x14 \x01(\x04R\x0edirectiveCount\x12*\n" +
+	"\x11next_directive_id\x18\x15 \x01(\x04R\x0fnextDirectiveId\"\xa1\x01\n" +
 	"\vStoredEvent\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x18\n" +
@@ -1762,7 +1800,7 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\tacked_seq\x18\x02 \x01(\x04R\backedSeq\x123\n" +
 	"\aresults\x18\x03 \x03(\v2\x19.logbook.v1.SessionResultR\aresults\x12\x1d\n" +
 	"\n" +
-	"last_index\x18\x04 \x01(\x04R\tlastIndex\"\x9c\x03\n" +
+	"last_index\x18\x04 \x01(\x04R\tlastIndex\"\xd8\x03\n" +
 	"\x0eSnapshotRecord\x12/\n" +
 	"\x05event\x18\x01 \x01(\v2\x17.logbook.v1.StoredEventH\x00R\x05event\x12/\n" +
 	"\asession\x18\x02 \x01(\v2\x13.logbook.v1.SessionH\x00R\asession\x12,\n" +
@@ -1771,7 +1809,8 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\bconsumer\x18\x05 \x01(\v2\x14.logbook.v1.ConsumerH\x00R\bconsumer\x12,\n" +
 	"\x04file\x18\x06 \x01(\v2\x16.logbook.v1.FileRecordH\x00R\x04file\x12/\n" +
 	"\x05block\x18\a \x01(\v2\x17.logbook.v1.BlockRecordH\x00R\x05block\x12,\n" +
-	"\x04node\x18\b \x01(\v2\x16.logbook.v1.NodeRecordH\x00R\x04nodeB\b\n" +
+	"\x04node\x18\b \x01(\v2\x16.logbook.v1.NodeRecordH\x00R\x04node\x12:\n" +
+	"\tdirective\x18\t \x01(\v2\x1a.logbook.v1.CacheDirectiveH\x00R\tdirectiveB\b\n" +
 	"\x06record*\xc3\x02\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x17\n" +
@@ -1833,6 +1872,7 @@ var file_logbookv1_command_proto_goTypes = []any{
 	(*FileRecord)(nil),            // 22: logbook.v1.FileRecord
 	(*BlockRecord)(nil),           // 23: logbook.v1.BlockRecord
 	(*NodeRecord)(nil),            // 24: logbook.v1.NodeRecord
+	(*CacheDirective)(nil),        // 25: logbook.v1.CacheDirective
 }
 var file_logbookv1_command_proto_depIdxs = []int32{
 	0,  // 0: logbook.v1.Command.type:type_name -> logbook.v1.CommandType
@@ -1851,11 +1891,12 @@ var file_logbookv1_command_proto_depIdxs = []int32{
 	22, // 13: logbook.v1.SnapshotRecord.file:type_name -> logbook.v1.FileRecord
 	23, // 14: logbook.v1.SnapshotRecord.block:type_name -> logbook.v1.BlockRecord
 	24, // 15: logbook.v1.SnapshotRecord.node:type_name -> logbook.v1.NodeRecord
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	25, // 16: logbook.v1.SnapshotRecord.directive:type_name -> logbook.v1.CacheDirective
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_logbookv1_command_proto_init() }
@@ -1873,6 +1914,7 @@ func file_logbookv1_command_proto_init() {
 		(*SnapshotRecord_File)(nil),
 		(*SnapshotRecord_Block)(nil),
 		(*SnapshotRecord_Node)(nil),
+		(*SnapshotRecord_Directive)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -78,6 +78,336 @@ func (ReplicaChange) EnumDescriptor() ([]byte, []int) {
 	return file_logbookv1_fs_proto_rawDescGZIP(), []int{0}
 }
 
+type AddCacheDirectiveRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session *FsSession             `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// A file's absolute path.
+	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// 1..the file's replication.
+	Replication   uint32 `protobuf:"varint,3,opt,name=replication,proto3" json:"replication,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddCacheDirectiveRequest) Reset() {
+	*x = AddCacheDirectiveRequest{}
+	mi := &file_logbookv1_fs_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddCacheDirectiveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddCacheDirectiveRequest) ProtoMessage() {}
+
+func (x *AddCacheDirectiveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_fs_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddCacheDirectiveRequest.ProtoReflect.Descriptor instead.
+func (*AddCacheDirectiveRequest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AddCacheDirectiveRequest) GetSession() *FsSession {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+func (x *AddCacheDirectiveRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *AddCacheDirectiveRequest) GetReplication() uint32 {
+	if x != nil {
+		return x.Replication
+	}
+	return 0
+}
+
+type RemoveCacheDirectiveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       *FsSession             `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Id            uint64                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveCacheDirectiveRequest) Reset() {
+	*x = RemoveCacheDirectiveRequest{}
+	mi := &file_logbookv1_fs_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveCacheDirectiveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveCacheDirectiveRequest) ProtoMessage() {}
+
+func (x *RemoveCacheDirectiveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_fs_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveCacheDirectiveRequest.ProtoReflect.Descriptor instead.
+func (*RemoveCacheDirectiveRequest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RemoveCacheDirectiveRequest) GetSession() *FsSession {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+func (x *RemoveCacheDirectiveRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+type CacheDirectiveResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Directive *CacheDirective        `protobuf:"bytes,1,opt,name=directive,proto3" json:"directive,omitempty"`
+	// Seq of the op's audit event.
+	Seq           uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CacheDirectiveResponse) Reset() {
+	*x = CacheDirectiveResponse{}
+	mi := &file_logbookv1_fs_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CacheDirectiveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CacheDirectiveResponse) ProtoMessage() {}
+
+func (x *CacheDirectiveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_fs_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CacheDirectiveResponse.ProtoReflect.Descriptor instead.
+func (*CacheDirectiveResponse) Descriptor() ([]byte, []int) {
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CacheDirectiveResponse) GetDirective() *CacheDirective {
+	if x != nil {
+		return x.Directive
+	}
+	return nil
+}
+
+func (x *CacheDirectiveResponse) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+type ListCacheDirectivesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCacheDirectivesRequest) Reset() {
+	*x = ListCacheDirectivesRequest{}
+	mi := &file_logbookv1_fs_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCacheDirectivesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCacheDirectivesRequest) ProtoMessage() {}
+
+func (x *ListCacheDirectivesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_fs_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCacheDirectivesRequest.ProtoReflect.Descriptor instead.
+func (*ListCacheDirectivesRequest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{3}
+}
+
+// CacheDirectiveStatus is a directive with the leader's view of it.
+type CacheDirectiveStatus struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Directive *CacheDirective        `protobuf:"bytes,1,opt,name=directive,proto3" json:"directive,omitempty"`
+	// COMPLETE blocks of the file (0 when no file is at the path).
+	BlocksNeeded uint64 `protobuf:"varint,2,opt,name=blocks_needed,json=blocksNeeded,proto3" json:"blocks_needed,omitempty"`
+	// Of those, blocks cached on at least `replication` nodes not dead (leader
+	// soft state, from the nodes' cache reports).
+	BlocksCached uint64 `protobuf:"varint,3,opt,name=blocks_cached,json=blocksCached,proto3" json:"blocks_cached,omitempty"`
+	// replication × the bytes of those blocks, and the bytes of their
+	// cached replicas on nodes not dead (at most replication per block).
+	BytesNeeded   uint64 `protobuf:"varint,4,opt,name=bytes_needed,json=bytesNeeded,proto3" json:"bytes_needed,omitempty"`
+	BytesCached   uint64 `protobuf:"varint,5,opt,name=bytes_cached,json=bytesCached,proto3" json:"bytes_cached,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CacheDirectiveStatus) Reset() {
+	*x = CacheDirectiveStatus{}
+	mi := &file_logbookv1_fs_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CacheDirectiveStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CacheDirectiveStatus) ProtoMessage() {}
+
+func (x *CacheDirectiveStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_fs_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CacheDirectiveStatus.ProtoReflect.Descriptor instead.
+func (*CacheDirectiveStatus) Descriptor() ([]byte, []int) {
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CacheDirectiveStatus) GetDirective() *CacheDirective {
+	if x != nil {
+		return x.Directive
+	}
+	return nil
+}
+
+func (x *CacheDirectiveStatus) GetBlocksNeeded() uint64 {
+	if x != nil {
+		return x.BlocksNeeded
+	}
+	return 0
+}
+
+func (x *CacheDirectiveStatus) GetBlocksCached() uint64 {
+	if x != nil {
+		return x.BlocksCached
+	}
+	return 0
+}
+
+func (x *CacheDirectiveStatus) GetBytesNeeded() uint64 {
+	if x != nil {
+		return x.BytesNeeded
+	}
+	return 0
+}
+
+func (x *CacheDirectiveStatus) GetBytesCached() uint64 {
+	if x != nil {
+		return x.BytesCached
+	}
+	return 0
+}
+
+type ListCacheDirectivesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sorted by id; at most fsm.MaxCacheDirectives.
+	Directives    []*CacheDirectiveStatus `protobuf:"bytes,1,rep,name=directives,proto3" json:"directives,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCacheDirectivesResponse) Reset() {
+	*x = ListCacheDirectivesResponse{}
+	mi := &file_logbookv1_fs_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCacheDirectivesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCacheDirectivesResponse) ProtoMessage() {}
+
+func (x *ListCacheDirectivesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_fs_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCacheDirectivesResponse.ProtoReflect.Descriptor instead.
+func (*ListCacheDirectivesResponse) Descriptor() ([]byte, []int) {
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ListCacheDirectivesResponse) GetDirectives() []*CacheDirectiveStatus {
+	if x != nil {
+		return x.Directives
+	}
+	return nil
+}
+
 type BadReplica struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	BlockId uint64                 `protobuf:"varint,1,opt,name=block_id,json=blockId,proto3" json:"block_id,omitempty"`
@@ -91,7 +421,7 @@ type BadReplica struct {
 
 func (x *BadReplica) Reset() {
 	*x = BadReplica{}
-	mi := &file_logbookv1_fs_proto_msgTypes[0]
+	mi := &file_logbookv1_fs_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -103,7 +433,7 @@ func (x *BadReplica) String() string {
 func (*BadReplica) ProtoMessage() {}
 
 func (x *BadReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[0]
+	mi := &file_logbookv1_fs_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -116,7 +446,7 @@ func (x *BadReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BadReplica.ProtoReflect.Descriptor instead.
 func (*BadReplica) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{0}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *BadReplica) GetBlockId() uint64 {
@@ -159,7 +489,7 @@ type ReportBadBlocksRequest struct {
 
 func (x *ReportBadBlocksRequest) Reset() {
 	*x = ReportBadBlocksRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[1]
+	mi := &file_logbookv1_fs_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -171,7 +501,7 @@ func (x *ReportBadBlocksRequest) String() string {
 func (*ReportBadBlocksRequest) ProtoMessage() {}
 
 func (x *ReportBadBlocksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[1]
+	mi := &file_logbookv1_fs_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -184,7 +514,7 @@ func (x *ReportBadBlocksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportBadBlocksRequest.ProtoReflect.Descriptor instead.
 func (*ReportBadBlocksRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{1}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReportBadBlocksRequest) GetReporter() string {
@@ -212,7 +542,7 @@ type ReportBadBlocksResponse struct {
 
 func (x *ReportBadBlocksResponse) Reset() {
 	*x = ReportBadBlocksResponse{}
-	mi := &file_logbookv1_fs_proto_msgTypes[2]
+	mi := &file_logbookv1_fs_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -224,7 +554,7 @@ func (x *ReportBadBlocksResponse) String() string {
 func (*ReportBadBlocksResponse) ProtoMessage() {}
 
 func (x *ReportBadBlocksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[2]
+	mi := &file_logbookv1_fs_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -237,7 +567,7 @@ func (x *ReportBadBlocksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportBadBlocksResponse.ProtoReflect.Descriptor instead.
 func (*ReportBadBlocksResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{2}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReportBadBlocksResponse) GetAccepted() uint32 {
@@ -259,7 +589,7 @@ type FsSession struct {
 
 func (x *FsSession) Reset() {
 	*x = FsSession{}
-	mi := &file_logbookv1_fs_proto_msgTypes[3]
+	mi := &file_logbookv1_fs_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -271,7 +601,7 @@ func (x *FsSession) String() string {
 func (*FsSession) ProtoMessage() {}
 
 func (x *FsSession) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[3]
+	mi := &file_logbookv1_fs_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -284,7 +614,7 @@ func (x *FsSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FsSession.ProtoReflect.Descriptor instead.
 func (*FsSession) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{3}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FsSession) GetClientId() string {
@@ -322,7 +652,7 @@ type CreateRequest struct {
 
 func (x *CreateRequest) Reset() {
 	*x = CreateRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[4]
+	mi := &file_logbookv1_fs_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -334,7 +664,7 @@ func (x *CreateRequest) String() string {
 func (*CreateRequest) ProtoMessage() {}
 
 func (x *CreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[4]
+	mi := &file_logbookv1_fs_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -347,7 +677,7 @@ func (x *CreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRequest.ProtoReflect.Descriptor instead.
 func (*CreateRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{4}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateRequest) GetSession() *FsSession {
@@ -406,7 +736,7 @@ type AddBlockRequest struct {
 
 func (x *AddBlockRequest) Reset() {
 	*x = AddBlockRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[5]
+	mi := &file_logbookv1_fs_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -418,7 +748,7 @@ func (x *AddBlockRequest) String() string {
 func (*AddBlockRequest) ProtoMessage() {}
 
 func (x *AddBlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[5]
+	mi := &file_logbookv1_fs_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -431,7 +761,7 @@ func (x *AddBlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddBlockRequest.ProtoReflect.Descriptor instead.
 func (*AddBlockRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{5}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AddBlockRequest) GetSession() *FsSession {
@@ -481,7 +811,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[6]
+	mi := &file_logbookv1_fs_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -493,7 +823,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[6]
+	mi := &file_logbookv1_fs_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -506,7 +836,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{6}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CompleteRequest) GetSession() *FsSession {
@@ -548,7 +878,7 @@ type AppendFileRequest struct {
 
 func (x *AppendFileRequest) Reset() {
 	*x = AppendFileRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[7]
+	mi := &file_logbookv1_fs_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -560,7 +890,7 @@ func (x *AppendFileRequest) String() string {
 func (*AppendFileRequest) ProtoMessage() {}
 
 func (x *AppendFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[7]
+	mi := &file_logbookv1_fs_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -573,7 +903,7 @@ func (x *AppendFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendFileRequest.ProtoReflect.Descriptor instead.
 func (*AppendFileRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{7}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AppendFileRequest) GetSession() *FsSession {
@@ -608,7 +938,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[8]
+	mi := &file_logbookv1_fs_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -620,7 +950,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[8]
+	mi := &file_logbookv1_fs_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -633,7 +963,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{8}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteRequest) GetSession() *FsSession {
@@ -669,7 +999,7 @@ type AbandonBlockRequest struct {
 
 func (x *AbandonBlockRequest) Reset() {
 	*x = AbandonBlockRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[9]
+	mi := &file_logbookv1_fs_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -681,7 +1011,7 @@ func (x *AbandonBlockRequest) String() string {
 func (*AbandonBlockRequest) ProtoMessage() {}
 
 func (x *AbandonBlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[9]
+	mi := &file_logbookv1_fs_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -694,7 +1024,7 @@ func (x *AbandonBlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbandonBlockRequest.ProtoReflect.Descriptor instead.
 func (*AbandonBlockRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{9}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AbandonBlockRequest) GetSession() *FsSession {
@@ -737,7 +1067,7 @@ type UpdateBlockForPipelineRequest struct {
 
 func (x *UpdateBlockForPipelineRequest) Reset() {
 	*x = UpdateBlockForPipelineRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[10]
+	mi := &file_logbookv1_fs_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -749,7 +1079,7 @@ func (x *UpdateBlockForPipelineRequest) String() string {
 func (*UpdateBlockForPipelineRequest) ProtoMessage() {}
 
 func (x *UpdateBlockForPipelineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[10]
+	mi := &file_logbookv1_fs_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -762,7 +1092,7 @@ func (x *UpdateBlockForPipelineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBlockForPipelineRequest.ProtoReflect.Descriptor instead.
 func (*UpdateBlockForPipelineRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{10}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UpdateBlockForPipelineRequest) GetSession() *FsSession {
@@ -809,7 +1139,7 @@ type UpdatePipelineRequest struct {
 
 func (x *UpdatePipelineRequest) Reset() {
 	*x = UpdatePipelineRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[11]
+	mi := &file_logbookv1_fs_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +1151,7 @@ func (x *UpdatePipelineRequest) String() string {
 func (*UpdatePipelineRequest) ProtoMessage() {}
 
 func (x *UpdatePipelineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[11]
+	mi := &file_logbookv1_fs_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +1164,7 @@ func (x *UpdatePipelineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePipelineRequest.ProtoReflect.Descriptor instead.
 func (*UpdatePipelineRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{11}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UpdatePipelineRequest) GetSession() *FsSession {
@@ -904,7 +1234,7 @@ type NodeLocation struct {
 
 func (x *NodeLocation) Reset() {
 	*x = NodeLocation{}
-	mi := &file_logbookv1_fs_proto_msgTypes[12]
+	mi := &file_logbookv1_fs_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +1246,7 @@ func (x *NodeLocation) String() string {
 func (*NodeLocation) ProtoMessage() {}
 
 func (x *NodeLocation) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[12]
+	mi := &file_logbookv1_fs_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +1259,7 @@ func (x *NodeLocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLocation.ProtoReflect.Descriptor instead.
 func (*NodeLocation) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{12}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *NodeLocation) GetNodeId() string {
@@ -959,7 +1289,7 @@ type FileOpResponse struct {
 
 func (x *FileOpResponse) Reset() {
 	*x = FileOpResponse{}
-	mi := &file_logbookv1_fs_proto_msgTypes[13]
+	mi := &file_logbookv1_fs_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +1301,7 @@ func (x *FileOpResponse) String() string {
 func (*FileOpResponse) ProtoMessage() {}
 
 func (x *FileOpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[13]
+	mi := &file_logbookv1_fs_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +1314,7 @@ func (x *FileOpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileOpResponse.ProtoReflect.Descriptor instead.
 func (*FileOpResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{13}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FileOpResponse) GetResult() *NamespaceResult {
@@ -1017,7 +1347,7 @@ type StatRequest struct {
 
 func (x *StatRequest) Reset() {
 	*x = StatRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[14]
+	mi := &file_logbookv1_fs_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1029,7 +1359,7 @@ func (x *StatRequest) String() string {
 func (*StatRequest) ProtoMessage() {}
 
 func (x *StatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[14]
+	mi := &file_logbookv1_fs_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1042,7 +1372,7 @@ func (x *StatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatRequest.ProtoReflect.Descriptor instead.
 func (*StatRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{14}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StatRequest) GetPath() string {
@@ -1060,14 +1390,17 @@ type ReportedLocation struct {
 	Gs       uint64                 `protobuf:"varint,3,opt,name=gs,proto3" json:"gs,omitempty"`
 	NumBytes int64                  `protobuf:"varint,4,opt,name=num_bytes,json=numBytes,proto3" json:"num_bytes,omitempty"`
 	// Reported corrupt (ReportBadBlocks): readers skip it.
-	Corrupt       bool `protobuf:"varint,5,opt,name=corrupt,proto3" json:"corrupt,omitempty"`
+	Corrupt bool `protobuf:"varint,5,opt,name=corrupt,proto3" json:"corrupt,omitempty"`
+	// The node's latest cache report lists the block (cached in locked
+	// memory).
+	Cached        bool `protobuf:"varint,6,opt,name=cached,proto3" json:"cached,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReportedLocation) Reset() {
 	*x = ReportedLocation{}
-	mi := &file_logbookv1_fs_proto_msgTypes[15]
+	mi := &file_logbookv1_fs_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1079,7 +1412,7 @@ func (x *ReportedLocation) String() string {
 func (*ReportedLocation) ProtoMessage() {}
 
 func (x *ReportedLocation) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[15]
+	mi := &file_logbookv1_fs_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1092,7 +1425,7 @@ func (x *ReportedLocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportedLocation.ProtoReflect.Descriptor instead.
 func (*ReportedLocation) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{15}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReportedLocation) GetNodeId() string {
@@ -1130,6 +1463,13 @@ func (x *ReportedLocation) GetCorrupt() bool {
 	return false
 }
 
+func (x *ReportedLocation) GetCached() bool {
+	if x != nil {
+		return x.Cached
+	}
+	return false
+}
+
 type BlockStatus struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	Id                uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1148,7 +1488,7 @@ type BlockStatus struct {
 
 func (x *BlockStatus) Reset() {
 	*x = BlockStatus{}
-	mi := &file_logbookv1_fs_proto_msgTypes[16]
+	mi := &file_logbookv1_fs_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1500,7 @@ func (x *BlockStatus) String() string {
 func (*BlockStatus) ProtoMessage() {}
 
 func (x *BlockStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[16]
+	mi := &file_logbookv1_fs_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1513,7 @@ func (x *BlockStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockStatus.ProtoReflect.Descriptor instead.
 func (*BlockStatus) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{16}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *BlockStatus) GetId() uint64 {
@@ -1244,7 +1584,7 @@ type StatResponse struct {
 
 func (x *StatResponse) Reset() {
 	*x = StatResponse{}
-	mi := &file_logbookv1_fs_proto_msgTypes[17]
+	mi := &file_logbookv1_fs_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1596,7 @@ func (x *StatResponse) String() string {
 func (*StatResponse) ProtoMessage() {}
 
 func (x *StatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[17]
+	mi := &file_logbookv1_fs_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1609,7 @@ func (x *StatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatResponse.ProtoReflect.Descriptor instead.
 func (*StatResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{17}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StatResponse) GetFile() *FileStatus {
@@ -1306,7 +1646,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[18]
+	mi := &file_logbookv1_fs_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1318,7 +1658,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[18]
+	mi := &file_logbookv1_fs_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1331,7 +1671,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{18}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListRequest) GetDir() string {
@@ -1366,7 +1706,7 @@ type ListEntryStatus struct {
 
 func (x *ListEntryStatus) Reset() {
 	*x = ListEntryStatus{}
-	mi := &file_logbookv1_fs_proto_msgTypes[19]
+	mi := &file_logbookv1_fs_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1718,7 @@ func (x *ListEntryStatus) String() string {
 func (*ListEntryStatus) ProtoMessage() {}
 
 func (x *ListEntryStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[19]
+	mi := &file_logbookv1_fs_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1731,7 @@ func (x *ListEntryStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEntryStatus.ProtoReflect.Descriptor instead.
 func (*ListEntryStatus) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{19}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListEntryStatus) GetPath() string {
@@ -1426,7 +1766,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_logbookv1_fs_proto_msgTypes[20]
+	mi := &file_logbookv1_fs_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1438,7 +1778,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[20]
+	mi := &file_logbookv1_fs_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1451,7 +1791,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{20}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListResponse) GetEntries() []*ListEntryStatus {
@@ -1483,7 +1823,7 @@ type GetAdditionalNodeRequest struct {
 
 func (x *GetAdditionalNodeRequest) Reset() {
 	*x = GetAdditionalNodeRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[21]
+	mi := &file_logbookv1_fs_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1495,7 +1835,7 @@ func (x *GetAdditionalNodeRequest) String() string {
 func (*GetAdditionalNodeRequest) ProtoMessage() {}
 
 func (x *GetAdditionalNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[21]
+	mi := &file_logbookv1_fs_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1508,7 +1848,7 @@ func (x *GetAdditionalNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAdditionalNodeRequest.ProtoReflect.Descriptor instead.
 func (*GetAdditionalNodeRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{21}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetAdditionalNodeRequest) GetPath() string {
@@ -1555,7 +1895,7 @@ type GetAdditionalNodeResponse struct {
 
 func (x *GetAdditionalNodeResponse) Reset() {
 	*x = GetAdditionalNodeResponse{}
-	mi := &file_logbookv1_fs_proto_msgTypes[22]
+	mi := &file_logbookv1_fs_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1567,7 +1907,7 @@ func (x *GetAdditionalNodeResponse) String() string {
 func (*GetAdditionalNodeResponse) ProtoMessage() {}
 
 func (x *GetAdditionalNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[22]
+	mi := &file_logbookv1_fs_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1580,7 +1920,7 @@ func (x *GetAdditionalNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAdditionalNodeResponse.ProtoReflect.Descriptor instead.
 func (*GetAdditionalNodeResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{22}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetAdditionalNodeResponse) GetNode() *NodeLocation {
@@ -1601,7 +1941,7 @@ type RecoverLeaseRequest struct {
 
 func (x *RecoverLeaseRequest) Reset() {
 	*x = RecoverLeaseRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[23]
+	mi := &file_logbookv1_fs_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +1953,7 @@ func (x *RecoverLeaseRequest) String() string {
 func (*RecoverLeaseRequest) ProtoMessage() {}
 
 func (x *RecoverLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[23]
+	mi := &file_logbookv1_fs_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +1966,7 @@ func (x *RecoverLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoverLeaseRequest.ProtoReflect.Descriptor instead.
 func (*RecoverLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{23}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RecoverLeaseRequest) GetSession() *FsSession {
@@ -1659,7 +1999,7 @@ type RecoverLeaseResponse struct {
 
 func (x *RecoverLeaseResponse) Reset() {
 	*x = RecoverLeaseResponse{}
-	mi := &file_logbookv1_fs_proto_msgTypes[24]
+	mi := &file_logbookv1_fs_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1671,7 +2011,7 @@ func (x *RecoverLeaseResponse) String() string {
 func (*RecoverLeaseResponse) ProtoMessage() {}
 
 func (x *RecoverLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[24]
+	mi := &file_logbookv1_fs_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1684,7 +2024,7 @@ func (x *RecoverLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoverLeaseResponse.ProtoReflect.Descriptor instead.
 func (*RecoverLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{24}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RecoverLeaseResponse) GetClosed() bool {
@@ -1703,7 +2043,7 @@ type RenewLeaseRequest struct {
 
 func (x *RenewLeaseRequest) Reset() {
 	*x = RenewLeaseRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[25]
+	mi := &file_logbookv1_fs_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +2055,7 @@ func (x *RenewLeaseRequest) String() string {
 func (*RenewLeaseRequest) ProtoMessage() {}
 
 func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[25]
+	mi := &file_logbookv1_fs_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +2068,7 @@ func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLeaseRequest.ProtoReflect.Descriptor instead.
 func (*RenewLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{25}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RenewLeaseRequest) GetClientName() string {
@@ -1751,7 +2091,7 @@ type RenewLeaseResponse struct {
 
 func (x *RenewLeaseResponse) Reset() {
 	*x = RenewLeaseResponse{}
-	mi := &file_logbookv1_fs_proto_msgTypes[26]
+	mi := &file_logbookv1_fs_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1763,7 +2103,7 @@ func (x *RenewLeaseResponse) String() string {
 func (*RenewLeaseResponse) ProtoMessage() {}
 
 func (x *RenewLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[26]
+	mi := &file_logbookv1_fs_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1776,7 +2116,7 @@ func (x *RenewLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLeaseResponse.ProtoReflect.Descriptor instead.
 func (*RenewLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{26}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RenewLeaseResponse) GetOpenFiles() uint32 {
@@ -1810,7 +2150,7 @@ type NodeRegisterRequest struct {
 
 func (x *NodeRegisterRequest) Reset() {
 	*x = NodeRegisterRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[27]
+	mi := &file_logbookv1_fs_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1822,7 +2162,7 @@ func (x *NodeRegisterRequest) String() string {
 func (*NodeRegisterRequest) ProtoMessage() {}
 
 func (x *NodeRegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[27]
+	mi := &file_logbookv1_fs_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1835,7 +2175,7 @@ func (x *NodeRegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRegisterRequest.ProtoReflect.Descriptor instead.
 func (*NodeRegisterRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{27}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *NodeRegisterRequest) GetNode() *NodeRecord {
@@ -1863,7 +2203,7 @@ type NodeRegisterResponse struct {
 
 func (x *NodeRegisterResponse) Reset() {
 	*x = NodeRegisterResponse{}
-	mi := &file_logbookv1_fs_proto_msgTypes[28]
+	mi := &file_logbookv1_fs_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1875,7 +2215,7 @@ func (x *NodeRegisterResponse) String() string {
 func (*NodeRegisterResponse) ProtoMessage() {}
 
 func (x *NodeRegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[28]
+	mi := &file_logbookv1_fs_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1888,7 +2228,7 @@ func (x *NodeRegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRegisterResponse.ProtoReflect.Descriptor instead.
 func (*NodeRegisterResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{28}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *NodeRegisterResponse) GetNode() *NodeRecord {
@@ -1918,7 +2258,7 @@ type StorageReport struct {
 
 func (x *StorageReport) Reset() {
 	*x = StorageReport{}
-	mi := &file_logbookv1_fs_proto_msgTypes[29]
+	mi := &file_logbookv1_fs_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1930,7 +2270,7 @@ func (x *StorageReport) String() string {
 func (*StorageReport) ProtoMessage() {}
 
 func (x *StorageReport) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[29]
+	mi := &file_logbookv1_fs_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1943,7 +2283,7 @@ func (x *StorageReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageReport.ProtoReflect.Descriptor instead.
 func (*StorageReport) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{29}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StorageReport) GetStorageId() string {
@@ -1982,16 +2322,19 @@ func (x *StorageReport) GetFailed() bool {
 }
 
 type NodeHeartbeatRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Storages      []*StorageReport       `protobuf:"bytes,2,rep,name=storages,proto3" json:"storages,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	NodeId   string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Storages []*StorageReport       `protobuf:"bytes,2,rep,name=storages,proto3" json:"storages,omitempty"`
+	// The node's cache report (HDFS cacheReport), with every heartbeat;
+	// absent (a build without caching) reads as caching nothing.
+	Cache         *CacheReport `protobuf:"bytes,3,opt,name=cache,proto3" json:"cache,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeHeartbeatRequest) Reset() {
 	*x = NodeHeartbeatRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[30]
+	mi := &file_logbookv1_fs_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2003,7 +2346,7 @@ func (x *NodeHeartbeatRequest) String() string {
 func (*NodeHeartbeatRequest) ProtoMessage() {}
 
 func (x *NodeHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[30]
+	mi := &file_logbookv1_fs_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2016,7 +2359,7 @@ func (x *NodeHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*NodeHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{30}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *NodeHeartbeatRequest) GetNodeId() string {
@@ -2029,6 +2372,78 @@ func (x *NodeHeartbeatRequest) GetNodeId() string {
 func (x *NodeHeartbeatRequest) GetStorages() []*StorageReport {
 	if x != nil {
 		return x.Storages
+	}
+	return nil
+}
+
+func (x *NodeHeartbeatRequest) GetCache() *CacheReport {
+	if x != nil {
+		return x.Cache
+	}
+	return nil
+}
+
+// CacheReport is what a node holds in locked memory.
+type CacheReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The locked-memory budget (node serve --max-locked-memory; 0: caching
+	// disabled) and the bytes in use.
+	Capacity uint64 `protobuf:"varint,1,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	Used     uint64 `protobuf:"varint,2,opt,name=used,proto3" json:"used,omitempty"`
+	// Ids of the cached replicas of the coordinators' block pool, at most
+	// 65536.
+	BlockIds      []uint64 `protobuf:"varint,3,rep,packed,name=block_ids,json=blockIds,proto3" json:"block_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CacheReport) Reset() {
+	*x = CacheReport{}
+	mi := &file_logbookv1_fs_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CacheReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CacheReport) ProtoMessage() {}
+
+func (x *CacheReport) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_fs_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CacheReport.ProtoReflect.Descriptor instead.
+func (*CacheReport) Descriptor() ([]byte, []int) {
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *CacheReport) GetCapacity() uint64 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *CacheReport) GetUsed() uint64 {
+	if x != nil {
+		return x.Used
+	}
+	return 0
+}
+
+func (x *CacheReport) GetBlockIds() []uint64 {
+	if x != nil {
+		return x.BlockIds
 	}
 	return nil
 }
@@ -2050,7 +2465,7 @@ type RecoverBlockCommand struct {
 
 func (x *RecoverBlockCommand) Reset() {
 	*x = RecoverBlockCommand{}
-	mi := &file_logbookv1_fs_proto_msgTypes[31]
+	mi := &file_logbookv1_fs_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2477,7 @@ func (x *RecoverBlockCommand) String() string {
 func (*RecoverBlockCommand) ProtoMessage() {}
 
 func (x *RecoverBlockCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[31]
+	mi := &file_logbookv1_fs_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2490,7 @@ func (x *RecoverBlockCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoverBlockCommand.ProtoReflect.Descriptor instead.
 func (*RecoverBlockCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{31}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RecoverBlockCommand) GetBlockId() uint64 {
@@ -2136,7 +2551,7 @@ type InvalidateCommand struct {
 
 func (x *InvalidateCommand) Reset() {
 	*x = InvalidateCommand{}
-	mi := &file_logbookv1_fs_proto_msgTypes[32]
+	mi := &file_logbookv1_fs_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2148,7 +2563,7 @@ func (x *InvalidateCommand) String() string {
 func (*InvalidateCommand) ProtoMessage() {}
 
 func (x *InvalidateCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[32]
+	mi := &file_logbookv1_fs_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2161,7 +2576,7 @@ func (x *InvalidateCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvalidateCommand.ProtoReflect.Descriptor instead.
 func (*InvalidateCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{32}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *InvalidateCommand) GetBlocks() []*BlockRef {
@@ -2181,7 +2596,7 @@ type TransferCommand struct {
 
 func (x *TransferCommand) Reset() {
 	*x = TransferCommand{}
-	mi := &file_logbookv1_fs_proto_msgTypes[33]
+	mi := &file_logbookv1_fs_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2193,7 +2608,7 @@ func (x *TransferCommand) String() string {
 func (*TransferCommand) ProtoMessage() {}
 
 func (x *TransferCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[33]
+	mi := &file_logbookv1_fs_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2206,7 +2621,7 @@ func (x *TransferCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferCommand.ProtoReflect.Descriptor instead.
 func (*TransferCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{33}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TransferCommand) GetBlock() *BlockRef {
@@ -2223,6 +2638,96 @@ func (x *TransferCommand) GetTargets() []*NodeLocation {
 	return nil
 }
 
+// CacheCommand asks the node to cache FINALIZED replicas (HDFS DNA_CACHE).
+type CacheCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Blocks        []*BlockRef            `protobuf:"bytes,1,rep,name=blocks,proto3" json:"blocks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CacheCommand) Reset() {
+	*x = CacheCommand{}
+	mi := &file_logbookv1_fs_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CacheCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CacheCommand) ProtoMessage() {}
+
+func (x *CacheCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_fs_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CacheCommand.ProtoReflect.Descriptor instead.
+func (*CacheCommand) Descriptor() ([]byte, []int) {
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *CacheCommand) GetBlocks() []*BlockRef {
+	if x != nil {
+		return x.Blocks
+	}
+	return nil
+}
+
+// UncacheCommand asks the node to release cached replicas (DNA_UNCACHE).
+type UncacheCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Blocks        []*BlockRef            `protobuf:"bytes,1,rep,name=blocks,proto3" json:"blocks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UncacheCommand) Reset() {
+	*x = UncacheCommand{}
+	mi := &file_logbookv1_fs_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UncacheCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UncacheCommand) ProtoMessage() {}
+
+func (x *UncacheCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_fs_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UncacheCommand.ProtoReflect.Descriptor instead.
+func (*UncacheCommand) Descriptor() ([]byte, []int) {
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *UncacheCommand) GetBlocks() []*BlockRef {
+	if x != nil {
+		return x.Blocks
+	}
+	return nil
+}
+
 type SendFullReportCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2231,7 +2736,7 @@ type SendFullReportCommand struct {
 
 func (x *SendFullReportCommand) Reset() {
 	*x = SendFullReportCommand{}
-	mi := &file_logbookv1_fs_proto_msgTypes[34]
+	mi := &file_logbookv1_fs_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2243,7 +2748,7 @@ func (x *SendFullReportCommand) String() string {
 func (*SendFullReportCommand) ProtoMessage() {}
 
 func (x *SendFullReportCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[34]
+	mi := &file_logbookv1_fs_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2256,7 +2761,7 @@ func (x *SendFullReportCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendFullReportCommand.ProtoReflect.Descriptor instead.
 func (*SendFullReportCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{34}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{43}
 }
 
 type ReRegisterCommand struct {
@@ -2267,7 +2772,7 @@ type ReRegisterCommand struct {
 
 func (x *ReRegisterCommand) Reset() {
 	*x = ReRegisterCommand{}
-	mi := &file_logbookv1_fs_proto_msgTypes[35]
+	mi := &file_logbookv1_fs_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2279,7 +2784,7 @@ func (x *ReRegisterCommand) String() string {
 func (*ReRegisterCommand) ProtoMessage() {}
 
 func (x *ReRegisterCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[35]
+	mi := &file_logbookv1_fs_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2292,7 +2797,7 @@ func (x *ReRegisterCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReRegisterCommand.ProtoReflect.Descriptor instead.
 func (*ReRegisterCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{35}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{44}
 }
 
 type NodeCommand struct {
@@ -2304,6 +2809,8 @@ type NodeCommand struct {
 	//	*NodeCommand_Transfer
 	//	*NodeCommand_SendFullReport
 	//	*NodeCommand_ReRegister
+	//	*NodeCommand_Cache
+	//	*NodeCommand_Uncache
 	Command       isNodeCommand_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2311,7 +2818,7 @@ type NodeCommand struct {
 
 func (x *NodeCommand) Reset() {
 	*x = NodeCommand{}
-	mi := &file_logbookv1_fs_proto_msgTypes[36]
+	mi := &file_logbookv1_fs_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2323,7 +2830,7 @@ func (x *NodeCommand) String() string {
 func (*NodeCommand) ProtoMessage() {}
 
 func (x *NodeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[36]
+	mi := &file_logbookv1_fs_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2336,7 +2843,7 @@ func (x *NodeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCommand.ProtoReflect.Descriptor instead.
 func (*NodeCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{36}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *NodeCommand) GetCommand() isNodeCommand_Command {
@@ -2391,6 +2898,24 @@ func (x *NodeCommand) GetReRegister() *ReRegisterCommand {
 	return nil
 }
 
+func (x *NodeCommand) GetCache() *CacheCommand {
+	if x != nil {
+		if x, ok := x.Command.(*NodeCommand_Cache); ok {
+			return x.Cache
+		}
+	}
+	return nil
+}
+
+func (x *NodeCommand) GetUncache() *UncacheCommand {
+	if x != nil {
+		if x, ok := x.Command.(*NodeCommand_Uncache); ok {
+			return x.Uncache
+		}
+	}
+	return nil
+}
+
 type isNodeCommand_Command interface {
 	isNodeCommand_Command()
 }
@@ -2415,6 +2940,14 @@ type NodeCommand_ReRegister struct {
 	ReRegister *ReRegisterCommand `protobuf:"bytes,5,opt,name=re_register,json=reRegister,proto3,oneof"`
 }
 
+type NodeCommand_Cache struct {
+	Cache *CacheCommand `protobuf:"bytes,6,opt,name=cache,proto3,oneof"`
+}
+
+type NodeCommand_Uncache struct {
+	Uncache *UncacheCommand `protobuf:"bytes,7,opt,name=uncache,proto3,oneof"`
+}
+
 func (*NodeCommand_RecoverBlock) isNodeCommand_Command() {}
 
 func (*NodeCommand_Invalidate) isNodeCommand_Command() {}
@@ -2424,6 +2957,10 @@ func (*NodeCommand_Transfer) isNodeCommand_Command() {}
 func (*NodeCommand_SendFullReport) isNodeCommand_Command() {}
 
 func (*NodeCommand_ReRegister) isNodeCommand_Command() {}
+
+func (*NodeCommand_Cache) isNodeCommand_Command() {}
+
+func (*NodeCommand_Uncache) isNodeCommand_Command() {}
 
 type NodeHeartbeatResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -2436,7 +2973,7 @@ type NodeHeartbeatResponse struct {
 
 func (x *NodeHeartbeatResponse) Reset() {
 	*x = NodeHeartbeatResponse{}
-	mi := &file_logbookv1_fs_proto_msgTypes[37]
+	mi := &file_logbookv1_fs_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2448,7 +2985,7 @@ func (x *NodeHeartbeatResponse) String() string {
 func (*NodeHeartbeatResponse) ProtoMessage() {}
 
 func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[37]
+	mi := &file_logbookv1_fs_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2461,7 +2998,7 @@ func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*NodeHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{37}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *NodeHeartbeatResponse) GetCommands() []*NodeCommand {
@@ -2488,7 +3025,7 @@ type NodeBlockReportRequest struct {
 
 func (x *NodeBlockReportRequest) Reset() {
 	*x = NodeBlockReportRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[38]
+	mi := &file_logbookv1_fs_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2500,7 +3037,7 @@ func (x *NodeBlockReportRequest) String() string {
 func (*NodeBlockReportRequest) ProtoMessage() {}
 
 func (x *NodeBlockReportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[38]
+	mi := &file_logbookv1_fs_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2513,7 +3050,7 @@ func (x *NodeBlockReportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeBlockReportRequest.ProtoReflect.Descriptor instead.
 func (*NodeBlockReportRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{38}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *NodeBlockReportRequest) GetNodeId() string {
@@ -2541,7 +3078,7 @@ type IncrementalChange struct {
 
 func (x *IncrementalChange) Reset() {
 	*x = IncrementalChange{}
-	mi := &file_logbookv1_fs_proto_msgTypes[39]
+	mi := &file_logbookv1_fs_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2553,7 +3090,7 @@ func (x *IncrementalChange) String() string {
 func (*IncrementalChange) ProtoMessage() {}
 
 func (x *IncrementalChange) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[39]
+	mi := &file_logbookv1_fs_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2566,7 +3103,7 @@ func (x *IncrementalChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IncrementalChange.ProtoReflect.Descriptor instead.
 func (*IncrementalChange) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{39}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *IncrementalChange) GetChange() ReplicaChange {
@@ -2600,7 +3137,7 @@ type NodeIncrementalReportRequest struct {
 
 func (x *NodeIncrementalReportRequest) Reset() {
 	*x = NodeIncrementalReportRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[40]
+	mi := &file_logbookv1_fs_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2612,7 +3149,7 @@ func (x *NodeIncrementalReportRequest) String() string {
 func (*NodeIncrementalReportRequest) ProtoMessage() {}
 
 func (x *NodeIncrementalReportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[40]
+	mi := &file_logbookv1_fs_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2625,7 +3162,7 @@ func (x *NodeIncrementalReportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeIncrementalReportRequest.ProtoReflect.Descriptor instead.
 func (*NodeIncrementalReportRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{40}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *NodeIncrementalReportRequest) GetNodeId() string {
@@ -2651,7 +3188,7 @@ type NodeReportResponse struct {
 
 func (x *NodeReportResponse) Reset() {
 	*x = NodeReportResponse{}
-	mi := &file_logbookv1_fs_proto_msgTypes[41]
+	mi := &file_logbookv1_fs_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2663,7 +3200,7 @@ func (x *NodeReportResponse) String() string {
 func (*NodeReportResponse) ProtoMessage() {}
 
 func (x *NodeReportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[41]
+	mi := &file_logbookv1_fs_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2676,7 +3213,7 @@ func (x *NodeReportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeReportResponse.ProtoReflect.Descriptor instead.
 func (*NodeReportResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{41}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *NodeReportResponse) GetCommands() []*NodeCommand {
@@ -2703,7 +3240,7 @@ type CommitBlockSyncRequest struct {
 
 func (x *CommitBlockSyncRequest) Reset() {
 	*x = CommitBlockSyncRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[42]
+	mi := &file_logbookv1_fs_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2715,7 +3252,7 @@ func (x *CommitBlockSyncRequest) String() string {
 func (*CommitBlockSyncRequest) ProtoMessage() {}
 
 func (x *CommitBlockSyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[42]
+	mi := &file_logbookv1_fs_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2728,7 +3265,7 @@ func (x *CommitBlockSyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitBlockSyncRequest.ProtoReflect.Descriptor instead.
 func (*CommitBlockSyncRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{42}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CommitBlockSyncRequest) GetNodeId() string {
@@ -2803,7 +3340,7 @@ type CommitBlockSyncResponse struct {
 
 func (x *CommitBlockSyncResponse) Reset() {
 	*x = CommitBlockSyncResponse{}
-	mi := &file_logbookv1_fs_proto_msgTypes[43]
+	mi := &file_logbookv1_fs_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2815,7 +3352,7 @@ func (x *CommitBlockSyncResponse) String() string {
 func (*CommitBlockSyncResponse) ProtoMessage() {}
 
 func (x *CommitBlockSyncResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[43]
+	mi := &file_logbookv1_fs_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2828,7 +3365,7 @@ func (x *CommitBlockSyncResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitBlockSyncResponse.ProtoReflect.Descriptor instead.
 func (*CommitBlockSyncResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{43}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CommitBlockSyncResponse) GetResult() *NamespaceResult {
@@ -2846,7 +3383,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_logbookv1_fs_proto_msgTypes[44]
+	mi := &file_logbookv1_fs_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2858,7 +3395,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[44]
+	mi := &file_logbookv1_fs_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2871,7 +3408,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{44}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{53}
 }
 
 type StorageNodeStatus struct {
@@ -2892,14 +3429,19 @@ type StorageNodeStatus struct {
 	// The node's gossip state (alive, leaving, dead, left) when it joined
 	// the coordinators' gossip; empty otherwise. Gossip dead or gone: not
 	// live.
-	Gossip        string `protobuf:"bytes,8,opt,name=gossip,proto3" json:"gossip,omitempty"`
+	Gossip string `protobuf:"bytes,8,opt,name=gossip,proto3" json:"gossip,omitempty"`
+	// The node's latest cache report: locked-memory budget, bytes and
+	// replicas cached.
+	CacheCapacity uint64 `protobuf:"varint,9,opt,name=cache_capacity,json=cacheCapacity,proto3" json:"cache_capacity,omitempty"`
+	CacheUsed     uint64 `protobuf:"varint,10,opt,name=cache_used,json=cacheUsed,proto3" json:"cache_used,omitempty"`
+	CachedBlocks  uint64 `protobuf:"varint,11,opt,name=cached_blocks,json=cachedBlocks,proto3" json:"cached_blocks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StorageNodeStatus) Reset() {
 	*x = StorageNodeStatus{}
-	mi := &file_logbookv1_fs_proto_msgTypes[45]
+	mi := &file_logbookv1_fs_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2911,7 +3453,7 @@ func (x *StorageNodeStatus) String() string {
 func (*StorageNodeStatus) ProtoMessage() {}
 
 func (x *StorageNodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[45]
+	mi := &file_logbookv1_fs_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2924,7 +3466,7 @@ func (x *StorageNodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageNodeStatus.ProtoReflect.Descriptor instead.
 func (*StorageNodeStatus) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{45}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *StorageNodeStatus) GetNode() *NodeRecord {
@@ -2983,6 +3525,27 @@ func (x *StorageNodeStatus) GetGossip() string {
 	return ""
 }
 
+func (x *StorageNodeStatus) GetCacheCapacity() uint64 {
+	if x != nil {
+		return x.CacheCapacity
+	}
+	return 0
+}
+
+func (x *StorageNodeStatus) GetCacheUsed() uint64 {
+	if x != nil {
+		return x.CacheUsed
+	}
+	return 0
+}
+
+func (x *StorageNodeStatus) GetCachedBlocks() uint64 {
+	if x != nil {
+		return x.CachedBlocks
+	}
+	return 0
+}
+
 type ListNodesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Nodes []*StorageNodeStatus   `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
@@ -3000,7 +3563,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_logbookv1_fs_proto_msgTypes[46]
+	mi := &file_logbookv1_fs_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3012,7 +3575,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_fs_proto_msgTypes[46]
+	mi := &file_logbookv1_fs_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3025,7 +3588,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_fs_proto_rawDescGZIP(), []int{46}
+	return file_logbookv1_fs_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListNodesResponse) GetNodes() []*StorageNodeStatus {
@@ -3068,7 +3631,28 @@ var File_logbookv1_fs_proto protoreflect.FileDescriptor
 const file_logbookv1_fs_proto_rawDesc = "" +
 	"\n" +
 	"\x12logbookv1/fs.proto\x12\n" +
-	"logbook.v1\x1a\x19logbookv1/namespace.proto\x1a\x14logbookv1/node.proto\"h\n" +
+	"logbook.v1\x1a\x19logbookv1/namespace.proto\x1a\x14logbookv1/node.proto\"\x81\x01\n" +
+	"\x18AddCacheDirectiveRequest\x12/\n" +
+	"\asession\x18\x01 \x01(\v2\x15.logbook.v1.FsSessionR\asession\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12 \n" +
+	"\vreplication\x18\x03 \x01(\rR\vreplication\"^\n" +
+	"\x1bRemoveCacheDirectiveRequest\x12/\n" +
+	"\asession\x18\x01 \x01(\v2\x15.logbook.v1.FsSessionR\asession\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\"d\n" +
+	"\x16CacheDirectiveResponse\x128\n" +
+	"\tdirective\x18\x01 \x01(\v2\x1a.logbook.v1.CacheDirectiveR\tdirective\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\x1c\n" +
+	"\x1aListCacheDirectivesRequest\"\xe0\x01\n" +
+	"\x14CacheDirectiveStatus\x128\n" +
+	"\tdirective\x18\x01 \x01(\v2\x1a.logbook.v1.CacheDirectiveR\tdirective\x12#\n" +
+	"\rblocks_needed\x18\x02 \x01(\x04R\fblocksNeeded\x12#\n" +
+	"\rblocks_cached\x18\x03 \x01(\x04R\fblocksCached\x12!\n" +
+	"\fbytes_needed\x18\x04 \x01(\x04R\vbytesNeeded\x12!\n" +
+	"\fbytes_cached\x18\x05 \x01(\x04R\vbytesCached\"_\n" +
+	"\x1bListCacheDirectivesResponse\x12@\n" +
+	"\n" +
+	"directives\x18\x01 \x03(\v2 .logbook.v1.CacheDirectiveStatusR\n" +
+	"directives\"h\n" +
 	"\n" +
 	"BadReplica\x12\x19\n" +
 	"\bblock_id\x18\x01 \x01(\x04R\ablockId\x12\x0e\n" +
@@ -3147,13 +3731,14 @@ const file_logbookv1_fs_proto_rawDesc = "" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x126\n" +
 	"\tlocations\x18\x03 \x03(\v2\x18.logbook.v1.NodeLocationR\tlocations\"!\n" +
 	"\vStatRequest\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\tR\x04path\"\xa2\x01\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\"\xba\x01\n" +
 	"\x10ReportedLocation\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12.\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x18.logbook.v1.ReplicaStateR\x05state\x12\x0e\n" +
 	"\x02gs\x18\x03 \x01(\x04R\x02gs\x12\x1b\n" +
 	"\tnum_bytes\x18\x04 \x01(\x03R\bnumBytes\x12\x18\n" +
-	"\acorrupt\x18\x05 \x01(\bR\acorrupt\"\xe3\x02\n" +
+	"\acorrupt\x18\x05 \x01(\bR\acorrupt\x12\x16\n" +
+	"\x06cached\x18\x06 \x01(\bR\x06cached\"\xe3\x02\n" +
 	"\vBlockStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x0e\n" +
 	"\x02gs\x18\x02 \x01(\x04R\x02gs\x12\x1b\n" +
@@ -3216,10 +3801,15 @@ const file_logbookv1_fs_proto_rawDesc = "" +
 	"\bcapacity\x18\x02 \x01(\x04R\bcapacity\x12\x12\n" +
 	"\x04used\x18\x03 \x01(\x04R\x04used\x12\x12\n" +
 	"\x04free\x18\x04 \x01(\x04R\x04free\x12\x16\n" +
-	"\x06failed\x18\x05 \x01(\bR\x06failed\"f\n" +
+	"\x06failed\x18\x05 \x01(\bR\x06failed\"\x95\x01\n" +
 	"\x14NodeHeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x125\n" +
-	"\bstorages\x18\x02 \x03(\v2\x19.logbook.v1.StorageReportR\bstorages\"\xfa\x01\n" +
+	"\bstorages\x18\x02 \x03(\v2\x19.logbook.v1.StorageReportR\bstorages\x12-\n" +
+	"\x05cache\x18\x03 \x01(\v2\x17.logbook.v1.CacheReportR\x05cache\"Z\n" +
+	"\vCacheReport\x12\x1a\n" +
+	"\bcapacity\x18\x01 \x01(\x04R\bcapacity\x12\x12\n" +
+	"\x04used\x18\x02 \x01(\x04R\x04used\x12\x1b\n" +
+	"\tblock_ids\x18\x03 \x03(\x04R\bblockIds\"\xfa\x01\n" +
 	"\x13RecoverBlockCommand\x12\x19\n" +
 	"\bblock_id\x18\x01 \x01(\x04R\ablockId\x12\x0e\n" +
 	"\x02gs\x18\x02 \x01(\x04R\x02gs\x12\x1b\n" +
@@ -3233,9 +3823,13 @@ const file_logbookv1_fs_proto_rawDesc = "" +
 	"\x06blocks\x18\x01 \x03(\v2\x14.logbook.v1.BlockRefR\x06blocks\"q\n" +
 	"\x0fTransferCommand\x12*\n" +
 	"\x05block\x18\x01 \x01(\v2\x14.logbook.v1.BlockRefR\x05block\x122\n" +
-	"\atargets\x18\x02 \x03(\v2\x18.logbook.v1.NodeLocationR\atargets\"\x17\n" +
+	"\atargets\x18\x02 \x03(\v2\x18.logbook.v1.NodeLocationR\atargets\"<\n" +
+	"\fCacheCommand\x12,\n" +
+	"\x06blocks\x18\x01 \x03(\v2\x14.logbook.v1.BlockRefR\x06blocks\">\n" +
+	"\x0eUncacheCommand\x12,\n" +
+	"\x06blocks\x18\x01 \x03(\v2\x14.logbook.v1.BlockRefR\x06blocks\"\x17\n" +
 	"\x15SendFullReportCommand\"\x13\n" +
-	"\x11ReRegisterCommand\"\xed\x02\n" +
+	"\x11ReRegisterCommand\"\xd7\x03\n" +
 	"\vNodeCommand\x12F\n" +
 	"\rrecover_block\x18\x01 \x01(\v2\x1f.logbook.v1.RecoverBlockCommandH\x00R\frecoverBlock\x12?\n" +
 	"\n" +
@@ -3244,7 +3838,9 @@ const file_logbookv1_fs_proto_rawDesc = "" +
 	"\btransfer\x18\x03 \x01(\v2\x1b.logbook.v1.TransferCommandH\x00R\btransfer\x12M\n" +
 	"\x10send_full_report\x18\x04 \x01(\v2!.logbook.v1.SendFullReportCommandH\x00R\x0esendFullReport\x12@\n" +
 	"\vre_register\x18\x05 \x01(\v2\x1d.logbook.v1.ReRegisterCommandH\x00R\n" +
-	"reRegisterB\t\n" +
+	"reRegister\x120\n" +
+	"\x05cache\x18\x06 \x01(\v2\x18.logbook.v1.CacheCommandH\x00R\x05cache\x126\n" +
+	"\auncache\x18\a \x01(\v2\x1a.logbook.v1.UncacheCommandH\x00R\auncacheB\t\n" +
 	"\acommand\"i\n" +
 	"\x15NodeHeartbeatResponse\x123\n" +
 	"\bcommands\x18\x01 \x03(\v2\x17.logbook.v1.NodeCommandR\bcommands\x12\x1b\n" +
@@ -3277,7 +3873,7 @@ const file_logbookv1_fs_proto_rawDesc = "" +
 	"\x06old_gs\x18\t \x01(\x04R\x05oldGs\"N\n" +
 	"\x17CommitBlockSyncResponse\x123\n" +
 	"\x06result\x18\x01 \x01(\v2\x1b.logbook.v1.NamespaceResultR\x06result\"\x12\n" +
-	"\x10ListNodesRequest\"\x9f\x02\n" +
+	"\x10ListNodesRequest\"\x8a\x03\n" +
 	"\x11StorageNodeStatus\x12*\n" +
 	"\x04node\x18\x01 \x01(\v2\x16.logbook.v1.NodeRecordR\x04node\x12\x12\n" +
 	"\x04live\x18\x02 \x01(\bR\x04live\x12*\n" +
@@ -3287,7 +3883,12 @@ const file_logbookv1_fs_proto_rawDesc = "" +
 	"\breplicas\x18\x05 \x01(\x04R\breplicas\x125\n" +
 	"\bstorages\x18\x06 \x03(\v2\x19.logbook.v1.StorageReportR\bstorages\x12\x12\n" +
 	"\x04dead\x18\a \x01(\bR\x04dead\x12\x16\n" +
-	"\x06gossip\x18\b \x01(\tR\x06gossip\"\xf7\x01\n" +
+	"\x06gossip\x18\b \x01(\tR\x06gossip\x12%\n" +
+	"\x0ecache_capacity\x18\t \x01(\x04R\rcacheCapacity\x12\x1d\n" +
+	"\n" +
+	"cache_used\x18\n" +
+	" \x01(\x04R\tcacheUsed\x12#\n" +
+	"\rcached_blocks\x18\v \x01(\x04R\fcachedBlocks\"\xf7\x01\n" +
 	"\x11ListNodesResponse\x123\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x1d.logbook.v1.StorageNodeStatusR\x05nodes\x12\x1b\n" +
 	"\tsafe_mode\x18\x02 \x01(\bR\bsafeMode\x126\n" +
@@ -3298,7 +3899,7 @@ const file_logbookv1_fs_proto_rawDesc = "" +
 	"\x1aREPLICA_CHANGE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18REPLICA_CHANGE_RECEIVING\x10\x01\x12\x1b\n" +
 	"\x17REPLICA_CHANGE_RECEIVED\x10\x02\x12\x1a\n" +
-	"\x16REPLICA_CHANGE_DELETED\x10\x032\xf9\b\n" +
+	"\x16REPLICA_CHANGE_DELETED\x10\x032\xa5\v\n" +
 	"\tNamespace\x12?\n" +
 	"\x06Create\x12\x19.logbook.v1.CreateRequest\x1a\x1a.logbook.v1.FileOpResponse\x12C\n" +
 	"\bAddBlock\x12\x1b.logbook.v1.AddBlockRequest\x1a\x1a.logbook.v1.FileOpResponse\x12C\n" +
@@ -3315,7 +3916,10 @@ const file_logbookv1_fs_proto_rawDesc = "" +
 	"\n" +
 	"RenewLease\x12\x1d.logbook.v1.RenewLeaseRequest\x1a\x1e.logbook.v1.RenewLeaseResponse\x12H\n" +
 	"\tListNodes\x12\x1c.logbook.v1.ListNodesRequest\x1a\x1d.logbook.v1.ListNodesResponse\x12Z\n" +
-	"\x0fReportBadBlocks\x12\".logbook.v1.ReportBadBlocksRequest\x1a#.logbook.v1.ReportBadBlocksResponse2\xa0\x04\n" +
+	"\x0fReportBadBlocks\x12\".logbook.v1.ReportBadBlocksRequest\x1a#.logbook.v1.ReportBadBlocksResponse\x12]\n" +
+	"\x11AddCacheDirective\x12$.logbook.v1.AddCacheDirectiveRequest\x1a\".logbook.v1.CacheDirectiveResponse\x12c\n" +
+	"\x14RemoveCacheDirective\x12'.logbook.v1.RemoveCacheDirectiveRequest\x1a\".logbook.v1.CacheDirectiveResponse\x12f\n" +
+	"\x13ListCacheDirectives\x12&.logbook.v1.ListCacheDirectivesRequest\x1a'.logbook.v1.ListCacheDirectivesResponse2\xa0\x04\n" +
 	"\bNodeLink\x12M\n" +
 	"\bRegister\x12\x1f.logbook.v1.NodeRegisterRequest\x1a .logbook.v1.NodeRegisterResponse\x12P\n" +
 	"\tHeartbeat\x12 .logbook.v1.NodeHeartbeatRequest\x1a!.logbook.v1.NodeHeartbeatResponse\x12Q\n" +
@@ -3337,161 +3941,187 @@ func file_logbookv1_fs_proto_rawDescGZIP() []byte {
 }
 
 var file_logbookv1_fs_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_logbookv1_fs_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_logbookv1_fs_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_logbookv1_fs_proto_goTypes = []any{
 	(ReplicaChange)(0),                    // 0: logbook.v1.ReplicaChange
-	(*BadReplica)(nil),                    // 1: logbook.v1.BadReplica
-	(*ReportBadBlocksRequest)(nil),        // 2: logbook.v1.ReportBadBlocksRequest
-	(*ReportBadBlocksResponse)(nil),       // 3: logbook.v1.ReportBadBlocksResponse
-	(*FsSession)(nil),                     // 4: logbook.v1.FsSession
-	(*CreateRequest)(nil),                 // 5: logbook.v1.CreateRequest
-	(*AddBlockRequest)(nil),               // 6: logbook.v1.AddBlockRequest
-	(*CompleteRequest)(nil),               // 7: logbook.v1.CompleteRequest
-	(*AppendFileRequest)(nil),             // 8: logbook.v1.AppendFileRequest
-	(*DeleteRequest)(nil),                 // 9: logbook.v1.DeleteRequest
-	(*AbandonBlockRequest)(nil),           // 10: logbook.v1.AbandonBlockRequest
-	(*UpdateBlockForPipelineRequest)(nil), // 11: logbook.v1.UpdateBlockForPipelineRequest
-	(*UpdatePipelineRequest)(nil),         // 12: logbook.v1.UpdatePipelineRequest
-	(*NodeLocation)(nil),                  // 13: logbook.v1.NodeLocation
-	(*FileOpResponse)(nil),                // 14: logbook.v1.FileOpResponse
-	(*StatRequest)(nil),                   // 15: logbook.v1.StatRequest
-	(*ReportedLocation)(nil),              // 16: logbook.v1.ReportedLocation
-	(*BlockStatus)(nil),                   // 17: logbook.v1.BlockStatus
-	(*StatResponse)(nil),                  // 18: logbook.v1.StatResponse
-	(*ListRequest)(nil),                   // 19: logbook.v1.ListRequest
-	(*ListEntryStatus)(nil),               // 20: logbook.v1.ListEntryStatus
-	(*ListResponse)(nil),                  // 21: logbook.v1.ListResponse
-	(*GetAdditionalNodeRequest)(nil),      // 22: logbook.v1.GetAdditionalNodeRequest
-	(*GetAdditionalNodeResponse)(nil),     // 23: logbook.v1.GetAdditionalNodeResponse
-	(*RecoverLeaseRequest)(nil),           // 24: logbook.v1.RecoverLeaseRequest
-	(*RecoverLeaseResponse)(nil),          // 25: logbook.v1.RecoverLeaseResponse
-	(*RenewLeaseRequest)(nil),             // 26: logbook.v1.RenewLeaseRequest
-	(*RenewLeaseResponse)(nil),            // 27: logbook.v1.RenewLeaseResponse
-	(*NodeRegisterRequest)(nil),           // 28: logbook.v1.NodeRegisterRequest
-	(*NodeRegisterResponse)(nil),          // 29: logbook.v1.NodeRegisterResponse
-	(*StorageReport)(nil),                 // 30: logbook.v1.StorageReport
-	(*NodeHeartbeatRequest)(nil),          // 31: logbook.v1.NodeHeartbeatRequest
-	(*RecoverBlockCommand)(nil),           // 32: logbook.v1.RecoverBlockCommand
-	(*InvalidateCommand)(nil),             // 33: logbook.v1.InvalidateCommand
-	(*TransferCommand)(nil),               // 34: logbook.v1.TransferCommand
-	(*SendFullReportCommand)(nil),         // 35: logbook.v1.SendFullReportCommand
-	(*ReRegisterCommand)(nil),             // 36: logbook.v1.ReRegisterCommand
-	(*NodeCommand)(nil),                   // 37: logbook.v1.NodeCommand
-	(*NodeHeartbeatResponse)(nil),         // 38: logbook.v1.NodeHeartbeatResponse
-	(*NodeBlockReportRequest)(nil),        // 39: logbook.v1.NodeBlockReportRequest
-	(*IncrementalChange)(nil),             // 40: logbook.v1.IncrementalChange
-	(*NodeIncrementalReportRequest)(nil),  // 41: logbook.v1.NodeIncrementalReportRequest
-	(*NodeReportResponse)(nil),            // 42: logbook.v1.NodeReportResponse
-	(*CommitBlockSyncRequest)(nil),        // 43: logbook.v1.CommitBlockSyncRequest
-	(*CommitBlockSyncResponse)(nil),       // 44: logbook.v1.CommitBlockSyncResponse
-	(*ListNodesRequest)(nil),              // 45: logbook.v1.ListNodesRequest
-	(*StorageNodeStatus)(nil),             // 46: logbook.v1.StorageNodeStatus
-	(*ListNodesResponse)(nil),             // 47: logbook.v1.ListNodesResponse
-	(*BlockRef)(nil),                      // 48: logbook.v1.BlockRef
-	(*NamespaceResult)(nil),               // 49: logbook.v1.NamespaceResult
-	(ReplicaState)(0),                     // 50: logbook.v1.ReplicaState
-	(BlockState)(0),                       // 51: logbook.v1.BlockState
-	(*BlockRecovery)(nil),                 // 52: logbook.v1.BlockRecovery
-	(*FileStatus)(nil),                    // 53: logbook.v1.FileStatus
-	(*NodeRecord)(nil),                    // 54: logbook.v1.NodeRecord
-	(*StorageBlockReport)(nil),            // 55: logbook.v1.StorageBlockReport
-	(*ReportedReplica)(nil),               // 56: logbook.v1.ReportedReplica
+	(*AddCacheDirectiveRequest)(nil),      // 1: logbook.v1.AddCacheDirectiveRequest
+	(*RemoveCacheDirectiveRequest)(nil),   // 2: logbook.v1.RemoveCacheDirectiveRequest
+	(*CacheDirectiveResponse)(nil),        // 3: logbook.v1.CacheDirectiveResponse
+	(*ListCacheDirectivesRequest)(nil),    // 4: logbook.v1.ListCacheDirectivesRequest
+	(*CacheDirectiveStatus)(nil),          // 5: logbook.v1.CacheDirectiveStatus
+	(*ListCacheDirectivesResponse)(nil),   // 6: logbook.v1.ListCacheDirectivesResponse
+	(*BadReplica)(nil),                    // 7: logbook.v1.BadReplica
+	(*ReportBadBlocksRequest)(nil),        // 8: logbook.v1.ReportBadBlocksRequest
+	(*ReportBadBlocksResponse)(nil),       // 9: logbook.v1.ReportBadBlocksResponse
+	(*FsSession)(nil),                     // 10: logbook.v1.FsSession
+	(*CreateRequest)(nil),                 // 11: logbook.v1.CreateRequest
+	(*AddBlockRequest)(nil),               // 12: logbook.v1.AddBlockRequest
+	(*CompleteRequest)(nil),               // 13: logbook.v1.CompleteRequest
+	(*AppendFileRequest)(nil),             // 14: logbook.v1.AppendFileRequest
+	(*DeleteRequest)(nil),                 // 15: logbook.v1.DeleteRequest
+	(*AbandonBlockRequest)(nil),           // 16: logbook.v1.AbandonBlockRequest
+	(*UpdateBlockForPipelineRequest)(nil), // 17: logbook.v1.UpdateBlockForPipelineRequest
+	(*UpdatePipelineRequest)(nil),         // 18: logbook.v1.UpdatePipelineRequest
+	(*NodeLocation)(nil),                  // 19: logbook.v1.NodeLocation
+	(*FileOpResponse)(nil),                // 20: logbook.v1.FileOpResponse
+	(*StatRequest)(nil),                   // 21: logbook.v1.StatRequest
+	(*ReportedLocation)(nil),              // 22: logbook.v1.ReportedLocation
+	(*BlockStatus)(nil),                   // 23: logbook.v1.BlockStatus
+	(*StatResponse)(nil),                  // 24: logbook.v1.StatResponse
+	(*ListRequest)(nil),                   // 25: logbook.v1.ListRequest
+	(*ListEntryStatus)(nil),               // 26: logbook.v1.ListEntryStatus
+	(*ListResponse)(nil),                  // 27: logbook.v1.ListResponse
+	(*GetAdditionalNodeRequest)(nil),      // 28: logbook.v1.GetAdditionalNodeRequest
+	(*GetAdditionalNodeResponse)(nil),     // 29: logbook.v1.GetAdditionalNodeResponse
+	(*RecoverLeaseRequest)(nil),           // 30: logbook.v1.RecoverLeaseRequest
+	(*RecoverLeaseResponse)(nil),          // 31: logbook.v1.RecoverLeaseResponse
+	(*RenewLeaseRequest)(nil),             // 32: logbook.v1.RenewLeaseRequest
+	(*RenewLeaseResponse)(nil),            // 33: logbook.v1.RenewLeaseResponse
+	(*NodeRegisterRequest)(nil),           // 34: logbook.v1.NodeRegisterRequest
+	(*NodeRegisterResponse)(nil),          // 35: logbook.v1.NodeRegisterResponse
+	(*StorageReport)(nil),                 // 36: logbook.v1.StorageReport
+	(*NodeHeartbeatRequest)(nil),          // 37: logbook.v1.NodeHeartbeatRequest
+	(*CacheReport)(nil),                   // 38: logbook.v1.CacheReport
+	(*RecoverBlockCommand)(nil),           // 39: logbook.v1.RecoverBlockCommand
+	(*InvalidateCommand)(nil),             // 40: logbook.v1.InvalidateCommand
+	(*TransferCommand)(nil),               // 41: logbook.v1.TransferCommand
+	(*CacheCommand)(nil),                  // 42: logbook.v1.CacheCommand
+	(*UncacheCommand)(nil),                // 43: logbook.v1.UncacheCommand
+	(*SendFullReportCommand)(nil),         // 44: logbook.v1.SendFullReportCommand
+	(*ReRegisterCommand)(nil),             // 45: logbook.v1.ReRegisterCommand
+	(*NodeCommand)(nil),                   // 46: logbook.v1.NodeCommand
+	(*NodeHeartbeatResponse)(nil),         // 47: logbook.v1.NodeHeartbeatResponse
+	(*NodeBlockReportRequest)(nil),        // 48: logbook.v1.NodeBlockReportRequest
+	(*IncrementalChange)(nil),             // 49: logbook.v1.IncrementalChange
+	(*NodeIncrementalReportRequest)(nil),  // 50: logbook.v1.NodeIncrementalReportRequest
+	(*NodeReportResponse)(nil),            // 51: logbook.v1.NodeReportResponse
+	(*CommitBlockSyncRequest)(nil),        // 52: logbook.v1.CommitBlockSyncRequest
+	(*CommitBlockSyncResponse)(nil),       // 53: logbook.v1.CommitBlockSyncResponse
+	(*ListNodesRequest)(nil),              // 54: logbook.v1.ListNodesRequest
+	(*StorageNodeStatus)(nil),             // 55: logbook.v1.StorageNodeStatus
+	(*ListNodesResponse)(nil),             // 56: logbook.v1.ListNodesResponse
+	(*CacheDirective)(nil),                // 57: logbook.v1.CacheDirective
+	(*BlockRef)(nil),                      // 58: logbook.v1.BlockRef
+	(*NamespaceResult)(nil),               // 59: logbook.v1.NamespaceResult
+	(ReplicaState)(0),                     // 60: logbook.v1.ReplicaState
+	(BlockState)(0),                       // 61: logbook.v1.BlockState
+	(*BlockRecovery)(nil),                 // 62: logbook.v1.BlockRecovery
+	(*FileStatus)(nil),                    // 63: logbook.v1.FileStatus
+	(*NodeRecord)(nil),                    // 64: logbook.v1.NodeRecord
+	(*StorageBlockReport)(nil),            // 65: logbook.v1.StorageBlockReport
+	(*ReportedReplica)(nil),               // 66: logbook.v1.ReportedReplica
 }
 var file_logbookv1_fs_proto_depIdxs = []int32{
-	1,  // 0: logbook.v1.ReportBadBlocksRequest.replicas:type_name -> logbook.v1.BadReplica
-	4,  // 1: logbook.v1.CreateRequest.session:type_name -> logbook.v1.FsSession
-	4,  // 2: logbook.v1.AddBlockRequest.session:type_name -> logbook.v1.FsSession
-	48, // 3: logbook.v1.AddBlockRequest.previous:type_name -> logbook.v1.BlockRef
-	4,  // 4: logbook.v1.CompleteRequest.session:type_name -> logbook.v1.FsSession
-	48, // 5: logbook.v1.CompleteRequest.last:type_name -> logbook.v1.BlockRef
-	4,  // 6: logbook.v1.AppendFileRequest.session:type_name -> logbook.v1.FsSession
-	4,  // 7: logbook.v1.DeleteRequest.session:type_name -> logbook.v1.FsSession
-	4,  // 8: logbook.v1.AbandonBlockRequest.session:type_name -> logbook.v1.FsSession
-	4,  // 9: logbook.v1.UpdateBlockForPipelineRequest.session:type_name -> logbook.v1.FsSession
-	4,  // 10: logbook.v1.UpdatePipelineRequest.session:type_name -> logbook.v1.FsSession
-	49, // 11: logbook.v1.FileOpResponse.result:type_name -> logbook.v1.NamespaceResult
-	13, // 12: logbook.v1.FileOpResponse.locations:type_name -> logbook.v1.NodeLocation
-	50, // 13: logbook.v1.ReportedLocation.state:type_name -> logbook.v1.ReplicaState
-	51, // 14: logbook.v1.BlockStatus.state:type_name -> logbook.v1.BlockState
-	16, // 15: logbook.v1.BlockStatus.reported_locations:type_name -> logbook.v1.ReportedLocation
-	52, // 16: logbook.v1.BlockStatus.recovery:type_name -> logbook.v1.BlockRecovery
-	13, // 17: logbook.v1.BlockStatus.locations:type_name -> logbook.v1.NodeLocation
-	53, // 18: logbook.v1.StatResponse.file:type_name -> logbook.v1.FileStatus
-	17, // 19: logbook.v1.StatResponse.blocks:type_name -> logbook.v1.BlockStatus
-	53, // 20: logbook.v1.ListEntryStatus.file:type_name -> logbook.v1.FileStatus
-	20, // 21: logbook.v1.ListResponse.entries:type_name -> logbook.v1.ListEntryStatus
-	13, // 22: logbook.v1.GetAdditionalNodeResponse.node:type_name -> logbook.v1.NodeLocation
-	4,  // 23: logbook.v1.RecoverLeaseRequest.session:type_name -> logbook.v1.FsSession
-	54, // 24: logbook.v1.NodeRegisterRequest.node:type_name -> logbook.v1.NodeRecord
-	30, // 25: logbook.v1.NodeRegisterRequest.storages:type_name -> logbook.v1.StorageReport
-	54, // 26: logbook.v1.NodeRegisterResponse.node:type_name -> logbook.v1.NodeRecord
-	30, // 27: logbook.v1.NodeHeartbeatRequest.storages:type_name -> logbook.v1.StorageReport
-	13, // 28: logbook.v1.RecoverBlockCommand.locations:type_name -> logbook.v1.NodeLocation
-	48, // 29: logbook.v1.InvalidateCommand.blocks:type_name -> logbook.v1.BlockRef
-	48, // 30: logbook.v1.TransferCommand.block:type_name -> logbook.v1.BlockRef
-	13, // 31: logbook.v1.TransferCommand.targets:type_name -> logbook.v1.NodeLocation
-	32, // 32: logbook.v1.NodeCommand.recover_block:type_name -> logbook.v1.RecoverBlockCommand
-	33, // 33: logbook.v1.NodeCommand.invalidate:type_name -> logbook.v1.InvalidateCommand
-	34, // 34: logbook.v1.NodeCommand.transfer:type_name -> logbook.v1.TransferCommand
-	35, // 35: logbook.v1.NodeCommand.send_full_report:type_name -> logbook.v1.SendFullReportCommand
-	36, // 36: logbook.v1.NodeCommand.re_register:type_name -> logbook.v1.ReRegisterCommand
-	37, // 37: logbook.v1.NodeHeartbeatResponse.commands:type_name -> logbook.v1.NodeCommand
-	55, // 38: logbook.v1.NodeBlockReportRequest.storages:type_name -> logbook.v1.StorageBlockReport
-	0,  // 39: logbook.v1.IncrementalChange.change:type_name -> logbook.v1.ReplicaChange
-	56, // 40: logbook.v1.IncrementalChange.replica:type_name -> logbook.v1.ReportedReplica
-	40, // 41: logbook.v1.NodeIncrementalReportRequest.changes:type_name -> logbook.v1.IncrementalChange
-	37, // 42: logbook.v1.NodeReportResponse.commands:type_name -> logbook.v1.NodeCommand
-	49, // 43: logbook.v1.CommitBlockSyncResponse.result:type_name -> logbook.v1.NamespaceResult
-	54, // 44: logbook.v1.StorageNodeStatus.node:type_name -> logbook.v1.NodeRecord
-	30, // 45: logbook.v1.StorageNodeStatus.storages:type_name -> logbook.v1.StorageReport
-	46, // 46: logbook.v1.ListNodesResponse.nodes:type_name -> logbook.v1.StorageNodeStatus
-	5,  // 47: logbook.v1.Namespace.Create:input_type -> logbook.v1.CreateRequest
-	6,  // 48: logbook.v1.Namespace.AddBlock:input_type -> logbook.v1.AddBlockRequest
-	7,  // 49: logbook.v1.Namespace.Complete:input_type -> logbook.v1.CompleteRequest
-	8,  // 50: logbook.v1.Namespace.Append:input_type -> logbook.v1.AppendFileRequest
-	9,  // 51: logbook.v1.Namespace.Delete:input_type -> logbook.v1.DeleteRequest
-	15, // 52: logbook.v1.Namespace.Stat:input_type -> logbook.v1.StatRequest
-	19, // 53: logbook.v1.Namespace.List:input_type -> logbook.v1.ListRequest
-	10, // 54: logbook.v1.Namespace.AbandonBlock:input_type -> logbook.v1.AbandonBlockRequest
-	11, // 55: logbook.v1.Namespace.UpdateBlockForPipeline:input_type -> logbook.v1.UpdateBlockForPipelineRequest
-	12, // 56: logbook.v1.Namespace.UpdatePipeline:input_type -> logbook.v1.UpdatePipelineRequest
-	22, // 57: logbook.v1.Namespace.GetAdditionalNode:input_type -> logbook.v1.GetAdditionalNodeRequest
-	24, // 58: logbook.v1.Namespace.RecoverLease:input_type -> logbook.v1.RecoverLeaseRequest
-	26, // 59: logbook.v1.Namespace.RenewLease:input_type -> logbook.v1.RenewLeaseRequest
-	45, // 60: logbook.v1.Namespace.ListNodes:input_type -> logbook.v1.ListNodesRequest
-	2,  // 61: logbook.v1.Namespace.ReportBadBlocks:input_type -> logbook.v1.ReportBadBlocksRequest
-	28, // 62: logbook.v1.NodeLink.Register:input_type -> logbook.v1.NodeRegisterRequest
-	31, // 63: logbook.v1.NodeLink.Heartbeat:input_type -> logbook.v1.NodeHeartbeatRequest
-	39, // 64: logbook.v1.NodeLink.BlockReport:input_type -> logbook.v1.NodeBlockReportRequest
-	41, // 65: logbook.v1.NodeLink.IncrementalReport:input_type -> logbook.v1.NodeIncrementalReportRequest
-	43, // 66: logbook.v1.NodeLink.CommitBlockSynchronization:input_type -> logbook.v1.CommitBlockSyncRequest
-	2,  // 67: logbook.v1.NodeLink.ReportBadBlocks:input_type -> logbook.v1.ReportBadBlocksRequest
-	14, // 68: logbook.v1.Namespace.Create:output_type -> logbook.v1.FileOpResponse
-	14, // 69: logbook.v1.Namespace.AddBlock:output_type -> logbook.v1.FileOpResponse
-	14, // 70: logbook.v1.Namespace.Complete:output_type -> logbook.v1.FileOpResponse
-	14, // 71: logbook.v1.Namespace.Append:output_type -> logbook.v1.FileOpResponse
-	14, // 72: logbook.v1.Namespace.Delete:output_type -> logbook.v1.FileOpResponse
-	18, // 73: logbook.v1.Namespace.Stat:output_type -> logbook.v1.StatResponse
-	21, // 74: logbook.v1.Namespace.List:output_type -> logbook.v1.ListResponse
-	14, // 75: logbook.v1.Namespace.AbandonBlock:output_type -> logbook.v1.FileOpResponse
-	14, // 76: logbook.v1.Namespace.UpdateBlockForPipeline:output_type -> logbook.v1.FileOpResponse
-	14, // 77: logbook.v1.Namespace.UpdatePipeline:output_type -> logbook.v1.FileOpResponse
-	23, // 78: logbook.v1.Namespace.GetAdditionalNode:output_type -> logbook.v1.GetAdditionalNodeResponse
-	25, // 79: logbook.v1.Namespace.RecoverLease:output_type -> logbook.v1.RecoverLeaseResponse
-	27, // 80: logbook.v1.Namespace.RenewLease:output_type -> logbook.v1.RenewLeaseResponse
-	47, // 81: logbook.v1.Namespace.ListNodes:output_type -> logbook.v1.ListNodesResponse
-	3,  // 82: logbook.v1.Namespace.ReportBadBlocks:output_type -> logbook.v1.ReportBadBlocksResponse
-	29, // 83: logbook.v1.NodeLink.Register:output_type -> logbook.v1.NodeRegisterResponse
-	38, // 84: logbook.v1.NodeLink.Heartbeat:output_type -> logbook.v1.NodeHeartbeatResponse
-	42, // 85: logbook.v1.NodeLink.BlockReport:output_type -> logbook.v1.NodeReportResponse
-	42, // 86: logbook.v1.NodeLink.IncrementalReport:output_type -> logbook.v1.NodeReportResponse
-	44, // 87: logbook.v1.NodeLink.CommitBlockSynchronization:output_type -> logbook.v1.CommitBlockSyncResponse
-	3,  // 88: logbook.v1.NodeLink.ReportBadBlocks:output_type -> logbook.v1.ReportBadBlocksResponse
-	68, // [68:89] is the sub-list for method output_type
-	47, // [47:68] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	10, // 0: logbook.v1.AddCacheDirectiveRequest.session:type_name -> logbook.v1.FsSession
+	10, // 1: logbook.v1.RemoveCacheDirectiveRequest.session:type_name -> logbook.v1.FsSession
+	57, // 2: logbook.v1.CacheDirectiveResponse.directive:type_name -> logbook.v1.CacheDirective
+	57, // 3: logbook.v1.CacheDirectiveStatus.directive:type_name -> logbook.v1.CacheDirective
+	5,  // 4: logbook.v1.ListCacheDirectivesResponse.directives:type_name -> logbook.v1.CacheDirectiveStatus
+	7,  // 5: logbook.v1.ReportBadBlocksRequest.replicas:type_name -> logbook.v1.BadReplica
+	10, // 6: logbook.v1.CreateRequest.session:type_name -> logbook.v1.FsSession
+	10, // 7: logbook.v1.AddBlockRequest.session:type_name -> logbook.v1.FsSession
+	58, // 8: logbook.v1.AddBlockRequest.previous:type_name -> logbook.v1.BlockRef
+	10, // 9: logbook.v1.CompleteRequest.session:type_name -> logbook.v1.FsSession
+	58, // 10: logbook.v1.CompleteRequest.last:type_name -> logbook.v1.BlockRef
+	10, // 11: logbook.v1.AppendFileRequest.session:type_name -> logbook.v1.FsSession
+	10, // 12: logbook.v1.DeleteRequest.session:type_name -> logbook.v1.FsSession
+	10, // 13: logbook.v1.AbandonBlockRequest.session:type_name -> logbook.v1.FsSession
+	10, // 14: logbook.v1.UpdateBlockForPipelineRequest.session:type_name -> logbook.v1.FsSession
+	10, // 15: logbook.v1.UpdatePipelineRequest.session:type_name -> logbook.v1.FsSession
+	59, // 16: logbook.v1.FileOpResponse.result:type_name -> logbook.v1.NamespaceResult
+	19, // 17: logbook.v1.FileOpResponse.locations:type_name -> logbook.v1.NodeLocation
+	60, // 18: logbook.v1.ReportedLocation.state:type_name -> logbook.v1.ReplicaState
+	61, // 19: logbook.v1.BlockStatus.state:type_name -> logbook.v1.BlockState
+	22, // 20: logbook.v1.BlockStatus.reported_locations:type_name -> logbook.v1.ReportedLocation
+	62, // 21: logbook.v1.BlockStatus.recovery:type_name -> logbook.v1.BlockRecovery
+	19, // 22: logbook.v1.BlockStatus.locations:type_name -> logbook.v1.NodeLocation
+	63, // 23: logbook.v1.StatResponse.file:type_name -> logbook.v1.FileStatus
+	23, // 24: logbook.v1.StatResponse.blocks:type_name -> logbook.v1.BlockStatus
+	63, // 25: logbook.v1.ListEntryStatus.file:type_name -> logbook.v1.FileStatus
+	26, // 26: logbook.v1.ListResponse.entries:type_name -> logbook.v1.ListEntryStatus
+	19, // 27: logbook.v1.GetAdditionalNodeResponse.node:type_name -> logbook.v1.NodeLocation
+	10, // 28: logbook.v1.RecoverLeaseRequest.session:type_name -> logbook.v1.FsSession
+	64, // 29: logbook.v1.NodeRegisterRequest.node:type_name -> logbook.v1.NodeRecord
+	36, // 30: logbook.v1.NodeRegisterRequest.storages:type_name -> logbook.v1.StorageReport
+	64, // 31: logbook.v1.NodeRegisterResponse.node:type_name -> logbook.v1.NodeRecord
+	36, // 32: logbook.v1.NodeHeartbeatRequest.storages:type_name -> logbook.v1.StorageReport
+	38, // 33: logbook.v1.NodeHeartbeatRequest.cache:type_name -> logbook.v1.CacheReport
+	19, // 34: logbook.v1.RecoverBlockCommand.locations:type_name -> logbook.v1.NodeLocation
+	58, // 35: logbook.v1.InvalidateCommand.blocks:type_name -> logbook.v1.BlockRef
+	58, // 36: logbook.v1.TransferCommand.block:type_name -> logbook.v1.BlockRef
+	19, // 37: logbook.v1.TransferCommand.targets:type_name -> logbook.v1.NodeLocation
+	58, // 38: logbook.v1.CacheCommand.blocks:type_name -> logbook.v1.BlockRef
+	58, // 39: logbook.v1.UncacheCommand.blocks:type_name -> logbook.v1.BlockRef
+	39, // 40: logbook.v1.NodeCommand.recover_block:type_name -> logbook.v1.RecoverBlockCommand
+	40, // 41: logbook.v1.NodeCommand.invalidate:type_name -> logbook.v1.InvalidateCommand
+	41, // 42: logbook.v1.NodeCommand.transfer:type_name -> logbook.v1.TransferCommand
+	44, // 43: logbook.v1.NodeCommand.send_full_report:type_name -> logbook.v1.SendFullReportCommand
+	45, // 44: logbook.v1.NodeCommand.re_register:type_name -> logbook.v1.ReRegisterCommand
+	42, // 45: logbook.v1.NodeCommand.cache:type_name -> logbook.v1.CacheCommand
+	43, // 46: logbook.v1.NodeCommand.uncache:type_name -> logbook.v1.UncacheCommand
+	46, // 47: logbook.v1.NodeHeartbeatResponse.commands:type_name -> logbook.v1.NodeCommand
+	65, // 48: logbook.v1.NodeBlockReportRequest.storages:type_name -> logbook.v1.StorageBlockReport
+	0,  // 49: logbook.v1.IncrementalChange.change:type_name -> logbook.v1.ReplicaChange
+	66, // 50: logbook.v1.IncrementalChange.replica:type_name -> logbook.v1.ReportedReplica
+	49, // 51: logbook.v1.NodeIncrementalReportRequest.changes:type_name -> logbook.v1.IncrementalChange
+	46, // 52: logbook.v1.NodeReportResponse.commands:type_name -> logbook.v1.NodeCommand
+	59, // 53: logbook.v1.CommitBlockSyncResponse.result:type_name -> logbook.v1.NamespaceResult
+	64, // 54: logbook.v1.StorageNodeStatus.node:type_name -> logbook.v1.NodeRecord
+	36, // 55: logbook.v1.StorageNodeStatus.storages:type_name -> logbook.v1.StorageReport
+	55, // 56: logbook.v1.ListNodesResponse.nodes:type_name -> logbook.v1.StorageNodeStatus
+	11, // 57: logbook.v1.Namespace.Create:input_type -> logbook.v1.CreateRequest
+	12, // 58: logbook.v1.Namespace.AddBlock:input_type -> logbook.v1.AddBlockRequest
+	13, // 59: logbook.v1.Namespace.Complete:input_type -> logbook.v1.CompleteRequest
+	14, // 60: logbook.v1.Namespace.Append:input_type -> logbook.v1.AppendFileRequest
+	15, // 61: logbook.v1.Namespace.Delete:input_type -> logbook.v1.DeleteRequest
+	21, // 62: logbook.v1.Namespace.Stat:input_type -> logbook.v1.StatRequest
+	25, // 63: logbook.v1.Namespace.List:input_type -> logbook.v1.ListRequest
+	16, // 64: logbook.v1.Namespace.AbandonBlock:input_type -> logbook.v1.AbandonBlockRequest
+	17, // 65: logbook.v1.Namespace.UpdateBlockForPipeline:input_type -> logbook.v1.UpdateBlockForPipelineRequest
+	18, // 66: logbook.v1.Namespace.UpdatePipeline:input_type -> logbook.v1.UpdatePipelineRequest
+	28, // 67: logbook.v1.Namespace.GetAdditionalNode:input_type -> logbook.v1.GetAdditionalNodeRequest
+	30, // 68: logbook.v1.Namespace.RecoverLease:input_type -> logbook.v1.RecoverLeaseRequest
+	32, // 69: logbook.v1.Namespace.RenewLease:input_type -> logbook.v1.RenewLeaseRequest
+	54, // 70: logbook.v1.Namespace.ListNodes:input_type -> logbook.v1.ListNodesRequest
+	8,  // 71: logbook.v1.Namespace.ReportBadBlocks:input_type -> logbook.v1.ReportBadBlocksRequest
+	1,  // 72: logbook.v1.Namespace.AddCacheDirective:input_type -> logbook.v1.AddCacheDirectiveRequest
+	2,  // 73: logbook.v1.Namespace.RemoveCacheDirective:input_type -> logbook.v1.RemoveCacheDirectiveRequest
+	4,  // 74: logbook.v1.Namespace.ListCacheDirectives:input_type -> logbook.v1.ListCacheDirectivesRequest
+	34, // 75: logbook.v1.NodeLink.Register:input_type -> logbook.v1.NodeRegisterRequest
+	37, // 76: logbook.v1.NodeLink.Heartbeat:input_type -> logbook.v1.NodeHeartbeatRequest
+	48, // 77: logbook.v1.NodeLink.BlockReport:input_type -> logbook.v1.NodeBlockReportRequest
+	50, // 78: logbook.v1.NodeLink.IncrementalReport:input_type -> logbook.v1.NodeIncrementalReportRequest
+	52, // 79: logbook.v1.NodeLink.CommitBlockSynchronization:input_type -> logbook.v1.CommitBlockSyncRequest
+	8,  // 80: logbook.v1.NodeLink.ReportBadBlocks:input_type -> logbook.v1.ReportBadBlocksRequest
+	20, // 81: logbook.v1.Namespace.Create:output_type -> logbook.v1.FileOpResponse
+	20, // 82: logbook.v1.Namespace.AddBlock:output_type -> logbook.v1.FileOpResponse
+	20, // 83: logbook.v1.Namespace.Complete:output_type -> logbook.v1.FileOpResponse
+	20, // 84: logbook.v1.Namespace.Append:output_type -> logbook.v1.FileOpResponse
+	20, // 85: logbook.v1.Namespace.Delete:output_type -> logbook.v1.FileOpResponse
+	24, // 86: logbook.v1.Namespace.Stat:output_type -> logbook.v1.StatResponse
+	27, // 87: logbook.v1.Namespace.List:output_type -> logbook.v1.ListResponse
+	20, // 88: logbook.v1.Namespace.AbandonBlock:output_type -> logbook.v1.FileOpResponse
+	20, // 89: logbook.v1.Namespace.UpdateBlockForPipeline:output_type -> logbook.v1.FileOpResponse
+	20, // 90: logbook.v1.Namespace.UpdatePipeline:output_type -> logbook.v1.FileOpResponse
+	29, // 91: logbook.v1.Namespace.GetAdditionalNode:output_type -> logbook.v1.GetAdditionalNodeResponse
+	31, // 92: logbook.v1.Namespace.RecoverLease:output_type -> logbook.v1.RecoverLeaseResponse
+	33, // 93: logbook.v1.Namespace.RenewLease:output_type -> logbook.v1.RenewLeaseResponse
+	56, // 94: logbook.v1.Namespace.ListNodes:output_type -> logbook.v1.ListNodesResponse
+	9,  // 95: logbook.v1.Namespace.ReportBadBlocks:output_type -> logbook.v1.ReportBadBlocksResponse
+	3,  // 96: logbook.v1.Namespace.AddCacheDirective:output_type -> logbook.v1.CacheDirectiveResponse
+	3,  // 97: logbook.v1.Namespace.RemoveCacheDirective:output_type -> logbook.v1.CacheDirectiveResponse
+	6,  // 98: logbook.v1.Namespace.ListCacheDirectives:output_type -> logbook.v1.ListCacheDirectivesResponse
+	35, // 99: logbook.v1.NodeLink.Register:output_type -> logbook.v1.NodeRegisterResponse
+	47, // 100: logbook.v1.NodeLink.Heartbeat:output_type -> logbook.v1.NodeHeartbeatResponse
+	51, // 101: logbook.v1.NodeLink.BlockReport:output_type -> logbook.v1.NodeReportResponse
+	51, // 102: logbook.v1.NodeLink.IncrementalReport:output_type -> logbook.v1.NodeReportResponse
+	53, // 103: logbook.v1.NodeLink.CommitBlockSynchronization:output_type -> logbook.v1.CommitBlockSyncResponse
+	9,  // 104: logbook.v1.NodeLink.ReportBadBlocks:output_type -> logbook.v1.ReportBadBlocksResponse
+	81, // [81:105] is the sub-list for method output_type
+	57, // [57:81] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_logbookv1_fs_proto_init() }
@@ -3501,12 +4131,14 @@ func file_logbookv1_fs_proto_init() {
 	}
 	file_logbookv1_namespace_proto_init()
 	file_logbookv1_node_proto_init()
-	file_logbookv1_fs_proto_msgTypes[36].OneofWrappers = []any{
+	file_logbookv1_fs_proto_msgTypes[45].OneofWrappers = []any{
 		(*NodeCommand_RecoverBlock)(nil),
 		(*NodeCommand_Invalidate)(nil),
 		(*NodeCommand_Transfer)(nil),
 		(*NodeCommand_SendFullReport)(nil),
 		(*NodeCommand_ReRegister)(nil),
+		(*NodeCommand_Cache)(nil),
+		(*NodeCommand_Uncache)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3514,7 +4146,7 @@ func file_logbookv1_fs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_fs_proto_rawDesc), len(file_logbookv1_fs_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   47,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -39,6 +39,9 @@ const (
 	Namespace_RenewLease_FullMethodName             = "/logbook.v1.Namespace/RenewLease"
 	Namespace_ListNodes_FullMethodName              = "/logbook.v1.Namespace/ListNodes"
 	Namespace_ReportBadBlocks_FullMethodName        = "/logbook.v1.Namespace/ReportBadBlocks"
+	Namespace_AddCacheDirective_FullMethodName      = "/logbook.v1.Namespace/AddCacheDirective"
+	Namespace_RemoveCacheDirective_FullMethodName   = "/logbook.v1.Namespace/RemoveCacheDirective"
+	Namespace_ListCacheDirectives_FullMethodName    = "/logbook.v1.Namespace/ListCacheDirectives"
 )
 
 // NamespaceClient is the client API for Namespace service.
@@ -73,6 +76,13 @@ type NamespaceClient interface {
 	// (checksum mismatch): they stop counting, the block is re-replicated
 	// from a good copy and the corrupt ones are then deleted.
 	ReportBadBlocks(ctx context.Context, in *ReportBadBlocksRequest, opts ...grpc.CallOption) (*ReportBadBlocksResponse, error)
+	// Cache directives (HDFS centralized cache management): the leader keeps
+	// the COMPLETE blocks of a directive's file cached in the locked memory
+	// of `replication` nodes holding a good replica. Add and remove are
+	// journaled (logbook.cache.*) and need log format 4.
+	AddCacheDirective(ctx context.Context, in *AddCacheDirectiveRequest, opts ...grpc.CallOption) (*CacheDirectiveResponse, error)
+	RemoveCacheDirective(ctx context.Context, in *RemoveCacheDirectiveRequest, opts ...grpc.CallOption) (*CacheDirectiveResponse, error)
+	ListCacheDirectives(ctx context.Context, in *ListCacheDirectivesRequest, opts ...grpc.CallOption) (*ListCacheDirectivesResponse, error)
 }
 
 type namespaceClient struct {
@@ -233,6 +243,36 @@ func (c *namespaceClient) ReportBadBlocks(ctx context.Context, in *ReportBadBloc
 	return out, nil
 }
 
+func (c *namespaceClient) AddCacheDirective(ctx context.Context, in *AddCacheDirectiveRequest, opts ...grpc.CallOption) (*CacheDirectiveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CacheDirectiveResponse)
+	err := c.cc.Invoke(ctx, Namespace_AddCacheDirective_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *namespaceClient) RemoveCacheDirective(ctx context.Context, in *RemoveCacheDirectiveRequest, opts ...grpc.CallOption) (*CacheDirectiveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CacheDirectiveResponse)
+	err := c.cc.Invoke(ctx, Namespace_RemoveCacheDirective_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *namespaceClient) ListCacheDirectives(ctx context.Context, in *ListCacheDirectivesRequest, opts ...grpc.CallOption) (*ListCacheDirectivesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListCacheDirectivesResponse)
+	err := c.cc.Invoke(ctx, Namespace_ListCacheDirectives_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NamespaceServer is the server API for Namespace service.
 // All implementations must embed UnimplementedNamespaceServer
 // for forward compatibility.
@@ -265,6 +305,13 @@ type NamespaceServer interface {
 	// (checksum mismatch): they stop counting, the block is re-replicated
 	// from a good copy and the corrupt ones are then deleted.
 	ReportBadBlocks(context.Context, *ReportBadBlocksRequest) (*ReportBadBlocksResponse, error)
+	// Cache directives (HDFS centralized cache management): the leader keeps
+	// the COMPLETE blocks of a directive's file cached in the locked memory
+	// of `replication` nodes holding a good replica. Add and remove are
+	// journaled (logbook.cache.*) and need log format 4.
+	AddCacheDirective(context.Context, *AddCacheDirectiveRequest) (*CacheDirectiveResponse, error)
+	RemoveCacheDirective(context.Context, *RemoveCacheDirectiveRequest) (*CacheDirectiveResponse, error)
+	ListCacheDirectives(context.Context, *ListCacheDirectivesRequest) (*ListCacheDirectivesResponse, error)
 	mustEmbedUnimplementedNamespaceServer()
 }
 
@@ -319,6 +366,15 @@ func (UnimplementedNamespaceServer) ListNodes(context.Context, *ListNodesRequest
 }
 func (UnimplementedNamespaceServer) ReportBadBlocks(context.Context, *ReportBadBlocksRequest) (*ReportBadBlocksResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReportBadBlocks not implemented")
+}
+func (UnimplementedNamespaceServer) AddCacheDirective(context.Context, *AddCacheDirectiveRequest) (*CacheDirectiveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddCacheDirective not implemented")
+}
+func (UnimplementedNamespaceServer) RemoveCacheDirective(context.Context, *RemoveCacheDirectiveRequest) (*CacheDirectiveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveCacheDirective not implemented")
+}
+func (UnimplementedNamespaceServer) ListCacheDirectives(context.Context, *ListCacheDirectivesRequest) (*ListCacheDirectivesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListCacheDirectives not implemented")
 }
 func (UnimplementedNamespaceServer) mustEmbedUnimplementedNamespaceServer() {}
 func (UnimplementedNamespaceServer) testEmbeddedByValue()                   {}
@@ -611,6 +667,60 @@ func _Namespace_ReportBadBlocks_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Namespace_AddCacheDirective_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddCacheDirectiveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NamespaceServer).AddCacheDirective(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Namespace_AddCacheDirective_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NamespaceServer).AddCacheDirective(ctx, req.(*AddCacheDirectiveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Namespace_RemoveCacheDirective_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveCacheDirectiveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NamespaceServer).RemoveCacheDirective(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Namespace_RemoveCacheDirective_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NamespaceServer).RemoveCacheDirective(ctx, req.(*RemoveCacheDirectiveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Namespace_ListCacheDirectives_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListCacheDirectivesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NamespaceServer).ListCacheDirectives(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Namespace_ListCacheDirectives_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NamespaceServer).ListCacheDirectives(ctx, req.(*ListCacheDirectivesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Namespace_ServiceDesc is the grpc.ServiceDesc for Namespace service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -677,6 +787,18 @@ var Namespace_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReportBadBlocks",
 			Handler:    _Namespace_ReportBadBlocks_Handler,
+		},
+		{
+			MethodName: "AddCacheDirective",
+			Handler:    _Namespace_AddCacheDirective_Handler,
+		},
+		{
+			MethodName: "RemoveCacheDirective",
+			Handler:    _Namespace_RemoveCacheDirective_Handler,
+		},
+		{
+			MethodName: "ListCacheDirectives",
+			Handler:    _Namespace_ListCacheDirectives_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

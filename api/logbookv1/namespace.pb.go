@@ -1504,6 +1504,180 @@ func (x *RegisterNodeOp) GetNode() *NodeRecord {
 	return nil
 }
 
+// CacheDirective asks the leader to keep the COMPLETE blocks of the file at
+// path cached (mlocked) on replication nodes holding a good replica (HDFS
+// centralized cache management). A directive names a path, not a file: it
+// outlives a delete of the file and covers a file created there again.
+type CacheDirective struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// From the namespace's directive counter (1, 2, ...); never reused.
+	Id   uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// Cached replicas wanted per block: 1..the file's replication when added.
+	Replication uint32 `protobuf:"varint,3,opt,name=replication,proto3" json:"replication,omitempty"`
+	// Proposed time of the add.
+	CreatedUnixNanos int64 `protobuf:"varint,4,opt,name=created_unix_nanos,json=createdUnixNanos,proto3" json:"created_unix_nanos,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *CacheDirective) Reset() {
+	*x = CacheDirective{}
+	mi := &file_logbookv1_namespace_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CacheDirective) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CacheDirective) ProtoMessage() {}
+
+func (x *CacheDirective) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_namespace_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CacheDirective.ProtoReflect.Descriptor instead.
+func (*CacheDirective) Descriptor() ([]byte, []int) {
+	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *CacheDirective) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *CacheDirective) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *CacheDirective) GetReplication() uint32 {
+	if x != nil {
+		return x.Replication
+	}
+	return 0
+}
+
+func (x *CacheDirective) GetCreatedUnixNanos() int64 {
+	if x != nil {
+		return x.CreatedUnixNanos
+	}
+	return 0
+}
+
+// AddCacheDirectiveOp (log format 4): path must name a file; one directive
+// per path.
+type AddCacheDirectiveOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Replication   uint32                 `protobuf:"varint,2,opt,name=replication,proto3" json:"replication,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddCacheDirectiveOp) Reset() {
+	*x = AddCacheDirectiveOp{}
+	mi := &file_logbookv1_namespace_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddCacheDirectiveOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddCacheDirectiveOp) ProtoMessage() {}
+
+func (x *AddCacheDirectiveOp) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_namespace_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddCacheDirectiveOp.ProtoReflect.Descriptor instead.
+func (*AddCacheDirectiveOp) Descriptor() ([]byte, []int) {
+	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *AddCacheDirectiveOp) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *AddCacheDirectiveOp) GetReplication() uint32 {
+	if x != nil {
+		return x.Replication
+	}
+	return 0
+}
+
+// RemoveCacheDirectiveOp (log format 4).
+type RemoveCacheDirectiveOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveCacheDirectiveOp) Reset() {
+	*x = RemoveCacheDirectiveOp{}
+	mi := &file_logbookv1_namespace_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveCacheDirectiveOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveCacheDirectiveOp) ProtoMessage() {}
+
+func (x *RemoveCacheDirectiveOp) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_namespace_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveCacheDirectiveOp.ProtoReflect.Descriptor instead.
+func (*RemoveCacheDirectiveOp) Descriptor() ([]byte, []int) {
+	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *RemoveCacheDirectiveOp) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
 type NamespaceOp struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Op:
@@ -1520,6 +1694,8 @@ type NamespaceOp struct {
 	//	*NamespaceOp_CommitBlockSync
 	//	*NamespaceOp_ReleaseLease
 	//	*NamespaceOp_RegisterNode
+	//	*NamespaceOp_AddCacheDirective
+	//	*NamespaceOp_RemoveCacheDirective
 	Op            isNamespaceOp_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1527,7 +1703,7 @@ type NamespaceOp struct {
 
 func (x *NamespaceOp) Reset() {
 	*x = NamespaceOp{}
-	mi := &file_logbookv1_namespace_proto_msgTypes[18]
+	mi := &file_logbookv1_namespace_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1715,7 @@ func (x *NamespaceOp) String() string {
 func (*NamespaceOp) ProtoMessage() {}
 
 func (x *NamespaceOp) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_namespace_proto_msgTypes[18]
+	mi := &file_logbookv1_namespace_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1728,7 @@ func (x *NamespaceOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamespaceOp.ProtoReflect.Descriptor instead.
 func (*NamespaceOp) Descriptor() ([]byte, []int) {
-	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{18}
+	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *NamespaceOp) GetOp() isNamespaceOp_Op {
@@ -1670,6 +1846,24 @@ func (x *NamespaceOp) GetRegisterNode() *RegisterNodeOp {
 	return nil
 }
 
+func (x *NamespaceOp) GetAddCacheDirective() *AddCacheDirectiveOp {
+	if x != nil {
+		if x, ok := x.Op.(*NamespaceOp_AddCacheDirective); ok {
+			return x.AddCacheDirective
+		}
+	}
+	return nil
+}
+
+func (x *NamespaceOp) GetRemoveCacheDirective() *RemoveCacheDirectiveOp {
+	if x != nil {
+		if x, ok := x.Op.(*NamespaceOp_RemoveCacheDirective); ok {
+			return x.RemoveCacheDirective
+		}
+	}
+	return nil
+}
+
 type isNamespaceOp_Op interface {
 	isNamespaceOp_Op()
 }
@@ -1722,6 +1916,14 @@ type NamespaceOp_RegisterNode struct {
 	RegisterNode *RegisterNodeOp `protobuf:"bytes,12,opt,name=register_node,json=registerNode,proto3,oneof"`
 }
 
+type NamespaceOp_AddCacheDirective struct {
+	AddCacheDirective *AddCacheDirectiveOp `protobuf:"bytes,13,opt,name=add_cache_directive,json=addCacheDirective,proto3,oneof"`
+}
+
+type NamespaceOp_RemoveCacheDirective struct {
+	RemoveCacheDirective *RemoveCacheDirectiveOp `protobuf:"bytes,14,opt,name=remove_cache_directive,json=removeCacheDirective,proto3,oneof"`
+}
+
 func (*NamespaceOp_CreateFile) isNamespaceOp_Op() {}
 
 func (*NamespaceOp_AddBlock) isNamespaceOp_Op() {}
@@ -1746,6 +1948,10 @@ func (*NamespaceOp_ReleaseLease) isNamespaceOp_Op() {}
 
 func (*NamespaceOp_RegisterNode) isNamespaceOp_Op() {}
 
+func (*NamespaceOp_AddCacheDirective) isNamespaceOp_Op() {}
+
+func (*NamespaceOp_RemoveCacheDirective) isNamespaceOp_Op() {}
+
 // NamespaceCommand is the payload of COMMAND_TYPE_NAMESPACE: one op.
 type NamespaceCommand struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1762,7 +1968,7 @@ type NamespaceCommand struct {
 
 func (x *NamespaceCommand) Reset() {
 	*x = NamespaceCommand{}
-	mi := &file_logbookv1_namespace_proto_msgTypes[19]
+	mi := &file_logbookv1_namespace_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1774,7 +1980,7 @@ func (x *NamespaceCommand) String() string {
 func (*NamespaceCommand) ProtoMessage() {}
 
 func (x *NamespaceCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_namespace_proto_msgTypes[19]
+	mi := &file_logbookv1_namespace_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1787,7 +1993,7 @@ func (x *NamespaceCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamespaceCommand.ProtoReflect.Descriptor instead.
 func (*NamespaceCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{19}
+	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NamespaceCommand) GetClientId() string {
@@ -1836,7 +2042,7 @@ type FileStatus struct {
 
 func (x *FileStatus) Reset() {
 	*x = FileStatus{}
-	mi := &file_logbookv1_namespace_proto_msgTypes[20]
+	mi := &file_logbookv1_namespace_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +2054,7 @@ func (x *FileStatus) String() string {
 func (*FileStatus) ProtoMessage() {}
 
 func (x *FileStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_namespace_proto_msgTypes[20]
+	mi := &file_logbookv1_namespace_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +2067,7 @@ func (x *FileStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileStatus.ProtoReflect.Descriptor instead.
 func (*FileStatus) Descriptor() ([]byte, []int) {
-	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{20}
+	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FileStatus) GetPath() string {
@@ -1949,14 +2155,17 @@ type NamespaceResult struct {
 	RemovedFiles uint64 `protobuf:"varint,8,opt,name=removed_files,json=removedFiles,proto3" json:"removed_files,omitempty"`
 	// The op had already been applied (an idempotent retry); nothing changed
 	// and no audit event was written.
-	Unchanged     bool `protobuf:"varint,9,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
+	Unchanged bool `protobuf:"varint,9,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
+	// add_cache_directive: the new directive; remove_cache_directive: the
+	// removed one.
+	Directive     *CacheDirective `protobuf:"bytes,10,opt,name=directive,proto3" json:"directive,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NamespaceResult) Reset() {
 	*x = NamespaceResult{}
-	mi := &file_logbookv1_namespace_proto_msgTypes[21]
+	mi := &file_logbookv1_namespace_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1968,7 +2177,7 @@ func (x *NamespaceResult) String() string {
 func (*NamespaceResult) ProtoMessage() {}
 
 func (x *NamespaceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_namespace_proto_msgTypes[21]
+	mi := &file_logbookv1_namespace_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1981,7 +2190,7 @@ func (x *NamespaceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamespaceResult.ProtoReflect.Descriptor instead.
 func (*NamespaceResult) Descriptor() ([]byte, []int) {
-	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{21}
+	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *NamespaceResult) GetFile() *FileStatus {
@@ -2047,6 +2256,13 @@ func (x *NamespaceResult) GetUnchanged() bool {
 	return false
 }
 
+func (x *NamespaceResult) GetDirective() *CacheDirective {
+	if x != nil {
+		return x.Directive
+	}
+	return nil
+}
+
 // NamespaceEvent is the payload of every audit event (types "logbook.*",
 // fsm.Event* constants): the op as applied and its result.
 type NamespaceEvent struct {
@@ -2061,7 +2277,7 @@ type NamespaceEvent struct {
 
 func (x *NamespaceEvent) Reset() {
 	*x = NamespaceEvent{}
-	mi := &file_logbookv1_namespace_proto_msgTypes[22]
+	mi := &file_logbookv1_namespace_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2073,7 +2289,7 @@ func (x *NamespaceEvent) String() string {
 func (*NamespaceEvent) ProtoMessage() {}
 
 func (x *NamespaceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_namespace_proto_msgTypes[22]
+	mi := &file_logbookv1_namespace_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2086,7 +2302,7 @@ func (x *NamespaceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamespaceEvent.ProtoReflect.Descriptor instead.
 func (*NamespaceEvent) Descriptor() ([]byte, []int) {
-	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{22}
+	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *NamespaceEvent) GetOp() *NamespaceOp {
@@ -2243,7 +2459,17 @@ const file_logbookv1_namespace_proto_rawDesc = "" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x12+\n" +
 	"\x11replicated_blocks\x18\x03 \x03(\x04R\x10replicatedBlocks\"<\n" +
 	"\x0eRegisterNodeOp\x12*\n" +
-	"\x04node\x18\x01 \x01(\v2\x16.logbook.v1.NodeRecordR\x04node\"\xcc\x06\n" +
+	"\x04node\x18\x01 \x01(\v2\x16.logbook.v1.NodeRecordR\x04node\"\x84\x01\n" +
+	"\x0eCacheDirective\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12 \n" +
+	"\vreplication\x18\x03 \x01(\rR\vreplication\x12,\n" +
+	"\x12created_unix_nanos\x18\x04 \x01(\x03R\x10createdUnixNanos\"K\n" +
+	"\x13AddCacheDirectiveOp\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12 \n" +
+	"\vreplication\x18\x02 \x01(\rR\vreplication\"(\n" +
+	"\x16RemoveCacheDirectiveOp\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\"\xfb\a\n" +
 	"\vNamespaceOp\x12;\n" +
 	"\vcreate_file\x18\x01 \x01(\v2\x18.logbook.v1.CreateFileOpH\x00R\n" +
 	"createFile\x125\n" +
@@ -2260,7 +2486,9 @@ const file_logbookv1_namespace_proto_rawDesc = "" +
 	"\x11commit_block_sync\x18\n" +
 	" \x01(\v2\x1d.logbook.v1.CommitBlockSyncOpH\x00R\x0fcommitBlockSync\x12A\n" +
 	"\rrelease_lease\x18\v \x01(\v2\x1a.logbook.v1.ReleaseLeaseOpH\x00R\freleaseLease\x12A\n" +
-	"\rregister_node\x18\f \x01(\v2\x1a.logbook.v1.RegisterNodeOpH\x00R\fregisterNodeB\x04\n" +
+	"\rregister_node\x18\f \x01(\v2\x1a.logbook.v1.RegisterNodeOpH\x00R\fregisterNode\x12Q\n" +
+	"\x13add_cache_directive\x18\r \x01(\v2\x1f.logbook.v1.AddCacheDirectiveOpH\x00R\x11addCacheDirective\x12Z\n" +
+	"\x16remove_cache_directive\x18\x0e \x01(\v2\".logbook.v1.RemoveCacheDirectiveOpH\x00R\x14removeCacheDirectiveB\x04\n" +
 	"\x02op\"\x96\x01\n" +
 	"\x10NamespaceCommand\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1f\n" +
@@ -2280,7 +2508,7 @@ const file_logbookv1_namespace_proto_rawDesc = "" +
 	"\vblock_count\x18\a \x01(\rR\n" +
 	"blockCount\x12(\n" +
 	"\x10ctime_unix_nanos\x18\b \x01(\x03R\x0ectimeUnixNanos\x12(\n" +
-	"\x10mtime_unix_nanos\x18\t \x01(\x03R\x0emtimeUnixNanos\"\xf4\x02\n" +
+	"\x10mtime_unix_nanos\x18\t \x01(\x03R\x0emtimeUnixNanos\"\xae\x03\n" +
 	"\x0fNamespaceResult\x12*\n" +
 	"\x04file\x18\x01 \x01(\v2\x16.logbook.v1.FileStatusR\x04file\x12-\n" +
 	"\x05block\x18\x02 \x01(\v2\x17.logbook.v1.BlockRecordR\x05block\x12?\n" +
@@ -2290,7 +2518,9 @@ const file_logbookv1_namespace_proto_rawDesc = "" +
 	"\x04node\x18\x06 \x01(\v2\x16.logbook.v1.NodeRecordR\x04node\x12'\n" +
 	"\x0fstale_locations\x18\a \x03(\tR\x0estaleLocations\x12#\n" +
 	"\rremoved_files\x18\b \x01(\x04R\fremovedFiles\x12\x1c\n" +
-	"\tunchanged\x18\t \x01(\bR\tunchanged\"\x8d\x01\n" +
+	"\tunchanged\x18\t \x01(\bR\tunchanged\x128\n" +
+	"\tdirective\x18\n" +
+	" \x01(\v2\x1a.logbook.v1.CacheDirectiveR\tdirective\"\x8d\x01\n" +
 	"\x0eNamespaceEvent\x12'\n" +
 	"\x02op\x18\x01 \x01(\v2\x17.logbook.v1.NamespaceOpR\x02op\x123\n" +
 	"\x06result\x18\x02 \x01(\v2\x1b.logbook.v1.NamespaceResultR\x06result\x12\x1d\n" +
@@ -2317,7 +2547,7 @@ func file_logbookv1_namespace_proto_rawDescGZIP() []byte {
 }
 
 var file_logbookv1_namespace_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_logbookv1_namespace_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_logbookv1_namespace_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_logbookv1_namespace_proto_goTypes = []any{
 	(BlockState)(0),                  // 0: logbook.v1.BlockState
 	(*FileRecord)(nil),               // 1: logbook.v1.FileRecord
@@ -2338,11 +2568,14 @@ var file_logbookv1_namespace_proto_goTypes = []any{
 	(*CommitBlockSyncOp)(nil),        // 16: logbook.v1.CommitBlockSyncOp
 	(*ReleaseLeaseOp)(nil),           // 17: logbook.v1.ReleaseLeaseOp
 	(*RegisterNodeOp)(nil),           // 18: logbook.v1.RegisterNodeOp
-	(*NamespaceOp)(nil),              // 19: logbook.v1.NamespaceOp
-	(*NamespaceCommand)(nil),         // 20: logbook.v1.NamespaceCommand
-	(*FileStatus)(nil),               // 21: logbook.v1.FileStatus
-	(*NamespaceResult)(nil),          // 22: logbook.v1.NamespaceResult
-	(*NamespaceEvent)(nil),           // 23: logbook.v1.NamespaceEvent
+	(*CacheDirective)(nil),           // 19: logbook.v1.CacheDirective
+	(*AddCacheDirectiveOp)(nil),      // 20: logbook.v1.AddCacheDirectiveOp
+	(*RemoveCacheDirectiveOp)(nil),   // 21: logbook.v1.RemoveCacheDirectiveOp
+	(*NamespaceOp)(nil),              // 22: logbook.v1.NamespaceOp
+	(*NamespaceCommand)(nil),         // 23: logbook.v1.NamespaceCommand
+	(*FileStatus)(nil),               // 24: logbook.v1.FileStatus
+	(*NamespaceResult)(nil),          // 25: logbook.v1.NamespaceResult
+	(*NamespaceEvent)(nil),           // 26: logbook.v1.NamespaceEvent
 }
 var file_logbookv1_namespace_proto_depIdxs = []int32{
 	0,  // 0: logbook.v1.BlockRecord.state:type_name -> logbook.v1.BlockState
@@ -2362,18 +2595,21 @@ var file_logbookv1_namespace_proto_depIdxs = []int32{
 	16, // 14: logbook.v1.NamespaceOp.commit_block_sync:type_name -> logbook.v1.CommitBlockSyncOp
 	17, // 15: logbook.v1.NamespaceOp.release_lease:type_name -> logbook.v1.ReleaseLeaseOp
 	18, // 16: logbook.v1.NamespaceOp.register_node:type_name -> logbook.v1.RegisterNodeOp
-	19, // 17: logbook.v1.NamespaceCommand.op:type_name -> logbook.v1.NamespaceOp
-	21, // 18: logbook.v1.NamespaceResult.file:type_name -> logbook.v1.FileStatus
-	3,  // 19: logbook.v1.NamespaceResult.block:type_name -> logbook.v1.BlockRecord
-	6,  // 20: logbook.v1.NamespaceResult.removed_blocks:type_name -> logbook.v1.RemovedBlock
-	4,  // 21: logbook.v1.NamespaceResult.node:type_name -> logbook.v1.NodeRecord
-	19, // 22: logbook.v1.NamespaceEvent.op:type_name -> logbook.v1.NamespaceOp
-	22, // 23: logbook.v1.NamespaceEvent.result:type_name -> logbook.v1.NamespaceResult
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	20, // 17: logbook.v1.NamespaceOp.add_cache_directive:type_name -> logbook.v1.AddCacheDirectiveOp
+	21, // 18: logbook.v1.NamespaceOp.remove_cache_directive:type_name -> logbook.v1.RemoveCacheDirectiveOp
+	22, // 19: logbook.v1.NamespaceCommand.op:type_name -> logbook.v1.NamespaceOp
+	24, // 20: logbook.v1.NamespaceResult.file:type_name -> logbook.v1.FileStatus
+	3,  // 21: logbook.v1.NamespaceResult.block:type_name -> logbook.v1.BlockRecord
+	6,  // 22: logbook.v1.NamespaceResult.removed_blocks:type_name -> logbook.v1.RemovedBlock
+	4,  // 23: logbook.v1.NamespaceResult.node:type_name -> logbook.v1.NodeRecord
+	19, // 24: logbook.v1.NamespaceResult.directive:type_name -> logbook.v1.CacheDirective
+	22, // 25: logbook.v1.NamespaceEvent.op:type_name -> logbook.v1.NamespaceOp
+	25, // 26: logbook.v1.NamespaceEvent.result:type_name -> logbook.v1.NamespaceResult
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_logbookv1_namespace_proto_init() }
@@ -2381,7 +2617,7 @@ func file_logbookv1_namespace_proto_init() {
 	if File_logbookv1_namespace_proto != nil {
 		return
 	}
-	file_logbookv1_namespace_proto_msgTypes[18].OneofWrappers = []any{
+	file_logbookv1_namespace_proto_msgTypes[21].OneofWrappers = []any{
 		(*NamespaceOp_CreateFile)(nil),
 		(*NamespaceOp_AddBlock)(nil),
 		(*NamespaceOp_CompleteFile)(nil),
@@ -2394,6 +2630,8 @@ func file_logbookv1_namespace_proto_init() {
 		(*NamespaceOp_CommitBlockSync)(nil),
 		(*NamespaceOp_ReleaseLease)(nil),
 		(*NamespaceOp_RegisterNode)(nil),
+		(*NamespaceOp_AddCacheDirective)(nil),
+		(*NamespaceOp_RemoveCacheDirective)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2401,7 +2639,7 @@ func file_logbookv1_namespace_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_namespace_proto_rawDesc), len(file_logbookv1_namespace_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

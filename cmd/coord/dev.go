@@ -141,6 +141,11 @@ type devCluster struct {
 // later nodes take the next free ones.
 var devNodeBase = [3]int{7400, 7500, 7600}
 
+// devLockedMemory is each dev node's cache budget (node serve
+// --max-locked-memory); above RLIMIT_MEMLOCK (ulimit -l) a non-root user's
+// caching fails with mlock-refused, which the node logs.
+const devLockedMemory = 64 << 20
+
 // startNodes starts n storage nodes on loopback ports, each with its own
 // volume under the cluster's data dir, joined to the coordinators.
 func (d *devCluster) startNodes(opts devOptions) error {
@@ -174,6 +179,7 @@ func (d *devCluster) startNodes(opts devOptions) error {
 		if opts.HeartbeatInterval > 0 {
 			cfg.HeartbeatInterval = opts.HeartbeatInterval
 		}
+		cfg.MaxLockedMemory = devLockedMemory // so coord cache has somewhere to cache
 		cfg.Logger = opts.Logger.With("node", cfg.ID)
 		n, err := nodeserver.New(cfg)
 		if err != nil {
@@ -410,7 +416,7 @@ func (d *devCluster) printBanner(w io.Writer, st *pb.StatusResponse) {
 	}
 	examples := []string{"status", "journal append --type demo --payload hello", "journal read --from 1"}
 	if len(d.nodes) > 0 {
-		examples = append(examples, "nodes", "fs put README.md /demo/readme", "fs stat /demo/readme")
+		examples = append(examples, "nodes", "fs put README.md /demo/readme", "fs stat /demo/readme", "cache add /demo/readme --replication 2")
 	}
 	for _, ex := range examples {
 		fmt.Fprintf(w, "  coord %s%s\n", ex, flags)

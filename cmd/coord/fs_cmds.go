@@ -25,7 +25,8 @@ nodes' write pipelines. Paths are absolute (/dir/file).
   cat PATH            print a file
   ls [DIR]            list a directory (default /)
   rm PATH [-r]        remove a file, or a directory with -r
-  stat PATH           a file with its blocks and their replicas
+  stat PATH           a file with its blocks and their replicas (+cached:
+                      held in a node's locked memory, see coord cache)
   recover-lease PATH  take an open file's lease over and close it`
 	return c
 }
@@ -251,6 +252,8 @@ type fsLocationJSON struct {
 	State  string `json:"state"`
 	GS     uint64 `json:"gs"`
 	Length int64  `json:"length"`
+	// Cached: the node holds the replica in locked memory (coord cache).
+	Cached bool `json:"cached"`
 }
 
 func toFSStatJSON(info client.FileInfo) fsStatJSON {
@@ -258,7 +261,7 @@ func toFSStatJSON(info client.FileInfo) fsStatJSON {
 	for _, b := range info.Blocks {
 		bj := fsBlockJSON{ID: b.ID, GS: b.GS, Length: b.Length, State: blockStateName(b.State), Locations: []fsLocationJSON{}}
 		for _, r := range b.Reported {
-			bj.Locations = append(bj.Locations, fsLocationJSON{Node: r.Node, State: replicaStateName(r.State), GS: r.GS, Length: r.Length})
+			bj.Locations = append(bj.Locations, fsLocationJSON{Node: r.Node, State: replicaStateName(r.State), GS: r.GS, Length: r.Length, Cached: r.Cached})
 		}
 		out.Blocks = append(out.Blocks, bj)
 	}
@@ -309,7 +312,11 @@ func newFSStatCmd() *cobra.Command {
 				for _, b := range st.Blocks {
 					locs := make([]string, 0, len(b.Locations))
 					for _, l := range b.Locations {
-						locs = append(locs, l.Node+":"+l.State+"@"+strconv.FormatUint(l.GS, 10)+"/"+strconv.FormatInt(l.Length, 10))
+						loc := l.Node + ":" + l.State + "@" + strconv.FormatUint(l.GS, 10) + "/" + strconv.FormatInt(l.Length, 10)
+						if l.Cached {
+							loc += "+cached"
+						}
+						locs = append(locs, loc)
 					}
 					fmt.Fprintf(t, "%d\t%d\t%d\t%s\t%s\n", b.ID, b.GS, b.Length, b.State, orDash(strings.Join(locs, " ")))
 				}

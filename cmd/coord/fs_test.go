@@ -38,6 +38,7 @@ func startTestNodes(t *testing.T, endpoints []string) {
 		l.Close()
 		cfg.CoordEndpoints = endpoints
 		cfg.HeartbeatInterval = 200 * time.Millisecond
+		cfg.MaxLockedMemory = 16 << 20
 		cfg.Logger = slog.New(slog.DiscardHandler)
 		n, err := nodeserver.New(cfg)
 		if err != nil {
@@ -177,7 +178,7 @@ func TestFSCommands(t *testing.T) {
 			t.Fatalf("block with %d locations: %v", len(locs), b)
 		}
 		for _, l := range locs {
-			if k := jsonKeys(l.(map[string]any)); !reflect.DeepEqual(k, []string{"gs", "length", "node", "state"}) {
+			if k := jsonKeys(l.(map[string]any)); !reflect.DeepEqual(k, []string{"cached", "gs", "length", "node", "state"}) {
 				t.Fatalf("location keys %v", k)
 			}
 		}

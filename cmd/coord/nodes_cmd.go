@@ -24,6 +24,10 @@ type nodeJSON struct {
 	CapacityBytes   uint64 `json:"capacity_bytes"`
 	FreeBytes       uint64 `json:"free_bytes"`
 	FailedStorages  int    `json:"failed_storages"`
+	// The node's latest cache report (coord cache).
+	CacheCapacityBytes uint64 `json:"cache_capacity_bytes"`
+	CacheUsedBytes     uint64 `json:"cache_used_bytes"`
+	CachedBlocks       uint64 `json:"cached_blocks"`
 }
 
 type nodesJSON struct {
@@ -39,7 +43,8 @@ func toNodesJSON(r *pb.ListNodesResponse) nodesJSON {
 		PendingReplications: r.PendingReplications, Nodes: []nodeJSON{}}
 	for _, n := range r.Nodes {
 		j := nodeJSON{ID: n.Node.GetId(), GRPCAddr: n.Node.GetGrpcAddr(), HTTPAddr: n.Node.GetHttpAddr(),
-			Live: n.Live, Dead: n.Dead, Gossip: n.Gossip, LastHeartbeatMs: n.LastHeartbeatMs, FullReport: n.FullReport, Replicas: n.Replicas}
+			Live: n.Live, Dead: n.Dead, Gossip: n.Gossip, LastHeartbeatMs: n.LastHeartbeatMs, FullReport: n.FullReport, Replicas: n.Replicas,
+			CacheCapacityBytes: n.CacheCapacity, CacheUsedBytes: n.CacheUsed, CachedBlocks: n.CachedBlocks}
 		for _, s := range n.Storages {
 			j.CapacityBytes += s.Capacity
 			j.FreeBytes += s.Free
@@ -62,7 +67,8 @@ each (soft state, rebuilt after a leader change): state (live: heard from
 within the stale interval and not failed in gossip; stale; dead: silent past
 the dead interval, its blocks re-replicated elsewhere), its gossip state when
 it joined the coordinators' gossip (node serve --join), time since the last heartbeat, whether a full block report
-arrived in this term, replicas reported, capacity and free space. In safe mode
+arrived in this term, replicas reported, capacity and free space (with
+--json also the cache report: cache capacity, bytes and blocks cached). In safe mode
 the leader deletes and re-replicates nothing until the nodes have reported.`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {

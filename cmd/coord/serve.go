@@ -57,6 +57,7 @@ func addServeFlags(fs *pflag.FlagSet) *serveFlags {
 	fs.DurationVar(&c.FS.NodeDeadInterval, "dead-node-interval", d.FS.NodeDeadInterval, "a storage node without a heartbeat for this long is dead: its blocks are re-replicated")
 	fs.DurationVar(&c.FS.ReplicationTimeout, "replication-timeout", d.FS.ReplicationTimeout, "a re-replication transfer not reported by its targets within this long is scheduled again")
 	fs.IntVar(&c.FS.ReplicationStreams, "replication-streams", d.FS.ReplicationStreams, "re-replication transfers in flight per source node")
+	fs.DurationVar(&c.FS.CacheTimeout, "cache-timeout", d.FS.CacheTimeout, "a cache or uncache command a node's cache report does not show within this long is judged again")
 	fs.DurationVar(&c.Raft.LeaderLeaseTimeout, "raft-leader-lease-timeout", d.Raft.LeaderLeaseTimeout, "Raft leader lease timeout (at most the heartbeat timeout)")
 	fs.DurationVar(&c.Raft.CommitTimeout, "raft-commit-timeout", d.Raft.CommitTimeout, "Raft commit timeout")
 	fs.Uint64Var(&c.Raft.SnapshotThreshold, "raft-snapshot-threshold", d.Raft.SnapshotThreshold, "snapshot after this many new log entries")

@@ -39,6 +39,11 @@ type FSConfig struct {
 	// MaxLeaseActionsPerCycle bounds the releases and recoveries one
 	// monitor cycle proposes.
 	MaxLeaseActionsPerCycle int
+	// CacheCheckInterval: how often the cache monitor runs.
+	CacheCheckInterval time.Duration
+	// CacheTimeout: a cache or uncache command not shown by the node's
+	// cache report within it is forgotten and the block judged again.
+	CacheTimeout time.Duration
 }
 
 // DefaultFSConfig returns the defaults (HDFS lease limits).
@@ -55,6 +60,8 @@ func DefaultFSConfig() FSConfig {
 		SafeModeTimeout:          30 * time.Second,
 		LeaseCheckInterval:       time.Second,
 		MaxLeaseActionsPerCycle:  100,
+		CacheCheckInterval:       3 * time.Second,
+		CacheTimeout:             time.Minute,
 	}
 }
 
@@ -81,6 +88,8 @@ func (c FSConfig) withDefaults() FSConfig {
 	if c.MaxLeaseActionsPerCycle == 0 {
 		c.MaxLeaseActionsPerCycle = d.MaxLeaseActionsPerCycle
 	}
+	set(&c.CacheCheckInterval, d.CacheCheckInterval)
+	set(&c.CacheTimeout, d.CacheTimeout)
 	return c
 }
 
@@ -89,7 +98,8 @@ func (c FSConfig) Validate() error {
 	c = c.withDefaults()
 	if c.LeaseSoftLimit < 0 || c.LeaseHardLimit < 0 || c.RecoveryTimeout < 0 || c.NodeStaleInterval < 0 ||
 		c.SafeModeTimeout < 0 || c.LeaseCheckInterval < 0 || c.MaxLeaseActionsPerCycle < 0 ||
-		c.NodeDeadInterval < 0 || c.ReplicationCheckInterval < 0 || c.ReplicationStreams < 0 || c.ReplicationTimeout < 0 {
+		c.NodeDeadInterval < 0 || c.ReplicationCheckInterval < 0 || c.ReplicationStreams < 0 || c.ReplicationTimeout < 0 ||
+		c.CacheCheckInterval < 0 || c.CacheTimeout < 0 {
 		return errors.New("fs: durations and limits must not be negative")
 	}
 	if c.NodeDeadInterval < c.NodeStaleInterval {

@@ -60,6 +60,11 @@ var fsSentinels = []struct {
 	{fsm.ErrBlockLength, "BLOCK_LENGTH"},
 	{fsm.ErrDeleteTooLarge, "DELETE_TOO_LARGE"},
 	{fsm.ErrInvalidNamespaceOp, "INVALID_OP"},
+	{fsm.ErrCacheFormat, ReasonLogFormat},
+	{fsm.ErrInvalidCacheReplication, "INVALID_CACHE_REPLICATION"},
+	{fsm.ErrDirectiveExists, "DIRECTIVE_EXISTS"},
+	{fsm.ErrDirectiveNotFound, "DIRECTIVE_NOT_FOUND"},
+	{fsm.ErrTooManyDirectives, "TOO_MANY_DIRECTIVES"},
 }
 
 var kindCodes = map[fsm.Kind]codes.Code{
@@ -71,6 +76,7 @@ var kindCodes = map[fsm.Kind]codes.Code{
 	fsm.KindOutOfRange:         codes.OutOfRange,
 	fsm.KindUnavailable:        codes.Unavailable,
 	fsm.KindInternal:           codes.Internal,
+	fsm.KindResourceExhausted:  codes.ResourceExhausted,
 }
 
 var ruleKindCodes = map[lr.ErrorKind]codes.Code{

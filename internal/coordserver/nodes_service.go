@@ -114,6 +114,9 @@ func (l *nodeLinkService) Heartbeat(ctx context.Context, req *pb.NodeHeartbeatRe
 	if err := s.checkFSName("node id", req.NodeId); err != nil {
 		return nil, err
 	}
+	if n := len(req.Cache.GetBlockIds()); n > maxCacheReportBlocks {
+		return nil, s.badRequest(fmt.Sprintf("cache report of %d blocks, at most %d", n, maxCacheReportBlocks))
+	}
 	if err := s.fsReady(ctx); err != nil {
 		return nil, err
 	}
@@ -127,6 +130,7 @@ func (l *nodeLinkService) Heartbeat(ctx context.Context, req *pb.NodeHeartbeatRe
 	n.lastHeartbeat = now
 	n.dead = false
 	n.setStorages(req.Storages)
+	n.cache.setReport(req.Cache)
 	safe := f.safeMode
 	f.mu.Unlock()
 	resp := &pb.NodeHeartbeatResponse{SafeMode: safe}
@@ -166,6 +170,7 @@ func (s *Server) nodeCommands(id string, now time.Time) []*pb.NodeCommand {
 	}
 	safe := f.safeMode
 	transfers, excess := n.takeWorkLocked()
+	cache, uncache := n.cache.takeWork(now, s.fsCfg().CacheTimeout)
 	var reps map[uint64]softReplica
 	if !safe && n.fullReport {
 		reps = make(map[uint64]softReplica, len(n.replicas))
@@ -186,7 +191,7 @@ func (s *Server) nodeCommands(id string, now time.Time) []*pb.NodeCommand {
 	if inv := append(excess, s.invalidations(id, reps, now)...); len(inv) > 0 {
 		out = append(out, &pb.NodeCommand{Command: &pb.NodeCommand_Invalidate{Invalidate: &pb.InvalidateCommand{Blocks: inv}}})
 	}
-	return out
+	return append(out, cacheCommands(cache, uncache)...)
 }
 
 // invalidations classifies node id's reported replicas with
@@ -432,6 +437,7 @@ func (n *namespaceService) ListNodes(ctx context.Context, _ *pb.ListNodesRequest
 			}
 			ns.FullReport = soft.fullReport
 			ns.Replicas = uint64(len(soft.replicas))
+			ns.CacheCapacity, ns.CacheUsed, ns.CachedBlocks = soft.cache.capacity, soft.cache.used, uint64(len(soft.cache.cached))
 			for _, st := range soft.storages {
 				ns.Storages = append(ns.Storages, st)
 			}

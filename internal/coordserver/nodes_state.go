@@ -22,6 +22,9 @@ type fsSoft struct {
 	safeMode  bool
 	safeUntil time.Time
 	repl      replState
+	// cacheCursor: the directive id the cache monitor's next cycle starts
+	// from (cache_monitor.go).
+	cacheCursor uint64
 	// gossip is the server's node gossip state (its own lock, taken after
 	// mu).
 	gossip *nodeGossip
@@ -45,6 +48,8 @@ type nodeSoft struct {
 	// invalidating: blocks the leader had this node delete and that it has
 	// not reported deleted yet; the node is no target for them meanwhile.
 	invalidating map[uint64]struct{}
+	// cache: the node's cache report and cache work (cache_monitor.go).
+	cache nodeCache
 }
 
 type softReplica struct {
@@ -61,6 +66,7 @@ func (f *fsSoft) reset(term uint64, now time.Time, safeTimeout time.Duration) {
 	f.renewals = map[string]time.Time{}
 	f.safeMode, f.safeUntil = true, now.Add(safeTimeout)
 	f.repl = newReplState()
+	f.cacheCursor = 0
 }
 
 // fs returns the soft state locked for term (reset when the term moved
@@ -163,7 +169,8 @@ func (f *fsSoft) reported(id uint64) []*pb.ReportedLocation {
 	var out []*pb.ReportedLocation
 	for _, nid := range f.reporters(id) {
 		r := f.nodes[nid].replicas[id]
-		out = append(out, &pb.ReportedLocation{NodeId: nid, State: r.state, Gs: r.gs, NumBytes: r.numBytes, Corrupt: f.corruptLocked(id, nid, r)})
+		out = append(out, &pb.ReportedLocation{NodeId: nid, State: r.state, Gs: r.gs, NumBytes: r.numBytes, Corrupt: f.corruptLocked(id, nid, r),
+			Cached: f.nodes[nid].cache.has(id)})
 	}
 	return out
 }

@@ -18,8 +18,9 @@ import (
 )
 
 // startNodes starts n real storage nodes joined to tc's coordinators and
-// waits until the leader sees all of them live with a full report.
-func startNodes(t *testing.T, e *fsEnv, n int) []*nodeserver.Server {
+// waits until the leader sees all of them live with a full report. opts
+// adjust each node's config.
+func startNodes(t *testing.T, e *fsEnv, n int, opts ...func(*nodeserver.Config)) []*nodeserver.Server {
 	t.Helper()
 	var nodes []*nodeserver.Server
 	for i := 1; i <= n; i++ {
@@ -30,6 +31,9 @@ func startNodes(t *testing.T, e *fsEnv, n int) []*nodeserver.Server {
 		cfg.CoordEndpoints = e.tc.endpoints()
 		cfg.HeartbeatInterval = 100 * time.Millisecond
 		cfg.Logger = testLogger(t).With("node", cfg.ID)
+		for _, o := range opts {
+			o(&cfg)
+		}
 		s, err := nodeserver.New(cfg)
 		if err != nil {
 			t.Fatal(err)

@@ -235,10 +235,8 @@ func (s *Server) markDeadLocked(f *fsSoft, now time.Time, dead time.Duration) {
 func (s *Server) checkBlockLocked(f *fsSoft, info blockInfo, now time.Time, cfg FSConfig) {
 	b := info.block
 	var good []string
-	for nid, n := range f.nodes {
-		r, ok := n.replicas[b.Id]
-		if ok && r.state == pb.ReplicaState_REPLICA_STATE_FINALIZED && r.gs == b.Gs && r.numBytes == int64(b.NumBytes) &&
-			f.alive(nid, now, cfg.NodeDeadInterval) && !f.corruptLocked(b.Id, nid, r) {
+	for nid := range f.nodes {
+		if f.goodReplicaLocked(nid, b, now, cfg.NodeDeadInterval) {
 			good = append(good, nid)
 		}
 	}

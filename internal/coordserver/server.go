@@ -144,6 +144,7 @@ func New(cfg Config) (_ *Server, err error) {
 	s.goLoop(s.journalLoop)
 	s.goLoop(s.leaseMonitor)
 	s.goLoop(s.replicationMonitor)
+	s.goLoop(s.cacheMonitor)
 	s.goLoop(s.watchNodeGossip)
 	if err := s.bootstrap(); err != nil {
 		return nil, err

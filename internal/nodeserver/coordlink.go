@@ -27,6 +27,15 @@ const (
 	// transfer streams a block.
 	linkMaxRecoveries = 32
 	linkMaxTransfers  = 4
+	// linkMaxCacheQueued bounds the replicas waiting to be cached (one
+	// worker caches them in turn: each is read and verified in full before
+	// it is locked); the coordinator re-sends what did not fit.
+	linkMaxCacheQueued = 4096
+	// linkMaxCacheReport bounds the block ids of a cache report (the
+	// coordinator refuses more).
+	linkMaxCacheReport = 1 << 16
+	// linkCacheTimeout bounds caching one replica.
+	linkCacheTimeout = time.Minute
 	// linkMaxRecvBytes bounds a coordinator's reply (a heartbeat's commands).
 	linkMaxRecvBytes = 16 << 20
 	// linkMaxBadQueued bounds the corrupt replicas waiting to be reported.
@@ -89,6 +98,12 @@ type coordLink struct {
 	cur     int              // the endpoint tried first
 	running map[string]bool  // keys of the running tasks
 	bad     []*pb.BadReplica // corrupt replicas to report (bounded)
+	// Replicas to cache, in order (ids in toCacheSet; an uncache takes an
+	// id out of the set and the worker skips it); caching: the worker
+	// runs.
+	toCache    []*pb.BlockRef
+	toCacheSet map[uint64]bool
+	caching    bool
 }
 
 func newCoordLink(s *Server) (*coordLink, error) {
@@ -334,7 +349,7 @@ func (l *coordLink) fullReport() error {
 }
 
 func (l *coordLink) heartbeat() {
-	req := &pb.NodeHeartbeatRequest{NodeId: l.s.cfg.ID, Storages: storageReports(l.s.store.VolumeInfo())}
+	req := &pb.NodeHeartbeatRequest{NodeId: l.s.cfg.ID, Storages: storageReports(l.s.store.VolumeInfo()), Cache: l.cacheReport()}
 	var resp *pb.NodeHeartbeatResponse
 	err := l.call(l.ctx, 1, func(ctx context.Context, c pb.NodeLinkClient) error {
 		var err error
@@ -454,6 +469,10 @@ func (l *coordLink) execute(cmds []*pb.NodeCommand) {
 			t := c.Transfer
 			key := fmt.Sprintf("transfer/%d/%d/%s", t.GetBlock().GetId(), t.GetBlock().GetGs(), locationAddrs(t.GetTargets()))
 			l.startTask(key, linkMaxTransfers, func(ctx context.Context) { l.transfer(ctx, t) })
+		case *pb.NodeCommand_Uncache:
+			l.uncache(c.Uncache)
+		case *pb.NodeCommand_Cache:
+			l.queueCache(c.Cache.GetBlocks())
 		case *pb.NodeCommand_RecoverBlock:
 			r := c.RecoverBlock
 			key := fmt.Sprintf("recover/%d/%d", r.GetBlockId(), r.GetRecoveryId())

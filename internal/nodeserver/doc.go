@@ -82,14 +82,20 @@
 //     followed by a full BlockReport of Config.BlockPool (pending changes
 //     are dropped first: the report covers them);
 //  2. every Config.HeartbeatInterval a Heartbeat with the volumes'
-//     capacity, used, free (available) bytes and failed flag;
+//     capacity, used, free (available) bytes and failed flag, and the
+//     cache report (Config.MaxLockedMemory, bytes cached, the cached
+//     replicas' ids, at most linkMaxCacheReport);
 //  3. as changes queue, IncrementalReport batches (RECEIVING, RECEIVED,
 //     DELETED); a queue overflow or a failed send is replaced by a full
 //     report;
 //  4. runs the commands of every reply: SendFullReport, ReRegister
 //     (register, then a full report; a NODE_NOT_REGISTERED refusal does the
 //     same), Invalidate (Dataset.Invalidate), Transfer (the TransferBlock
-//     path, TRANSFER_FINALIZED to the targets) and RecoverBlock.
+//     path, TRANSFER_FINALIZED to the targets), RecoverBlock, Cache and
+//     Uncache (coordlink_cache.go: one worker caches the queued replicas
+//     in turn through Dataset.Cache, at the command's GS only, then
+//     heartbeats at once; Uncache releases a replica and drops it from the
+//     queue).
 //
 // Transfers and recoveries run as tasks beside the loop: at most
 // linkMaxTransfers and linkMaxRecoveries at once (more are dropped, the

@@ -32,6 +32,11 @@ type Dataset interface {
 	replica.Store
 	VolumeInfo() []replica.VolumeInfo
 	Stats() replica.Stats
+	// The replica cache (HDFS FsDatasetCache), driven by the
+	// coordinator's cache and uncache commands.
+	Cache(ctx context.Context, bpid string, id uint64) error
+	Uncache(bpid string, id uint64) error
+	CacheReport(bpid string) ([]uint64, error)
 }
 
 var _ Dataset = (*replica.Dataset)(nil)

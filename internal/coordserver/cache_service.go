@@ -1,0 +1,99 @@
+package coordserver
+
+import (
+	"context"
+	"fmt"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/fsm"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+)
+
+// cacheReady: fsReady, and the replicated log format carries the
+// cache-directive ops (a voter on an older build would halt on them).
+func (s *Server) cacheReady(ctx context.Context) error {
+	if err := s.fsReady(ctx); err != nil {
+		return err
+	}
+	if f := s.logFormat(); f < fsm.CacheFormat {
+		return s.statusErr(codes.FailedPrecondition, ReasonLogFormat,
+			fmt.Sprintf("cache directives need log format %d, the cluster is at %d (every voter must be upgraded)", fsm.CacheFormat, f))
+	}
+	return nil
+}
+
+// AddCacheDirective journals a directive (logbook.cache.added); the cache
+// monitor then caches the file's COMPLETE blocks.
+func (n *namespaceService) AddCacheDirective(ctx context.Context, req *pb.AddCacheDirectiveRequest) (*pb.CacheDirectiveResponse, error) {
+	s := n.s
+	if err := s.checkFSPath("add cache directive", req.Path); err != nil {
+		return nil, err
+	}
+	if err := s.checkSession(req.Session); err != nil {
+		return nil, err
+	}
+	if err := s.cacheReady(ctx); err != nil {
+		return nil, err
+	}
+	return s.directiveOp(req.Session, &pb.NamespaceOp{Op: &pb.NamespaceOp_AddCacheDirective{
+		AddCacheDirective: &pb.AddCacheDirectiveOp{Path: req.Path, Replication: req.Replication}}})
+}
+
+// RemoveCacheDirective journals the removal (logbook.cache.removed); the
+// cache monitor then uncaches what only it covered.
+func (n *namespaceService) RemoveCacheDirective(ctx context.Context, req *pb.RemoveCacheDirectiveRequest) (*pb.CacheDirectiveResponse, error) {
+	s := n.s
+	if err := s.checkSession(req.Session); err != nil {
+		return nil, err
+	}
+	if err := s.cacheReady(ctx); err != nil {
+		return nil, err
+	}
+	return s.directiveOp(req.Session, &pb.NamespaceOp{Op: &pb.NamespaceOp_RemoveCacheDirective{
+		RemoveCacheDirective: &pb.RemoveCacheDirectiveOp{Id: req.Id}}})
+}
+
+func (s *Server) directiveOp(sess *pb.FsSession, op *pb.NamespaceOp) (*pb.CacheDirectiveResponse, error) {
+	r, err := s.proposeNS(sess, op)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.CacheDirectiveResponse{Directive: proto.Clone(r.Result.GetDirective()).(*pb.CacheDirective), Seq: r.Seq}, nil
+}
+
+// ListCacheDirectives lists every directive (replicated) with the leader's
+// view of how much of it is cached (soft state, from cache reports).
+func (n *namespaceService) ListCacheDirectives(ctx context.Context, _ *pb.ListCacheDirectivesRequest) (*pb.ListCacheDirectivesResponse, error) {
+	s := n.s
+	if err := s.fsReady(ctx); err != nil {
+		return nil, err
+	}
+	resp := &pb.ListCacheDirectivesResponse{}
+	var blocks [][]*pb.BlockRecord
+	s.fsm.View(func(st *fsm.State) {
+		for _, d := range st.CacheDirectives() {
+			resp.Directives = append(resp.Directives, &pb.CacheDirectiveStatus{Directive: proto.Clone(d).(*pb.CacheDirective)})
+			bs, _ := st.BlocksOfFile(d.Path)
+			blocks = append(blocks, bs)
+		}
+	})
+	f := s.fsLocked()
+	defer f.mu.Unlock()
+	for i, ds := range resp.Directives {
+		want := uint64(ds.Directive.Replication)
+		for _, b := range blocks[i] {
+			if b.State != pb.BlockState_BLOCK_STATE_COMPLETE {
+				continue
+			}
+			cached := min(uint64(f.cachedCountLocked(b.Id)), want)
+			ds.BlocksNeeded++
+			ds.BytesNeeded += want * b.NumBytes
+			ds.BytesCached += cached * b.NumBytes
+			if cached == want {
+				ds.BlocksCached++
+			}
+		}
+	}
+	return resp, nil
+}
