@@ -56,12 +56,39 @@ func startFSCluster(t *testing.T) *fsCluster { t.Helper(); return startFSCluster
 // coordinators' config.
 func startFSClusterN(t *testing.T, nodes int, opts ...func(*coordserver.Config)) *fsCluster {
 	t.Helper()
+	return startClusterOn(t, nodes, ephemeralPorts, opts...)
+}
+
+// clusterPorts picks a test cluster's listen addresses: a coordinator's
+// (udp: it must also be free for UDP, the gossip port) and a storage
+// node's (gossip: its gossip port, else gRPC or HTTP).
+type clusterPorts struct {
+	coord func(t *testing.T, udp bool) string
+	node  func(t *testing.T, gossip bool) string
+}
+
+// ephemeralPorts: free ports for the coordinators, ":0" for the nodes'
+// gRPC and HTTP listeners (a node that restarts gets another port).
+var ephemeralPorts = clusterPorts{
+	coord: freeAddr,
+	node: func(t *testing.T, gossip bool) string {
+		if gossip {
+			return freeAddr(t, false)
+		}
+		return "127.0.0.1:0"
+	},
+}
+
+// startClusterOn starts 3 coordinators and n storage nodes on ports, and
+// waits until a pipeline can use every node.
+func startClusterOn(t *testing.T, nodes int, ports clusterPorts, opts ...func(*coordserver.Config)) *fsCluster {
+	t.Helper()
 	if testing.Short() {
-		t.Skip("starts 3 coordinators and 3 storage nodes")
+		t.Skip("starts 3 coordinators and storage nodes")
 	}
-	quiet := slog.New(slog.DiscardHandler)
+	log := slog.New(slog.DiscardHandler)
 	if os.Getenv("LOGBOOK_TEST_LOG") != "" {
-		quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	dir := t.TempDir()
 	fc := &fsCluster{byID: map[string]*nodeserver.Server{}}
@@ -79,14 +106,14 @@ func startFSClusterN(t *testing.T, nodes int, opts ...func(*coordserver.Config))
 		cfg := coordserver.DefaultConfig()
 		cfg.ID = "coord" + strconv.Itoa(i+1)
 		cfg.DataDir = filepath.Join(dir, cfg.ID)
-		cfg.RaftAddr, cfg.GRPCAddr, cfg.HTTPAddr = freeAddr(t, false), freeAddr(t, false), freeAddr(t, false)
-		cfg.GossipAddr = freeAddr(t, true)
+		cfg.RaftAddr, cfg.GRPCAddr, cfg.HTTPAddr = ports.coord(t, false), ports.coord(t, false), ports.coord(t, false)
+		cfg.GossipAddr = ports.coord(t, true)
 		if i == 0 {
 			seed = cfg.GossipAddr
 		}
 		cfg.BootstrapExpect = 3
 		cfg.Join = []string{seed}
-		cfg.Logger = quiet
+		cfg.Logger = log.With("member", cfg.ID)
 		for _, o := range opts {
 			o(&cfg)
 		}
@@ -102,11 +129,11 @@ func startFSClusterN(t *testing.T, nodes int, opts ...func(*coordserver.Config))
 		cfg := nodeserver.DefaultConfig()
 		cfg.ID = "node" + strconv.Itoa(i+1)
 		cfg.DataDir = filepath.Join(dir, cfg.ID)
-		cfg.GRPCAddr, cfg.HTTPAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", freeAddr(t, false)
+		cfg.GRPCAddr, cfg.HTTPAddr, cfg.GossipAddr = ports.node(t, false), ports.node(t, false), ports.node(t, true)
 		cfg.CoordEndpoints = fc.endpoints
 		cfg.HeartbeatInterval = 200 * time.Millisecond
 		cfg.AckTimeout = 10 * time.Second
-		cfg.Logger = quiet
+		cfg.Logger = log.With("node", cfg.ID)
 		n, err := nodeserver.New(cfg)
 		if err != nil {
 			t.Fatalf("%s: %v", cfg.ID, err)
@@ -121,7 +148,13 @@ func startFSClusterN(t *testing.T, nodes int, opts ...func(*coordserver.Config))
 // client returns a client of the cluster, closed when the test ends.
 func (fc *fsCluster) client(t *testing.T) *Client {
 	t.Helper()
-	c, err := New(context.Background(), Config{Endpoints: fc.endpoints, AttemptTimeout: 2 * time.Second, MaxBackoff: 200 * time.Millisecond})
+	return fc.clientWith(t, ReplaceNodeDefault)
+}
+
+// clientWith is client with the writers' replace-node policy.
+func (fc *fsCluster) clientWith(t *testing.T, policy ReplaceNodePolicy) *Client {
+	t.Helper()
+	c, err := New(context.Background(), Config{Endpoints: fc.endpoints, AttemptTimeout: 2 * time.Second, MaxBackoff: 200 * time.Millisecond, ReplaceNode: policy})
 	if err != nil {
 		t.Fatal(err)
 	}

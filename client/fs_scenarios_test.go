@@ -11,13 +11,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand"
 	"net"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -63,68 +59,23 @@ func scenPort(t *testing.T) string {
 	return ""
 }
 
+// scenPorts: every listener on a scenPort, so a restarted node keeps its
+// address.
+var scenPorts = clusterPorts{
+	coord: func(t *testing.T, _ bool) string { return scenPort(t) },
+	node:  func(t *testing.T, _ bool) string { return scenPort(t) },
+}
+
 // startScenCluster is startFSClusterN with nodes on fixed ports (so they
-// can restart) and coord adjusting the coordinators' config.
+// can restart) and coord adjusting the coordinators' config; it returns
+// once every node is live with a full report.
 func startScenCluster(t *testing.T, nodes int, coord func(*coordserver.Config)) *fsCluster {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("starts 3 coordinators and storage nodes")
+	var opts []func(*coordserver.Config)
+	if coord != nil {
+		opts = append(opts, coord)
 	}
-	log := slog.New(slog.DiscardHandler)
-	if os.Getenv("LOGBOOK_TEST_LOG") != "" {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
-	dir := t.TempDir()
-	fc := &fsCluster{byID: map[string]*nodeserver.Server{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		for _, n := range fc.nodes {
-			n.Close()
-		}
-	})
-	var seed string
-	for i := 0; i < 3; i++ {
-		cfg := coordserver.DefaultConfig()
-		cfg.ID = "coord" + strconv.Itoa(i+1)
-		cfg.DataDir = filepath.Join(dir, cfg.ID)
-		cfg.RaftAddr, cfg.GRPCAddr, cfg.HTTPAddr, cfg.GossipAddr = scenPort(t), scenPort(t), scenPort(t), scenPort(t)
-		if i == 0 {
-			seed = cfg.GossipAddr
-		}
-		cfg.BootstrapExpect = 3
-		cfg.Join = []string{seed}
-		cfg.Logger = log.With("member", cfg.ID)
-		if coord != nil {
-			coord(&cfg)
-		}
-		srv, err := coordserver.New(cfg)
-		if err != nil {
-			t.Fatalf("%s: %v", cfg.ID, err)
-		}
-		fc.endpoints = append(fc.endpoints, cfg.GRPCAddr)
-		wg.Add(1)
-		go func() { defer wg.Done(); srv.Run(ctx) }()
-	}
-	for i := 0; i < nodes; i++ {
-		cfg := nodeserver.DefaultConfig()
-		cfg.ID = "node" + strconv.Itoa(i+1)
-		cfg.DataDir = filepath.Join(dir, cfg.ID)
-		cfg.GRPCAddr, cfg.HTTPAddr, cfg.GossipAddr = scenPort(t), scenPort(t), scenPort(t)
-		cfg.CoordEndpoints = fc.endpoints
-		cfg.HeartbeatInterval = 200 * time.Millisecond
-		cfg.AckTimeout = 10 * time.Second
-		cfg.Logger = log.With("node", cfg.ID)
-		n, err := nodeserver.New(cfg)
-		if err != nil {
-			t.Fatalf("%s: %v", cfg.ID, err)
-		}
-		fc.nodes = append(fc.nodes, n)
-		fc.byID[cfg.ID] = n
-	}
-	fc.waitPipeline(t)
+	fc := startClusterOn(t, nodes, scenPorts, opts...)
 	fc.waitNodesLive(t, nil)
 	return fc
 }
@@ -415,11 +366,7 @@ func TestScenario21RecoverRbwUnmatchedLength(t *testing.T) {
 		c.FS.ReplicationCheckInterval, c.FS.ReplicationTimeout = 100*time.Millisecond, 5*time.Second
 		c.FS.NodeStaleInterval = 2 * time.Second
 	})
-	cl, err := New(context.Background(), Config{Endpoints: fc.endpoints, AttemptTimeout: 2 * time.Second, MaxBackoff: 200 * time.Millisecond, ReplaceNode: ReplaceNodeNever})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
+	cl := fc.clientWith(t, ReplaceNodeNever)
 	fsys := cl.FS()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -489,11 +436,7 @@ func TestScenario21RecoverRbwUnmatchedLength(t *testing.T) {
 func TestScenario24PipelineRecoveryLimit(t *testing.T) {
 	run := func(t *testing.T, kill []int, also int) (*fsCluster, *Client, *FileWriter, []string, error) {
 		fc := startScenCluster(t, 7, nil)
-		cl, err := New(context.Background(), Config{Endpoints: fc.endpoints, AttemptTimeout: 2 * time.Second, MaxBackoff: 200 * time.Millisecond, ReplaceNode: ReplaceNodeNever})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cl.Close() })
+		cl := fc.clientWith(t, ReplaceNodeNever)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		t.Cleanup(cancel)
 		w, err := cl.FS().Create(ctx, "/s24", CreateOptions{Replication: 7})
@@ -576,11 +519,7 @@ func TestScenario25AllPipelineNodesFail(t *testing.T) {
 
 func testAllPipelineNodesFail(t *testing.T, policy ReplaceNodePolicy) {
 	fc := startScenCluster(t, 3, nil)
-	cl, err := New(context.Background(), Config{Endpoints: fc.endpoints, AttemptTimeout: 2 * time.Second, MaxBackoff: 200 * time.Millisecond, ReplaceNode: policy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
+	cl := fc.clientWith(t, policy)
 	fsys := cl.FS()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -153,12 +153,7 @@ func cacheCommands(cache, uncache []*pb.BlockRef) []*pb.NodeCommand {
 
 // cacheMonitor is the leader's cache loop.
 func (s *Server) cacheMonitor() {
-	s.every(s.fsCfg().CacheCheckInterval, func() bool {
-		if s.leaderReady() && s.logFormat() >= fsm.CacheFormat {
-			s.cacheCycle(time.Now())
-		}
-		return true
-	})
+	s.leaderEvery(s.fsCfg().CacheCheckInterval, fsm.CacheFormat, s.cacheCycle)
 }
 
 // cacheTarget is what a cache check needs of a block: its record (nil

@@ -122,12 +122,7 @@ func (s *Server) releaseFile(path, newHolder, reason string) (lr.ReleaseDecision
 // releases or recovers the leases past the hard limit and re-drives the
 // recoveries past their deadline, at most MaxLeaseActionsPerCycle a cycle.
 func (s *Server) leaseMonitor() {
-	s.every(s.fsCfg().LeaseCheckInterval, func() bool {
-		if s.leaderReady() && s.logFormat() >= fsm.NamespaceFormat {
-			s.leaseCycle(time.Now())
-		}
-		return true
-	})
+	s.leaderEvery(s.fsCfg().LeaseCheckInterval, fsm.NamespaceFormat, s.leaseCycle)
 }
 
 func (s *Server) leaseCycle(now time.Time) {

@@ -123,6 +123,18 @@ func (s *Server) every(interval time.Duration, fn func() bool) {
 	}
 }
 
+// leaderEvery runs cycle every interval while this member is the ready
+// leader and the replicated log format is at least format (the leader's
+// monitors: leases, replication, cache).
+func (s *Server) leaderEvery(interval time.Duration, format uint32, cycle func(now time.Time)) {
+	s.every(interval, func() bool {
+		if s.leaderReady() && s.logFormat() >= format {
+			cycle(time.Now())
+		}
+		return true
+	})
+}
+
 // watchLoop stops the server when Raft shut itself down because this member
 // was removed, and keeps gossip meta and the readiness health in step.
 func (s *Server) watchLoop() {

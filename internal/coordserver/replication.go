@@ -89,12 +89,7 @@ type blockInfo struct {
 
 // replicationMonitor is the leader's replication loop.
 func (s *Server) replicationMonitor() {
-	s.every(s.fsCfg().ReplicationCheckInterval, func() bool {
-		if s.leaderReady() && s.logFormat() >= fsm.NamespaceFormat {
-			s.replicationCycle(time.Now())
-		}
-		return true
-	})
+	s.leaderEvery(s.fsCfg().ReplicationCheckInterval, fsm.NamespaceFormat, s.replicationCycle)
 }
 
 // replicationCycle marks dead nodes, checks the dirty blocks and schedules

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -234,7 +235,7 @@ func (l *coordLink) callWithin(ctx context.Context, rounds int, attempt time.Dur
 	for round := 0; round < rounds; round++ {
 		if round > 0 {
 			if !sleepCtx(ctx, backoff) {
-				return ctx.Err()
+				return ended(ctx, last)
 			}
 			backoff = min(2*backoff, linkBackoffMax)
 		}
@@ -250,7 +251,7 @@ func (l *coordLink) callWithin(ctx context.Context, rounds int, attempt time.Dur
 			}
 			last = err
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return ended(ctx, last)
 			}
 			if !retryableLink(err) {
 				return err
@@ -263,6 +264,17 @@ func (l *coordLink) callWithin(ctx context.Context, rounds int, attempt time.Dur
 		}
 	}
 	return last
+}
+
+// ended is what callWithin returns when ctx ends after an attempt failed:
+// the coordinators' last answer when the caller's retry window (a deadline)
+// closed, which says more than "deadline exceeded"; ctx's error when the
+// caller gave up (the link stops).
+func ended(ctx context.Context, last error) error {
+	if last != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return last
+	}
+	return ctx.Err()
 }
 
 func retryableLink(err error) bool {

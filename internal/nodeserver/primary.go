@@ -65,20 +65,12 @@ func (l *coordLink) recoverBlock(ctx context.Context, cmd *pb.RecoverBlockComman
 	for _, t := range c.Targets {
 		req.Targets = append(req.Targets, string(t))
 	}
-	until := commitDeadline(cmd, time.Now())
-	cctx, ccancel := context.WithDeadline(ctx, until)
+	cctx, ccancel := context.WithDeadline(ctx, commitDeadline(cmd, time.Now()))
 	defer ccancel()
-	var last error
 	err = l.call(cctx, linkCommitRounds, func(ctx context.Context, nl pb.NodeLinkClient) error {
 		_, err := nl.CommitBlockSynchronization(ctx, req)
-		if err != nil {
-			last = err
-		}
 		return err
 	})
-	if err != nil && cctx.Err() != nil && ctx.Err() == nil && last != nil {
-		err = status.Errorf(codes.Unavailable, "recovery commit not accepted by %s: %v", until.Format(time.RFC3339), last)
-	}
 	switch code := status.Code(err); {
 	case err == nil:
 		log.Info("block recovery committed", "new-length", c.NewLength, "targets", req.Targets, "delete", c.DeleteBlock)
