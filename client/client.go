@@ -63,6 +63,13 @@ type Config struct {
 	// have no spare node; the coordinator re-replicates the block once it
 	// is complete.
 	ReplaceNodeRequired bool
+	// NodeRestartTimeout is how long a file writer waits for a pipeline
+	// node that said it is restarting (an out-of-band NODE_RESTARTING ack,
+	// `coord nodes shutdown --restart`) to come back, retrying every few
+	// seconds at most, before it drops the node like a failed one (HDFS
+	// dfs.client.datanode-restart.timeout). Default 30 s; negative: never
+	// wait.
+	NodeRestartTimeout time.Duration
 }
 
 // ReplaceNodePolicy says when a writer replaces a failed pipeline node
@@ -107,6 +114,9 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			return nil, err
 		}
 		cfg.ClientID = "sdk-" + hex.EncodeToString(b[:])
+	}
+	if cfg.NodeRestartTimeout == 0 {
+		cfg.NodeRestartTimeout = 30 * time.Second
 	}
 	if cfg.AttemptTimeout <= 0 {
 		cfg.AttemptTimeout = 5 * time.Second
@@ -169,7 +179,7 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	if c.cfg.TLS != nil {
 		creds = credentials.NewTLS(c.cfg.TLS)
 	}
-	opts := append(grpcflow.DialOptions(),
+	opts := append(grpcflow.DialOptions(), grpcflow.Reconnect(),
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.cfg.MaxMessageBytes), grpc.MaxCallSendMsgSize(c.cfg.MaxMessageBytes)),
 	)

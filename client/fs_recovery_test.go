@@ -47,6 +47,23 @@ func checkReplicas(ctx context.Context, t *testing.T, fsys *FS, b BlockInfo, wan
 	}
 }
 
+// syncedWriter creates path (replication 3), writes data and Syncs: a
+// writer with every byte acked by its whole pipeline.
+func syncedWriter(ctx context.Context, t *testing.T, fsys *FS, path string, data []byte) *FileWriter {
+	t.Helper()
+	w, err := fsys.Create(ctx, path, CreateOptions{Replication: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 // finalizedOn lists the nodes reporting b FINALIZED at its GS and length.
 func finalizedOn(b BlockInfo) []string {
 	var out []string
@@ -76,16 +93,7 @@ func TestWriterReplacesFailedNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	data := randomData(21, 700_000)
-	w, err := fsys.Create(ctx, "/rp/f", CreateOptions{Replication: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(data[:300_000]); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
+	w := syncedWriter(ctx, t, fsys, "/rp/f", data[:300_000])
 	pipeline := append([]string(nil), idsOf(w.blk.nodes)...)
 	victim := pipeline[1]
 	fc.byID[victim].Close()
@@ -244,16 +252,7 @@ func TestIdleWriterKeepsLease(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	data := randomData(25, 100_000)
-	w, err := fsys.Create(ctx, "/idle/f", CreateOptions{Replication: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(data[:50_000]); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
+	w := syncedWriter(ctx, t, fsys, "/idle/f", data[:50_000])
 	// Idle for 4 hard limits, watching that the file stays ours.
 	until := time.Now().Add(4 * time.Second)
 	for time.Now().Before(until) {

@@ -371,16 +371,7 @@ func TestScenario21RecoverRbwUnmatchedLength(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	data := randomData(21, 200_000)
-	w, err := fsys.Create(ctx, "/s21", CreateOptions{Replication: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(data[:100_000]); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
+	w := syncedWriter(ctx, t, fsys, "/s21", data[:100_000])
 	pipeline, id, gs0 := idsOf(w.blk.nodes), w.blk.id, w.blk.gs
 	first, mid, last := pipeline[0], pipeline[1], pipeline[2]
 	fc.byID[first].Close()
@@ -524,23 +515,14 @@ func testAllPipelineNodesFail(t *testing.T, policy ReplaceNodePolicy) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	data := randomData(25, 200_000)
-	w, err := fsys.Create(ctx, "/s25", CreateOptions{Replication: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(data[:150_000]); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
+	w := syncedWriter(ctx, t, fsys, "/s25", data[:150_000])
 	pipeline := idsOf(w.blk.nodes)
 	for _, id := range pipeline {
 		fc.byID[id].Close()
 	}
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer wcancel()
-	_, err = w.WriteContext(wctx, data[150_000:])
+	_, err := w.WriteContext(wctx, data[150_000:])
 	if err == nil {
 		err = w.Sync(wctx)
 	}
@@ -570,4 +552,125 @@ func testAllPipelineNodesFail(t *testing.T, policy ReplaceNodePolicy) {
 	if !slices.Equal(sortedIDs(b.Expected), sortedIDs(pipeline)) {
 		t.Fatalf("recovered onto %v, want the whole pipeline %v", b.Expected, pipeline)
 	}
+}
+
+// TestScenario26RollingRestart — §7 scenario 26: "DN rolling restart (OOB)
+// within 50 s. RBW re-loaded as RBW; client waits (≤ 30 s) and resumes via
+// pipeline recovery with the same DN." For each pipeline position in turn
+// a writer hflushes, its node is shut down for a restart through the SDK
+// (ShutdownNode), the writer goes on writing and waits — retrying the same
+// pipeline, bumping the GS — while the node is down; the node is started
+// again, and the write completes with the same three nodes: no node
+// dropped, none added (a fourth node is live and holds nothing), one
+// pipeline update, every replica FINALIZED and byte-identical.
+func TestScenario26RollingRestart(t *testing.T) {
+	fc := startScenCluster(t, 4, nil)
+	c := fc.client(t)
+	fsys := c.FS()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	data := randomData(26, 700_000)
+	for pos := 0; pos < 3; pos++ {
+		path := fmt.Sprintf("/s26-%d", pos)
+		w := syncedWriter(ctx, t, fsys, path, data[:300_000])
+		pipeline, gs0 := idsOf(w.blk.nodes), w.blk.gs
+		victim := pipeline[pos]
+		bumps := countType(ctx, t, c, "logbook.fs.update_block_for_pipeline")
+		updates := countType(ctx, t, c, "logbook.fs.update_pipeline")
+		if err := c.ShutdownNode(ctx, victim, true); err != nil {
+			t.Fatalf("shutdown %s for restart: %v", victim, err)
+		}
+		old := fc.byID[victim]
+		old.ShutdownForRestart() // waits for the shutdown the call began
+		wrote := make(chan error, 1)
+		go func() {
+			_, err := w.Write(data[300_000:])
+			if err == nil {
+				err = w.Close(ctx)
+			}
+			wrote <- err
+		}()
+		// The writer retries the same pipeline while the node is down.
+		pollUntil(t, 30*time.Second, "the writer retrying while "+victim+" is down", func() (bool, string) {
+			n := countType(ctx, t, c, "logbook.fs.update_block_for_pipeline")
+			return n > bumps, fmt.Sprintf("%d GS bumps", n-bumps)
+		})
+		n, err := nodeserver.New(old.Config())
+		if err != nil {
+			t.Fatalf("restart %s: %v", victim, err)
+		}
+		fc.byID[victim] = n
+		fc.nodes[slices.Index(fc.nodes, old)] = n
+		select {
+		case err := <-wrote:
+			if err != nil {
+				t.Fatalf("position %d: write through the restart of %s: %v", pos, victim, err)
+			}
+		case <-ctx.Done():
+			t.Fatal("the writer did not finish")
+		}
+		info, err := fsys.Stat(ctx, path)
+		if err != nil || info.UnderConstruction || info.Length != uint64(len(data)) || len(info.Blocks) != 1 {
+			t.Fatalf("stat: %+v, %v", info, err)
+		}
+		b := info.Blocks[0]
+		if b.GS <= gs0 || !slices.Equal(sortedIDs(b.Expected), sortedIDs(pipeline)) {
+			t.Fatalf("position %d: GS %d (was %d), expected %v; want the same pipeline %v", pos, b.GS, gs0, b.Expected, pipeline)
+		}
+		fc.synchronised(ctx, t, b, pipeline, data)
+		for id := range fc.byID {
+			if !slices.Contains(pipeline, id) {
+				if r, ok := fc.replicaOn(t, id, b.ID); ok {
+					t.Fatalf("position %d: %s outside the pipeline holds %v (a replacement was added)", pos, id, r)
+				}
+			}
+		}
+		if n := countType(ctx, t, c, "logbook.fs.update_pipeline"); n != updates+1 {
+			t.Fatalf("position %d: %d pipeline updates, want 1", pos, n-updates)
+		}
+	}
+}
+
+// TestWriterDropsNodeNotBackInTime: a node shut down for a restart that
+// does not come back within the writer's NodeRestartTimeout is dropped
+// like a failed one (and, the file hflushed, replaced by the fourth node);
+// the write completes.
+func TestWriterDropsNodeNotBackInTime(t *testing.T) {
+	fc := startScenCluster(t, 4, nil)
+	c, err := New(context.Background(), Config{Endpoints: fc.endpoints, AttemptTimeout: 2 * time.Second, MaxBackoff: 200 * time.Millisecond,
+		NodeRestartTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fsys := c.FS()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	data := randomData(27, 500_000)
+	w := syncedWriter(ctx, t, fsys, "/late", data[:200_000])
+	pipeline := idsOf(w.blk.nodes)
+	victim := pipeline[1]
+	if err := fc.byID[victim].ShutdownForRestart(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := w.Write(data[200_000:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waited := time.Since(start)
+	info, err := fsys.Stat(ctx, "/late")
+	if err != nil || info.Length != uint64(len(data)) {
+		t.Fatalf("stat: %+v, %v", info, err)
+	}
+	b := info.Blocks[0]
+	if slices.Contains(b.Expected, victim) || len(b.Expected) != 3 {
+		t.Fatalf("expected %v: want 3 nodes without %s", b.Expected, victim)
+	}
+	if waited < 2*time.Second {
+		t.Fatalf("the writer gave %s up after %v, before its 2 s restart timeout", victim, waited)
+	}
+	fc.synchronised(ctx, t, b, b.Expected, data)
 }

@@ -8,6 +8,7 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/internal/nodeserver/blockio"
+	"google.golang.org/grpc/codes"
 )
 
 const (
@@ -21,6 +22,11 @@ const (
 	maxNodeReplacements = 3
 	// replaceNodeTimeout bounds asking the leader for a replacement node.
 	replaceNodeTimeout = 10 * time.Second
+	// restartRetryFirst and restartRetryMax space the pipeline setups
+	// tried while a restarting node is awaited (spec §5.3 step 3: at most
+	// every 4 s).
+	restartRetryFirst = 500 * time.Millisecond
+	restartRetryMax   = 4 * time.Second
 )
 
 // testHookBeforeEndOfBlock, set by tests only, runs once every byte of a
@@ -519,6 +525,14 @@ func (w *FileWriter) Abort() {
 // leader picks, given a copy of the replica by a surviving node), get a
 // new GS, reopen the pipeline with the recovery stage (append, streaming
 // or close), commit the new pipeline and resend what was not acked.
+//
+// A node that said it is restarting (NODE_RESTARTING) is not dropped: the
+// loop retries the same pipeline every 0.5 s, doubling up to 4 s, while
+// that node is unreachable or still restarting, for up to
+// Config.NodeRestartTimeout; those retries do not count toward
+// maxPipelineRecoveries. If the node is not back in time, or is back but
+// refuses the recovery (its replica came back RWR), it is dropped as a
+// failed node.
 func (w *FileWriter) recoverPipeline(ctx context.Context, cause error) error {
 	b := w.blk
 	var acked int64
@@ -530,19 +544,31 @@ func (w *FileWriter) recoverPipeline(ctx context.Context, cause error) error {
 		acked = b.sent // append setup: the block's length; close: all acked
 	}
 	sent := b.sent
-	for attempt := 0; attempt < maxPipelineRecoveries; attempt++ {
+	rw := restartWait{timeout: w.fs.c.cfg.NodeRestartTimeout, index: -1}
+	for attempt := 0; ; {
 		var be *blockio.Error
 		bad := 0
 		if errors.As(cause, &be) && be.Index < len(b.nodes) {
 			bad = be.Index
 		}
-		if len(b.nodes) <= 1 {
-			return fmt.Errorf("logbook: all pipeline nodes of block %d are bad: %w", b.id, cause)
-		}
-		b.failed = append(b.failed, b.nodes[bad].GetNodeId())
-		b.nodes = append(append([]*pb.NodeLocation(nil), b.nodes[:bad]...), b.nodes[bad+1:]...)
-		if err := w.maybeReplaceNode(ctx, acked); err != nil {
-			return err
+		if rw.wait(be, bad) {
+			if err := rw.sleep(ctx); err != nil {
+				return fmt.Errorf("logbook: wait for restarting node %s of block %d: %w", b.nodes[bad].GetNodeId(), b.id, err)
+			}
+		} else {
+			if attempt == maxPipelineRecoveries {
+				return fmt.Errorf("logbook: tried pipeline recovery of block %d %d times: %w", b.id, maxPipelineRecoveries, cause)
+			}
+			attempt++
+			if len(b.nodes) <= 1 {
+				return fmt.Errorf("logbook: all pipeline nodes of block %d are bad: %w", b.id, cause)
+			}
+			b.failed = append(b.failed, b.nodes[bad].GetNodeId())
+			b.nodes = append(append([]*pb.NodeLocation(nil), b.nodes[:bad]...), b.nodes[bad+1:]...)
+			rw.dropped(bad)
+			if err := w.maybeReplaceNode(ctx, acked); err != nil {
+				return err
+			}
 		}
 		resp, err := w.fs.write(ctx, func(ctx context.Context, ns pb.NamespaceClient, sess *pb.FsSession) (*pb.FileOpResponse, error) {
 			return ns.UpdateBlockForPipeline(ctx, &pb.UpdateBlockForPipelineRequest{Session: sess, Path: w.path, ClientName: w.fs.clientName(), BlockId: b.id})
@@ -595,7 +621,62 @@ func (w *FileWriter) recoverPipeline(ctx context.Context, cause error) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("logbook: tried pipeline recovery of block %d %d times: %w", b.id, maxPipelineRecoveries, cause)
+}
+
+// restartWait is the recovery loop's state for a restarting pipeline node
+// (HDFS DataStreamer's restartingNodeIndex and deadline).
+type restartWait struct {
+	timeout  time.Duration // Config.NodeRestartTimeout; < 0: never wait
+	index    int           // the node awaited in the pipeline, -1: none
+	deadline time.Time
+	retry    time.Duration
+}
+
+// wait reports whether the failure charged to node bad means waiting for
+// a restarting node rather than dropping it: the node said it is
+// restarting, or is the one awaited and still unreachable (or restarting)
+// within the deadline.
+func (rw *restartWait) wait(be *blockio.Error, bad int) bool {
+	if be == nil {
+		return false
+	}
+	if rw.index < 0 && be.Reason == pb.ReasonNodeRestarting && rw.timeout > 0 {
+		rw.index, rw.deadline, rw.retry = bad, time.Now().Add(rw.timeout), restartRetryFirst
+	}
+	if rw.index < 0 || bad != rw.index {
+		return false
+	}
+	down := be.Reason == pb.ReasonNodeRestarting || be.Code == codes.Unavailable || be.Code == codes.DeadlineExceeded
+	if down && time.Now().Before(rw.deadline) {
+		return true
+	}
+	rw.index = -1 // not back in time, or back and refusing: a failed node
+	return false
+}
+
+// sleep waits for the next retry: the retry interval, at most until the
+// deadline.
+func (rw *restartWait) sleep(ctx context.Context) error {
+	d := min(rw.retry, time.Until(rw.deadline))
+	rw.retry = min(2*rw.retry, restartRetryMax)
+	t := time.NewTimer(max(d, 0))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// dropped notes that pipeline node i was removed.
+func (rw *restartWait) dropped(i int) {
+	switch {
+	case rw.index == i:
+		rw.index = -1
+	case rw.index > i:
+		rw.index--
+	}
 }
 
 // wantReplacement applies the replace-node policy to a pipeline left with

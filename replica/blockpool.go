@@ -68,12 +68,14 @@ func (d *Dataset) AddBlockPool(ctx context.Context, bpid string) error {
 // addLoadedLocked adds a replica found on disk, resolving a duplicate
 // (HDFS resolveDuplicateReplicas, spec §2.15).
 func (d *Dataset) addLoadedLocked(p *blockPool, r *replica) {
+	r.vol.reservedForReplicas += r.reserved // a reloaded RBW's rest of block
 	old := p.replicas[r.id]
 	if old == nil {
 		p.replicas[r.id] = r
 		return
 	}
 	if old.dataPath() == r.dataPath() {
+		releaseReservation(r, r.reserved)
 		return // the same files: never delete anything
 	}
 	d.stats.dirScanDuplicates.Add(1)
@@ -83,7 +85,10 @@ func (d *Dataset) addLoadedLocked(p *blockPool, r *replica) {
 	}
 	d.log.Warn("duplicate replica", "pool", p.id, "block-id", r.id, "keep", keep.dataPath(), "drop", lose.dataPath())
 	if !d.cfg.DeleteDuplicateReplicas {
-		return // both stay on disk; the known one stays in the map
+		// Both stay on disk; the known one stays in the map and the other
+		// holds no space (a reloaded RBW reserves the rest of its block).
+		releaseReservation(r, r.reserved)
+		return
 	}
 	p.replicas[r.id] = keep
 	if lose.writer != nil {

@@ -112,7 +112,7 @@ func (d *Dataset) Reconcile(ctx context.Context, bpid string) (ScanReport, error
 					continue
 				}
 				fn, ok := parseFileName(e.Name)
-				if !ok || fn.trunc || fn.id == 0 {
+				if !ok || fn.trunc || fn.restart || fn.id == 0 {
 					continue
 				}
 				rep.Files++

@@ -26,6 +26,7 @@
 //	<vol>/current/<bpid>/current/finalized/subdirA/subdirB/blk_<id>            FINALIZED data
 //	<vol>/current/<bpid>/current/finalized/subdirA/subdirB/blk_<id>_<gs>.meta  its checksums
 //	<vol>/current/<bpid>/current/rbw/blk_<id>, blk_<id>_<gs>.meta              RBW and RWR
+//	<vol>/current/<bpid>/current/rbw/blk_<id>.restart                          restart marker (expiry, Unix ms)
 //	<vol>/current/<bpid>/tmp/blk_<id>, blk_<id>_<gs>.meta                      TEMPORARY
 //	<vol>/current/<bpid>/tmp/deleting-<n>-blk_<id>[...]                         awaiting deletion
 //	<vol>/current/<bpid>/trash/{finalized/subdirA/subdirB,rbw}/...              deleted in an upgrade window
@@ -107,14 +108,24 @@
 // meta files in one directory the highest GS is kept; split moves are
 // completed; meta files without data are deleted; finalized/ files load as
 // FINALIZED (length = file length; GS 0 without meta); rbw/ files load as
-// RWR with the length of the longest prefix whose chunks verify (the last
+// RWR (RBW under an unexpired restart marker, below) with the length of the longest prefix whose chunks verify (the last
 // stored checksum may cover a shorter prefix of its chunk), and the data
 // then the meta file are truncated to it. Replicas of one id found twice are
 // resolved as HDFS resolveDuplicateReplicas (§2.15): higher GS, then longer,
 // then persistent storage, else the first found; the loser's files are
 // deleted unless Config.DeleteDuplicateReplicas is false. No replica cache
-// file is written or read, and the restart marker (RBW kept as RBW across a
-// quick restart) is not implemented: rbw/ always loads as RWR.
+// file is written or read.
+//
+// The restart marker (HDFS's restart meta, spec §1.4 step 5): before a
+// node shuts down for a quick restart, WriteRestartMarker fsyncs an RBW
+// replica's data and meta and writes rbw/blk_<id>.restart (the expiry as a
+// decimal Unix time in milliseconds, fsynced, directory synced). At load,
+// while that expiry is in the future, the rbw/ replica comes back RBW
+// instead of RWR — no writer, bytes acked = bytes on disk = the validated
+// length, the rest of its block reserved — so that its writer can resume
+// it with RecoverRbw. Every marker is read once and deleted at load,
+// whatever it says; an unreadable, oversize (> 64 bytes) or expired one,
+// or one outside rbw/, counts for nothing.
 //
 // # Deviations from HDFS, on purpose
 //

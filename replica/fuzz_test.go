@@ -44,7 +44,7 @@ func FuzzReadMeta(f *testing.F) {
 }
 
 func FuzzParseFileName(f *testing.F) {
-	for _, s := range []string{"blk_1", "blk_1_2.meta", "blk_01", "blk_1_2.meta.trunc", "blk_/x", "blk_18446744073709551616", "blk_1_x.meta"} {
+	for _, s := range []string{"blk_1", "blk_1_2.meta", "blk_01", "blk_1_2.meta.trunc", "blk_/x", "blk_18446744073709551616", "blk_1_x.meta", "blk_7.restart", "blk_1_2.restart"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -53,6 +53,9 @@ func FuzzParseFileName(f *testing.F) {
 			return
 		}
 		want := blockName(fn.id)
+		if fn.restart {
+			want = restartName(fn.id)
+		}
 		if fn.meta {
 			want = metaName(fn.id, fn.gs)
 			if fn.trunc {

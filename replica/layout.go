@@ -16,7 +16,8 @@ const (
 	storageIDFile = ".storage-id"
 	blockPrefix   = "blk_"
 	metaSuffix    = ".meta"
-	truncSuffix   = ".trunc" // temporary meta written by truncate, see doc.go
+	truncSuffix   = ".trunc"   // temporary meta written by truncate, see doc.go
+	restartSuffix = ".restart" // rbw/blk_<id>.restart: the restart marker, see doc.go
 	maxPoolIDLen  = 128
 )
 
@@ -57,6 +58,8 @@ func ValidatePoolID(bpid string) error {
 
 func blockName(id uint64) string { return blockPrefix + strconv.FormatUint(id, 10) }
 
+func restartName(id uint64) string { return blockName(id) + restartSuffix }
+
 func metaName(id, gs uint64) string {
 	return blockPrefix + strconv.FormatUint(id, 10) + "_" + strconv.FormatUint(gs, 10) + metaSuffix
 }
@@ -78,10 +81,11 @@ func parseUintCanonical(s string) (uint64, bool) {
 
 // fileName is a parsed replica file name.
 type fileName struct {
-	id    uint64
-	gs    uint64
-	meta  bool // blk_<id>_<gs>.meta
-	trunc bool // blk_<id>_<gs>.meta.trunc
+	id      uint64
+	gs      uint64
+	meta    bool // blk_<id>_<gs>.meta
+	trunc   bool // blk_<id>_<gs>.meta.trunc
+	restart bool // blk_<id>.restart
 }
 
 func parseFileName(name string) (fileName, bool) {
@@ -99,6 +103,10 @@ func parseFileName(name string) (fileName, bool) {
 		rest = strings.TrimSuffix(rest, metaSuffix)
 	}
 	if !f.meta {
+		if strings.HasSuffix(rest, restartSuffix) {
+			f.restart = true
+			rest = strings.TrimSuffix(rest, restartSuffix)
+		}
 		id, ok := parseUintCanonical(rest)
 		f.id = id
 		return f, ok

@@ -18,6 +18,7 @@ type diskFile struct {
 // fileGroup is every file of one block id on one volume's pool.
 type fileGroup struct {
 	data, meta, trunc []diskFile
+	restart           []diskFile // restart markers (rbw/ only is meaningful)
 }
 
 func (d *Dataset) addToGroup(groups map[uint64]*fileGroup, kind dirKind, dir, name string) bool {
@@ -32,6 +33,8 @@ func (d *Dataset) addToGroup(groups map[uint64]*fileGroup, kind dirKind, dir, na
 	}
 	f := diskFile{kind: kind, dir: dir, gs: fn.gs}
 	switch {
+	case fn.restart:
+		g.restart = append(g.restart, f)
 	case fn.trunc:
 		g.trunc = append(g.trunc, f)
 	case fn.meta:
@@ -82,8 +85,9 @@ func (d *Dataset) gatherGroups(ctx context.Context, pp poolPaths) (map[uint64]*f
 
 // loadVolumePool is the restart of one pool on one volume (spec §1.4):
 // tmp/ is wiped, half-done truncations and moves are completed or undone,
-// rbw/ replicas load as RWR with their checksum-validated length,
-// finalized/ as FINALIZED. Duplicates are resolved by the caller.
+// rbw/ replicas load as RWR with their checksum-validated length (as RBW
+// while an unexpired restart marker says the node was restarted for an
+// upgrade), finalized/ as FINALIZED. Duplicates are resolved by the caller.
 func (d *Dataset) loadVolumePool(ctx context.Context, v *volume, bpid string) ([]*replica, error) {
 	pp := newPoolPaths(v.path, bpid)
 	// TEMPORARY replicas and pending deletions vanish (never reported).
@@ -114,6 +118,18 @@ func (d *Dataset) loadVolumePool(ctx context.Context, v *volume, bpid string) ([
 // resolveGroup turns the files of one id into replicas (more than one if
 // duplicated), repairing what a crash left half done.
 func (d *Dataset) resolveGroup(v *volume, bpid string, id uint64, g *fileGroup) []*replica {
+	// 0. Restart markers: an unexpired one keeps the rbw/ replica RBW. Each
+	// is read once and deleted, whatever it says (spec §1.4 step 5).
+	keepRbw := false
+	for _, m := range g.restart {
+		path := filepath.Join(m.dir, restartName(id))
+		if m.kind == inRbw && d.restartMarkerLive(path) {
+			keepRbw = true
+		}
+		if err := d.fs.Remove(path); err == nil {
+			d.fs.SyncDir(m.dir)
+		}
+	}
 	has := func(files []diskFile, dir string) bool {
 		for _, f := range files {
 			if f.dir == dir {
@@ -198,7 +214,7 @@ func (d *Dataset) resolveGroup(v *volume, bpid string, id uint64, g *fileGroup) 
 	}
 	var out []*replica
 	for _, p := range pairs {
-		if r := d.loadPair(v, bpid, id, p.data, p.meta); r != nil {
+		if r := d.loadPair(v, bpid, id, p.data, p.meta, keepRbw); r != nil {
 			out = append(out, r)
 		}
 	}
@@ -246,8 +262,9 @@ func (d *Dataset) truncMatches(dataPath, tmpMeta string) bool {
 	return hdr.Sum(buf) == sums[len(sums)-1]
 }
 
-// loadPair builds the replica of one data file (and its meta, if any).
-func (d *Dataset) loadPair(v *volume, bpid string, id uint64, data diskFile, meta *diskFile) *replica {
+// loadPair builds the replica of one data file (and its meta, if any);
+// keepRbw loads an rbw/ replica as RBW instead of RWR.
+func (d *Dataset) loadPair(v *volume, bpid string, id uint64, data diskFile, meta *diskFile, keepRbw bool) *replica {
 	r := &replica{pool: bpid, id: id, vol: v, dir: data.kind, hdr: DefaultMetaHeader(d.cfg.BytesPerChecksum)}
 	if meta != nil {
 		r.gs = meta.gs
@@ -284,6 +301,13 @@ func (d *Dataset) loadPair(v *volume, bpid string, id uint64, data diskFile, met
 		r.state = StateRWR
 		if meta != nil {
 			r.numBytes, r.hdr = d.validateRbw(dataPath, filepath.Join(meta.dir, metaName(id, meta.gs)), st.Size)
+			if keepRbw {
+				// Back from a restart for upgrade: RBW with no writer, every
+				// validated byte acked; its writer resumes it with a pipeline
+				// recovery (RecoverRbw). It reserves the rest of its block.
+				r.state = StateRBW
+				r.reserved = max(0, d.cfg.BlockSize-r.numBytes)
+			}
 		}
 	}
 	r.bytesOnDisk, r.bytesAcked = r.numBytes, r.numBytes

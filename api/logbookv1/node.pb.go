@@ -561,7 +561,9 @@ func (x *NodeStatus) GetMessage() string {
 
 type WriteAck struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The packet's seqno, or -1 for the setup ack.
+	// The packet's seqno, -1 for the setup ack, or -2 for an out-of-band ack
+	// (a node of the pipeline is restarting: its status has the reason
+	// NODE_RESTARTING).
 	Seqno int64 `protobuf:"varint,1,opt,name=seqno,proto3" json:"seqno,omitempty"`
 	// This node first, then each downstream node in order. A failure lists
 	// the nodes up to and including the first failed one.
@@ -2037,6 +2039,88 @@ func (x *BlockReportResponse) GetStorages() []*StorageBlockReport {
 	return nil
 }
 
+type ShutdownNodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Shut down for a quick restart: writers are told (NODE_RESTARTING) and
+	// replicas being written come back RBW if the node is back in time.
+	ForRestart    bool `protobuf:"varint,1,opt,name=for_restart,json=forRestart,proto3" json:"for_restart,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShutdownNodeRequest) Reset() {
+	*x = ShutdownNodeRequest{}
+	mi := &file_logbookv1_node_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShutdownNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShutdownNodeRequest) ProtoMessage() {}
+
+func (x *ShutdownNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_node_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShutdownNodeRequest.ProtoReflect.Descriptor instead.
+func (*ShutdownNodeRequest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_node_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ShutdownNodeRequest) GetForRestart() bool {
+	if x != nil {
+		return x.ForRestart
+	}
+	return false
+}
+
+type ShutdownNodeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShutdownNodeResponse) Reset() {
+	*x = ShutdownNodeResponse{}
+	mi := &file_logbookv1_node_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShutdownNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShutdownNodeResponse) ProtoMessage() {}
+
+func (x *ShutdownNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_node_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShutdownNodeResponse.ProtoReflect.Descriptor instead.
+func (*ShutdownNodeResponse) Descriptor() ([]byte, []int) {
+	return file_logbookv1_node_proto_rawDescGZIP(), []int{26}
+}
+
 var File_logbookv1_node_proto protoreflect.FileDescriptor
 
 const file_logbookv1_node_proto_rawDesc = "" +
@@ -2198,7 +2282,11 @@ const file_logbookv1_node_proto_rawDesc = "" +
 	"\x13BlockReportResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04pool\x18\x02 \x01(\tR\x04pool\x12:\n" +
-	"\bstorages\x18\x03 \x03(\v2\x1e.logbook.v1.StorageBlockReportR\bstorages*\xe9\x02\n" +
+	"\bstorages\x18\x03 \x03(\v2\x1e.logbook.v1.StorageBlockReportR\bstorages\"6\n" +
+	"\x13ShutdownNodeRequest\x12\x1f\n" +
+	"\vfor_restart\x18\x01 \x01(\bR\n" +
+	"forRestart\"\x16\n" +
+	"\x14ShutdownNodeResponse*\xe9\x02\n" +
 	"\n" +
 	"BlockStage\x12\x1b\n" +
 	"\x17BLOCK_STAGE_UNSPECIFIED\x10\x00\x12%\n" +
@@ -2216,7 +2304,7 @@ const file_logbookv1_node_proto_rawDesc = "" +
 	"\x11REPLICA_STATE_RBW\x10\x02\x12\x15\n" +
 	"\x11REPLICA_STATE_RWR\x10\x03\x12\x15\n" +
 	"\x11REPLICA_STATE_RUR\x10\x04\x12\x1b\n" +
-	"\x17REPLICA_STATE_TEMPORARY\x10\x052\xae\x06\n" +
+	"\x17REPLICA_STATE_TEMPORARY\x10\x052\x81\a\n" +
 	"\bDataNode\x12?\n" +
 	"\n" +
 	"WriteBlock\x12\x17.logbook.v1.WritePacket\x1a\x14.logbook.v1.WriteAck(\x010\x01\x12B\n" +
@@ -2228,7 +2316,8 @@ const file_logbookv1_node_proto_rawDesc = "" +
 	"\n" +
 	"VolumeInfo\x12\x1d.logbook.v1.VolumeInfoRequest\x1a\x1e.logbook.v1.VolumeInfoResponse\x12Q\n" +
 	"\fListReplicas\x12\x1f.logbook.v1.ListReplicasRequest\x1a .logbook.v1.ListReplicasResponse\x12N\n" +
-	"\vBlockReport\x12\x1e.logbook.v1.BlockReportRequest\x1a\x1f.logbook.v1.BlockReportResponseB,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
+	"\vBlockReport\x12\x1e.logbook.v1.BlockReportRequest\x1a\x1f.logbook.v1.BlockReportResponse\x12Q\n" +
+	"\fShutdownNode\x12\x1f.logbook.v1.ShutdownNodeRequest\x1a .logbook.v1.ShutdownNodeResponseB,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
 
 var (
 	file_logbookv1_node_proto_rawDescOnce sync.Once
@@ -2243,7 +2332,7 @@ func file_logbookv1_node_proto_rawDescGZIP() []byte {
 }
 
 var file_logbookv1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_logbookv1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_logbookv1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_logbookv1_node_proto_goTypes = []any{
 	(BlockStage)(0),                            // 0: logbook.v1.BlockStage
 	(ReplicaState)(0),                          // 1: logbook.v1.ReplicaState
@@ -2272,6 +2361,8 @@ var file_logbookv1_node_proto_goTypes = []any{
 	(*ReportedReplica)(nil),                    // 24: logbook.v1.ReportedReplica
 	(*StorageBlockReport)(nil),                 // 25: logbook.v1.StorageBlockReport
 	(*BlockReportResponse)(nil),                // 26: logbook.v1.BlockReportResponse
+	(*ShutdownNodeRequest)(nil),                // 27: logbook.v1.ShutdownNodeRequest
+	(*ShutdownNodeResponse)(nil),               // 28: logbook.v1.ShutdownNodeResponse
 }
 var file_logbookv1_node_proto_depIdxs = []int32{
 	3,  // 0: logbook.v1.WritePacket.setup:type_name -> logbook.v1.WriteSetup
@@ -2297,17 +2388,19 @@ var file_logbookv1_node_proto_depIdxs = []int32{
 	18, // 20: logbook.v1.DataNode.VolumeInfo:input_type -> logbook.v1.VolumeInfoRequest
 	21, // 21: logbook.v1.DataNode.ListReplicas:input_type -> logbook.v1.ListReplicasRequest
 	23, // 22: logbook.v1.DataNode.BlockReport:input_type -> logbook.v1.BlockReportRequest
-	6,  // 23: logbook.v1.DataNode.WriteBlock:output_type -> logbook.v1.WriteAck
-	8,  // 24: logbook.v1.DataNode.ReadBlock:output_type -> logbook.v1.ReadChunk
-	10, // 25: logbook.v1.DataNode.GetReplicaVisibleLength:output_type -> logbook.v1.GetReplicaVisibleLengthResponse
-	12, // 26: logbook.v1.DataNode.TransferBlock:output_type -> logbook.v1.TransferBlockResponse
-	14, // 27: logbook.v1.DataNode.InitReplicaRecovery:output_type -> logbook.v1.InitReplicaRecoveryResponse
-	16, // 28: logbook.v1.DataNode.UpdateReplicaUnderRecovery:output_type -> logbook.v1.UpdateReplicaUnderRecoveryResponse
-	20, // 29: logbook.v1.DataNode.VolumeInfo:output_type -> logbook.v1.VolumeInfoResponse
-	22, // 30: logbook.v1.DataNode.ListReplicas:output_type -> logbook.v1.ListReplicasResponse
-	26, // 31: logbook.v1.DataNode.BlockReport:output_type -> logbook.v1.BlockReportResponse
-	23, // [23:32] is the sub-list for method output_type
-	14, // [14:23] is the sub-list for method input_type
+	27, // 23: logbook.v1.DataNode.ShutdownNode:input_type -> logbook.v1.ShutdownNodeRequest
+	6,  // 24: logbook.v1.DataNode.WriteBlock:output_type -> logbook.v1.WriteAck
+	8,  // 25: logbook.v1.DataNode.ReadBlock:output_type -> logbook.v1.ReadChunk
+	10, // 26: logbook.v1.DataNode.GetReplicaVisibleLength:output_type -> logbook.v1.GetReplicaVisibleLengthResponse
+	12, // 27: logbook.v1.DataNode.TransferBlock:output_type -> logbook.v1.TransferBlockResponse
+	14, // 28: logbook.v1.DataNode.InitReplicaRecovery:output_type -> logbook.v1.InitReplicaRecoveryResponse
+	16, // 29: logbook.v1.DataNode.UpdateReplicaUnderRecovery:output_type -> logbook.v1.UpdateReplicaUnderRecoveryResponse
+	20, // 30: logbook.v1.DataNode.VolumeInfo:output_type -> logbook.v1.VolumeInfoResponse
+	22, // 31: logbook.v1.DataNode.ListReplicas:output_type -> logbook.v1.ListReplicasResponse
+	26, // 32: logbook.v1.DataNode.BlockReport:output_type -> logbook.v1.BlockReportResponse
+	28, // 33: logbook.v1.DataNode.ShutdownNode:output_type -> logbook.v1.ShutdownNodeResponse
+	24, // [24:34] is the sub-list for method output_type
+	14, // [14:24] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -2328,7 +2421,7 @@ func file_logbookv1_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_node_proto_rawDesc), len(file_logbookv1_node_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

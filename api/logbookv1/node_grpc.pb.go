@@ -37,6 +37,7 @@ const (
 	DataNode_VolumeInfo_FullMethodName                 = "/logbook.v1.DataNode/VolumeInfo"
 	DataNode_ListReplicas_FullMethodName               = "/logbook.v1.DataNode/ListReplicas"
 	DataNode_BlockReport_FullMethodName                = "/logbook.v1.DataNode/BlockReport"
+	DataNode_ShutdownNode_FullMethodName               = "/logbook.v1.DataNode/ShutdownNode"
 )
 
 // DataNodeClient is the client API for DataNode service.
@@ -50,7 +51,10 @@ type DataNodeClient interface {
 	// WriteAck for the setup (seqno -1) and one per packet, in order. An ack
 	// lists one status per pipeline node from this node downstream; the
 	// first non-OK status names the failed node. After a failing ack the
-	// stream ends with an error status.
+	// stream ends with an error status. A node shutting down for a restart
+	// sends an out-of-band ack (seqno -2, its status Unavailable with reason
+	// NODE_RESTARTING) before its stream ends: the writer waits for it to
+	// come back and resumes with a pipeline recovery on the same nodes.
 	WriteBlock(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[WritePacket, WriteAck], error)
 	// ReadBlock streams [offset, offset+length) of a replica's visible bytes,
 	// starting at the chunk boundary at or below offset, with one checksum
@@ -68,6 +72,14 @@ type DataNodeClient interface {
 	VolumeInfo(ctx context.Context, in *VolumeInfoRequest, opts ...grpc.CallOption) (*VolumeInfoResponse, error)
 	ListReplicas(ctx context.Context, in *ListReplicasRequest, opts ...grpc.CallOption) (*ListReplicasResponse, error)
 	BlockReport(ctx context.Context, in *BlockReportRequest, opts ...grpc.CallOption) (*BlockReportResponse, error)
+	// ShutdownNode stops the node (HDFS dfsadmin -shutdownDatanode). With
+	// for_restart (HDFS's "upgrade"), every open write pipeline gets an
+	// out-of-band NODE_RESTARTING ack and each replica being written gets a
+	// restart marker, so that a node started again within
+	// --restart-replica-expiry (default 50 s) reloads those replicas RBW and
+	// their writers resume them. The call returns once the shutdown has
+	// begun; a second one is refused FailedPrecondition (SHUTTING_DOWN).
+	ShutdownNode(ctx context.Context, in *ShutdownNodeRequest, opts ...grpc.CallOption) (*ShutdownNodeResponse, error)
 }
 
 type dataNodeClient struct {
@@ -180,6 +192,16 @@ func (c *dataNodeClient) BlockReport(ctx context.Context, in *BlockReportRequest
 	return out, nil
 }
 
+func (c *dataNodeClient) ShutdownNode(ctx context.Context, in *ShutdownNodeRequest, opts ...grpc.CallOption) (*ShutdownNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ShutdownNodeResponse)
+	err := c.cc.Invoke(ctx, DataNode_ShutdownNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DataNodeServer is the server API for DataNode service.
 // All implementations must embed UnimplementedDataNodeServer
 // for forward compatibility.
@@ -191,7 +213,10 @@ type DataNodeServer interface {
 	// WriteAck for the setup (seqno -1) and one per packet, in order. An ack
 	// lists one status per pipeline node from this node downstream; the
 	// first non-OK status names the failed node. After a failing ack the
-	// stream ends with an error status.
+	// stream ends with an error status. A node shutting down for a restart
+	// sends an out-of-band ack (seqno -2, its status Unavailable with reason
+	// NODE_RESTARTING) before its stream ends: the writer waits for it to
+	// come back and resumes with a pipeline recovery on the same nodes.
 	WriteBlock(grpc.BidiStreamingServer[WritePacket, WriteAck]) error
 	// ReadBlock streams [offset, offset+length) of a replica's visible bytes,
 	// starting at the chunk boundary at or below offset, with one checksum
@@ -209,6 +234,14 @@ type DataNodeServer interface {
 	VolumeInfo(context.Context, *VolumeInfoRequest) (*VolumeInfoResponse, error)
 	ListReplicas(context.Context, *ListReplicasRequest) (*ListReplicasResponse, error)
 	BlockReport(context.Context, *BlockReportRequest) (*BlockReportResponse, error)
+	// ShutdownNode stops the node (HDFS dfsadmin -shutdownDatanode). With
+	// for_restart (HDFS's "upgrade"), every open write pipeline gets an
+	// out-of-band NODE_RESTARTING ack and each replica being written gets a
+	// restart marker, so that a node started again within
+	// --restart-replica-expiry (default 50 s) reloads those replicas RBW and
+	// their writers resume them. The call returns once the shutdown has
+	// begun; a second one is refused FailedPrecondition (SHUTTING_DOWN).
+	ShutdownNode(context.Context, *ShutdownNodeRequest) (*ShutdownNodeResponse, error)
 	mustEmbedUnimplementedDataNodeServer()
 }
 
@@ -245,6 +278,9 @@ func (UnimplementedDataNodeServer) ListReplicas(context.Context, *ListReplicasRe
 }
 func (UnimplementedDataNodeServer) BlockReport(context.Context, *BlockReportRequest) (*BlockReportResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method BlockReport not implemented")
+}
+func (UnimplementedDataNodeServer) ShutdownNode(context.Context, *ShutdownNodeRequest) (*ShutdownNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ShutdownNode not implemented")
 }
 func (UnimplementedDataNodeServer) mustEmbedUnimplementedDataNodeServer() {}
 func (UnimplementedDataNodeServer) testEmbeddedByValue()                  {}
@@ -411,6 +447,24 @@ func _DataNode_BlockReport_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DataNode_ShutdownNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ShutdownNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DataNodeServer).ShutdownNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DataNode_ShutdownNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DataNodeServer).ShutdownNode(ctx, req.(*ShutdownNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // DataNode_ServiceDesc is the grpc.ServiceDesc for DataNode service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -445,6 +499,10 @@ var DataNode_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "BlockReport",
 			Handler:    _DataNode_BlockReport_Handler,
+		},
+		{
+			MethodName: "ShutdownNode",
+			Handler:    _DataNode_ShutdownNode_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -32,6 +32,12 @@ const (
 	ReasonChecksumMismatch = "CHECKSUM_MISMATCH"  // a chunk does not match its checksum
 	ReasonDownstreamFailed = "DOWNSTREAM_FAILED"  // a node further down the pipeline failed
 	ReasonWriterStopped    = "WRITER_STOPPED"     // a recovery took the replica over
+	ReasonNodeRestarting   = "NODE_RESTARTING"    // the node is shutting down for a restart
+	ReasonShuttingDown     = "SHUTTING_DOWN"      // the node is already shutting down
+
+	// OOBAckSeqno is the seqno of an out-of-band WriteAck (a node of the
+	// pipeline is restarting).
+	OOBAckSeqno = -2
 
 	// MetaNodeID names the storage node that produced the error.
 	MetaNodeID = "node_id"

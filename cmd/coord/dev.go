@@ -134,6 +134,7 @@ type devCluster struct {
 	keep    bool
 	cfgs    []coordserver.Config
 	servers []*coordserver.Server
+	mu      sync.Mutex // nodes[i] is replaced when a node restarts
 	nodes   []*nodeserver.Server
 }
 
@@ -298,11 +299,22 @@ func (d *devCluster) run(ctx context.Context, onExit func(id string, err error))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := n.Run(ctx); err != nil {
-				nodeErrs[i] = fmt.Errorf("%s: %w", n.ID(), err)
-				if onExit != nil {
-					onExit(n.ID(), err)
+			for {
+				err := n.Run(ctx)
+				if err == nil && ctx.Err() == nil && n.RestartRequested() {
+					// coord nodes shutdown --restart: start it again at once,
+					// as a supervisor would, so its writers resume.
+					if n, err = d.restartNode(i); err == nil {
+						continue
+					}
 				}
+				if err != nil {
+					nodeErrs[i] = fmt.Errorf("%s: %w", n.ID(), err)
+					if onExit != nil {
+						onExit(n.ID(), err)
+					}
+				}
+				return
 			}
 		}()
 	}
@@ -310,10 +322,25 @@ func (d *devCluster) run(ctx context.Context, onExit func(id string, err error))
 	return errors.Join(append(errs, nodeErrs...)...)
 }
 
+// restartNode starts node i again with its config (same addresses and
+// volume) after a shutdown for restart.
+func (d *devCluster) restartNode(i int) (*nodeserver.Server, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n, err := nodeserver.New(d.nodes[i].Config())
+	if err != nil {
+		return d.nodes[i], fmt.Errorf("restart: %w", err)
+	}
+	d.nodes[i] = n
+	return n, nil
+}
+
 // closeAll closes the started members concurrently (used when startup
 // fails half-way).
 func (d *devCluster) closeAll() {
 	var wg sync.WaitGroup
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	for _, n := range d.nodes {
 		wg.Add(1)
 		go func() { defer wg.Done(); n.Close() }()
@@ -438,7 +465,9 @@ this process on 127.0.0.1, for a first look and for demos. The first member
 listens on the default ports (raft 7000, gRPC 7100, gossip 7200, http 7300) so
 every client command works without flags; the others take the next free
 ports. Storage nodes take gRPC 7400, http 7500, gossip 7600 and up, register
-with the coordinators and heartbeat. Ctrl-C stops them all.`,
+with the coordinators and heartbeat; a node shut down for a restart (coord
+nodes shutdown NODE --restart) is started again at once, so you can watch
+its writers wait and resume. Ctrl-C stops them all.`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			if opts.Members < 1 || opts.Members > 5 {

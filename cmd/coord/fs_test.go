@@ -16,8 +16,13 @@ import (
 	"testing"
 	"time"
 
+	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/internal/nodeserver"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 // startTestNodes starts 3 storage nodes linked to endpoints and waits
@@ -224,6 +229,48 @@ func TestFSCommands(t *testing.T) {
 		t.Fatalf("rm: %s", rmOut)
 	}
 	coord(1, "fs", "stat", "/cli/f", eps)
+
+	// coord nodes shutdown: an unknown node is a clean error; node3 goes
+	// down for a restart (its gRPC stops answering); a second request is
+	// refused.
+	if _, stderr := coord(1, "nodes", "shutdown", "node9", eps); !strings.Contains(stderr, "node9") {
+		t.Fatalf("shutdown of an unknown node: %q", stderr)
+	}
+	coord(2, "nodes", "shutdown", eps)
+	nodesOut, _ := coord(0, "nodes", "--json", eps)
+	var nodes nodesJSON
+	decodeJSON(t, nodesOut, &nodes)
+	addr := ""
+	for _, n := range nodes.Nodes {
+		if n.ID == "node3" {
+			addr = n.GRPCAddr
+		}
+	}
+	sdOut, _ := coord(0, "nodes", "shutdown", "node3", "--restart", "--json", eps)
+	var sd struct {
+		Node       string `json:"node"`
+		ForRestart bool   `json:"for_restart"`
+	}
+	decodeJSON(t, sdOut, &sd)
+	if sd.Node != "node3" || !sd.ForRestart {
+		t.Fatalf("shutdown: %s", sdOut)
+	}
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		_, err := pb.NewDataNodeClient(cc).VolumeInfo(context.Background(), &pb.VolumeInfoRequest{})
+		if status.Code(err) == codes.Unavailable {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node3 still answers after its shutdown: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval
+	}
+	coord(1, "nodes", "shutdown", addr, eps) // down (or still going down): refused
 }
 
 func allReplicated(st fsStatJSON, want int) bool {

@@ -111,5 +111,52 @@ the leader deletes and re-replicates nothing until the nodes have reported.`,
 		}),
 	}
 	o = addClientFlags(cmd, 10*time.Second, clientTimeoutHelp)
+	cmd.AddCommand(newNodesShutdownCmd())
+	return cmd
+}
+
+func newNodesShutdownCmd() *cobra.Command {
+	var o *clientOpts
+	var restart bool
+	cmd := &cobra.Command{
+		Use:   "shutdown NODE [--restart]",
+		Short: "Shut a storage node down, or down for a quick restart (HDFS dfsadmin -shutdownDatanode)",
+		Long: `Ask a storage node (a node id from coord nodes, or its gRPC host:port) to
+shut down. The command returns once the shutdown has begun; starting the
+node again is up to you or its supervisor.
+
+With --restart (HDFS's "upgrade"), writers with an open pipeline through the
+node get an out-of-band NODE_RESTARTING ack and wait for it (SDK
+NodeRestartTimeout, 30 s by default) instead of dropping it, and each
+replica being written gets a restart marker: a node started again within its
+--restart-replica-expiry (50 s by default) reloads those replicas RBW, and
+the writers resume with a pipeline recovery on the same nodes. Without
+--restart, or when the node is back too late, its writers drop it and its
+unfinished replicas come back RWR for block recovery.`,
+		Example: `  coord nodes shutdown node2 --restart   # then start node2 again within 50 s
+  coord nodes shutdown 127.0.0.1:7401`,
+		Args: cobra.ExactArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				if err := c.ShutdownNode(ctx, args[0], restart); err != nil {
+					return err
+				}
+				if o.json {
+					return writeJSON(cmd.OutOrStdout(), struct {
+						Node       string `json:"node"`
+						ForRestart bool   `json:"for_restart"`
+					}{args[0], restart})
+				}
+				what := "shutting down"
+				if restart {
+					what = "shutting down for a restart"
+				}
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "node %s is %s\n", args[0], what)
+				return err
+			})
+		}),
+	}
+	cmd.Flags().BoolVar(&restart, "restart", false, "shut down for a quick restart: writers wait for the node and its replicas being written stay RBW")
+	o = addClientFlags(cmd, 10*time.Second, clientTimeoutHelp)
 	return cmd
 }

@@ -46,6 +46,7 @@ func addServeFlags(fs *pflag.FlagSet) *serveFlags {
 	fs.StringVar(&c.AdvertiseGossip, "advertise-gossip", "", "gossip address published to the cluster (default: --gossip-addr)")
 	fs.StringSliceVar(&c.CoordEndpoints, "coord-endpoints", nil, "coordinator gRPC addresses host:port, comma-separated (any member; empty: standalone, no coordinator link)")
 	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", d.HeartbeatInterval, "interval of the heartbeats to the coordinator")
+	fs.DurationVar(&c.RestartReplicaExpiry, "restart-replica-expiry", d.RestartReplicaExpiry, "after a shutdown for restart (ShutdownNode, coord nodes shutdown --restart), replicas being written reload RBW for their writers if the node is back within this")
 	fs.StringSliceVar(&c.Join, "join", nil, "the coordinators' gossip addresses host:port, comma-separated: the node joins their gossip (faster failure detection)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of text")

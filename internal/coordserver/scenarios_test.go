@@ -52,10 +52,14 @@ package coordserver
 //	23  client TestWriterCloseRecovery
 //	24  client TestScenario24PipelineRecoveryLimit
 //	25  client TestScenario25AllPipelineNodesFail
-//	26  does not apply: no restart marker and no OOB "restarting" ack (replica
-//	    package doc: rbw/ always loads as RWR), so a restarting node is a
-//	    failed pipeline node (TestFSPipelineRecoveryAfterNodeDeath) whose
-//	    replica comes back RWR (scenarios 7 and 25)
+//	26  client TestScenario26RollingRestart (each pipeline position shut down
+//	    for a restart through ShutdownNode: OOB NODE_RESTARTING, the writer
+//	    waits bumping the GS, the node comes back with its replica RBW from
+//	    the restart marker, same three nodes, byte-identical); not back in
+//	    time: client TestWriterDropsNodeNotBackInTime; the node side:
+//	    nodeserver TestShutdownForRestartResumesPipeline and
+//	    TestShutdownForRestartMarkerExpiry, replica TestLoadRestartMarker;
+//	    with containers: e2e TestFSRecovery/NodeRollingRestart
 //	27  TestScenario27RestartDropsTemporary
 //	28  TestScenario28ReportsOfUCBlock
 //	29  TestScenario29ReportOfUnknownBlock (also TestScenario02ZeroBytesWritten)

@@ -14,7 +14,12 @@
 // server's MaxRecvMsgSize).
 package grpcflow
 
-import "google.golang.org/grpc"
+import (
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+)
 
 const (
 	// StreamWindow is the per-stream window: 1 MiB keeps one large append
@@ -38,4 +43,16 @@ func ServerOptions() []grpc.ServerOption {
 		grpc.StaticStreamWindowSize(StreamWindow),
 		grpc.StaticConnWindowSize(ConnWindow),
 	}
+}
+
+// Reconnect bounds the redial backoff of a connection whose peer went
+// away. grpc-go's default grows to 120 s, so a connection to a member or
+// storage node that restarted in seconds could fail calls fast for
+// minutes; a writer awaiting a restarting node retries every few seconds
+// and must find it. Here: 200 ms growing to at most 2 s.
+func Reconnect() grpc.DialOption {
+	return grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: 200 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+		MinConnectTimeout: 5 * time.Second,
+	})
 }

@@ -90,6 +90,10 @@ type Config struct {
 	AckTimeout time.Duration
 	// WriterStopTimeout bounds a recovery's wait for a running writer.
 	WriterStopTimeout time.Duration
+	// RestartReplicaExpiry is how long after a shutdown for restart the
+	// replicas that were being written still reload RBW (HDFS
+	// dfs.datanode.restart.replica.expiration, 50 s).
+	RestartReplicaExpiry time.Duration
 	// DirScanInterval and BlockScanBytesPerSecond drive the scanners (0
 	// disables either).
 	DirScanInterval         time.Duration
@@ -141,6 +145,7 @@ func DefaultConfig() Config {
 		SetupTimeout:            10 * time.Second,
 		AckTimeout:              60 * time.Second,
 		WriterStopTimeout:       rc.WriterStopTimeout,
+		RestartReplicaExpiry:    50 * time.Second,
 		DirScanInterval:         rc.DirScanInterval,
 		BlockScanBytesPerSecond: rc.BlockScanBytesPerSecond,
 		HeartbeatInterval:       3 * time.Second,
@@ -201,6 +206,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SetupTimeout <= 0 || c.AckTimeout <= 0 || c.WriterStopTimeout <= 0 {
 		errs = append(errs, errors.New("setup, ack and writer stop timeouts must be > 0"))
+	}
+	if c.RestartReplicaExpiry <= 0 || c.RestartReplicaExpiry > time.Hour {
+		errs = append(errs, fmt.Errorf("restart replica expiry %v: want > 0 and <= 1h", c.RestartReplicaExpiry))
 	}
 	if c.DirScanInterval < 0 || c.BlockScanBytesPerSecond < 0 {
 		errs = append(errs, errors.New("scanner settings must be >= 0"))

@@ -57,6 +57,26 @@
 // its state (RBW or TEMPORARY) for the client's pipeline recovery or the
 // coordinator's block recovery.
 //
+// # Shutdown for restart
+//
+// ShutdownForRestart (the ShutdownNode RPC with for_restart; HDFS's
+// shutdown for upgrade, spec §1.4 and §5.3) first refuses new client
+// pipelines (Unavailable, NODE_RESTARTING; transfers are not client
+// pipelines); every open one then sends its writer an out-of-band ack
+// (seqno -2, this node's status Unavailable/NODE_RESTARTING) and ends.
+// Upstream nodes relay it like any failing ack (the writer sees it with
+// the next packet's ack, or at once when this node is the first). Once
+// those streams ended (at most 5 s), each replica they were writing gets a
+// restart marker expiring Config.RestartReplicaExpiry (50 s) from now
+// (replica.Dataset.WriteRestartMarker), and the node closes as Close does.
+// Started again before the expiry, it reloads those replicas RBW, and the
+// writers, which wait for the node (client Config.NodeRestartTimeout),
+// resume with a streaming recovery on the same nodes. After the expiry
+// they come back RWR: the writer's RecoverRbw is refused (NON_RBW_REPLICA)
+// and it drops the node. A second ShutdownNode is FailedPrecondition
+// (SHUTTING_DOWN); Run returns once a requested shutdown is done, and
+// RestartRequested tells a supervisor (coord dev) to start the node again.
+//
 // # Reads and transfers
 //
 // ReadBlock sends whole chunks from the chunk boundary at or below the

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/logbookhq/logbook/internal/grpcflow"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -51,6 +52,8 @@ func DialOptions(tlsCfg *tls.Config) []grpc.DialOption {
 		experimental.WithBufferPool(bufferPool),
 		// A dead downstream node is noticed even while no packet flows.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: false}),
+		// A restarted downstream node is redialed within seconds.
+		grpcflow.Reconnect(),
 	}
 }
 

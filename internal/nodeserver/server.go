@@ -37,6 +37,9 @@ type Dataset interface {
 	Cache(ctx context.Context, bpid string, id uint64) error
 	Uncache(bpid string, id uint64) error
 	CacheReport(bpid string) ([]uint64, error)
+	// WriteRestartMarker keeps an RBW replica RBW across a quick restart
+	// (ShutdownForRestart).
+	WriteRestartMarker(bpid string, id uint64, expiry time.Time) error
 }
 
 var _ Dataset = (*replica.Dataset)(nil)
@@ -64,6 +67,7 @@ type Server struct {
 	gossipMu sync.Mutex
 	gossip   *membership.Memberlist
 
+	restart   *restartState // shutdown for restart (restart.go)
 	closing   atomic.Bool
 	fatalCh   chan error
 	wg        sync.WaitGroup // listeners' goroutines
@@ -83,7 +87,7 @@ func New(cfg Config) (_ *Server, err error) {
 		log = slog.Default()
 	}
 	log = log.With("node-id", cfg.ID)
-	s := &Server{cfg: cfg, log: log, fatalCh: make(chan error, 2)}
+	s := &Server{cfg: cfg, log: log, fatalCh: make(chan error, 2), restart: newRestartState()}
 	defer func() {
 		if err != nil {
 			s.shutdown(false)
@@ -143,12 +147,14 @@ func (s *Server) AdvertisedGossip() string {
 // Store exposes the dataset to tests and tools in this module.
 func (s *Server) Store() Dataset { return s.store }
 
-// Run blocks until ctx ends or a listener fails, then closes the server.
+// Run blocks until ctx ends, a listener fails or a ShutdownNode call has
+// stopped the node, then closes the server.
 func (s *Server) Run(ctx context.Context) error {
 	var runErr error
 	select {
 	case <-ctx.Done():
 	case runErr = <-s.fatalCh:
+	case <-s.restart.requested:
 	}
 	if err := s.Close(); err != nil && runErr == nil {
 		runErr = err

@@ -88,6 +88,13 @@ func (d *dataService) BlockReport(_ context.Context, req *pb.BlockReportRequest)
 	return out, nil
 }
 
+func (d *dataService) ShutdownNode(_ context.Context, req *pb.ShutdownNodeRequest) (*pb.ShutdownNodeResponse, error) {
+	if err := d.s.requestShutdown(req.GetForRestart()); err != nil {
+		return nil, err
+	}
+	return &pb.ShutdownNodeResponse{}, nil
+}
+
 // stateToPB maps a replica state to the wire (ordinal + 1).
 func stateToPB(st replica.State) pb.ReplicaState {
 	if st > replica.StateTemporary {

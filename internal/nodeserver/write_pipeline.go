@@ -38,6 +38,13 @@ func (s *Server) writeBlock(up pb.DataNode_WriteBlockServer) error {
 	if err := validateSetup(setup, s.cfg.MaxTargets); err != nil {
 		return s.toStatus(err)
 	}
+	client := isClientStage(setup.GetStage())
+	if client {
+		if !s.enterClientPipe() {
+			return s.errRestarting()
+		}
+		defer s.leaveClientPipe()
+	}
 	ctx, cancel := context.WithCancel(up.Context())
 	defer cancel()
 	log := s.log.With("pool", setup.GetPool(), "block-id", setup.GetBlockId(), "gs", setup.GetGs(),
@@ -53,6 +60,9 @@ func (s *Server) writeBlock(up pb.DataNode_WriteBlockServer) error {
 	r := &receiver{
 		s: s, log: log, setup: setup, up: up, ctx: ctx, cancel: cancel, w: w,
 		self: s.AdvertisedGRPC(), pending: make(chan received, pipelineQueue),
+	}
+	if client {
+		r.restart = s.restart.ch
 	}
 	if w != nil {
 		r.acked = w.Replica().BytesAcked
@@ -129,6 +139,9 @@ type receiver struct {
 
 	pending chan received // receiver → responder, in packet order
 	acked   int64         // responder only
+	// restart is closed when the node shuts down for a restart (nil for
+	// transfers): the responder acks out of band and ends the stream.
+	restart <-chan struct{}
 }
 
 // received is one packet as the receiver handled it.
@@ -294,6 +307,8 @@ func (r *receiver) respond() error {
 		case it, ok = <-r.pending:
 		case <-stopped:
 			return r.writerStopped()
+		case <-r.restart:
+			return r.restarting()
 		case <-r.ctx.Done():
 			return r.ctx.Err()
 		}
@@ -357,12 +372,17 @@ func (r *receiver) awaitDownAck(seqno int64, stopped <-chan struct{}) ([]*pb.Nod
 		return []*pb.NodeStatus{nodeStatus(r.downAddr, err)}, err
 	case <-stopped:
 		return nil, errWriterStopped
+	case <-r.restart:
+		return nil, errNodeRestarting
 	case <-r.ctx.Done():
 		return nil, r.ctx.Err()
 	}
 }
 
-var errWriterStopped = errors.New("writer stopped")
+var (
+	errWriterStopped  = errors.New("writer stopped")
+	errNodeRestarting = errors.New("node restarting")
+)
 
 // complete ends the block after its last packet was acked downstream:
 // TRANSFER_RBW converts the TEMPORARY replica to RBW, everything else
@@ -391,6 +411,9 @@ func (r *receiver) failLocal(seqno int64, err error) error {
 func (r *receiver) failDownstream(seqno int64, down []*pb.NodeStatus, err error) error {
 	if errors.Is(err, errWriterStopped) {
 		return r.writerStopped()
+	}
+	if errors.Is(err, errNodeRestarting) {
+		return r.restarting()
 	}
 	if r.ctx.Err() != nil {
 		return r.ctx.Err()

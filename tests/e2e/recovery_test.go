@@ -193,6 +193,99 @@ func TestFSRecovery(t *testing.T) {
 		}
 	})
 
+	run("NodeRollingRestart", func(t *testing.T) {
+		// Spec §7 scenario 26 with containers: a writer on the host
+		// hflushes; the last node of its pipeline is shut down for a
+		// restart (ShutdownNode, as coord nodes shutdown --restart does);
+		// the writer goes on and waits for it; the container is started
+		// again; the write completes on the same three nodes with every
+		// replica FINALIZED, at one GS, byte-identical. (The last node: the
+		// writer never dials it, so the new host port Docker may give the
+		// restarted container does not matter to it.)
+		path := "/e2e/rolling-restart"
+		data := writerData(6, 900_000)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		cfg, _ := fc.fsConfig()
+		c, err := client.New(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		w, err := c.FS().Create(ctx, path, client.CreateOptions{Replication: 3, BlockSize: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(data[:400_000]); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		blk := fc.lastBlock(t, path)
+		pipeline := blk.ExpectedLocations
+		victim := pipeline[len(pipeline)-1]
+		if err := c.ShutdownNode(ctx, victim, true); err != nil {
+			t.Fatal(err)
+		}
+		wrote := make(chan error, 1)
+		go func() {
+			_, err := w.Write(data[400_000:])
+			if err == nil {
+				err = w.Close(ctx)
+			}
+			wrote <- err
+		}()
+		exited, err := fc.exitedAt(victim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fc.project.start(victim); err != nil {
+			t.Fatal(err)
+		}
+		if err := fc.refreshNodes(victim); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-wrote:
+			if err != nil {
+				t.Fatalf("the write through %s's restart: %v", victim, err)
+			}
+		case <-ctx.Done():
+			t.Fatal("the writer did not finish")
+		}
+		fc.logf("%s shut down for a restart, exited %s, started again; the writer finished %.1fs after the exit",
+			victim, exited.Format(time.RFC3339Nano), time.Since(exited).Seconds())
+		info, err := c.FS().Stat(ctx, path)
+		if err != nil || info.UnderConstruction || info.Length != uint64(len(data)) || len(info.Blocks) != 1 {
+			t.Fatalf("stat: %+v, %v", info, err)
+		}
+		b := info.Blocks[0]
+		if b.GS <= blk.Gs || !slices.Equal(slices.Sorted(slices.Values(b.Expected)), slices.Sorted(slices.Values(pipeline))) {
+			t.Fatalf("GS %d (was %d), expected %v: want the same pipeline %v", b.GS, blk.Gs, b.Expected, pipeline)
+		}
+		for _, n := range pipeline {
+			var r *pb.Replica
+			if err := poll(30*time.Second, 100*time.Millisecond, func(ctx context.Context) (err error) {
+				r, err = fc.replicaOn(ctx, n, b.ID)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if r == nil || r.State != pb.ReplicaState_REPLICA_STATE_FINALIZED || r.Gs != b.GS || r.NumBytes != int64(len(data)) {
+				t.Fatalf("%s holds %v, want FINALIZED at GS %d with %d bytes", n, r, b.GS, len(data))
+			}
+			got, err := fc.readReplica(ctx, n, b.ID, b.GS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, data) {
+				t.Fatalf("%s's replica differs from the written bytes", n)
+			}
+		}
+		fc.logf("block %d on %v (the same pipeline): FINALIZED at GS %d (was %d), %d identical bytes", b.ID, pipeline, b.GS, blk.Gs, len(data))
+	})
+
 	run("NodeDeadForGood", func(t *testing.T) {
 		path := "/e2e/dead-node"
 		data := writerData(5, 700_000)
