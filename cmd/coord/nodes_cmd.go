@@ -66,10 +66,11 @@ func newNodesCmd() *cobra.Command {
 each (soft state, rebuilt after a leader change): state (live: heard from
 within the stale interval and not failed in gossip; stale; dead: silent past
 the dead interval, its blocks re-replicated elsewhere), its gossip state when
-it joined the coordinators' gossip (node serve --join), time since the last heartbeat, whether a full block report
-arrived in this term, replicas reported, capacity and free space (with
---json also the cache report: cache capacity, bytes and blocks cached). In safe mode
-the leader deletes and re-replicates nothing until the nodes have reported.`,
+it joined the coordinators' gossip (node serve --join), time since the last
+heartbeat, whether a full block report arrived in this term, replicas
+reported, capacity and free space, and the latest cache report (blocks
+cached, bytes cached / cache capacity). In safe mode the leader deletes and
+re-replicates nothing until the nodes have reported.`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
@@ -83,7 +84,7 @@ the leader deletes and re-replicates nothing until the nodes have reported.`,
 					return writeJSON(w, j)
 				}
 				t := newTable(w)
-				fmt.Fprintln(t, "ID\tGRPC\tSTATE\tGOSSIP\tLAST HEARTBEAT\tFULL REPORT\tREPLICAS\tFREE / CAPACITY")
+				fmt.Fprintln(t, "ID\tGRPC\tSTATE\tGOSSIP\tLAST HEARTBEAT\tFULL REPORT\tREPLICAS\tFREE / CAPACITY\tCACHED")
 				for _, n := range j.Nodes {
 					hb := "-"
 					if n.LastHeartbeatMs >= 0 {
@@ -96,7 +97,11 @@ the leader deletes and re-replicates nothing until the nodes have reported.`,
 					case !n.Live:
 						state = "stale"
 					}
-					fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%v\t%d\t%d / %d MiB\n", n.ID, n.GRPCAddr, state, orDash(n.Gossip), hb, n.FullReport, n.Replicas, n.FreeBytes>>20, n.CapacityBytes>>20)
+					cached := "-"
+					if n.CacheCapacityBytes > 0 {
+						cached = fmt.Sprintf("%d blocks, %d / %d MiB", n.CachedBlocks, n.CacheUsedBytes>>20, n.CacheCapacityBytes>>20)
+					}
+					fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%v\t%d\t%d / %d MiB\t%s\n", n.ID, n.GRPCAddr, state, orDash(n.Gossip), hb, n.FullReport, n.Replicas, n.FreeBytes>>20, n.CapacityBytes>>20, cached)
 				}
 				if err := t.Flush(); err != nil {
 					return err
