@@ -516,6 +516,9 @@ func (s *Server) startGossip() error {
 	return nil
 }
 
+// streamWorkers is the size of the gRPC server's handler goroutine pool.
+const streamWorkers = 256
+
 func (s *Server) startGRPC() error {
 	ln, err := net.Listen("tcp", s.cfg.GRPCAddr)
 	if err != nil {
@@ -529,6 +532,12 @@ func (s *Server) startGRPC() error {
 		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor, s.clusterIDStreamInterceptor),
 	}
 	opts = append(opts, grpcflow.ServerOptions()...)
+	// Handlers run on reused goroutines whose stacks have already grown:
+	// with a fresh goroutine per call, growing the stack of each unary
+	// append (copystack) took ~7% of a member's CPU at 100 clients
+	// (docs/benchmarks.md). More concurrent calls than workers get fresh
+	// goroutines, as without the pool.
+	opts = append(opts, grpc.NumStreamWorkers(streamWorkers))
 	if s.cfg.Security.GRPCTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.cfg.Security.GRPCTLS)))
 	}
