@@ -102,7 +102,10 @@ func newServeCmd(e env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve --id ID (--data-dir DIR | --volume PATH[:TYPE]...) [flags]",
 		Short: "Run one storage node",
-		Long: `Run one storage node until SIGINT or SIGTERM.
+		Long: `Run one storage node until SIGINT, SIGTERM or a ShutdownNode call
+(coord nodes shutdown NODE [--restart]); it then exits 0. After a shutdown
+for restart, start it again within --restart-replica-expiry so that the
+replicas it was writing come back RBW and their writers resume.
 
 The node opens its volumes (each is claimed with a node-id file; a volume of
 another node is refused), loads every block pool found on them, adds
