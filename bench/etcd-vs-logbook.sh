@@ -7,9 +7,11 @@
 #
 # Usage: bash bench/etcd-vs-logbook.sh [seconds]   (default 10 s of Logbook load;
 #        etcd runs a fixed request count sized to take about as long)
+#        RUNS=N repeats the pair N times (fresh data dirs each time) and
+#        prints the median of each ratio.
 # Env:   ETCD_VERSION (default v3.6.16), CLIENTS (100), CONNS (connections the
 #        clients share, both tools alike; default CLIENTS: one each), BENCH_DIR
-#        (temporary).
+#        (temporary), RUNS (1).
 # Everything listens on 127.0.0.1 only; all processes are stopped on exit.
 set -euo pipefail
 
@@ -18,11 +20,10 @@ secs=${1:-10}
 clients=${CLIENTS:-100}
 conns=${CONNS:-$clients}
 etcd_version=${ETCD_VERSION:-v3.6.16}
+runs=${RUNS:-1}
 work=${BENCH_DIR:-$(mktemp -d /tmp/logbook-etcd-bench.XXXXXX)}
 bin="$work/bin"
 mkdir -p "$bin"
-# Fresh data dirs every run (a reused BENCH_DIR keeps only the binaries).
-rm -rf "$work"/etcd[123] "$work/logbook"
 
 pids=()
 cleanup() {
@@ -48,48 +49,69 @@ wait_port() { # host:port
 	done
 }
 
-sync # the builds' and the last run's dirty pages are on disk before either system runs
-echo "== etcd: 3 members on 127.0.0.1:23791-23793" >&2
-cluster="e1=http://127.0.0.1:23801,e2=http://127.0.0.1:23802,e3=http://127.0.0.1:23803"
-for i in 1 2 3; do
-	"$bin/etcd" --name "e$i" --data-dir "$work/etcd$i" \
-		--listen-client-urls "http://127.0.0.1:2379$i" --advertise-client-urls "http://127.0.0.1:2379$i" \
-		--listen-peer-urls "http://127.0.0.1:2380$i" --initial-advertise-peer-urls "http://127.0.0.1:2380$i" \
-		--initial-cluster "$cluster" --initial-cluster-state new --log-level error \
-		>"$work/etcd$i.log" 2>&1 &
-	pids+=($!)
-done
-for i in 1 2 3; do wait_port "127.0.0.1:2379$i"; done
-eps=127.0.0.1:23791,127.0.0.1:23792,127.0.0.1:23793
-"$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total 5000 --val-size 256 --sequential-keys >/dev/null # warm-up, leader elected
-# size the measured run to about $secs seconds from a short probe
-probe=$("$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total 20000 --val-size 256 --sequential-keys --json)
-rate=$(echo "$probe" | sed -E 's/.*"ops_per_s":([0-9.]+).*/\1/')
-total=$(awk -v r="$rate" -v s="$secs" 'BEGIN{printf "%d", r*s}')
-etcd_json=$("$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total "$total" \
-	--key-size 8 --val-size 256 --sequential-keys --key-space-size "$total" --json)
-echo "etcd    $etcd_json"
-for p in "${pids[@]}"; do kill "$p"; done
-wait 2>/dev/null || true
-pids=()
-sync # etcd's dirty pages are written back now, not during Logbook's run
+run_once() { # $1: run number; prints the etcd and logbook JSON lines and the ratios
+	rm -rf "$work"/etcd[123] "$work/logbook"
+	sync # the builds' and the last run's dirty pages are on disk before either system runs
+	echo "== run $1: etcd, 3 members on 127.0.0.1:23791-23793" >&2
+	local cluster="e1=http://127.0.0.1:23801,e2=http://127.0.0.1:23802,e3=http://127.0.0.1:23803"
+	for i in 1 2 3; do
+		"$bin/etcd" --name "e$i" --data-dir "$work/etcd$i" \
+			--listen-client-urls "http://127.0.0.1:2379$i" --advertise-client-urls "http://127.0.0.1:2379$i" \
+			--listen-peer-urls "http://127.0.0.1:2380$i" --initial-advertise-peer-urls "http://127.0.0.1:2380$i" \
+			--initial-cluster "$cluster" --initial-cluster-state new --log-level error \
+			>"$work/etcd$i.log" 2>&1 &
+		pids+=($!)
+	done
+	for i in 1 2 3; do wait_port "127.0.0.1:2379$i"; done
+	local eps=127.0.0.1:23791,127.0.0.1:23792,127.0.0.1:23793
+	"$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total 5000 --val-size 256 --sequential-keys >/dev/null # warm-up, leader elected
+	# size the measured run to about $secs seconds from a short probe
+	local probe rate total etcd_json lb_json
+	probe=$("$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total 20000 --val-size 256 --sequential-keys --json)
+	rate=$(echo "$probe" | sed -E 's/.*"ops_per_s":([0-9.]+).*/\1/')
+	total=$(awk -v r="$rate" -v s="$secs" 'BEGIN{printf "%d", r*s}')
+	etcd_json=$("$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total "$total" \
+		--key-size 8 --val-size 256 --sequential-keys --key-space-size "$total" --json)
+	echo "etcd    $etcd_json"
+	for p in "${pids[@]}"; do kill "$p"; done
+	wait 2>/dev/null || true
+	pids=()
+	sync # etcd's dirty pages are written back now, not during Logbook's run
 
-echo "== logbook: coord dev (3 members, gRPC 127.0.0.1:7100-7102)" >&2
-"$bin/coord" dev --data-dir "$work/logbook" >"$work/logbook.log" 2>&1 &
-pids+=($!)
-leps=127.0.0.1:7100,127.0.0.1:7101,127.0.0.1:7102
-deadline=$((SECONDS + 60))
-until "$bin/coord" health --ready --endpoints "$leps" >/dev/null 2>&1; do
-	[ $SECONDS -lt $deadline ] || { echo "logbook not ready" >&2; cat "$work/logbook.log" >&2; exit 1; }
-	sleep 0.2
-done
-"$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --conns "$conns" --size 256 --duration 2s --json >/dev/null # warm-up
-lb_json=$("$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --conns "$conns" --size 256 --duration "${secs}s" --json)
-echo "logbook $lb_json"
+	echo "== run $1: logbook, coord dev (3 members, gRPC 127.0.0.1:7100-7102)" >&2
+	"$bin/coord" dev --data-dir "$work/logbook" >"$work/logbook.log" 2>&1 &
+	pids+=($!)
+	local leps=127.0.0.1:7100,127.0.0.1:7101,127.0.0.1:7102
+	local deadline=$((SECONDS + 60))
+	until "$bin/coord" health --ready --endpoints "$leps" >/dev/null 2>&1; do
+		[ $SECONDS -lt $deadline ] || { echo "logbook not ready" >&2; cat "$work/logbook.log" >&2; exit 1; }
+		sleep 0.2
+	done
+	"$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --conns "$conns" --size 256 --duration 2s --json >/dev/null # warm-up
+	lb_json=$("$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --conns "$conns" --size 256 --duration "${secs}s" --json)
+	echo "logbook $lb_json"
+	for p in "${pids[@]}"; do kill "$p"; done
+	wait 2>/dev/null || true
+	pids=()
+
+	awk -v eo="$(num "$etcd_json" ops_per_s)" -v ep="$(num "$etcd_json" p99_ms)" \
+		-v lo="$(num "$lb_json" ops_per_sec)" -v lp="$(num "$lb_json" p99_ms)" -v run="$1" 'BEGIN{
+		printf "throughput: logbook %.0f ops/s vs etcd %.0f ops/s = %.2fx (target >= 3x)\n", lo, eo, lo/eo
+		printf "p99:        logbook %.2f ms vs etcd %.2f ms = %.2f of etcd (target <= 0.5)\n", lp, ep, lp/ep
+		printf "ratios %d %.4f %.4f\n", run, lo/eo, lp/ep > "/dev/stderr"
+	}' 2>>"$work/ratios"
+}
 
 num() { echo "$1" | tr -d " \n" | sed -E "s/.*\"$2\":([0-9.e+-]+).*/\1/"; }
-awk -v eo="$(num "$etcd_json" ops_per_s)" -v ep="$(num "$etcd_json" p99_ms)" \
-	-v lo="$(num "$lb_json" ops_per_sec)" -v lp="$(num "$lb_json" p99_ms)" 'BEGIN{
-	printf "throughput: logbook %.0f ops/s vs etcd %.0f ops/s = %.2fx (target >= 3x)\n", lo, eo, lo/eo
-	printf "p99:        logbook %.2f ms vs etcd %.2f ms = %.2f of etcd (target <= 0.5)\n", lp, ep, lp/ep
-}'
+
+: >"$work/ratios"
+for run in $(seq 1 "$runs"); do
+	[ "$runs" -gt 1 ] && echo "-- run $run of $runs"
+	run_once "$run"
+done
+if [ "$runs" -gt 1 ]; then
+	# The median of each ratio over the runs (each run pairs one etcd and one
+	# Logbook measurement, back to back).
+	sort -k3 -n "$work/ratios" | awk -v n="$runs" '{a[NR]=$3} END {m=(n%2)?a[(n+1)/2]:(a[n/2]+a[n/2+1])/2; printf "median over %d runs: throughput %.2fx (target >= 3x)", n, m}'
+	sort -k4 -n "$work/ratios" | awk -v n="$runs" '{a[NR]=$4} END {m=(n%2)?a[(n+1)/2]:(a[n/2]+a[n/2+1])/2; printf ", p99 %.2f of etcd (target <= 0.5)\n", m}'
+fi
