@@ -29,7 +29,7 @@ pids=()
 cleanup() {
 	for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
-	[ -z "${BENCH_DIR:-}" ] && rm -rf "$work"
+	if [ -z "${BENCH_DIR:-}" ]; then rm -rf "$work"; fi # a kept BENCH_DIR is not an error
 }
 trap cleanup EXIT
 
