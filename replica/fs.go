@@ -168,6 +168,17 @@ func writeFileDurable(fsys FS, name string, data []byte) error {
 	return f.Close()
 }
 
+// syncFile fsyncs an existing file through a descriptor of its own (fsync
+// flushes the file, whoever wrote it).
+func syncFile(fsys FS, name string) error {
+	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
 func readFile(fsys FS, name string) ([]byte, error) {
 	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
 	if err != nil {

@@ -383,10 +383,7 @@ func (d *Dataset) validateRbw(dataPath, metaPath string, dataLen int64) (int64, 
 	}
 	if int64(len(mb)) > h.MetaFileSize(good) {
 		if d.fs.Truncate(metaPath, h.MetaFileSize(good)) == nil {
-			if mf, err := d.fs.OpenFile(metaPath, os.O_RDWR, 0); err == nil {
-				mf.Sync()
-				mf.Close()
-			}
+			syncFile(d.fs, metaPath)
 		}
 	}
 	return good, h

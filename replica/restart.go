@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -39,7 +38,7 @@ func (d *Dataset) WriteRestartMarker(bpid string, id uint64, expiry time.Time) e
 		return err
 	}
 	for _, p := range []string{data, meta} {
-		if err := d.syncFile(p); err != nil {
+		if err := syncFile(d.fs, p); err != nil {
 			return at(ioErr(err), op, bpid, id)
 		}
 	}
@@ -51,17 +50,6 @@ func (d *Dataset) WriteRestartMarker(bpid string, id uint64, expiry time.Time) e
 		return at(ioErr(err), op, bpid, id)
 	}
 	return nil
-}
-
-// syncFile fsyncs an existing file through a descriptor of its own (fsync
-// flushes the file, whoever wrote it).
-func (d *Dataset) syncFile(path string) error {
-	f, err := d.fs.OpenFile(path, os.O_RDONLY, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }
 
 // restartMarkerLive reads a restart marker: true if it holds an expiry

@@ -121,7 +121,9 @@ func TestShutdownForRestartResumesPipeline(t *testing.T) {
 // recovery through it is refused (the writer then drops the node).
 func TestShutdownForRestartMarkerExpiry(t *testing.T) {
 	ctx := testCtx(t)
-	n := startNode(t, "n1", func(c *Config) { c.RestartReplicaExpiry = time.Millisecond })
+	// The marker keeps whole milliseconds, rounded down: an expiry 1 ns
+	// after the shutdown is already past when the node loads.
+	n := startNode(t, "n1", func(c *Config) { c.RestartReplicaExpiry = time.Nanosecond })
 	p := openRetry(t, ctx, n, createSetup(1, 10))
 	data := randomBytes(5000, 9)
 	if err := sendAll(t, ctx, p, blockio.SplitPackets(data, 0, 64<<10)); err != nil {
@@ -134,7 +136,6 @@ func TestShutdownForRestartMarkerExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Abort()
-	time.Sleep(5 * time.Millisecond) // past the 1 ms expiry: not synchronisation, the expiry itself
 	restartNode(t, n)
 	if ri := getReplica(t, n, 1); ri.State != replica.StateRWR || ri.NumBytes != 5000 {
 		t.Fatalf("after an expired restart: %+v, want RWR of 5000 bytes", ri)
