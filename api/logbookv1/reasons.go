@@ -41,4 +41,8 @@ const (
 
 	// MetaNodeID names the storage node that produced the error.
 	MetaNodeID = "node_id"
+
+	// MaxCacheReportBlocks bounds the block ids of a heartbeat's cache
+	// report: a node sends at most this many, a coordinator refuses more.
+	MaxCacheReportBlocks = 1 << 16
 )

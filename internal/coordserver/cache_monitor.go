@@ -39,8 +39,6 @@ import (
 // re-derives it from the reports of the heartbeats that follow.
 
 const (
-	// maxCacheReportBlocks bounds the block ids of one cache report.
-	maxCacheReportBlocks = 1 << 16
 	// maxCacheCmdsPerBeat bounds the blocks of the cache and of the
 	// uncache command of one heartbeat reply.
 	maxCacheCmdsPerBeat = 1000

@@ -209,7 +209,7 @@ func TestCacheDirectiveBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	seq := e.nextSeq()
-	hugeReport := &pb.CacheReport{Capacity: 1 << 30, BlockIds: make([]uint64, maxCacheReportBlocks+1)}
+	hugeReport := &pb.CacheReport{Capacity: 1 << 30, BlockIds: make([]uint64, pb.MaxCacheReportBlocks+1)}
 	for _, c := range []struct {
 		what   string
 		call   func() error

@@ -114,8 +114,8 @@ func (l *nodeLinkService) Heartbeat(ctx context.Context, req *pb.NodeHeartbeatRe
 	if err := s.checkFSName("node id", req.NodeId); err != nil {
 		return nil, err
 	}
-	if n := len(req.Cache.GetBlockIds()); n > maxCacheReportBlocks {
-		return nil, s.badRequest(fmt.Sprintf("cache report of %d blocks, at most %d", n, maxCacheReportBlocks))
+	if n := len(req.Cache.GetBlockIds()); n > pb.MaxCacheReportBlocks {
+		return nil, s.badRequest(fmt.Sprintf("cache report of %d blocks, at most %d", n, pb.MaxCacheReportBlocks))
 	}
 	if err := s.fsReady(ctx); err != nil {
 		return nil, err

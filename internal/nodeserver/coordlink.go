@@ -32,9 +32,6 @@ const (
 	// worker caches them in turn: each is read and verified in full before
 	// it is locked); the coordinator re-sends what did not fit.
 	linkMaxCacheQueued = 4096
-	// linkMaxCacheReport bounds the block ids of a cache report (the
-	// coordinator refuses more).
-	linkMaxCacheReport = 1 << 16
 	// linkCacheTimeout bounds caching one replica.
 	linkCacheTimeout = time.Minute
 	// linkMaxRecvBytes bounds a coordinator's reply (a heartbeat's commands).
@@ -529,15 +526,21 @@ func (l *coordLink) startTask(key string, limit int, fn func(context.Context)) b
 			delete(l.running, key)
 			l.mu.Unlock()
 			if l.dropped.CompareAndSwap(true, false) {
-				select { // fetch the dropped work now, not a heartbeat later
-				case l.hbNow <- struct{}{}:
-				default:
-				}
+				l.heartbeatNow() // fetch the dropped work now, not a heartbeat later
 			}
 		}()
 		fn(l.ctx)
 	}()
 	return true
+}
+
+// heartbeatNow asks the loop for a heartbeat at once (one pending request
+// is enough).
+func (l *coordLink) heartbeatNow() {
+	select {
+	case l.hbNow <- struct{}{}:
+	default:
+	}
 }
 
 func (l *coordLink) invalidate(cmd *pb.InvalidateCommand) {

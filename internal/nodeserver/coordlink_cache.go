@@ -12,14 +12,14 @@ import (
 
 // cacheReport is the heartbeat's cache report: the locked-memory budget
 // and use, and the cached replicas of the pool (the lowest
-// linkMaxCacheReport ids if more).
+// pb.MaxCacheReportBlocks ids if more).
 func (l *coordLink) cacheReport() *pb.CacheReport {
 	ids, err := l.s.store.CacheReport(l.pool)
 	if err != nil {
 		l.log.Warn("cache report failed", "error", err)
 		return nil
 	}
-	return &pb.CacheReport{Capacity: u64(l.s.cfg.MaxLockedMemory), Used: u64(l.s.store.Stats().BytesCached), BlockIds: ids[:min(len(ids), linkMaxCacheReport)]}
+	return &pb.CacheReport{Capacity: u64(l.s.cfg.MaxLockedMemory), Used: u64(l.s.store.Stats().BytesCached), BlockIds: ids[:min(len(ids), pb.MaxCacheReportBlocks)]}
 }
 
 // queueCache queues replicas to cache (HDFS DNA_CACHE) and starts the
@@ -61,10 +61,7 @@ func (l *coordLink) cacheWorker() {
 		if b == nil || l.ctx.Err() != nil {
 			l.caching = false
 			l.mu.Unlock()
-			select {
-			case l.hbNow <- struct{}{}:
-			default:
-			}
+			l.heartbeatNow()
 			return
 		}
 		delete(l.toCacheSet, b.GetId())

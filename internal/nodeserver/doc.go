@@ -104,7 +104,7 @@
 //  2. every Config.HeartbeatInterval a Heartbeat with the volumes'
 //     capacity, used, free (available) bytes and failed flag, and the
 //     cache report (Config.MaxLockedMemory, bytes cached, the cached
-//     replicas' ids, at most linkMaxCacheReport);
+//     replicas' ids, at most logbookv1.MaxCacheReportBlocks);
 //  3. as changes queue, IncrementalReport batches (RECEIVING, RECEIVED,
 //     DELETED); a queue overflow or a failed send is replaced by a full
 //     report;
