@@ -11,7 +11,8 @@
 #        prints the median of each ratio.
 # Env:   ETCD_VERSION (default v3.6.16), CLIENTS (100), CONNS (connections the
 #        clients share, both tools alike; default CLIENTS: one each), BENCH_DIR
-#        (temporary), RUNS (1).
+#        (temporary), RUNS (1), LOG_STORE (coord dev --raft-log-store: auto,
+#        wal or boltdb; default auto, which is wal in the fresh data dir).
 # Everything listens on 127.0.0.1 only; all processes are stopped on exit.
 set -euo pipefail
 
@@ -21,6 +22,7 @@ clients=${CLIENTS:-100}
 conns=${CONNS:-$clients}
 etcd_version=${ETCD_VERSION:-v3.6.16}
 runs=${RUNS:-1}
+log_store=${LOG_STORE:-auto}
 work=${BENCH_DIR:-$(mktemp -d /tmp/logbook-etcd-bench.XXXXXX)}
 bin="$work/bin"
 mkdir -p "$bin"
@@ -78,8 +80,8 @@ run_once() { # $1: run number; prints the etcd and logbook JSON lines and the ra
 	pids=()
 	sync # etcd's dirty pages are written back now, not during Logbook's run
 
-	echo "== run $1: logbook, coord dev (3 members, gRPC 127.0.0.1:7100-7102)" >&2
-	"$bin/coord" dev --data-dir "$work/logbook" >"$work/logbook.log" 2>&1 &
+	echo "== run $1: logbook, coord dev (3 members, gRPC 127.0.0.1:7100-7102, raft log store $log_store)" >&2
+	"$bin/coord" dev --data-dir "$work/logbook" --raft-log-store "$log_store" >"$work/logbook.log" 2>&1 &
 	pids+=($!)
 	local leps=127.0.0.1:7100,127.0.0.1:7101,127.0.0.1:7102
 	local deadline=$((SECONDS + 60))

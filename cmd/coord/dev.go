@@ -125,6 +125,8 @@ type devOptions struct {
 	LeaseSoftLimit, LeaseHardLimit time.Duration
 	// DeadNodeInterval overrides the coordinators' dead-node interval.
 	DeadNodeInterval time.Duration
+	// LogStore is the coordinators' Raft log store (empty: auto).
+	LogStore string
 }
 
 // devCluster is a running in-process cluster.
@@ -244,6 +246,9 @@ func startDev(opts devOptions) (_ *devCluster, err error) {
 		}
 		cfg := devConfig(i, opts.Members, p, d.dir, seed, opts.Logger)
 		cfg.EnablePprof = opts.EnablePprof
+		if opts.LogStore != "" {
+			cfg.LogStore = opts.LogStore
+		}
 		if opts.LeaseSoftLimit > 0 {
 			cfg.FS.LeaseSoftLimit = opts.LeaseSoftLimit
 		}
@@ -524,6 +529,7 @@ its writers wait and resume. Ctrl-C stops them all.`,
 	fs.DurationVar(&opts.HeartbeatInterval, "heartbeat-interval", 0, "storage node heartbeat period (default: the node default, 3s)")
 	fs.DurationVar(&opts.LeaseSoftLimit, "lease-soft-limit", 0, "lease soft limit (default 60s); a few seconds lets you watch a lease recovery")
 	fs.DurationVar(&opts.LeaseHardLimit, "lease-hard-limit", 0, "lease hard limit (default 1200s)")
+	fs.StringVar(&opts.LogStore, "raft-log-store", "auto", "coordinators' Raft log store: wal, boltdb, or auto (the one a --data-dir holds, wal in a new one)")
 	fs.DurationVar(&opts.DeadNodeInterval, "dead-node-interval", 0, "a storage node silent this long is dead and its blocks are re-replicated (default 10m; below 30s the stale interval becomes a third of it)")
 	return cmd
 }

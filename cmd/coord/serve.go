@@ -37,6 +37,7 @@ func addServeFlags(fs *pflag.FlagSet) *serveFlags {
 	fs.StringVar(&c.ClusterID, "cluster-id", d.ClusterID, "cluster id; members and clients of another cluster are refused")
 	fs.StringVar(&c.DataDir, "data-dir", "", "directory for the Raft log, snapshots and identity files (required)")
 	fs.StringVar(&c.RaftAddr, "raft-addr", d.RaftAddr, "Raft listen address")
+	fs.StringVar(&c.LogStore, "raft-log-store", d.LogStore, "Raft log and stable store: wal (hashicorp/raft-wal, one fsync per batch), boltdb (raft-boltdb/v2, two), or auto: the one the data dir holds, wal in a new one")
 	fs.StringVar(&c.GRPCAddr, "grpc-addr", d.GRPCAddr, "gRPC API listen address")
 	fs.StringVar(&c.GossipAddr, "gossip-addr", d.GossipAddr, "gossip listen address (TCP and UDP)")
 	fs.StringVar(&c.HTTPAddr, "http-addr", d.HTTPAddr, "HTTP listen address (/metrics, /healthz, /readyz)")

@@ -1,5 +1,5 @@
-// Package coordserver wires one Logbook coordinator: Raft (raft-boltdb/v2 log
-// and stable store, file snapshots, TCP transport with a cluster-id
+// Package coordserver wires one Logbook coordinator: Raft (raft-wal log and
+// stable store, or raft-boltdb/v2 for data dirs that hold one; file snapshots, TCP transport with a cluster-id
 // handshake), the FSM, gossip membership, the gRPC API with leader
 // forwarding, and the http endpoints. `coord serve`, `coord dev`, the
 // in-process cluster tests and the compose images all use this one wiring.
@@ -88,6 +88,10 @@ type Config struct {
 	// voters. The member with the lowest id bootstraps.
 	Peers []Peer
 
+	// LogStore is the Raft log and stable store backend: LogStoreAuto
+	// (or empty), LogStoreWAL or LogStoreBoltDB (chooseLogStore).
+	LogStore string
+
 	Raft    RaftTiming
 	Journal JournalConfig
 	// NoLeaderHold is how long a request waits for a leader before it
@@ -113,6 +117,9 @@ type Config struct {
 	// multi-step operation; true aborts the operation there, as a crash
 	// would (Server.crashPoint).
 	crashAt func(step string) bool
+	// walSegmentBytes, when set (tests only), replaces raft-wal's 64 MiB
+	// segment size so a test can fill several segments.
+	walSegmentBytes int
 	// maxLogFormat, when set (tests only), is the newest log format this
 	// member claims to read, as a member of an older build would.
 	maxLogFormat uint32
@@ -122,6 +129,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		ClusterID:  "logbook",
+		LogStore:   LogStoreAuto,
 		RaftAddr:   "127.0.0.1:7000",
 		GRPCAddr:   "127.0.0.1:7100",
 		GossipAddr: "127.0.0.1:7200",
@@ -198,6 +206,9 @@ func (c *Config) Validate() error {
 	}
 	if len(c.Peers) > 0 && !seen[c.ID] {
 		errs = append(errs, fmt.Errorf("peers do not include this member %q", c.ID))
+	}
+	if !validLogStore(c.LogStore) {
+		errs = append(errs, fmt.Errorf("raft log store %q: want auto, wal or boltdb", c.LogStore))
 	}
 	r := c.Raft
 	if r.HeartbeatTimeout < 5*time.Millisecond || r.ElectionTimeout < r.HeartbeatTimeout || r.LeaderLeaseTimeout > r.HeartbeatTimeout || r.CommitTimeout <= 0 {

@@ -25,11 +25,13 @@ func BenchmarkRestartReplay(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("LOGBOOK_REPLAY_EVENTS")); err == nil && v > 0 {
 		n = v
 	}
-	for _, mode := range []string{"from-snapshot", "from-log", "mixed"} {
-		b.Run(mode, func(b *testing.B) {
+	for _, run := range replayRuns() {
+		store, mode := run[0], run[1]
+		b.Run(store+"/"+mode, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				tc := newBenchCluster(b, n, func(i int, c *Config) {
+					c.LogStore = store
 					if mode == "from-log" {
 						c.Raft.SnapshotThreshold = 1 << 62
 						c.Raft.SnapshotInterval = 24 * time.Hour
@@ -63,6 +65,21 @@ func BenchmarkRestartReplay(b *testing.B) {
 			}
 		})
 	}
+}
+
+// replayRuns lists the {log store, mode} pairs to measure;
+// LOGBOOK_REPLAY_STORE=wal|boltdb keeps one store.
+func replayRuns() [][2]string {
+	var out [][2]string
+	for _, store := range []string{LogStoreWAL, LogStoreBoltDB} {
+		if only := os.Getenv("LOGBOOK_REPLAY_STORE"); only != "" && only != store {
+			continue
+		}
+		for _, mode := range []string{"from-snapshot", "from-log", "mixed"} {
+			out = append(out, [2]string{store, mode})
+		}
+	}
+	return out
 }
 
 // newBenchCluster is a 3-member cluster holding n events, appended on the

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
 	"github.com/logbookhq/logbook/internal/durable"
@@ -25,7 +24,6 @@ import (
 	"github.com/logbookhq/logbook/internal/raftnet"
 	"github.com/logbookhq/logbook/journal"
 	"github.com/logbookhq/logbook/membership"
-	"go.etcd.io/bbolt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
@@ -47,7 +45,7 @@ type Server struct {
 
 	fsm      *fsm.FSM
 	raft     *raft.Raft
-	store    *raftboltdb.BoltStore
+	store    logStore
 	snaps    *raft.FileSnapshotStore
 	trans    *raft.NetworkTransport
 	members  *membership.Memberlist
@@ -343,23 +341,17 @@ func (s *Server) raftConfig() *raft.Config {
 // memory (each holds one batch of appends).
 const logCacheEntries = 512
 
-// boltInitialMmap is the address space mapped for raft.db up front (not
-// memory: pages are read in on use). While the file stays below it bbolt
-// never remaps, and a remap waits for every read transaction and stalls
-// StoreLogs in Raft's main loop. etcd maps 10 GiB for its backend.
-const boltInitialMmap = 1 << 30
-
 func (s *Server) openRaft() error {
 	dir := filepath.Join(s.cfg.DataDir, "raft")
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path: filepath.Join(dir, "raft.db"),
-		// NoSync stays false: every StoreLogs and SetUint64 is fsynced
-		// before Raft acknowledges it (invariant 6).
-		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType, InitialMmapSize: boltInitialMmap},
-	})
+	kind, err := chooseLogStore(dir, s.cfg.LogStore)
 	if err != nil {
-		return fmt.Errorf("coordserver: open raft log %s: %w", dir, err)
+		return err
 	}
+	store, err := s.openLogStore(dir, kind)
+	if err != nil {
+		return err
+	}
+	s.log.Info("raft log store", "backend", kind, "dir", dir)
 	s.store = store
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 3, logging.HCLog(s.log, "snapshot"))
 	if err != nil {
@@ -386,7 +378,7 @@ func (s *Server) openRaft() error {
 	}
 	// Recent entries from memory: replication to followers and a
 	// follower's apply read the entries just written, and without the cache
-	// each read is a bbolt transaction plus a msgpack decode.
+	// each read goes to the store and decodes the entry again.
 	logs, err := raft.NewLogCache(logCacheEntries, store)
 	if err != nil {
 		return fmt.Errorf("coordserver: raft log cache: %w", err)

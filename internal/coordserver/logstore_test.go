@@ -1,0 +1,206 @@
+package coordserver
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	raftwal "github.com/hashicorp/raft-wal"
+
+	"github.com/logbookhq/logbook/client"
+)
+
+func TestChooseLogStore(t *testing.T) {
+	cases := []struct {
+		name    string
+		holds   []string // what the raft dir already holds
+		want    string   // configured
+		got     string
+		errLike string
+	}{
+		{name: "new dir, auto", want: LogStoreAuto, got: LogStoreWAL},
+		{name: "new dir, empty means auto", want: "", got: LogStoreWAL},
+		{name: "new dir, wal", want: LogStoreWAL, got: LogStoreWAL},
+		{name: "new dir, boltdb", want: LogStoreBoltDB, got: LogStoreBoltDB},
+		{name: "bolt dir, auto", holds: []string{boltDBName}, want: LogStoreAuto, got: LogStoreBoltDB},
+		{name: "bolt dir, boltdb", holds: []string{boltDBName}, want: LogStoreBoltDB, got: LogStoreBoltDB},
+		{name: "bolt dir, wal", holds: []string{boltDBName}, want: LogStoreWAL, errLike: "holds a raft-boltdb log"},
+		{name: "wal dir, auto", holds: []string{walDirName + "/" + walMetaName}, want: LogStoreAuto, got: LogStoreWAL},
+		{name: "wal dir, boltdb", holds: []string{walDirName + "/" + walMetaName}, want: LogStoreBoltDB, errLike: "holds a raft-wal log"},
+		{name: "both", holds: []string{boltDBName, walDirName + "/" + walMetaName}, want: LogStoreAuto, errLike: "holds both"},
+		// An empty wal/ (a crash between mkdir and the meta store's
+		// creation) holds no log.
+		{name: "empty wal dir, boltdb", holds: []string{walDirName + "/"}, want: LogStoreBoltDB, got: LogStoreBoltDB},
+	}
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, h := range tt.holds {
+				p := filepath.Join(dir, h)
+				if strings.HasSuffix(h, "/") {
+					if err := os.MkdirAll(p, 0o750); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := chooseLogStore(dir, tt.want)
+			if tt.errLike != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.errLike) {
+					t.Fatalf("chooseLogStore = %q, %v; want an error containing %q", got, err, tt.errLike)
+				}
+				return
+			}
+			if err != nil || got != tt.got {
+				t.Fatalf("chooseLogStore = %q, %v; want %q", got, err, tt.got)
+			}
+		})
+	}
+	c := DefaultConfig()
+	c.ID, c.DataDir, c.LogStore = "c1", t.TempDir(), "rocksdb"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "raft log store") {
+		t.Fatalf("Validate accepted log store %q: %v", c.LogStore, err)
+	}
+}
+
+// TestMixedLogStores: a member on raft-boltdb and two on raft-wal form one
+// cluster (a cluster moving between backends one member at a time does
+// this); a restarted member keeps the backend its data dir holds, and
+// refuses to open it as the other one.
+func TestMixedLogStores(t *testing.T) {
+	tc := newTestCluster(t, 3, func(i int, c *Config) {
+		if i == 0 {
+			c.LogStore = LogStoreBoltDB
+		}
+	})
+	a := startAppenders(t, tc, 4)
+	eventually(t, 20*time.Second, "some appends", func() bool { return a.count() >= 100 })
+	for i := range tc.cfgs {
+		tc.cfgs[i].LogStore = LogStoreAuto
+		tc.restart(i)
+		tc.waitLeader()
+	}
+	a.halt()
+	verifyJournal(t, tc, a.acked)
+	for i, c := range tc.cfgs {
+		raftDir := filepath.Join(c.DataDir, "raft")
+		_, boltErr := os.Stat(filepath.Join(raftDir, boltDBName))
+		_, walErr := os.Stat(filepath.Join(raftDir, walDirName, walMetaName))
+		if (i == 0) != (boltErr == nil) || (i == 0) != (walErr != nil) {
+			t.Fatalf("member %s: raft.db present %v, wal present %v", c.ID, boltErr == nil, walErr == nil)
+		}
+	}
+	tc.kill(0)
+	cfg := tc.cfgs[0]
+	cfg.LogStore = LogStoreWAL
+	if s, err := New(cfg); err == nil {
+		s.shutdown()
+		t.Fatal("a raft-boltdb data dir opened as raft-wal")
+	}
+}
+
+// TestWALTornTailDropped (mdlog spec §9.8 (h)): a member whose last log
+// batch did not fully reach the disk — its commit frame lost, or its bytes
+// damaged — opens without it (raft-wal checks the last batch's CRC), then
+// gets the entry again from the leader; every member ends with the same
+// state and every acknowledged event.
+func TestWALTornTailDropped(t *testing.T) {
+	for _, tear := range []string{"commit frame lost", "batch bytes damaged"} {
+		t.Run(tear, func(t *testing.T) {
+			tc := newTestCluster(t, 3)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			c := tc.client(ctx)
+			acked := map[uint64]string{}
+			for i := 0; i < 20; i++ {
+				p := string(rune('a'+i)) + strings.Repeat("x", 100)
+				seqs, err := c.Journal().Append(ctx, client.Event{Type: "t", Payload: []byte(p)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				acked[seqs[0]] = p
+			}
+			// The last batch: one large event, so damaged bytes land in
+			// its payload, not in a frame header.
+			last := strings.Repeat("\xab", 2048)
+			seqs, err := c.Journal().Append(ctx, client.Event{Type: "t", Payload: []byte(last)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			acked[seqs[0]] = last
+			tc.waitConverged()
+			f := tc.followers(tc.waitLeader())[0]
+			before, err := tc.server(f).store.LastIndex()
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.kill(f)
+
+			walDir := filepath.Join(tc.cfgs[f].DataDir, "raft", walDirName)
+			tearTail(t, walDir, tear)
+			w, err := raftwal.Open(walDir)
+			if err != nil {
+				t.Fatalf("open the torn log: %v", err)
+			}
+			after, err := w.LastIndex()
+			w.Close()
+			if err != nil || after >= before {
+				t.Fatalf("torn log's last index %d (%v), want below %d: the torn batch was not dropped", after, err, before)
+			}
+
+			tc.start(f)
+			verifyJournal(t, tc, acked)
+			if got, _ := tc.server(f).store.LastIndex(); got < before {
+				t.Fatalf("member %s's log ends at %d after catching up, want >= %d", tc.cfgs[f].ID, got, before)
+			}
+		})
+	}
+}
+
+// tearTail damages the last batch of the newest segment in walDir the way
+// a crash mid-write would. raft-wal's segment layout: 8-byte-aligned
+// frames, each batch ending with an 8-byte commit frame (type byte 3)
+// whose CRC covers the batch; the preallocated rest of the file is zeros.
+func tearTail(t *testing.T, walDir, how string) {
+	t.Helper()
+	segs, err := filepath.Glob(filepath.Join(walDir, "*.wal"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("no segments in %s (%v)", walDir, err)
+	}
+	slices.Sort(segs)
+	path := segs[len(segs)-1] // names start with the zero-padded base index
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := len(bytes.TrimRight(data, "\x00"))
+	end = (end + 7) &^ 7
+	const frameCommit = 3
+	if end < 16 || data[end-8] != frameCommit {
+		t.Fatalf("%s: no commit frame at the end of the written data (offset %d): raft-wal's format changed?", path, end-8)
+	}
+	switch how {
+	case "commit frame lost":
+		clear(data[end-8 : end])
+	case "batch bytes damaged":
+		i := bytes.LastIndex(data[:end], []byte("\xab\xab\xab\xab"))
+		if i < 0 || end-i > 1024 {
+			t.Fatalf("%s: the last event's payload is not in the last batch", path)
+		}
+		data[i-512] ^= 0xff
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
