@@ -1,6 +1,6 @@
-// Package coordserver wires one Logbook coordinator: Raft (raft-wal log and
-// stable store, or raft-boltdb/v2 for data dirs that hold one; file snapshots, TCP transport with a cluster-id
-// handshake), the FSM, gossip membership, the gRPC API with leader
+// Package coordserver wires one Logbook coordinator: Raft (log and stable
+// store in raft-wal or raft-boltdb/v2, file snapshots, TCP transport with a
+// cluster-id handshake), the FSM, gossip membership, the gRPC API with leader
 // forwarding, and the http endpoints. `coord serve`, `coord dev`, the
 // in-process cluster tests and the compose images all use this one wiring.
 package coordserver
