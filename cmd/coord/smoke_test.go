@@ -16,6 +16,7 @@ import (
 // freePortPicker hands out ports the OS reports free (gossip needs the UDP
 // port as well), so tests never touch the default 7000-7300 range.
 func freePortPicker(t *testing.T) portPicker {
+	used := map[int]bool{} // a port just closed may be handed out again
 	port := func(udp bool) (int, error) {
 		for {
 			l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -24,7 +25,8 @@ func freePortPicker(t *testing.T) portPicker {
 			}
 			p := l.Addr().(*net.TCPAddr).Port
 			l.Close()
-			if !udp || portFree(p, true) {
+			if !used[p] && (!udp || portFree(p, true)) {
+				used[p] = true
 				return p, nil
 			}
 		}
@@ -44,6 +46,23 @@ func freePortPicker(t *testing.T) portPicker {
 	}
 }
 
+// startDevFreePorts starts a dev cluster on free ports in a new data dir.
+// A port found free can be taken before the member binds it (another test
+// process's outgoing connection gets it as its local port), so a bind
+// failure is retried on new ports and a new data dir, a few times.
+func startDevFreePorts(t *testing.T, opts devOptions) (*devCluster, error) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		opts.DataDir, opts.Ports = t.TempDir(), freePortPicker(t)
+		d, err := startDev(opts)
+		// memberlist does not wrap its listen error, so match the text.
+		if err == nil || attempt == 5 || !strings.Contains(err.Error(), "address already in use") {
+			return d, err
+		}
+		t.Logf("attempt %d: %v; retrying on other ports", attempt, err)
+	}
+}
+
 // startTestCluster starts a 3-member dev cluster on free ports, waits until
 // it is ready and stops it when the test ends.
 func startTestCluster(t *testing.T) (*devCluster, *pb.StatusResponse) {
@@ -51,7 +70,7 @@ func startTestCluster(t *testing.T) (*devCluster, *pb.StatusResponse) {
 	if testing.Short() {
 		t.Skip("starts a 3-member cluster")
 	}
-	d, err := startDev(devOptions{Members: 3, DataDir: t.TempDir(), Ports: freePortPicker(t)})
+	d, err := startDevFreePorts(t, devOptions{Members: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,8 +246,7 @@ func TestHealthUnreachableExit1(t *testing.T) {
 // (or with the test).
 func startTestDev(t *testing.T, opts devOptions, limit time.Duration) (*devCluster, context.Context) {
 	t.Helper()
-	opts.DataDir, opts.Ports = t.TempDir(), freePortPicker(t)
-	d, err := startDev(opts)
+	d, err := startDevFreePorts(t, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
