@@ -13,6 +13,7 @@ import (
 	raftwal "github.com/hashicorp/raft-wal"
 	"go.etcd.io/bbolt"
 
+	"github.com/logbookhq/logbook/internal/durable"
 	"github.com/logbookhq/logbook/internal/logging"
 )
 
@@ -106,8 +107,22 @@ func exists(p string) (bool, error) {
 
 // openLogStore opens (creating if needed) the backend named by kind in
 // raftDir. Both fsync every StoreLogs and SetUint64 before returning
-// (invariant 6): raft-boltdb with NoSync off, raft-wal always.
+// (invariant 6): raft-boltdb with NoSync off, raft-wal always. Neither
+// syncs raftDir itself, so the entry of a newly created raft.db or wal/
+// is synced here, before Raft writes through it.
 func (s *Server) openLogStore(raftDir, kind string) (logStore, error) {
+	store, err := s.openLogStoreKind(raftDir, kind)
+	if err != nil {
+		return nil, err
+	}
+	if err := durable.SyncDir(raftDir); err != nil {
+		store.Close()
+		return nil, fmt.Errorf("coordserver: %w", err)
+	}
+	return store, nil
+}
+
+func (s *Server) openLogStoreKind(raftDir, kind string) (logStore, error) {
 	switch kind {
 	case LogStoreBoltDB:
 		store, err := raftboltdb.New(raftboltdb.Options{
