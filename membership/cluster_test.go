@@ -245,3 +245,45 @@ func TestGarbageTraffic(t *testing.T) {
 	c := start(t, testConfig("c", target))
 	waitConverged(t, append(ms, c), "a", "b", "c")
 }
+
+// TestRestartedMembersSwapAddresses: two members crash and come back with
+// each other's gossip addresses, as two containers restarted on one compose
+// network do when Docker hands the freed IPs out in the other order. Three
+// things must hold: a restarted member is the address it bound, even though
+// gossip meant for the other reaches it before memberlist has recorded
+// itself; it joins its seeds although that gossip already names members;
+// and its peers take the new address as soon as the old one is declared
+// dead, not only once memberlist forgets the dead entry
+// (GossipToTheDeadTime, 30 s) — the deadline below is well inside that.
+func TestRestartedMembersSwapAddresses(t *testing.T) {
+	ids := []string{"a", "b", "c", "d", "e"}
+	ms := formCluster(t, ids...)
+	d, e := ms[3], ms[4]
+	dAddr, eAddr, seed := d.LocalAddr(), e.LocalAddr(), ms[0].LocalAddr()
+	for _, m := range []*Memberlist{d, e} {
+		if err := m.Close(); err != nil { // no Leave: a crash as far as peers know
+			t.Fatal(err)
+		}
+	}
+	dcfg, ecfg := testConfig("d", seed), testConfig("e", seed)
+	dcfg.BindAddr, ecfg.BindAddr = eAddr, dAddr
+	ms[3], ms[4] = start(t, dcfg), start(t, ecfg)
+
+	if ms[3].LocalAddr() != eAddr || ms[4].LocalAddr() != dAddr {
+		t.Fatalf("restarted d at %s, e at %s; want %s, %s", ms[3].LocalAddr(), ms[4].LocalAddr(), eAddr, dAddr)
+	}
+	defer logViewsOnFailure(t, ms)
+	waitFor(t, 15*time.Second, "every member to see d at e's old address and e at d's", func() bool {
+		for _, m := range ms {
+			if !sameNames(names(m), ids) {
+				return false
+			}
+			md, _ := member(m, "d")
+			me, _ := member(m, "e")
+			if md.Addr != eAddr || me.Addr != dAddr || md.State != StateAlive || me.State != StateAlive {
+				return false
+			}
+		}
+		return true
+	})
+}

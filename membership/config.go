@@ -50,6 +50,9 @@ type Config struct {
 	// SuspicionMult scales how long a suspect member has to refute before it
 	// is declared dead.
 	SuspicionMult int
+	// PushPullInterval is the interval between full state exchanges with a
+	// random member, the anti-entropy that repairs what gossip missed.
+	PushPullInterval time.Duration
 
 	// JoinRetryMin is the first retry delay of the background join loop.
 	JoinRetryMin time.Duration
@@ -74,6 +77,7 @@ func DefaultConfig() Config {
 		ProbeTimeout:     lan.ProbeTimeout,
 		GossipInterval:   lan.GossipInterval,
 		SuspicionMult:    lan.SuspicionMult,
+		PushPullInterval: lan.PushPullInterval,
 		JoinRetryMin:     time.Second,
 		JoinRetryMax:     30 * time.Second,
 		EventBuffer:      256,
@@ -99,6 +103,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SuspicionMult == 0 {
 		c.SuspicionMult = d.SuspicionMult
+	}
+	if c.PushPullInterval == 0 {
+		c.PushPullInterval = d.PushPullInterval
 	}
 	if c.JoinRetryMin == 0 {
 		c.JoinRetryMin = d.JoinRetryMin
@@ -155,7 +162,7 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("membership: config: secret key must be 16, 24 or 32 bytes, got %d", len(c.SecretKey))
 	}
-	if c.ProbeInterval < 0 || c.ProbeTimeout < 0 || c.GossipInterval < 0 || c.SuspicionMult < 0 ||
+	if c.ProbeInterval < 0 || c.ProbeTimeout < 0 || c.GossipInterval < 0 || c.SuspicionMult < 0 || c.PushPullInterval < 0 ||
 		c.JoinRetryMin < 0 || c.JoinRetryMax < 0 || c.EventBuffer < 0 || c.BroadcastTimeout < 0 {
 		return errors.New("membership: config: timings and sizes must not be negative")
 	}
@@ -183,6 +190,10 @@ func splitIPPort(what, addr string, allowZeroPort bool) (string, int, error) {
 	}
 	return host, port, nil
 }
+
+// deadNodeReclaimTime is how long after a member was declared dead its name
+// may be taken by another address: at once (memberlist reads 0 as never).
+const deadNodeReclaimTime = time.Nanosecond
 
 // memberlistConfig translates a validated, defaulted Config. It binds the
 // guarded transport, so the caller must shut it down if memberlist.Create
@@ -212,8 +223,20 @@ func (c Config) memberlistConfig(d *delegate) (*memberlist.Config, *guardedTrans
 	mc.ProbeTimeout = c.ProbeTimeout
 	mc.GossipInterval = c.GossipInterval
 	mc.SuspicionMult = c.SuspicionMult
+	mc.PushPullInterval = c.PushPullInterval
+	// A member that crashed and came back at another address (a container
+	// restarted on a compose network may get another IP) is refused by its
+	// peers while they hold its name at the old address. Once the failure
+	// detector has declared the old address dead, the name is reclaimed by
+	// the new one straight away (the delegate's NotifyConflict and the join
+	// loop fetch its state then), instead of staying refused until
+	// memberlist forgets the dead member (GossipToTheDeadTime, 30 s). Two
+	// live processes under one name still conflict: a live entry is never
+	// reclaimed.
+	mc.DeadNodeReclaimTime = deadNodeReclaimTime
 	mc.Delegate = d
 	mc.Events = d
+	mc.Conflict = d
 	mc.LogOutput = nil
 	mc.Logger = newStdLogger(c.Logger)
 	return mc, tr, nil

@@ -92,7 +92,8 @@ type Event struct {
 // maxRejected bounds the set of peers whose rejection has been logged.
 const maxRejected = 1024
 
-// delegate implements memberlist.Delegate and memberlist.EventDelegate.
+// delegate implements memberlist.Delegate, EventDelegate and
+// ConflictDelegate.
 // memberlist calls the event methods with its node lock held, so they must
 // never block or call back into memberlist.
 type delegate struct {
@@ -100,8 +101,9 @@ type delegate struct {
 }
 
 var (
-	_ memberlist.Delegate      = (*delegate)(nil)
-	_ memberlist.EventDelegate = (*delegate)(nil)
+	_ memberlist.Delegate         = (*delegate)(nil)
+	_ memberlist.EventDelegate    = (*delegate)(nil)
+	_ memberlist.ConflictDelegate = (*delegate)(nil)
 )
 
 // NodeMeta returns the encoded local metadata.
@@ -133,7 +135,26 @@ func (d *delegate) NotifyJoin(n *memberlist.Node) { d.upsert(n, EventJoin) }
 // NotifyUpdate records a member's new metadata.
 func (d *delegate) NotifyUpdate(n *memberlist.Node) { d.upsert(n, EventUpdate) }
 
-// NotifyLeave removes a member that died or left.
+// NotifyConflict records other, a member claiming existing's name from
+// another address, which memberlist refused because existing is not (yet)
+// dead: most often existing crashed and came back at a new address. When
+// existing is declared dead, NotifyLeave has the join loop fetch other's
+// state. A claim on the local member's own name is not recorded.
+func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
+	m := d.m
+	if other.Name == m.cfg.Meta.ID {
+		return
+	}
+	m.membersMu.Lock()
+	if _, ok := m.claimants[other.Name]; !ok && len(m.claimants) >= maxRejected {
+		clear(m.claimants)
+	}
+	m.claimants[other.Name] = other.Address()
+	m.membersMu.Unlock()
+}
+
+// NotifyLeave removes a member that died or left, and hands a claimant of
+// its name at another address (see NotifyConflict) to the join loop.
 func (d *delegate) NotifyLeave(n *memberlist.Node) {
 	m := d.m
 	meta, leaving, _ := decodeMeta(n.Meta)
@@ -141,7 +162,15 @@ func (d *delegate) NotifyLeave(n *memberlist.Node) {
 	old, ok := m.members[n.Name]
 	delete(m.members, n.Name)
 	delete(m.rejected, n.Name)
+	claimant, claimed := m.claimants[n.Name]
+	delete(m.claimants, n.Name)
 	m.membersMu.Unlock()
+	if claimed && claimant != n.Address() {
+		select {
+		case m.reclaim <- claimant:
+		default: // full: memberlist's periodic push/pull gets there later
+		}
+	}
 	if !ok {
 		return // never admitted
 	}
@@ -185,6 +214,9 @@ func (d *delegate) upsert(n *memberlist.Node, typ EventType) {
 		return
 	}
 	delete(m.rejected, n.Name)
+	if m.claimants[n.Name] == mem.Addr {
+		delete(m.claimants, n.Name)
+	}
 	_, known := m.members[n.Name]
 	m.members[n.Name] = mem
 	m.membersMu.Unlock()

@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
 	"testing"
@@ -11,12 +12,15 @@ import (
 // newTestState returns a Memberlist with only the state the delegate uses.
 func newTestState(buffer int, h slog.Handler) (*Memberlist, *delegate) {
 	m := &Memberlist{
-		cfg:      Config{ClusterID: testCluster},
-		log:      slog.New(h),
-		members:  make(map[string]Member),
-		rejected: make(map[string]string),
-		events:   make(chan Event, buffer),
+		cfg:       Config{ClusterID: testCluster},
+		log:       slog.New(h),
+		members:   make(map[string]Member),
+		rejected:  make(map[string]string),
+		claimants: make(map[string]string),
+		reclaim:   make(chan string, 16),
+		events:    make(chan Event, buffer),
 	}
+	m.cfg.Meta.ID = "self"
 	return m, &delegate{m: m}
 }
 
@@ -27,6 +31,67 @@ func node(t *testing.T, name string, meta Meta, leaving bool) *memberlist.Node {
 		t.Fatal(err)
 	}
 	return &memberlist.Node{Name: name, Addr: net.IPv4(127, 0, 0, 1), Port: 7946, Meta: b}
+}
+
+// TestConflictThenDeathReclaims: a claim on a member's name from another
+// address, refused while the old entry lived, is handed to the join loop
+// once the old entry dies; a claim that was admitted meanwhile, one at the
+// dead address itself, and one on our own name are not.
+func TestConflictThenDeathReclaims(t *testing.T) {
+	m, d := newTestState(16, &recordingHandler{})
+	meta := func(id string) Meta {
+		return Meta{Role: RoleCoordinator, ID: id, ClusterID: testCluster, RaftAddr: id + ":7000"}
+	}
+	at := func(n *memberlist.Node, port uint16) *memberlist.Node { c := *n; c.Port = port; return &c }
+	reclaimed := func() []string {
+		var out []string
+		for {
+			select {
+			case a := <-m.reclaim:
+				out = append(out, a)
+			default:
+				return out
+			}
+		}
+	}
+
+	a := node(t, "a", meta("a"), false) // 127.0.0.1:7946
+	d.NotifyJoin(a)
+	d.NotifyConflict(a, at(a, 8000))
+	d.NotifyConflict(a, at(a, 8001)) // the latest claim counts
+	if got := reclaimed(); len(got) != 0 {
+		t.Fatalf("reclaim before the old entry died: %v", got)
+	}
+	d.NotifyLeave(a)
+	if got := reclaimed(); len(got) != 1 || got[0] != "127.0.0.1:8001" {
+		t.Fatalf("reclaim after death = %v, want [127.0.0.1:8001]", got)
+	}
+	d.NotifyLeave(a) // the claim was used up
+	if got := reclaimed(); len(got) != 0 {
+		t.Fatalf("second death reclaimed %v", got)
+	}
+
+	b := node(t, "b", meta("b"), false)
+	d.NotifyJoin(b)
+	d.NotifyConflict(b, at(b, 9000))
+	d.NotifyJoin(at(b, 9000)) // admitted at the new address meanwhile
+	d.NotifyLeave(at(b, 9000))
+	d.NotifyConflict(b, b) // a claim at the very address that died
+	d.NotifyLeave(b)
+	self := node(t, "self", meta("self"), false)
+	d.NotifyConflict(self, at(self, 9100))
+	d.NotifyLeave(self)
+	if got := reclaimed(); len(got) != 0 {
+		t.Fatalf("reclaimed %v, want nothing", got)
+	}
+
+	for i := range maxRejected + 10 { // bounded however many names are claimed
+		n := node(t, fmt.Sprintf("n%d", i), meta(fmt.Sprintf("n%d", i)), false)
+		d.NotifyConflict(n, at(n, 1000))
+	}
+	if got := len(m.claimants); got > maxRejected {
+		t.Fatalf("%d claimants kept, bound %d", got, maxRejected)
+	}
 }
 
 func TestEventsDropOldest(t *testing.T) {

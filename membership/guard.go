@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
@@ -55,13 +56,24 @@ type pushPullHeader struct {
 // scanners, health checks).
 var errEmptyStream = errors.New("membership: empty gossip stream")
 
+// guardedTransport also holds every inbound packet and stream back until
+// open is called, once memberlist.Create has returned: memberlist listens
+// before it records the local member, so gossip that arrives first (a member
+// restarted at an address another member just left hears that one's gossip
+// at once) could name the local member at another address, and memberlist
+// would keep that entry for itself instead of its own. Packets are dropped
+// and streams closed until then; the protocol resends both.
 type guardedTransport struct {
 	*memberlist.NetTransport
 	log     *slog.Logger
 	timeout time.Duration
 	streams chan net.Conn
+	packets chan *memberlist.Packet
+	opened  chan struct{}
+	early   atomic.Uint64 // packets dropped before open
 	done    chan struct{}
 	once    sync.Once
+	openOne sync.Once
 }
 
 var _ memberlist.NodeAwareTransport = (*guardedTransport)(nil)
@@ -85,11 +97,51 @@ func newGuardedTransport(host string, port int, logger *slog.Logger, timeout tim
 		log:          logger,
 		timeout:      timeout,
 		streams:      make(chan net.Conn),
+		packets:      make(chan *memberlist.Packet),
+		opened:       make(chan struct{}),
 		done:         make(chan struct{}),
 	}
 	go g.forward()
+	go g.forwardPackets()
 	return g, nil
 }
+
+// open lets inbound packets and streams through to memberlist.
+func (g *guardedTransport) open() { g.openOne.Do(func() { close(g.opened) }) }
+
+func (g *guardedTransport) isOpen() bool {
+	select {
+	case <-g.opened:
+		return true
+	default:
+		return false
+	}
+}
+
+// forwardPackets hands inbound packets to memberlist once open, dropping
+// those that come before. It always takes the NetTransport's packets, whose
+// listener blocks (and whose Shutdown waits) until someone does.
+func (g *guardedTransport) forwardPackets() {
+	for {
+		select {
+		case p := <-g.NetTransport.PacketCh():
+			if !g.isOpen() {
+				g.early.Add(1)
+				continue
+			}
+			select {
+			case g.packets <- p:
+			case <-g.done:
+				return
+			}
+		case <-g.done:
+			return
+		}
+	}
+}
+
+// PacketCh returns the inbound packets received since open.
+func (g *guardedTransport) PacketCh() <-chan *memberlist.Packet { return g.packets }
 
 // forward inspects inbound streams concurrently, as memberlist handles each
 // in its own goroutine too.
@@ -105,6 +157,11 @@ func (g *guardedTransport) forward() {
 }
 
 func (g *guardedTransport) admit(conn net.Conn) {
+	if !g.isOpen() {
+		g.log.Debug("membership: gossip stream before start, closed", "from", conn.RemoteAddr().String())
+		_ = conn.Close()
+		return
+	}
 	_ = conn.SetReadDeadline(time.Now().Add(g.timeout))
 	cr := &captureReader{r: conn}
 	if err := checkStream(cr, true); err != nil {

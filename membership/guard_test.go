@@ -3,8 +3,11 @@ package membership
 import (
 	"bytes"
 	"compress/lzw"
+	"errors"
 	"io"
 	"net"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -162,5 +165,60 @@ func TestCloseUnderConnectionLoad(t *testing.T) {
 		}
 		close(stop)
 		<-dialersDone
+	}
+}
+
+// TestTransportHeldBackUntilOpen: before open (memberlist.Create has not
+// returned), inbound packets are dropped and streams closed, so nothing
+// can be merged before memberlist records the local member; after open
+// both reach memberlist.
+func TestTransportHeldBackUntilOpen(t *testing.T) {
+	tr, err := newGuardedTransport("127.0.0.1", 0, testLogger(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Shutdown()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(tr.GetAutoBindPort()))
+	udp, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+
+	if _, err := udp.Write([]byte("early")); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = conn.Write(labelled([]byte{wirePushPull}))
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	// Closed: EOF, or a reset as the early bytes were never read.
+	if _, err := conn.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("stream before open: read = %v, want it closed", err)
+	}
+	conn.Close()
+
+	waitFor(t, 10*time.Second, "the early packet to be dropped", func() bool { return tr.early.Load() == 1 })
+	tr.open()
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case p := <-tr.PacketCh():
+			if string(p.Buf) == "early" {
+				t.Fatal("a packet sent before open was delivered")
+			}
+			if string(p.Buf) != "late" {
+				t.Fatalf("packet %q", p.Buf)
+			}
+			return
+		case <-tick.C: // UDP may drop: resend until one arrives
+			_, _ = udp.Write([]byte("late"))
+		case <-deadline:
+			t.Fatal("no packet delivered after open")
+		}
 	}
 }

@@ -2,6 +2,7 @@ package membership
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -21,6 +22,12 @@ var raftPorts atomic.Int64
 
 // testLogger discards output unless the test runs with -v.
 func testLogger() *slog.Logger {
+	if p := os.Getenv("MEMBERSHIP_TEST_LOG"); p != "" {
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err == nil {
+			return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		}
+	}
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
@@ -41,11 +48,12 @@ func testConfig(id string, join ...string) Config {
 		GRPCAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(20001+n%20000)),
 	}
 	cfg.Join = join
-	cfg.Logger = testLogger()
+	cfg.Logger = testLogger().With("m", id)
 	cfg.ProbeInterval = 100 * time.Millisecond
 	cfg.ProbeTimeout = 50 * time.Millisecond
 	cfg.GossipInterval = 20 * time.Millisecond
 	cfg.SuspicionMult = 3
+	cfg.PushPullInterval = time.Second
 	cfg.JoinRetryMin = 20 * time.Millisecond
 	cfg.JoinRetryMax = 200 * time.Millisecond
 	cfg.BroadcastTimeout = 2 * time.Second
@@ -110,6 +118,21 @@ func waitConverged(t *testing.T, ms []*Memberlist, ids ...string) {
 		}
 		return true
 	})
+}
+
+// logViewsOnFailure logs every member's memberlist view (name@addr/state,
+// dead ones left out) if the test failed.
+func logViewsOnFailure(t *testing.T, ms []*Memberlist) {
+	if !t.Failed() {
+		return
+	}
+	for _, m := range ms {
+		s := m.cfg.Meta.ID + " sees:"
+		for _, n := range m.ml.Members() {
+			s += fmt.Sprintf(" %s@%s/%d", n.Name, n.Address(), n.State)
+		}
+		t.Log(s)
+	}
 }
 
 // member returns m's view of the member called name.

@@ -54,6 +54,11 @@ type Memberlist struct {
 	membersMu sync.RWMutex
 	members   map[string]Member // admitted, not dead or left; keyed by name
 	rejected  map[string]string // name → exclusion reason already logged
+	claimants map[string]string // name → a new address refused while the old one lived
+
+	// reclaim carries addresses to push/pull with: a member that came back
+	// at a new address, whose old address was just declared dead.
+	reclaim chan string
 
 	evMu     sync.Mutex // guards evClosed and sends on events
 	events   chan Event
@@ -85,14 +90,16 @@ func New(cfg Config) (*Memberlist, error) {
 	}
 	cfg.Join = slices.Clone(cfg.Join)
 	m := &Memberlist{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		meta:     cfg.Meta,
-		metaBuf:  buf,
-		members:  make(map[string]Member),
-		rejected: make(map[string]string),
-		events:   make(chan Event, cfg.EventBuffer),
-		joinDone: make(chan struct{}),
+		cfg:       cfg,
+		log:       cfg.Logger,
+		meta:      cfg.Meta,
+		metaBuf:   buf,
+		members:   make(map[string]Member),
+		rejected:  make(map[string]string),
+		claimants: make(map[string]string),
+		reclaim:   make(chan string, 16),
+		events:    make(chan Event, cfg.EventBuffer),
+		joinDone:  make(chan struct{}),
 	}
 	mc, tr, err := cfg.memberlistConfig(&delegate{m: m})
 	if err != nil {
@@ -104,6 +111,7 @@ func New(cfg Config) (*Memberlist, error) {
 		return nil, fmt.Errorf("membership: start memberlist on %s: %w", cfg.BindAddr, err)
 	}
 	m.ml = ml
+	tr.open()
 	// Only UpdateNode rewrites the local address fields and it cannot run
 	// yet, so reading them here does not race.
 	m.localAddr = ml.LocalNode().Address()
@@ -127,23 +135,31 @@ func (m *Memberlist) seeds() []string {
 	return out
 }
 
-// joinLoop joins the seeds with jittered exponential backoff until another
-// member is known, then keeps checking every JoinRetryMax and rejoins if this
-// member ends up alone (for example after a partition in which every peer was
-// declared dead). memberlist itself never re-contacts dead members.
+// joinLoop joins the seeds with jittered exponential backoff until a seed
+// has answered a push/pull, then keeps checking every JoinRetryMax and
+// rejoins if this member ends up alone (for example after a partition in
+// which every peer was declared dead). memberlist itself never re-contacts
+// dead members. Gossip heard before the first join does not count as
+// joined: a member restarted at an address another member used hears the
+// gossip meant for that one at once, and would otherwise never announce
+// itself to the seeds.
+//
+// It also pushes and pulls state with each address sent on m.reclaim: a
+// member that restarted at another address is refused while its old entry
+// lives, and nothing tells it so once the old entry is declared dead (the
+// dead message goes to the old address), so this side asks it for its
+// state, which carries its alive entry at the new address.
 func (m *Memberlist) joinLoop(ctx context.Context, seeds []string) {
 	defer close(m.joinDone)
-	if len(seeds) == 0 {
-		return
-	}
 	backoff := m.cfg.JoinRetryMin
 	failures := 0
+	joined := false
 	for {
 		wait := m.cfg.JoinRetryMax
-		if m.ml.NumMembers() <= 1 {
+		if len(seeds) > 0 && (!joined || m.ml.NumMembers() <= 1) {
 			if m.tryJoin(ctx, seeds) {
 				m.log.Info("membership: joined cluster", "members", m.ml.NumMembers(), "after_failures", failures)
-				backoff, failures = m.cfg.JoinRetryMin, 0
+				backoff, failures, joined = m.cfg.JoinRetryMin, 0, true
 			} else if ctx.Err() == nil {
 				failures++
 				level := slog.LevelDebug
@@ -160,6 +176,10 @@ func (m *Memberlist) joinLoop(ctx context.Context, seeds []string) {
 		case <-ctx.Done():
 			t.Stop()
 			return
+		case addr := <-m.reclaim:
+			t.Stop()
+			_, err := m.ml.Join([]string{addr})
+			m.log.Info("membership: pushed and pulled state with a member back at a new address", "addr", addr, "err", err)
 		case <-t.C:
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -107,6 +108,30 @@ func (cl *cluster) refreshAddrs(services ...string) error {
 		cl.mu.Unlock()
 	}
 	return nil
+}
+
+// ips are the services' addresses on the project's network.
+func (cl *cluster) ips(services ...string) map[string]string {
+	cl.t.Helper()
+	out := map[string]string{}
+	for _, s := range services {
+		ip, err := cl.project.ip(s)
+		if err != nil || ip == "" {
+			cl.t.Fatalf("address of %s: %q, %v", s, ip, err)
+		}
+		out[s] = ip
+	}
+	return out
+}
+
+// addrLess orders IP addresses numerically.
+func addrLess(a, b string) bool {
+	x, errx := netip.ParseAddr(a)
+	y, erry := netip.ParseAddr(b)
+	if errx != nil || erry != nil {
+		return a < b
+	}
+	return x.Less(y)
 }
 
 // addr is the published gRPC address of a service.

@@ -152,6 +152,12 @@ func (p *project) health(service string) (string, error) {
 	return out, err
 }
 
+// ip is the container's address on the project's network ("" while it is
+// not running).
+func (p *project) ip(service string) (string, error) {
+	return docker("inspect", "--format", `{{with index .NetworkSettings.Networks "`+p.network+`"}}{{.IPAddress}}{{end}}`, p.ids[service])
+}
+
 // exitedAt waits until the service's container has stopped and returns
 // the time the daemon saw its process exit.
 func (p *project) exitedAt(service string) (time.Time, error) {

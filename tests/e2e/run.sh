@@ -19,4 +19,24 @@ fi
 
 # -v streams progress and the failover figures; without it go test shows a
 # passing package's output not at all.
-exec go test -tags e2e -count=1 -timeout 25m -v "$@" ./tests/e2e/
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+set +e
+go test -tags e2e -count=1 -timeout 25m -v "$@" ./tests/e2e/ 2>&1 | tee "$out"
+rc=${PIPESTATUS[0]}
+set -e
+if [ "$rc" -ne 0 ]; then
+  # A failed test dumps its containers' logs after its failure, which then
+  # scrolls out of a CI log's tail: repeat each failed test's own lines
+  # (steps and errors, without the compose logs) at the very end.
+  echo "== e2e recap: the failed tests' own lines, compose logs left out"
+  awk '
+    /^=== RUN   [^\/]+$/ { buf = "" }
+    /^[ \t]+[A-Za-z0-9_]+_test\.go:[0-9]+: / { buf = buf $0 "\n" }
+    /^[ \t]*--- FAIL: / { buf = buf $0 "\n" }
+    /^--- FAIL: / { printf "%s", buf; buf = "" }
+    /^--- PASS: / { buf = "" }
+    /^panic: |^FAIL|^ok / { print }
+  ' "$out"
+fi
+exit "$rc"
