@@ -190,7 +190,7 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 			return streamer(metadata.AppendToOutgoingContext(ctx, pb.MDClusterID, id), desc, cc, method, o...)
 		}))
 	}
-	cc, err := grpc.NewClient(addr, opts...)
+	cc, err := grpc.NewClient(grpcflow.Target(addr), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("logbook: endpoint %s: %w", addr, err)
 	}

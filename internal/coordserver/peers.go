@@ -50,7 +50,7 @@ func (p *peerConns) get(addr string) (*grpc.ClientConn, error) {
 	if p.tls != nil {
 		creds = credentials.NewTLS(p.tls)
 	}
-	c, err := grpc.NewClient(addr, append(grpcflow.DialOptions(),
+	c, err := grpc.NewClient(grpcflow.Target(addr), append(grpcflow.DialOptions(),
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(p.maxMsg), grpc.MaxCallSendMsgSize(p.maxMsg)),
 		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {

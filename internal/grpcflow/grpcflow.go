@@ -15,6 +15,7 @@
 package grpcflow
 
 import (
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -55,4 +56,18 @@ func Reconnect() grpc.DialOption {
 		Backoff:           backoff.Config{BaseDelay: 200 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
 		MinConnectTimeout: 5 * time.Second,
 	})
+}
+
+// Target is the grpc.NewClient target for a host:port address: the
+// passthrough resolver, so every (re)connect resolves the host again, as a
+// plain net.Dial does. grpc-go's default dns resolver caches the answer and
+// re-resolves at most every 30 s, so a connection to a member or node that
+// came back at another address (a restarted container) would keep dialling
+// the old one for up to 30 s, and reach whichever process holds that
+// address now. A target that already names a scheme is left as it is.
+func Target(addr string) string {
+	if strings.Contains(addr, "://") {
+		return addr
+	}
+	return "passthrough:///" + addr
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/internal/grpcflow"
 	"github.com/logbookhq/logbook/replica"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -114,7 +115,7 @@ func newCoordLink(s *Server) (*coordLink, error) {
 		instanceID: hex.EncodeToString(raw[:]), wake: make(chan struct{}, 1), hbNow: make(chan struct{}, 1), running: map[string]bool{},
 	}
 	for _, a := range s.cfg.CoordEndpoints {
-		c, err := grpc.NewClient(a, append(DialOptions(s.cfg.Security.PeerTLS), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(linkMaxRecvBytes)))...)
+		c, err := grpc.NewClient(grpcflow.Target(a), append(DialOptions(s.cfg.Security.PeerTLS), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(linkMaxRecvBytes)))...)
 		if err != nil {
 			l.closeConns()
 			return nil, fmt.Errorf("nodeserver: coordinator %s: %w", a, err)

@@ -66,7 +66,7 @@ func (p *peerConns) get(addr string) (*grpc.ClientConn, error) {
 	if c, ok := p.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, DialOptions(p.tls)...)
+	c, err := grpc.NewClient(grpcflow.Target(addr), DialOptions(p.tls)...)
 	if err != nil {
 		return nil, err
 	}
