@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # etcd-vs-logbook.sh: one run, same machine, same disk — etcd's put benchmark
 # against a 3-member etcd cluster, then `coord bench journal` against a
-# 3-member Logbook cluster (`coord dev`), both with 100 clients whose
-# connections name all three members and 256-byte values. Prints both results
+# 3-member Logbook cluster (`coord dev`), both with 100 clients spread over
+# the three members (see SHAPE) and 256-byte values. Prints both results
 # and the ratios the journal issue asks for (throughput ≥ 3× etcd's, p99 ≤ half).
 #
 # Usage: bash bench/etcd-vs-logbook.sh [seconds]   (default 10 s of Logbook load;
@@ -12,7 +12,14 @@
 # Env:   ETCD_VERSION (default v3.6.16), CLIENTS (100), CONNS (connections the
 #        clients share, both tools alike; default CLIENTS: one each), BENCH_DIR
 #        (temporary), RUNS (1), LOG_STORE (coord dev --raft-log-store: auto,
-#        wal or boltdb; default auto, which is wal in the fresh data dir).
+#        wal or boltdb; default auto, which is wal in the fresh data dir),
+#        SHAPE: spread (default) spreads both tools' clients over the three
+#        members by connection (etcdput --pin: connection i talks to member
+#        i mod 3; coord bench journal --spread: SDK client i sends to member
+#        i mod 3, followers forward to the leader), the issue's "100
+#        clients spread over all members"; leader sends every Logbook
+#        append to the leader while etcd's connections balance over all
+#        members (what sessions before 7 measured).
 # Everything listens on 127.0.0.1 only; all processes are stopped on exit.
 set -euo pipefail
 
@@ -23,6 +30,12 @@ conns=${CONNS:-$clients}
 etcd_version=${ETCD_VERSION:-v3.6.16}
 runs=${RUNS:-1}
 log_store=${LOG_STORE:-auto}
+shape=${SHAPE:-spread}
+case "$shape" in
+spread) etcd_shape=--pin lb_shape=--spread ;;
+leader) etcd_shape= lb_shape= ;;
+*) echo "SHAPE=$shape: want spread or leader" >&2; exit 2 ;;
+esac
 work=${BENCH_DIR:-$(mktemp -d /tmp/logbook-etcd-bench.XXXXXX)}
 bin="$work/bin"
 mkdir -p "$bin"
@@ -54,7 +67,7 @@ wait_port() { # host:port
 run_once() { # $1: run number; prints the etcd and logbook JSON lines and the ratios
 	rm -rf "$work"/etcd[123] "$work/logbook"
 	sync # the builds' and the last run's dirty pages are on disk before either system runs
-	echo "== run $1: etcd, 3 members on 127.0.0.1:23791-23793" >&2
+	echo "== run $1: etcd, 3 members on 127.0.0.1:23791-23793 (shape $shape)" >&2
 	local cluster="e1=http://127.0.0.1:23801,e2=http://127.0.0.1:23802,e3=http://127.0.0.1:23803"
 	for i in 1 2 3; do
 		"$bin/etcd" --name "e$i" --data-dir "$work/etcd$i" \
@@ -66,14 +79,14 @@ run_once() { # $1: run number; prints the etcd and logbook JSON lines and the ra
 	done
 	for i in 1 2 3; do wait_port "127.0.0.1:2379$i"; done
 	local eps=127.0.0.1:23791,127.0.0.1:23792,127.0.0.1:23793
-	"$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total 5000 --val-size 256 --sequential-keys >/dev/null # warm-up, leader elected
+	"$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total 5000 --val-size 256 --sequential-keys $etcd_shape >/dev/null # warm-up, leader elected
 	# size the measured run to about $secs seconds from a short probe
 	local probe rate total etcd_json lb_json
-	probe=$("$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total 20000 --val-size 256 --sequential-keys --json)
+	probe=$("$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total 20000 --val-size 256 --sequential-keys $etcd_shape --json)
 	rate=$(echo "$probe" | sed -E 's/.*"ops_per_s":([0-9.]+).*/\1/')
 	total=$(awk -v r="$rate" -v s="$secs" 'BEGIN{printf "%d", r*s}')
 	etcd_json=$("$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total "$total" \
-		--key-size 8 --val-size 256 --sequential-keys --key-space-size "$total" --json)
+		--key-size 8 --val-size 256 --sequential-keys --key-space-size "$total" $etcd_shape --json)
 	echo "etcd    $etcd_json"
 	for p in "${pids[@]}"; do kill "$p"; done
 	wait 2>/dev/null || true
@@ -89,8 +102,8 @@ run_once() { # $1: run number; prints the etcd and logbook JSON lines and the ra
 		[ $SECONDS -lt $deadline ] || { echo "logbook not ready" >&2; cat "$work/logbook.log" >&2; exit 1; }
 		sleep 0.2
 	done
-	"$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --conns "$conns" --size 256 --duration 2s --json >/dev/null # warm-up
-	lb_json=$("$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --conns "$conns" --size 256 --duration "${secs}s" --json)
+	"$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --conns "$conns" --size 256 --duration 2s $lb_shape --json >/dev/null # warm-up
+	lb_json=$("$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --conns "$conns" --size 256 --duration "${secs}s" $lb_shape --json)
 	echo "logbook $lb_json"
 	for p in "${pids[@]}"; do kill "$p"; done
 	wait 2>/dev/null || true

@@ -48,6 +48,16 @@ type Config struct {
 	TLS *tls.Config
 	// MaxMessageBytes bounds messages in both directions (default 8 MiB).
 	MaxMessageBytes int
+	// SpreadOverMembers sends the calls that otherwise go to the leader
+	// (appends, linearizable reads, admin writes) to the Endpoints given
+	// here, in turn, never to a member learned later: the member forwards
+	// them to the leader (appends in batches) or confirms the read index
+	// with it. Clients given different endpoints spread their load over
+	// the members, at the cost of a member-to-member hop for the calls
+	// that reach a follower; a client given one endpoint stays with that
+	// member (and has no other to fail over to). Default: straight to
+	// the leader.
+	SpreadOverMembers bool
 	// AddressMap translates member addresses as the cluster advertises
 	// them (for example coord1:7100 inside a compose network) into
 	// addresses this client can reach (127.0.0.1:17100). Unmapped
@@ -96,6 +106,7 @@ type Client struct {
 	leader    string   // cached leader gRPC address
 	endpoints []string // seeds plus discovered members
 	next      int
+	nextSeedN int // SpreadOverMembers rotation over cfg.Endpoints
 	closed    bool
 
 	session  *session
@@ -207,6 +218,15 @@ func (c *Client) nextEndpoint() string {
 	return e
 }
 
+// nextSeed rotates through the configured endpoints only.
+func (c *Client) nextSeed() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.cfg.Endpoints[c.nextSeedN%len(c.cfg.Endpoints)]
+	c.nextSeedN++
+	return e
+}
+
 func (c *Client) cachedLeader() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -292,12 +312,21 @@ func (c *Client) statusAt(ctx context.Context, addr string) (*pb.StatusResponse,
 	return st, fromStatus(err)
 }
 
-// target picks the connection for a call: the cached leader for writes and
-// linearizable reads, otherwise (or with no leader cached) an endpoint in
-// rotation.
-func (c *Client) target(ctx context.Context, leader bool) (string, *grpc.ClientConn, error) {
+// Where target sends a call.
+const (
+	routeAny        = iota // an endpoint in rotation
+	routeLeader            // the leader, or a configured endpoint with SpreadOverMembers
+	routeOnlyLeader        // the leader whatever the config (the append stream)
+)
+
+// target picks the connection for a call by its route; with no leader
+// known it falls back to an endpoint in rotation.
+func (c *Client) target(ctx context.Context, route int) (string, *grpc.ClientConn, error) {
 	addr := ""
-	if leader {
+	switch {
+	case route == routeLeader && c.cfg.SpreadOverMembers:
+		addr = c.nextSeed()
+	case route != routeAny:
 		addr = c.cachedLeader()
 		if addr == "" {
 			if err := c.discover(ctx); err == nil {
@@ -318,7 +347,11 @@ func (c *Client) target(ctx context.Context, leader bool) (string, *grpc.ClientC
 func (c *Client) do(ctx context.Context, leader bool, fn func(ctx context.Context, cc *grpc.ClientConn) error) error {
 	backoff := 20 * time.Millisecond
 	for attempt := 0; ; attempt++ {
-		addr, cc, err := c.target(ctx, leader)
+		route := routeAny
+		if leader {
+			route = routeLeader
+		}
+		addr, cc, err := c.target(ctx, route)
 		if err != nil {
 			return err
 		}

@@ -186,7 +186,7 @@ func (a *appender) failAll(err error) {
 func (a *appender) stream() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, cc, err := a.c.target(ctx, true)
+	_, cc, err := a.c.target(ctx, routeOnlyLeader) // append streams are served by the leader only
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,9 @@
 // --val-size byte values taken from one shared request channel until --total
 // requests are done. Every connection is given all --endpoints, and clientv3
 // balances requests across them, so load is spread over all members as with
-// etcd's benchmark without --target-leader.
+// etcd's benchmark without --target-leader. With --pin, connection i is
+// given endpoint i mod n only (the clients are spread over the members by
+// connection, the shape of coord bench journal --spread).
 //
 // It lives in its own module so that Logbook's module does not depend on etcd;
 // bench/etcd-vs-logbook.sh builds it together with an etcd server of the same
@@ -38,6 +40,7 @@ func main() {
 	keySpace := flag.Int("key-space-size", 1, "maximum distinct keys")
 	seqKeys := flag.Bool("sequential-keys", false, "use sequential keys instead of random ones")
 	asJSON := flag.Bool("json", false, "print the result as one JSON object")
+	pin := flag.Bool("pin", false, "give connection i only endpoint i mod n instead of all of them")
 	flag.Parse()
 	if *conns < 1 || *clients < 1 || *total < 1 || *keySize < 8 || *valSize < 0 || *keySpace < 1 {
 		fmt.Fprintln(os.Stderr, "etcdput: --conns, --clients, --total, --key-space-size ≥ 1 and --key-size ≥ 8 required")
@@ -47,7 +50,11 @@ func main() {
 	eps := strings.Split(*endpoints, ",")
 	cs := make([]*clientv3.Client, *conns)
 	for i := range cs {
-		c, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
+		ceps := eps
+		if *pin {
+			ceps = eps[i%len(eps) : i%len(eps)+1]
+		}
+		c, err := clientv3.New(clientv3.Config{Endpoints: ceps, DialTimeout: 5 * time.Second})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "etcdput:", err)
 			os.Exit(1)
@@ -125,6 +132,7 @@ func main() {
 		"conns":      *conns,
 		"val_size":   *valSize,
 		"endpoints":  eps,
+		"pin":        *pin,
 		"etcd_bench": "put",
 	}
 	if *asJSON {

@@ -34,6 +34,10 @@ type benchOptions struct {
 	stream int
 	// cpuProfile: write the load generator's CPU profile here.
 	cpuProfile string
+	// spread: SDK client i is given only endpoint i mod n and sends its
+	// appends there (client.Config.SpreadOverMembers); followers forward
+	// them to the leader.
+	spread bool
 }
 
 func (b benchOptions) validate() error {
@@ -67,6 +71,7 @@ type benchResult struct {
 	EventsPerSec float64 `json:"events_per_sec"`
 	Clients      int     `json:"clients"`
 	Conns        int     `json:"conns"`
+	Spread       bool    `json:"spread"`
 	Size         int     `json:"size"`
 	Batch        int     `json:"batch"`
 	DurationS    float64 `json:"duration_s"`
@@ -133,7 +138,12 @@ func runBench(ctx context.Context, cfg client.Config, opts benchOptions, callTim
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			clients[i], errs[i] = client.New(setup, cfg)
+			c := cfg
+			if opts.spread {
+				c.Endpoints = []string{cfg.Endpoints[i%len(cfg.Endpoints)]}
+				c.SpreadOverMembers = true
+			}
+			clients[i], errs[i] = client.New(setup, c)
 		}()
 	}
 	wg.Wait()
@@ -175,7 +185,7 @@ func runBench(ctx context.Context, cfg client.Config, opts benchOptions, callTim
 		return benchResult{}, err
 	}
 
-	res := benchResult{Clients: opts.clients, Conns: opts.conns, Size: opts.size, Batch: opts.batch, DurationS: opts.duration.Seconds()}
+	res := benchResult{Clients: opts.clients, Conns: opts.conns, Spread: opts.spread, Size: opts.size, Batch: opts.batch, DurationS: opts.duration.Seconds()}
 	var all []time.Duration
 	for _, w := range workers {
 		res.Ops += w.ops
@@ -243,7 +253,9 @@ func newBenchCmd() *cobra.Command {
 		Long: `Append --size-byte events (--batch per call) from --clients concurrent
 clients, each with its own SDK client (or spread round-robin over --conns
 SDK clients, as etcd's benchmark does), for --warmup and then --duration.
-Errors are counted, not fatal. Prints calls per second, latency percentiles
+By default every SDK client sends its appends to the leader; with --spread
+SDK client i sends them to endpoint i mod n, so the clients are spread over
+the members and followers forward their share to the leader. Errors are counted, not fatal. Prints calls per second, latency percentiles
 of successful calls (ms) and the error count. Exit 1 when no call succeeded.`,
 		Example: `  coord bench journal --clients 16 --size 256 --duration 10s --json`,
 		Args:    cobra.NoArgs,
@@ -297,6 +309,7 @@ of successful calls (ms) and the error count. Exit 1 when no call succeeded.`,
 	fs.DurationVar(&opts.duration, "duration", 10*time.Second, "measured duration")
 	fs.DurationVar(&opts.warmup, "warmup", time.Second, "unmeasured warmup before the measured duration")
 	fs.StringVar(&opts.cpuProfile, "cpuprofile", "", "write the benchmark client's own CPU profile to this file (go tool pprof)")
+	fs.BoolVar(&opts.spread, "spread", false, "spread the clients over the members: SDK client i (see --conns) sends its appends to endpoint i mod n, which forwards them to the leader unless it is the leader (default: every SDK client sends to the leader)")
 	fs.IntVar(&opts.stream, "stream", 0, "submit on the streaming append with this many submissions in flight per client (0: unary Append calls)")
 	o = addClientFlags(journal, 10*time.Second, "deadline for connecting and for each Append call")
 	return groupCmd("bench", "Benchmark a running cluster", journal, newBenchTailCmd(), newBenchWriteCmd(), newBenchRecoveryCmd())

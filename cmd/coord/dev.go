@@ -458,9 +458,10 @@ func (d *devCluster) printBanner(w io.Writer, st *pb.StatusResponse) {
 
 func newDevCmd(e env) *cobra.Command {
 	var (
-		opts     devOptions
-		logLevel string
-		logJSON  bool
+		opts      devOptions
+		logLevel  string
+		logJSON   bool
+		gcPercent int
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -480,6 +481,9 @@ its writers wait and resume. Ctrl-C stops them all.`,
 			}
 			if opts.Nodes < 0 || opts.Nodes > 8 {
 				return usageErrorf("--nodes %d: want 0..8", opts.Nodes)
+			}
+			if err := setGCPercent(gcPercent); err != nil {
+				return err
 			}
 			logger, err := logging.New(e.stderr, logLevel, logJSON)
 			if err != nil {
@@ -525,6 +529,7 @@ its writers wait and resume. Ctrl-C stops them all.`,
 	fs.StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error")
 	fs.BoolVar(&logJSON, "log-json", false, "log JSON lines instead of text")
 	fs.BoolVar(&opts.EnablePprof, "enable-pprof", false, "serve Go profiling at /debug/pprof/ on each member's HTTP address")
+	fs.IntVar(&gcPercent, "gc-percent", defaultGCPercent, "garbage-collection target of the whole process, as GOGC (see coord serve --help); GOGC in the environment wins")
 	fs.IntVar(&opts.Nodes, "nodes", 3, "number of storage nodes joined to the coordinators, 0..8")
 	fs.DurationVar(&opts.HeartbeatInterval, "heartbeat-interval", 0, "storage node heartbeat period (default: the node default, 3s)")
 	fs.DurationVar(&opts.LeaseSoftLimit, "lease-soft-limit", 0, "lease soft limit (default 60s); a few seconds lets you watch a lease recovery")

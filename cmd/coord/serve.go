@@ -20,11 +20,12 @@ import (
 // that flags set directly are bound in place; the rest are converted by
 // config.
 type serveFlags struct {
-	cfg      coordserver.Config
-	join     []string
-	peers    string
-	logLevel string
-	logJSON  bool
+	cfg       coordserver.Config
+	join      []string
+	peers     string
+	logLevel  string
+	logJSON   bool
+	gcPercent int
 }
 
 // addServeFlags registers coord serve's flags on fs, with the defaults of
@@ -72,6 +73,7 @@ func addServeFlags(fs *pflag.FlagSet) *serveFlags {
 	fs.IntVar(&c.MaxEventBytes, "max-event-bytes", d.MaxEventBytes, "largest accepted journal event, in bytes (raises the request size limit if needed)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of text")
+	fs.IntVar(&f.gcPercent, "gc-percent", defaultGCPercent, "garbage-collection target, as GOGC (Go's default 100): a higher value trades memory (up to 1+N/100 times the live heap) for fewer collections and a lower tail latency; GOGC in the environment wins")
 	envflag.Bind(fs)
 	return f
 }
@@ -129,6 +131,9 @@ rejoins its cluster with whatever it had.`,
 			cfg, err := f.config(e.stderr)
 			if err != nil {
 				return usageErrorf("invalid configuration: %w", err)
+			}
+			if err := setGCPercent(f.gcPercent); err != nil {
+				return err
 			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()

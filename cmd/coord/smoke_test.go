@@ -210,21 +210,43 @@ func TestDevClusterSmoke(t *testing.T) {
 		t.Fatalf("snapshot: %+v", snap)
 	}
 
-	var bench map[string]float64
-	decode(coord(0, "bench", "journal", "--clients", "2", "--size", "16", "--duration", "2s", "--warmup", "100ms", "--json", "--endpoints", eps), &bench)
-	for _, k := range []string{"ops_per_sec", "p50_ms", "p99_ms", "p999_ms", "errors"} {
+	// The result's numbers (and its spread flag, which decodes as 1 or 0).
+	benchJSON := func(args ...string) map[string]float64 {
+		var raw map[string]any
+		decode(coord(0, append([]string{"bench", "journal", "--size", "16", "--warmup", "100ms", "--json", "--endpoints", eps}, args...)...), &raw)
+		out := map[string]float64{}
+		for k, v := range raw {
+			switch v := v.(type) {
+			case float64:
+				out[k] = v
+			case bool:
+				if v {
+					out[k] = 1
+				} else {
+					out[k] = 0
+				}
+			}
+		}
+		return out
+	}
+	bench := benchJSON("--clients", "2", "--duration", "2s")
+	for _, k := range []string{"ops_per_sec", "p50_ms", "p99_ms", "p999_ms", "errors", "spread"} {
 		if _, ok := bench[k]; !ok {
 			t.Errorf("bench result lacks %s: %v", k, bench)
 		}
 	}
-	if bench["ops_per_sec"] <= 0 || bench["p50_ms"] <= 0 {
+	if bench["ops_per_sec"] <= 0 || bench["p50_ms"] <= 0 || bench["spread"] != 0 {
 		t.Errorf("bench: %v", bench)
 	}
 	// Clients sharing connections (etcd's --conns): 4 clients over 2 SDK clients.
-	bench = nil
-	decode(coord(0, "bench", "journal", "--clients", "4", "--conns", "2", "--size", "16", "--duration", "1s", "--warmup", "100ms", "--json", "--endpoints", eps), &bench)
+	bench = benchJSON("--clients", "4", "--conns", "2", "--duration", "1s")
 	if bench["ops_per_sec"] <= 0 || bench["errors"] != 0 || bench["conns"] != 2 || bench["clients"] != 4 {
 		t.Errorf("bench --conns 2: %v", bench)
+	}
+	// Spread over the members: SDK client i on endpoint i mod n.
+	bench = benchJSON("--clients", "6", "--conns", "3", "--duration", "1s", "--spread")
+	if bench["ops_per_sec"] <= 0 || bench["errors"] != 0 || bench["spread"] != 1 {
+		t.Errorf("bench --spread: %v", bench)
 	}
 }
 
