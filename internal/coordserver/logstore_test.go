@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	raftwal "github.com/hashicorp/raft-wal"
 
 	"github.com/logbookhq/logbook/client"
@@ -203,4 +204,46 @@ func tearTail(t *testing.T, walDir, how string) {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestLogStoreTimed: every member times its log store's writes (the leader
+// before it replicates, each follower before it answers), and the wrapper
+// keeps the store's MonotonicLogStore answer, which changes how Raft treats
+// the log after a snapshot restore.
+func TestLogStoreTimed(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	a := startAppenders(t, tc, 2)
+	eventually(t, 20*time.Second, "some appends", func() bool { return a.count() >= 50 })
+	a.halt()
+	for _, s := range tc.servers {
+		eventually(t, 10*time.Second, s.ID()+" counts its log writes", func() bool {
+			return storeWrites(t, s) > 0
+		})
+	}
+	if got := (&timedLogStore{LogStore: raft.NewInmemStore()}).IsMonotonic(); got {
+		t.Fatal("an in-memory store reported monotonic through the wrapper")
+	}
+	for _, s := range tc.servers {
+		ms, ok := s.store.(raft.MonotonicLogStore)
+		want := ok && ms.IsMonotonic()
+		if got := (&timedLogStore{LogStore: s.store}).IsMonotonic(); got != want || !want {
+			t.Fatalf("%s: wrapper IsMonotonic %v, store %v (raft-wal is monotonic)", s.ID(), got, want)
+		}
+	}
+}
+
+// storeWrites is how many log store writes s has observed.
+func storeWrites(t *testing.T, s *Server) uint64 {
+	t.Helper()
+	families, err := s.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "logbook_raft_log_store_seconds" {
+			return f.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	t.Fatal("logbook_raft_log_store_seconds not registered")
+	return 0
 }

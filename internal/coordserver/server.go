@@ -379,7 +379,7 @@ func (s *Server) openRaft() error {
 	// Recent entries from memory: replication to followers and a
 	// follower's apply read the entries just written, and without the cache
 	// each read goes to the store and decodes the entry again.
-	logs, err := raft.NewLogCache(logCacheEntries, store)
+	logs, err := raft.NewLogCache(logCacheEntries, &timedLogStore{LogStore: store, m: s.metrics})
 	if err != nil {
 		return fmt.Errorf("coordserver: raft log cache: %w", err)
 	}
