@@ -21,7 +21,8 @@
 #        append to the leader while etcd's connections balance over all
 #        members (what sessions before 7 measured); etcd-default runs
 #        etcd's benchmark as it runs by default (connections balanced over
-#        all members) against Logbook's --spread clients.
+#        all members) against Logbook's --spread clients. DEV_FLAGS: more
+#        coord dev flags, e.g. DEV_FLAGS=--raft-wal-prefill=false.
 # Everything listens on 127.0.0.1 only; all processes are stopped on exit.
 set -euo pipefail
 
@@ -32,6 +33,7 @@ conns=${CONNS:-$clients}
 etcd_version=${ETCD_VERSION:-v3.6.16}
 runs=${RUNS:-1}
 log_store=${LOG_STORE:-auto}
+dev_flags=${DEV_FLAGS:-}
 shape=${SHAPE:-spread}
 case "$shape" in
 spread) etcd_shape=--pin lb_shape=--spread ;;
@@ -96,8 +98,9 @@ run_once() { # $1: run number; prints the etcd and logbook JSON lines and the ra
 	pids=()
 	sync # etcd's dirty pages are written back now, not during Logbook's run
 
-	echo "== run $1: logbook, coord dev (3 members, gRPC 127.0.0.1:7100-7102, raft log store $log_store)" >&2
-	"$bin/coord" dev --data-dir "$work/logbook" --raft-log-store "$log_store" >"$work/logbook.log" 2>&1 &
+	echo "== run $1: logbook, coord dev (3 members, gRPC 127.0.0.1:7100-7102, raft log store $log_store${dev_flags:+, $dev_flags})" >&2
+	# shellcheck disable=SC2086 # DEV_FLAGS is a list of flags
+	"$bin/coord" dev --data-dir "$work/logbook" --raft-log-store "$log_store" $dev_flags >"$work/logbook.log" 2>&1 &
 	pids+=($!)
 	local leps=127.0.0.1:7100,127.0.0.1:7101,127.0.0.1:7102
 	local deadline=$((SECONDS + 60))

@@ -106,6 +106,7 @@ func startClusterOn(t *testing.T, nodes int, ports clusterPorts, opts ...func(*c
 		cfg := coordserver.DefaultConfig()
 		cfg.ID = "coord" + strconv.Itoa(i+1)
 		cfg.DataDir = filepath.Join(dir, cfg.ID)
+		cfg.WALPrefill = false
 		cfg.RaftAddr, cfg.GRPCAddr, cfg.HTTPAddr = ports.coord(t, false), ports.coord(t, false), ports.coord(t, false)
 		cfg.GossipAddr = ports.coord(t, true)
 		if i == 0 {

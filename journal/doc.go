@@ -5,7 +5,7 @@
 // # Submit path and group commit
 //
 // Batcher takes everything queued, bounded by ops and bytes, into one Raft
-// entry, with at most InFlight entries (default 2) awaiting commit. An
+// entry, with at most InFlight entries (default 1) awaiting commit. An
 // append is safe once its entry is committed by a quorum and applied; seqs
 // are assigned at apply, contiguous from 1. Followers forward appends to the
 // leader in batches, through the same Batcher with a forwarding sink.

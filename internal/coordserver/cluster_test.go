@@ -218,8 +218,11 @@ func TestFollowerCatchesUpByLog(t *testing.T) {
 // its whole old log before appending past the snapshot. raft-wal frees
 // whole segments only (and still reads compacted entries of the open
 // one), so its segments are made small here for compaction to bite.
+//
+// wal-prefill: the same with zeroed segments (with segments this small the
+// log may roll before the next spare is written; those are fallocated).
 func TestFollowerCatchesUpBySnapshot(t *testing.T) {
-	for _, store := range []string{LogStoreWAL, LogStoreBoltDB} {
+	for _, store := range []string{LogStoreWAL, LogStoreBoltDB, "wal-prefill"} {
 		t.Run(store, func(t *testing.T) { testFollowerCatchesUpBySnapshot(t, store) })
 	}
 }
@@ -227,6 +230,9 @@ func TestFollowerCatchesUpBySnapshot(t *testing.T) {
 func testFollowerCatchesUpBySnapshot(t *testing.T, store string) {
 	tc := newTestCluster(t, 3, func(i int, c *Config) {
 		c.LogStore = store
+		if store == "wal-prefill" {
+			c.LogStore, c.WALPrefill = LogStoreWAL, true
+		}
 		c.walSegmentBytes = 16 << 10
 		c.Raft.SnapshotThreshold = 64
 		c.Raft.TrailingLogs = 16
@@ -252,6 +258,13 @@ func testFollowerCatchesUpBySnapshot(t *testing.T, store string) {
 	}
 	tc.start(f)
 	verifyJournal(t, tc, a.acked)
+	if store == "wal-prefill" {
+		ws := tc.server(leader).store.(*walStore)
+		t.Logf("leader's segments: %d zeroed, %d fallocated", ws.vfs.zeroed.Load(), ws.vfs.fallocated.Load())
+		if ws.vfs.zeroed.Load() == 0 {
+			t.Fatal("no segment was made from a zeroed spare")
+		}
+	}
 	snaps, err := tc.server(f).snaps.List()
 	if err != nil || len(snaps) == 0 {
 		t.Fatalf("follower did not install a snapshot (%v, %d snapshots)", err, len(snaps))

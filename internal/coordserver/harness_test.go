@@ -75,6 +75,8 @@ func testConfig(t testing.TB, id, dir string) Config {
 	c := DefaultConfig()
 	c.ID = id
 	c.ClusterID = "test-cluster"
+	// Tests write no 64 MiB zeroed segments (TestWALPrefill* cover them).
+	c.WALPrefill = false
 	c.DataDir = filepath.Join(dir, id)
 	c.RaftAddr, c.GRPCAddr, c.GossipAddr, c.HTTPAddr = freePort(t), freePort(t), freePort(t), freePort(t)
 	// Short timings keep tests fast; still well above loopback RTT under -race.

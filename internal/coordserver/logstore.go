@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	raftwal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/segment"
 	"go.etcd.io/bbolt"
 
 	"github.com/logbookhq/logbook/internal/durable"
@@ -142,11 +143,42 @@ func (s *Server) openLogStoreKind(raftDir, kind string) (logStore, error) {
 		if s.cfg.walSegmentBytes > 0 {
 			seg = s.cfg.walSegmentBytes
 		}
-		store, err := raftwal.Open(dir, raftwal.WithLogger(logging.HCLog(s.log, "raft-wal")), raftwal.WithSegmentSize(seg))
+		if !s.cfg.WALPrefill {
+			// A spare from a run with prefill on would never be used.
+			for _, n := range []string{spareName, spareTmpName} {
+				if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return nil, fmt.Errorf("coordserver: %w", err)
+				}
+			}
+			store, err := raftwal.Open(dir, raftwal.WithLogger(logging.HCLog(s.log, "raft-wal")), raftwal.WithSegmentSize(seg))
+			if err != nil {
+				return nil, fmt.Errorf("coordserver: open raft log %s: %w", dir, err)
+			}
+			return store, nil
+		}
+		vfs, err := newZeroedSegments(dir, uint64(seg), s.log)
 		if err != nil {
+			return nil, err
+		}
+		store, err := raftwal.Open(dir, raftwal.WithLogger(logging.HCLog(s.log, "raft-wal")), raftwal.WithSegmentSize(seg),
+			raftwal.WithSegmentFiler(segment.NewFiler(dir, vfs)))
+		if err != nil {
+			vfs.Close()
 			return nil, fmt.Errorf("coordserver: open raft log %s: %w", dir, err)
 		}
-		return store, nil
+		return &walStore{WAL: store, vfs: vfs}, nil
 	}
 	return nil, fmt.Errorf("coordserver: unknown raft log store %q", kind)
+}
+
+// walStore is raft-wal with the file system that zeroes its segments.
+type walStore struct {
+	*raftwal.WAL
+	vfs *zeroedSegments
+}
+
+func (w *walStore) Close() error {
+	err := w.WAL.Close()
+	w.vfs.Close()
+	return err
 }

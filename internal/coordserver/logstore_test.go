@@ -3,6 +3,7 @@ package coordserver
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -115,57 +116,69 @@ func TestMixedLogStores(t *testing.T) {
 // batch did not fully reach the disk — its commit frame lost, or its bytes
 // damaged — opens without it (raft-wal checks the last batch's CRC), then
 // gets the entry again from the leader; every member ends with the same
-// state and every acknowledged event.
+// state and every acknowledged event. With WALPrefill the torn segment is
+// a zeroed one (1 MiB segments keep the spares small).
 func TestWALTornTailDropped(t *testing.T) {
-	for _, tear := range []string{"commit frame lost", "batch bytes damaged"} {
-		t.Run(tear, func(t *testing.T) {
-			tc := newTestCluster(t, 3)
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			c := tc.client(ctx)
-			acked := map[uint64]string{}
-			for i := 0; i < 20; i++ {
-				p := string(rune('a'+i)) + strings.Repeat("x", 100)
-				seqs, err := c.Journal().Append(ctx, client.Event{Type: "t", Payload: []byte(p)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				acked[seqs[0]] = p
-			}
-			// The last batch: one large event, so damaged bytes land in
-			// its payload, not in a frame header.
-			last := strings.Repeat("\xab", 2048)
-			seqs, err := c.Journal().Append(ctx, client.Event{Type: "t", Payload: []byte(last)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			acked[seqs[0]] = last
-			tc.waitConverged()
-			f := tc.followers(tc.waitLeader())[0]
-			before, err := tc.server(f).store.LastIndex()
-			if err != nil {
-				t.Fatal(err)
-			}
-			tc.kill(f)
+	for _, prefill := range []bool{false, true} {
+		for _, tear := range []string{"commit frame lost", "batch bytes damaged"} {
+			t.Run(fmt.Sprintf("%s/prefill=%v", tear, prefill), func(t *testing.T) { testWALTornTailDropped(t, tear, prefill) })
+		}
+	}
+}
 
-			walDir := filepath.Join(tc.cfgs[f].DataDir, "raft", walDirName)
-			tearTail(t, walDir, tear)
-			w, err := raftwal.Open(walDir)
-			if err != nil {
-				t.Fatalf("open the torn log: %v", err)
-			}
-			after, err := w.LastIndex()
-			w.Close()
-			if err != nil || after >= before {
-				t.Fatalf("torn log's last index %d (%v), want below %d: the torn batch was not dropped", after, err, before)
-			}
+func testWALTornTailDropped(t *testing.T, tear string, prefill bool) {
+	tc := newTestCluster(t, 3, func(i int, c *Config) {
+		if prefill {
+			c.WALPrefill, c.walSegmentBytes = true, 1<<20
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := tc.client(ctx)
+	acked := map[uint64]string{}
+	for i := 0; i < 20; i++ {
+		p := string(rune('a'+i)) + strings.Repeat("x", 100)
+		seqs, err := c.Journal().Append(ctx, client.Event{Type: "t", Payload: []byte(p)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked[seqs[0]] = p
+	}
+	// The last batch: one large event, so damaged bytes land in
+	// its payload, not in a frame header.
+	last := strings.Repeat("\xab", 2048)
+	seqs, err := c.Journal().Append(ctx, client.Event{Type: "t", Payload: []byte(last)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked[seqs[0]] = last
+	tc.waitConverged()
+	f := tc.followers(tc.waitLeader())[0]
+	before, err := tc.server(f).store.LastIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.kill(f)
 
-			tc.start(f)
-			verifyJournal(t, tc, acked)
-			if got, _ := tc.server(f).store.LastIndex(); got < before {
-				t.Fatalf("member %s's log ends at %d after catching up, want >= %d", tc.cfgs[f].ID, got, before)
-			}
-		})
+	walDir := filepath.Join(tc.cfgs[f].DataDir, "raft", walDirName)
+	tearTail(t, walDir, tear)
+	w, err := raftwal.Open(walDir)
+	if err != nil {
+		t.Fatalf("open the torn log: %v", err)
+	}
+	after, err := w.LastIndex()
+	w.Close()
+	if err != nil || after >= before {
+		t.Fatalf("torn log's last index %d (%v), want below %d: the torn batch was not dropped", after, err, before)
+	}
+
+	tc.start(f)
+	verifyJournal(t, tc, acked)
+	if got, _ := tc.server(f).store.LastIndex(); got < before {
+		t.Fatalf("member %s's log ends at %d after catching up, want >= %d", tc.cfgs[f].ID, got, before)
+	}
+	if _, err := os.Stat(filepath.Join(walDir, spareName)); (err == nil) != prefill {
+		t.Fatalf("prefill %v, spare segment present %v", prefill, err == nil)
 	}
 }
 

@@ -43,6 +43,7 @@ func TestCoordLinkWithCoordinator(t *testing.T) {
 	cc.ID, cc.ClusterID, cc.DataDir = "c1", "test-cluster", filepath.Join(t.TempDir(), "c1")
 	cc.RaftAddr, cc.GRPCAddr, cc.GossipAddr, cc.HTTPAddr = coordFreePort(t), coordFreePort(t), coordFreePort(t), coordFreePort(t)
 	cc.BootstrapExpect = 1
+	cc.WALPrefill = false
 	cc.Raft.HeartbeatTimeout, cc.Raft.ElectionTimeout, cc.Raft.LeaderLeaseTimeout = 250*time.Millisecond, 500*time.Millisecond, 125*time.Millisecond
 	cc.Logger = testLogger()
 	coord, err := coordserver.New(cc)

@@ -1,0 +1,226 @@
+package coordserver
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftwal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/segment"
+)
+
+const testSegBytes = 64 << 10
+
+func openZeroedWAL(t *testing.T, dir string) (*raftwal.WAL, *zeroedSegments) {
+	t.Helper()
+	z, err := newZeroedSegments(dir, testSegBytes, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := raftwal.Open(dir, raftwal.WithSegmentSize(testSegBytes), raftwal.WithSegmentFiler(segment.NewFiler(dir, z)))
+	if err != nil {
+		z.Close()
+		t.Fatal(err)
+	}
+	return w, z
+}
+
+func spareIsZeroed(t *testing.T, dir string) bool {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, spareName))
+	if err != nil {
+		return false
+	}
+	return len(data) == testSegBytes && len(bytes.TrimRight(data, "\x00")) == 0
+}
+
+func waitSpare(t *testing.T, z *zeroedSegments) {
+	t.Helper()
+	eventually(t, 10*time.Second, "a spare segment ready", func() bool {
+		z.mu.Lock()
+		busy := z.preparing
+		z.mu.Unlock()
+		ok, err := z.spareReady()
+		return !busy && ok && err == nil
+	})
+}
+
+func testEntry(i uint64) *raft.Log {
+	return &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: fmt.Appendf(nil, "entry %d %s", i, bytes.Repeat([]byte{byte(i)}, 900))}
+}
+
+// TestWALPrefillSegments: every segment of a log is a renamed spare when
+// the next spare is ready in time; the log reads back across segments and
+// after a reopen, and goes on.
+func TestWALPrefillSegments(t *testing.T) {
+	dir := t.TempDir()
+	w, z := openZeroedWAL(t, dir)
+	if !spareIsZeroed(t, dir) {
+		// The first segment took the spare written at open; the next one
+		// is being written or is ready.
+		waitSpare(t, z)
+		if !spareIsZeroed(t, dir) {
+			t.Fatal("no zeroed spare after open")
+		}
+	}
+	var next uint64 = 1
+	for len(segmentFiles(t, dir)) < 5 {
+		segs := len(segmentFiles(t, dir))
+		batch := []*raft.Log{testEntry(next), testEntry(next + 1), testEntry(next + 2)}
+		if err := w.StoreLogs(batch); err != nil {
+			t.Fatal(err)
+		}
+		next += 3
+		if len(segmentFiles(t, dir)) > segs {
+			waitSpare(t, z)
+		}
+	}
+	if z.fallocated.Load() != 0 || z.zeroed.Load() != int64(len(segmentFiles(t, dir))) {
+		t.Fatalf("%d segments: %d zeroed, %d fallocated; want all zeroed", len(segmentFiles(t, dir)), z.zeroed.Load(), z.fallocated.Load())
+	}
+	last := next - 1
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	z.Close()
+
+	w, z = openZeroedWAL(t, dir)
+	defer z.Close()
+	defer w.Close()
+	if li, err := w.LastIndex(); err != nil || li != last {
+		t.Fatalf("reopened: last index %d (%v), want %d", li, err, last)
+	}
+	if err := w.StoreLogs([]*raft.Log{testEntry(last + 1)}); err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(1); i <= last+1; i++ {
+		var l raft.Log
+		if err := w.GetLog(i, &l); err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+		if want := testEntry(i); !bytes.Equal(l.Data, want.Data) {
+			t.Fatalf("entry %d reads back different", i)
+		}
+	}
+}
+
+func segmentFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "*.wal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestWALPrefillLeftovers: an unfinished spare (a crash while writing it)
+// and a spare of another segment size are not used; open writes a proper
+// one. A spare still being written is not taken: the segment is
+// fallocated instead.
+func TestWALPrefillLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, spareTmpName), []byte("half"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, spareName), make([]byte, 4096), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	z, err := newZeroedSegments(dir, testSegBytes, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	if _, err := os.Stat(filepath.Join(dir, spareTmpName)); !os.IsNotExist(err) {
+		t.Fatalf("unfinished spare left behind: %v", err)
+	}
+	if !spareIsZeroed(t, dir) {
+		t.Fatal("open did not write a spare of the segment size")
+	}
+
+	z.mu.Lock()
+	z.preparing = true // as if the next spare were being written
+	z.mu.Unlock()
+	f, err := z.Create(dir, "00000000000000000001-0000000000000000.wal", testSegBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if z.fallocated.Load() != 1 || z.zeroed.Load() != 0 || !spareIsZeroed(t, dir) {
+		t.Fatalf("a spare being written was used (zeroed %d, fallocated %d)", z.zeroed.Load(), z.fallocated.Load())
+	}
+	z.mu.Lock()
+	z.preparing = false
+	z.mu.Unlock()
+
+	// Another size (a test's segment size, say) never takes the spare.
+	f, err = z.Create(dir, "00000000000000000002-0000000000000001.wal", testSegBytes/2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if z.zeroed.Load() != 0 {
+		t.Fatal("the spare was used for a segment of another size")
+	}
+	// The name exists already: an error, as from raft-wal's own Create.
+	if _, err := z.Create(dir, "00000000000000000001-0000000000000000.wal", testSegBytes); err == nil {
+		t.Fatal("created over an existing segment")
+	}
+}
+
+// TestWALPrefillCloseStopsWriting: Close does not wait for a whole spare
+// to be written.
+func TestWALPrefillCloseStopsWriting(t *testing.T) {
+	dir := t.TempDir()
+	z, err := newZeroedSegments(dir, testSegBytes, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, spareName)); err != nil {
+		t.Fatal(err)
+	}
+	z.size = 1 << 30 // a spare that would take seconds to write
+	z.prepare()
+	z.Close()
+	if _, err := os.Stat(filepath.Join(dir, spareName)); !os.IsNotExist(err) {
+		t.Fatalf("a spare was completed after Close: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, spareTmpName)); !os.IsNotExist(err) {
+		t.Fatalf("the unfinished spare was left behind: %v", err)
+	}
+}
+
+// TestWALPrefillOff: a member opened without prefill deletes the spare a
+// run with prefill left, and its new segments are fallocated.
+func TestWALPrefillOff(t *testing.T) {
+	raftDir := t.TempDir()
+	dir := filepath.Join(raftDir, walDirName)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{spareName, spareTmpName} {
+		if err := os.WriteFile(filepath.Join(dir, n), make([]byte, testSegBytes), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &Server{cfg: Config{walSegmentBytes: testSegBytes}, log: testLogger(t)}
+	store, err := s.openLogStoreKind(raftDir, LogStoreWAL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if _, ok := store.(*walStore); ok {
+		t.Fatal("prefill off, yet the zeroing file system is in use")
+	}
+	for _, n := range []string{spareName, spareTmpName} {
+		if _, err := os.Stat(filepath.Join(dir, n)); !os.IsNotExist(err) {
+			t.Fatalf("%s left behind: %v", n, err)
+		}
+	}
+	if err := store.StoreLogs([]*raft.Log{testEntry(1)}); err != nil {
+		t.Fatal(err)
+	}
+}
