@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	walfs "github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/types"
@@ -26,19 +27,22 @@ import (
 // data flush. Every commit waits for the leader's sync and then a
 // follower's, and on a disk the members share their journal commits queue
 // behind each other. Measured on the reference machine
-// (BenchmarkWALStoreLogs, docs/benchmarks.md session 9): a 10 KB StoreLogs
-// (100 clients' batch) 340 -> 193 µs, three logs at once 832 -> 611 µs; a
-// 400-byte one 195 -> 159 µs; coord dev with 100 clients, +11% appends/s
-// (median of 6 alternating pairs). etcd's WAL preallocates with fallocate
-// too; log writers that recycle or zero their files (RocksDB's recycled
-// logs) avoid the same cost.
+// (BenchmarkWALStoreLogs, docs/benchmarks.md session 9, medians of four):
+// a 10 KB StoreLogs (100 clients' batch) 264 -> 180 µs, three logs at once
+// 428 -> 298 µs; 400 bytes, three logs 358 -> 281 µs, one log the same
+// (183 vs 182 µs); coord dev with 100 clients, +11% appends/s (median of
+// six alternating pairs). etcd's WAL preallocates with fallocate too; log
+// writers that recycle or zero their files (RocksDB's recycled logs) avoid
+// the same cost.
 //
 // How: one spare segment, spareName in the WAL directory, is kept ready.
 // raft-wal ignores files without its .wal suffix. Create renames the spare
-// to the segment's name, syncs the directory, and starts writing the next
-// spare in the background; if none is ready it falls back to raft-wal's
-// fallocate. A spare is written under a temporary name, synced, then renamed, so a
-// file named spareName is always complete. Reading a zeroed segment is the
+// to the segment's name and syncs the directory; once that segment is half
+// full the next spare is written in the background. If none is ready when
+// a segment is needed, Create falls back to raft-wal's fallocate (and
+// starts the next spare at once). A spare is written under a temporary
+// name, synced, then renamed, so a file named spareName is always
+// complete. Reading a zeroed segment is the
 // same as reading a fallocated one: raft-wal stops at the first all-zero
 // frame header. Cost: one extra segment of disk per member, and each
 // segment is written twice (zeros, then entries).
@@ -61,7 +65,11 @@ const (
 	spareName     = "next-segment.zeroed"
 	spareTmpName  = "next-segment.zeroed.tmp"
 	zeroChunk     = 1 << 20
-	zeroSyncEvery = 8 << 20
+	zeroSyncEvery = 4 << 20
+	// zeroRate paces a spare written in the background (64 MiB in a
+	// second): the log's own syncs share the disk with it, and the log
+	// gives it half a segment's worth of appends to finish.
+	zeroRate = 64 << 20
 )
 
 // newZeroedSegments returns the file system for the WAL in dir with
@@ -77,7 +85,7 @@ func newZeroedSegments(dir string, size uint64, log *slog.Logger) (*zeroedSegmen
 		return nil, err
 	}
 	if !ok {
-		if err := z.writeSpare(); err != nil {
+		if err := z.writeSpare(false); err != nil {
 			return nil, err
 		}
 	}
@@ -105,7 +113,7 @@ func (z *zeroedSegments) spareReady() (bool, error) {
 
 // writeSpare writes a zeroed file of z.size bytes and renames it to
 // spareName once it is on disk.
-func (z *zeroedSegments) writeSpare() error {
+func (z *zeroedSegments) writeSpare(paced bool) error {
 	tmp := filepath.Join(z.dir, spareTmpName)
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -114,6 +122,7 @@ func (z *zeroedSegments) writeSpare() error {
 	// Synced every zeroSyncEvery bytes: one flush of the whole segment
 	// would hold up the log's own syncs on the same disk for its length.
 	buf := make([]byte, zeroChunk)
+	start := time.Now()
 	for off := uint64(0); off < z.size && err == nil; off += zeroChunk {
 		if z.isClosed() {
 			err = errors.New("closed")
@@ -121,6 +130,9 @@ func (z *zeroedSegments) writeSpare() error {
 		}
 		if _, err = f.Write(buf[:min(zeroChunk, z.size-off)]); err == nil && (off+zeroChunk)%zeroSyncEvery == 0 {
 			err = datasync(f)
+		}
+		if ahead := time.Duration(off+zeroChunk)*time.Second/zeroRate - time.Since(start); paced && ahead > 0 {
+			time.Sleep(ahead)
 		}
 	}
 	if err == nil {
@@ -163,7 +175,7 @@ func (z *zeroedSegments) prepare() {
 	z.wg.Add(1)
 	go func() {
 		defer z.wg.Done()
-		err := z.writeSpare()
+		err := z.writeSpare(true)
 		z.mu.Lock()
 		z.preparing = false
 		z.mu.Unlock()
@@ -180,8 +192,7 @@ func (z *zeroedSegments) Create(dir, name string, size uint64) (types.WritableFi
 			z.log.Warn("using the zeroed WAL segment failed; fallocating this one", "err", err)
 		} else if f != nil {
 			z.zeroed.Add(1)
-			z.prepare()
-			return f, nil
+			return f, nil // it starts the next spare when half full
 		}
 	}
 	z.prepare()
@@ -220,7 +231,7 @@ func (z *zeroedSegments) takeSpare(name string) (types.WritableFile, error) {
 		return nil, err
 	}
 	prefetch(f, 0, prefetchAhead)
-	zf := &zeroedFile{File: f}
+	zf := &zeroedFile{File: f, half: int64(z.size / 2), prepare: z.prepare}
 	zf.prefetched.Store(prefetchAhead)
 	return zf, nil
 }
@@ -246,18 +257,29 @@ func (z *zeroedSegments) Close() {
 // may page out cold cache early: this project's machine runs DAMON's
 // proactive reclaim). So WriteAt keeps the next prefetchAhead bytes past
 // each write in the page cache.
+//
+// The next spare is written once this segment is half full, not when it
+// is created: the write is spread out (a new member does not write two
+// segments at start) and the spare is recent when it is used.
 type zeroedFile struct {
 	*os.File
 	prefetched atomic.Int64 // end of the range asked for so far
+	half       int64
+	prepare    func()
+	prepared   atomic.Bool
 }
 
 const prefetchAhead = 512 << 10
 
 func (f *zeroedFile) WriteAt(p []byte, off int64) (int, error) {
 	n, err := f.File.WriteAt(p, off)
-	if end := off + int64(n); end+prefetchAhead/2 > f.prefetched.Load() {
+	end := off + int64(n)
+	if end+prefetchAhead/2 > f.prefetched.Load() {
 		prefetch(f.File, end, prefetchAhead)
 		f.prefetched.Store(end + prefetchAhead)
+	}
+	if end >= f.half && !f.prepared.Swap(true) {
+		f.prepare()
 	}
 	return n, err
 }

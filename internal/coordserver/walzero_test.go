@@ -38,14 +38,13 @@ func spareIsZeroed(t *testing.T, dir string) bool {
 	return len(data) == testSegBytes && len(bytes.TrimRight(data, "\x00")) == 0
 }
 
-func waitSpare(t *testing.T, z *zeroedSegments) {
+// waitIdle waits until no spare is being written.
+func waitIdle(t *testing.T, z *zeroedSegments) {
 	t.Helper()
-	eventually(t, 10*time.Second, "a spare segment ready", func() bool {
+	eventually(t, 10*time.Second, "the spare written", func() bool {
 		z.mu.Lock()
-		busy := z.preparing
-		z.mu.Unlock()
-		ok, err := z.spareReady()
-		return !busy && ok && err == nil
+		defer z.mu.Unlock()
+		return !z.preparing
 	})
 }
 
@@ -53,31 +52,33 @@ func testEntry(i uint64) *raft.Log {
 	return &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: fmt.Appendf(nil, "entry %d %s", i, bytes.Repeat([]byte{byte(i)}, 900))}
 }
 
-// TestWALPrefillSegments: every segment of a log is a renamed spare when
-// the next spare is ready in time; the log reads back across segments and
-// after a reopen, and goes on.
+// TestWALPrefillSegments: the first segment of a new log is the spare
+// written at open; the next spare is written once a segment is half full,
+// so every segment is a renamed spare when the writes leave it time; the
+// log reads back across segments and after a reopen, and goes on.
 func TestWALPrefillSegments(t *testing.T) {
 	dir := t.TempDir()
 	w, z := openZeroedWAL(t, dir)
-	if !spareIsZeroed(t, dir) {
-		// The first segment took the spare written at open; the next one
-		// is being written or is ready.
-		waitSpare(t, z)
-		if !spareIsZeroed(t, dir) {
-			t.Fatal("no zeroed spare after open")
-		}
+	if _, err := os.Stat(filepath.Join(dir, spareName)); !os.IsNotExist(err) || z.zeroed.Load() != 1 {
+		t.Fatalf("after open: spare present (%v), %d zeroed segments; want the spare taken by the first segment", err, z.zeroed.Load())
 	}
 	var next uint64 = 1
+	wroteSpare := false
 	for len(segmentFiles(t, dir)) < 5 {
-		segs := len(segmentFiles(t, dir))
 		batch := []*raft.Log{testEntry(next), testEntry(next + 1), testEntry(next + 2)}
 		if err := w.StoreLogs(batch); err != nil {
 			t.Fatal(err)
 		}
 		next += 3
-		if len(segmentFiles(t, dir)) > segs {
-			waitSpare(t, z)
+		if !wroteSpare && len(segmentFiles(t, dir)) == 1 {
+			if _, err := os.Stat(filepath.Join(dir, spareName)); err == nil {
+				wroteSpare = true
+			}
 		}
+		waitIdle(t, z)
+	}
+	if !wroteSpare {
+		t.Fatal("no spare was written while the first segment filled")
 	}
 	if z.fallocated.Load() != 0 || z.zeroed.Load() != int64(len(segmentFiles(t, dir))) {
 		t.Fatalf("%d segments: %d zeroed, %d fallocated; want all zeroed", len(segmentFiles(t, dir)), z.zeroed.Load(), z.fallocated.Load())
