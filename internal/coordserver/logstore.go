@@ -11,7 +11,9 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	raftwal "github.com/hashicorp/raft-wal"
+	walfs "github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/segment"
+	"github.com/hashicorp/raft-wal/types"
 	"go.etcd.io/bbolt"
 
 	"github.com/logbookhq/logbook/internal/durable"
@@ -143,30 +145,31 @@ func (s *Server) openLogStoreKind(raftDir, kind string) (logStore, error) {
 		if s.cfg.walSegmentBytes > 0 {
 			seg = s.cfg.walSegmentBytes
 		}
-		if !s.cfg.WALPrefill {
-			// A spare from a run with prefill on would never be used.
-			for _, n := range []string{spareName, spareTmpName} {
-				if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
-					return nil, fmt.Errorf("coordserver: %w", err)
-				}
-			}
-			store, err := raftwal.Open(dir, raftwal.WithLogger(logging.HCLog(s.log, "raft-wal")), raftwal.WithSegmentSize(seg))
+		// With prefill off, a spare an earlier run left would never be
+		// used: it is deleted.
+		var vfs types.VFS = walfs.New() // raft-wal's own default
+		var zeroed *zeroedSegments
+		if s.cfg.WALPrefill {
+			z, err := newZeroedSegments(dir, uint64(seg), s.log)
 			if err != nil {
-				return nil, fmt.Errorf("coordserver: open raft log %s: %w", dir, err)
+				return nil, err
 			}
-			return store, nil
-		}
-		vfs, err := newZeroedSegments(dir, uint64(seg), s.log)
-		if err != nil {
+			vfs, zeroed = z, z
+		} else if err := removeSpares(dir, spareName, spareTmpName); err != nil {
 			return nil, err
 		}
 		store, err := raftwal.Open(dir, raftwal.WithLogger(logging.HCLog(s.log, "raft-wal")), raftwal.WithSegmentSize(seg),
 			raftwal.WithSegmentFiler(segment.NewFiler(dir, vfs)))
-		if err != nil {
-			vfs.Close()
+		switch {
+		case err != nil:
+			if zeroed != nil {
+				zeroed.Close()
+			}
 			return nil, fmt.Errorf("coordserver: open raft log %s: %w", dir, err)
+		case zeroed == nil:
+			return store, nil
 		}
-		return &walStore{WAL: store, vfs: vfs}, nil
+		return &walStore{WAL: store, vfs: zeroed}, nil
 	}
 	return nil, fmt.Errorf("coordserver: unknown raft log store %q", kind)
 }

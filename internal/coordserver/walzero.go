@@ -42,10 +42,10 @@ import (
 // a segment is needed, Create falls back to raft-wal's fallocate (and
 // starts the next spare at once). A spare is written under a temporary
 // name, synced, then renamed, so a file named spareName is always
-// complete. Reading a zeroed segment is the
-// same as reading a fallocated one: raft-wal stops at the first all-zero
-// frame header. Cost: one extra segment of disk per member, and each
-// segment is written twice (zeros, then entries).
+// complete. Reading a zeroed segment is the same as reading a fallocated
+// one: raft-wal stops at the first all-zero frame header. Cost: one extra
+// segment of disk per member, and each segment is written twice (zeros,
+// then entries).
 type zeroedSegments struct {
 	*walfs.FS
 	dir  string
@@ -77,8 +77,8 @@ const (
 // returns, so that the first segment of a new log is a zeroed one too.
 func newZeroedSegments(dir string, size uint64, log *slog.Logger) (*zeroedSegments, error) {
 	z := &zeroedSegments{FS: walfs.New(), dir: dir, size: size, log: log}
-	if err := os.Remove(filepath.Join(dir, spareTmpName)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("coordserver: %w", err)
+	if err := removeSpares(dir, spareTmpName); err != nil {
+		return nil, err
 	}
 	ok, err := z.spareReady()
 	if err != nil {
@@ -150,6 +150,16 @@ func (z *zeroedSegments) writeSpare(paced bool) error {
 	if err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("coordserver: spare segment: %w", err)
+	}
+	return nil
+}
+
+// removeSpares deletes the named spare files in dir that exist.
+func removeSpares(dir string, names ...string) error {
+	for _, n := range names {
+		if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("coordserver: %w", err)
+		}
 	}
 	return nil
 }
