@@ -3,7 +3,13 @@
 # against a 3-member etcd cluster, then `coord bench journal` against a
 # 3-member Logbook cluster (`coord dev`), both with 100 clients spread over
 # the three members (see SHAPE) and 256-byte values. Prints both results
-# and the ratios the journal issue asks for (throughput ≥ 3× etcd's, p99 ≤ half).
+# and the ratios the journal issue asks for (throughput ≥ 3× etcd's, p99 ≤ half),
+# then where the machine's CPU went during each measured run ("cpu:" lines):
+# the servers' cores from /proc/PID/stat, the load generator's own CPU (it
+# reports it), and the whole machine's busy share from /proc/stat, each per
+# operation. Where both systems keep the machine busy, the throughput ratio
+# is about the ratio of machine CPU per operation; go run ./bench/grpcfloor
+# measures the part of it that is gRPC alone.
 #
 # Usage: bash bench/etcd-vs-logbook.sh [seconds]   (default 10 s of Logbook load;
 #        etcd runs a fixed request count sized to take about as long)
@@ -69,6 +75,28 @@ wait_port() { # host:port
 	done
 }
 
+hz=$(getconf CLK_TCK) ncpu=$(nproc)
+# cpu_mark PID...: wall seconds, the CPU ticks the PIDs used so far, and the
+# machine's busy and total ticks (/proc/stat: busy excludes idle, iowait
+# and steal).
+cpu_mark() {
+	local t ticks
+	t=$(date +%s.%N)
+	ticks=$(for p in "$@"; do awk '{print $14 + $15}' "/proc/$p/stat"; done | awk '{s += $1} END {print s + 0}')
+	echo "$t $ticks $(awk '/^cpu /{b = $2 + $3 + $4 + $7 + $8; print b, b + $5 + $6 + $9}' /proc/stat)"
+}
+# cpu_report NAME OPS_PER_S LOADGEN_US_PER_OP MARK0 MARK1: where the machine's
+# CPU went over a measured run, per operation.
+cpu_report() {
+	awk -v name="$1" -v ops="$2" -v gen="$3" -v hz="$hz" -v ncpu="$ncpu" -v m0="$4" -v m1="$5" 'BEGIN{
+		split(m0, a, " "); split(m1, b, " ")
+		wall = b[1] - a[1]; cores = (b[2] - a[2]) / hz / wall
+		busy = (b[3] - a[3]) / (b[4] - a[4])
+		printf "cpu:        %-7s servers %.2f cores = %.0f µs/op, load generator %.0f µs/op, machine %.0f%% busy = %.0f µs/op\n",
+			name, cores, 1e6 * cores / ops, gen, 100 * busy, 1e6 * busy * ncpu / ops
+	}'
+}
+
 run_once() { # $1: run number; prints the etcd and logbook JSON lines and the ratios
 	rm -rf "$work"/etcd[123] "$work/logbook"
 	sync # the builds' and the last run's dirty pages are on disk before either system runs
@@ -90,9 +118,14 @@ run_once() { # $1: run number; prints the etcd and logbook JSON lines and the ra
 	probe=$("$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total 20000 --val-size 256 --sequential-keys $etcd_shape --json)
 	rate=$(echo "$probe" | sed -E 's/.*"ops_per_s":([0-9.]+).*/\1/')
 	total=$(awk -v r="$rate" -v s="$secs" 'BEGIN{printf "%d", r*s}')
+	local m0 m1
+	m0=$(cpu_mark "${pids[@]}")
 	etcd_json=$("$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total "$total" \
 		--key-size 8 --val-size 256 --sequential-keys --key-space-size "$total" $etcd_shape --json)
+	m1=$(cpu_mark "${pids[@]}")
 	echo "etcd    $etcd_json"
+	local etcd_cpu
+	etcd_cpu=$(cpu_report etcd "$(num "$etcd_json" ops_per_s)" "$(num "$etcd_json" cpu_us_per_op)" "$m0" "$m1")
 	for p in "${pids[@]}"; do kill "$p"; done
 	wait 2>/dev/null || true
 	pids=()
@@ -109,7 +142,9 @@ run_once() { # $1: run number; prints the etcd and logbook JSON lines and the ra
 		sleep 0.2
 	done
 	"$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --conns "$conns" --size 256 --duration 2s $lb_shape --json >/dev/null # warm-up
+	m0=$(cpu_mark "${pids[@]}")
 	lb_json=$("$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --conns "$conns" --size 256 --duration "${secs}s" $lb_shape --json)
+	m1=$(cpu_mark "${pids[@]}")
 	echo "logbook $lb_json"
 	for p in "${pids[@]}"; do kill "$p"; done
 	wait 2>/dev/null || true
@@ -121,6 +156,8 @@ run_once() { # $1: run number; prints the etcd and logbook JSON lines and the ra
 		printf "p99:        logbook %.2f ms vs etcd %.2f ms = %.2f of etcd (target <= 0.5)\n", lp, ep, lp/ep
 		printf "ratios %d %.4f %.4f\n", run, lo/eo, lp/ep > "/dev/stderr"
 	}' 2>>"$work/ratios"
+	echo "$etcd_cpu"
+	cpu_report logbook "$(num "$lb_json" ops_per_sec)" "$(num "$lb_json" cpu_us_per_op)" "$m0" "$m1"
 }
 
 num() { echo "$1" | tr -d " \n" | sed -E "s/.*\"$2\":([0-9.e+-]+).*/\1/"; }

@@ -252,3 +252,112 @@ func TestAbandonedQueuedOpsAreNotProposed(t *testing.T) {
 		}
 	}
 }
+
+// lingerBatcher commits at once and lingers up to d; its first batch holds
+// three ops, so the next one waits for three.
+func lingerBatcher(t *testing.T, d time.Duration) (*Batcher, *fakeLog) {
+	t.Helper()
+	log := &fakeLog{}
+	cfg := DefaultBatcherConfig()
+	cfg.InFlight = 1
+	cfg.Linger = d
+	b := NewBatcher(cfg, func(context.Context) (Sink, error) { return log, nil })
+	for _, r := range b.SubmitAll(context.Background(), []*pb.AppendOp{opN(0), opN(1), opN(2)}) {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	return b, log
+}
+
+func (f *fakeLog) batchSizes() []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var n []int
+	for _, b := range f.batches {
+		n = append(n, len(b))
+	}
+	return n
+}
+
+// After a batch of three commits, the next batch waits for three ops: the
+// clients of that batch coming back, one by one, go out in one entry.
+func TestLingerWaitsForTheLastBatchsClients(t *testing.T) {
+	b, log := lingerBatcher(t, time.Hour)
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errs := make(chan error, 3)
+	for i := 3; i < 6; i++ {
+		go func() { _, err := b.Submit(ctx, opN(i)); errs <- err }()
+		waitFor(t, func() bool { return b.queueLen() == i-2 || len(log.batchSizes()) > 1 })
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := log.batchSizes(); len(got) != 2 || got[1] != 3 {
+		t.Fatalf("batches %v, want [3 3]: the returning clients went out one by one", got)
+	}
+}
+
+// A lone client never waits: after a batch of one, the next op goes at
+// once (with an hour's linger, a wait would end the test at its deadline).
+func TestLingerNeverWaitsForALoneClient(t *testing.T) {
+	log := &fakeLog{}
+	cfg := DefaultBatcherConfig()
+	cfg.Linger = time.Hour
+	b := NewBatcher(cfg, func(context.Context) (Sink, error) { return log, nil })
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 20 {
+		if r, err := b.Submit(ctx, opN(i)); err != nil || r.FirstSeq != uint64(i+1) {
+			t.Fatalf("op %d: %+v %v", i, r, err)
+		}
+	}
+}
+
+// The wait is bounded: fewer clients than the last batch held come back,
+// and the batch goes out when the linger ends.
+func TestLingerEndsAtItsBound(t *testing.T) {
+	b, log := lingerBatcher(t, 20*time.Millisecond)
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if r, err := b.Submit(ctx, opN(3)); err != nil || r.FirstSeq != 4 {
+		t.Fatalf("%+v %v", r, err)
+	}
+	if got := log.batchSizes(); len(got) != 2 || got[1] != 1 {
+		t.Fatalf("batches %v, want [3 1]", got)
+	}
+}
+
+// Pause stops a lingering batch from being proposed; Close ends the wait.
+func TestLingerPauseAndClose(t *testing.T) {
+	b, log := lingerBatcher(t, time.Hour)
+	errs := make(chan error, 3)
+	go func() { _, err := b.Submit(context.Background(), opN(3)); errs <- err }()
+	waitFor(t, func() bool { return b.queueLen() == 1 })
+	b.Pause()
+	for i := 4; i < 6; i++ {
+		go func() { _, err := b.Submit(context.Background(), opN(i)); errs <- err }()
+	}
+	waitFor(t, func() bool { return b.queueLen() == 3 })
+	if got := log.batchSizes(); len(got) != 1 {
+		t.Fatalf("batches %v while paused", got)
+	}
+	closed := make(chan struct{})
+	go func() { b.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not end the linger")
+	}
+	for range 3 {
+		if err := <-errs; !errors.Is(err, ErrClosed) {
+			t.Fatalf("queued op at close: %v", err)
+		}
+	}
+}

@@ -5,10 +5,16 @@
 // # Submit path and group commit
 //
 // Batcher takes everything queued, bounded by ops and bytes, into one Raft
-// entry, with at most InFlight entries (default 1) awaiting commit. An
-// append is safe once its entry is committed by a quorum and applied; seqs
-// are assigned at apply, contiguous from 1. Followers forward appends to the
-// leader in batches, through the same Batcher with a forwarding sink.
+// entry, with at most InFlight entries (default 1) awaiting commit. When an
+// entry commits, the next one lingers (at most Linger, default 500µs) until
+// as many ops are queued as the committed entry held: its clients, just
+// answered, are about to send their next appends, and without the wait they
+// would miss the next entry and sit out a whole commit (PostgreSQL's
+// commit_delay plays the same part). An entry of one op never makes the next
+// wait. An append is safe once its entry is committed by a quorum and
+// applied; seqs are assigned at apply, contiguous from 1. Followers forward
+// appends to the leader in batches, through the same Batcher with a
+// forwarding sink (so a follower's next forward lingers the same way).
 //
 // # Positions
 //

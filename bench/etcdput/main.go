@@ -25,6 +25,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -68,7 +69,7 @@ func main() {
 	lat := make([][]time.Duration, *clients)
 	errs := make([]int, *clients)
 	var wg sync.WaitGroup
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	for i := 0; i < *clients; i++ {
 		wg.Add(1)
 		go func(i int) {
@@ -98,7 +99,7 @@ func main() {
 	}
 	close(reqs)
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), processCPU()-cpu0
 
 	var all []time.Duration
 	nerr := 0
@@ -134,11 +135,26 @@ func main() {
 		"endpoints":  eps,
 		"pin":        *pin,
 		"etcd_bench": "put",
+		// The load generator's own CPU (user + system) over the run: it
+		// shares the machine with the cluster.
+		"cpu_s": cpu.Seconds(),
+	}
+	if len(all) > 0 {
+		res["cpu_us_per_op"] = float64(cpu.Microseconds()) / float64(len(all))
 	}
 	if *asJSON {
 		_ = json.NewEncoder(os.Stdout).Encode(res)
 		return
 	}
-	fmt.Printf("etcd put: %d requests in %.2fs: %.0f ops/s, p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, %d errors\n",
-		len(all), elapsed.Seconds(), res["ops_per_s"], res["p50_ms"], res["p99_ms"], res["p999_ms"], nerr)
+	fmt.Printf("etcd put: %d requests in %.2fs: %.0f ops/s, p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, %d errors, client CPU %.2f s\n",
+		len(all), elapsed.Seconds(), res["ops_per_s"], res["p50_ms"], res["p99_ms"], res["p999_ms"], nerr, cpu.Seconds())
+}
+
+// processCPU is this process's CPU time (user + system) so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

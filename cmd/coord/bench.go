@@ -76,6 +76,11 @@ type benchResult struct {
 	Batch        int     `json:"batch"`
 	DurationS    float64 `json:"duration_s"`
 	Ops          int64   `json:"ops"`
+	// CPUS is the load generator's own CPU time (user + system) over the
+	// measured duration, and CPUUsPerOp the same per successful call: the
+	// generator shares the machine with the cluster in coord dev runs.
+	CPUS       float64 `json:"cpu_s"`
+	CPUUsPerOp float64 `json:"cpu_us_per_op"`
 }
 
 // reservoir keeps at most cap samples, a uniform sample of all added.
@@ -164,6 +169,17 @@ func runBench(ctx context.Context, cfg client.Config, opts benchOptions, callTim
 	}
 	measureStart := time.Now().Add(opts.warmup)
 	end := measureStart.Add(opts.duration)
+	cpuAtStart := make(chan time.Duration, 1)
+	go func() {
+		t := time.NewTimer(time.Until(measureStart))
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cpuAtStart <- processCPU()
+		case <-ctx.Done():
+			cpuAtStart <- 0
+		}
+	}()
 	workers := make([]*benchWorker, opts.clients)
 	perClient := max(1, maxBenchSamples/opts.clients)
 	for i := range workers {
@@ -184,6 +200,7 @@ func runBench(ctx context.Context, cfg client.Config, opts benchOptions, callTim
 	if err := ctx.Err(); err != nil {
 		return benchResult{}, err
 	}
+	cpu := processCPU() - <-cpuAtStart
 
 	res := benchResult{Clients: opts.clients, Conns: opts.conns, Spread: opts.spread, Size: opts.size, Batch: opts.batch, DurationS: opts.duration.Seconds()}
 	var all []time.Duration
@@ -197,6 +214,10 @@ func runBench(ctx context.Context, cfg client.Config, opts benchOptions, callTim
 	}
 	slices.Sort(all)
 	res.OpsPerSec = float64(res.Ops) / opts.duration.Seconds()
+	res.CPUS = cpu.Seconds()
+	if res.Ops > 0 {
+		res.CPUUsPerOp = float64(cpu.Microseconds()) / float64(res.Ops)
+	}
 	res.EventsPerSec = res.OpsPerSec * float64(opts.batch)
 	res.P50Ms = percentile(all, 0.50)
 	res.P99Ms = percentile(all, 0.99)
@@ -256,7 +277,9 @@ SDK clients, as etcd's benchmark does), for --warmup and then --duration.
 By default every SDK client sends its appends to the leader; with --spread
 SDK client i sends them to endpoint i mod n, so the clients are spread over
 the members and followers forward their share to the leader. Errors are counted, not fatal. Prints calls per second, latency percentiles
-of successful calls (ms) and the error count. Exit 1 when no call succeeded.`,
+of successful calls (ms), the error count, and this process's own CPU time over
+the measured duration (the load generator's share of the machine). Exit 1 when
+no call succeeded.`,
 		Example: `  coord bench journal --clients 16 --size 256 --duration 10s --json`,
 		Args:    cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
@@ -288,8 +311,8 @@ of successful calls (ms) and the error count. Exit 1 when no call succeeded.`,
 				err = writeJSON(w, res)
 			} else {
 				t := newTable(w)
-				fmt.Fprintf(t, "clients\t%d\nsize\t%d B\nbatch\t%d\nduration\t%s\nops\t%d\nops/s\t%.1f\nevents/s\t%.1f\np50\t%.3f ms\np99\t%.3f ms\np99.9\t%.3f ms\nerrors\t%d\n",
-					res.Clients, res.Size, res.Batch, opts.duration, res.Ops, res.OpsPerSec, res.EventsPerSec, res.P50Ms, res.P99Ms, res.P999Ms, res.Errors)
+				fmt.Fprintf(t, "clients\t%d\nsize\t%d B\nbatch\t%d\nduration\t%s\nops\t%d\nops/s\t%.1f\nevents/s\t%.1f\np50\t%.3f ms\np99\t%.3f ms\np99.9\t%.3f ms\nerrors\t%d\nclient CPU\t%.2f s (%.1f µs per call)\n",
+					res.Clients, res.Size, res.Batch, opts.duration, res.Ops, res.OpsPerSec, res.EventsPerSec, res.P50Ms, res.P99Ms, res.P999Ms, res.Errors, res.CPUS, res.CPUUsPerOp)
 				err = t.Flush()
 			}
 			if err != nil {

@@ -130,6 +130,10 @@ type devOptions struct {
 	// WALPrefill zeroes raft-wal segments ahead of use (coord serve
 	// --raft-wal-prefill); the flag defaults to on, tests leave it off.
 	WALPrefill bool
+	// JournalLinger is every coordinator's journal linger (coord serve
+	// --journal-linger); the flag defaults to the coordinator default,
+	// the zero value never waits.
+	JournalLinger time.Duration
 }
 
 // devCluster is a running in-process cluster.
@@ -253,6 +257,7 @@ func startDev(opts devOptions) (_ *devCluster, err error) {
 			cfg.LogStore = opts.LogStore
 		}
 		cfg.WALPrefill = opts.WALPrefill
+		cfg.Journal.Linger = opts.JournalLinger
 		if opts.LeaseSoftLimit > 0 {
 			cfg.FS.LeaseSoftLimit = opts.LeaseSoftLimit
 		}
@@ -539,6 +544,7 @@ its writers wait and resume. Ctrl-C stops them all.`,
 	fs.DurationVar(&opts.LeaseSoftLimit, "lease-soft-limit", 0, "lease soft limit (default 60s); a few seconds lets you watch a lease recovery")
 	fs.DurationVar(&opts.LeaseHardLimit, "lease-hard-limit", 0, "lease hard limit (default 1200s)")
 	fs.StringVar(&opts.LogStore, "raft-log-store", "auto", "coordinators' Raft log store: wal, boltdb, or auto (the one a --data-dir holds, wal in a new one)")
+	fs.DurationVar(&opts.JournalLinger, "journal-linger", coordserver.DefaultConfig().Journal.Linger, "how long the coordinators' next journal entry waits for the clients of the one that just committed (see coord serve --help)")
 	fs.BoolVar(&opts.WALPrefill, "raft-wal-prefill", true, "write the coordinators' raft-wal segments full of zeros ahead of use (see coord serve --help)")
 	fs.DurationVar(&opts.DeadNodeInterval, "dead-node-interval", 0, "a storage node silent this long is dead and its blocks are re-replicated (default 10m; below 30s the stale interval becomes a third of it)")
 	return cmd

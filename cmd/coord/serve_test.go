@@ -55,7 +55,7 @@ func TestServeFlagsToConfig(t *testing.T) {
 		"--raft-heartbeat-timeout", "200ms", "--raft-election-timeout", "400ms", "--raft-leader-lease-timeout", "100ms",
 		"--raft-commit-timeout", "5ms", "--raft-snapshot-threshold", "100", "--raft-snapshot-interval", "5s",
 		"--raft-trailing-logs", "50", "--no-leader-hold", "2s", "--max-event-bytes", "8388608",
-		"--log-level", "debug", "--log-json",
+		"--journal-linger", "250us", "--log-level", "debug", "--log-json",
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -76,6 +76,8 @@ func TestServeFlagsToConfig(t *testing.T) {
 		t.Errorf("raft: %+v", r)
 	case cfg.NoLeaderHold != 2*time.Second, cfg.MaxEventBytes != 8<<20, cfg.MaxRequestBytes != 8<<20:
 		t.Errorf("limits: hold %s event %d request %d", cfg.NoLeaderHold, cfg.MaxEventBytes, cfg.MaxRequestBytes)
+	case cfg.Journal.Linger != 250*time.Microsecond:
+		t.Errorf("journal linger %s", cfg.Journal.Linger)
 	case !cfg.Logger.Enabled(context.Background(), -4):
 		t.Error("--log-level debug not applied")
 	}
@@ -113,6 +115,8 @@ func TestServeConfigErrors(t *testing.T) {
 		{"peers without self", append(base, "--peers", "c2=127.0.0.1:7001"), []string{"do not include"}},
 		{"raft timing", append(base, "--raft-election-timeout", "100ms"), []string{"raft timing"}},
 		{"bad duration", append(base, "--raft-commit-timeout", "soon"), []string{"raft-commit-timeout"}},
+		{"linger", append(base, "--journal-linger", "-1ms"), []string{"linger", "-1ms"}},
+		{"long linger", append(base, "--journal-linger", "1s"), []string{"linger 1s", "0..100ms"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := serveConfig(tc.args, nil)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/logbookhq/logbook/internal/raftnet"
+	"github.com/logbookhq/logbook/journal"
 )
 
 // Peer is one member of a static initial configuration (--peers).
@@ -57,6 +58,10 @@ type JournalConfig struct {
 	// segments; 0 disables that bound.
 	MaxSegments int
 	MaxEvents   int
+	// Linger bounds how long the leader's next batch (and a follower's
+	// next forward) waits for the clients of the batch that just
+	// committed (journal.BatcherConfig.Linger); 0 never waits.
+	Linger time.Duration
 }
 
 // Config configures one coordinator.
@@ -131,6 +136,10 @@ type Config struct {
 	maxLogFormat uint32
 }
 
+// maxJournalLinger bounds JournalConfig.Linger: a batch that waits longer
+// than a commit takes only adds latency.
+const maxJournalLinger = 100 * time.Millisecond
+
 // DefaultConfig returns the LAN defaults (docs/operations.md explains them).
 func DefaultConfig() Config {
 	return Config{
@@ -156,6 +165,7 @@ func DefaultConfig() Config {
 			SegmentBytes:     16 << 20,
 			MaxSegments:      128,
 			MaxEvents:        0,
+			Linger:           journal.DefaultBatcherConfig().Linger,
 		},
 		NoLeaderHold:        5 * time.Second,
 		ApplyTimeout:        10 * time.Second,
@@ -229,6 +239,9 @@ func (c *Config) Validate() error {
 	}
 	if j := c.Journal; j.EventsPerSegment < 1 || j.SegmentBytes < 1 || j.MaxSegments < 0 || j.MaxEvents < 0 {
 		errs = append(errs, errors.New("journal: want events per segment and segment bytes >= 1, max segments and max events >= 0"))
+	}
+	if l := c.Journal.Linger; l < 0 || l > maxJournalLinger {
+		errs = append(errs, fmt.Errorf("journal: linger %s: want 0..%s", l, maxJournalLinger))
 	}
 	if c.NoLeaderHold < 0 || c.ApplyTimeout <= 0 {
 		errs = append(errs, errors.New("timeouts: want no-leader hold >= 0 and apply timeout > 0"))

@@ -123,6 +123,7 @@ func New(cfg Config) (_ *Server, err error) {
 	s.readIdx = newReadIndexer(s.raft)
 	bc := journal.DefaultBatcherConfig()
 	bc.MaxBatchBytes = cfg.MaxRequestBytes
+	bc.Linger = cfg.Journal.Linger
 	s.leaderB = journal.NewBatcher(bc, s.pickLeaderSink)
 	fc := bc
 	fc.InFlight = 1 // one forward RPC at a time keeps submission order
