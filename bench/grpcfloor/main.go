@@ -25,11 +25,11 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/internal/grpcflow"
+	"github.com/logbookhq/logbook/internal/rusage"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -89,7 +89,7 @@ func run(clients, conns, size int, duration time.Duration) error {
 	start := time.Now().Add(time.Second)
 	end := start.Add(duration)
 	var cpu0 atomic.Int64
-	startCPU := time.AfterFunc(time.Until(start), func() { cpu0.Store(int64(processCPU())) })
+	startCPU := time.AfterFunc(time.Until(start), func() { cpu0.Store(int64(rusage.ProcessCPU())) })
 	defer startCPU.Stop()
 	lat := make([][]time.Duration, clients)
 	errs := make([]error, clients)
@@ -118,7 +118,7 @@ func run(clients, conns, size int, duration time.Duration) error {
 		}()
 	}
 	wg.Wait()
-	cpu := processCPU() - time.Duration(cpu0.Load())
+	cpu := rusage.ProcessCPU() - time.Duration(cpu0.Load())
 	for _, err := range errs {
 		if err != nil {
 			return err
@@ -135,13 +135,4 @@ func run(clients, conns, size int, duration time.Duration) error {
 	fmt.Printf("{\"ops_per_sec\": %.0f, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"cpu_s\": %.2f, \"cpu_us_per_op\": %.1f, \"clients\": %d, \"conns\": %d, \"size\": %d}\n",
 		float64(len(all))/duration.Seconds(), pct(0.50), pct(0.99), cpu.Seconds(), float64(cpu.Microseconds())/float64(len(all)), clients, conns, size)
 	return nil
-}
-
-// processCPU is this process's CPU time (user + system) so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

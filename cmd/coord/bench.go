@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/logbookhq/logbook/client"
+	"github.com/logbookhq/logbook/internal/rusage"
 	"github.com/spf13/cobra"
 )
 
@@ -175,7 +176,7 @@ func runBench(ctx context.Context, cfg client.Config, opts benchOptions, callTim
 		defer t.Stop()
 		select {
 		case <-t.C:
-			cpuAtStart <- processCPU()
+			cpuAtStart <- rusage.ProcessCPU()
 		case <-ctx.Done():
 			cpuAtStart <- 0
 		}
@@ -200,7 +201,7 @@ func runBench(ctx context.Context, cfg client.Config, opts benchOptions, callTim
 	if err := ctx.Err(); err != nil {
 		return benchResult{}, err
 	}
-	cpu := processCPU() - <-cpuAtStart
+	cpu := rusage.ProcessCPU() - <-cpuAtStart
 
 	res := benchResult{Clients: opts.clients, Conns: opts.conns, Spread: opts.spread, Size: opts.size, Batch: opts.batch, DurationS: opts.duration.Seconds()}
 	var all []time.Duration
