@@ -45,7 +45,12 @@ import (
 // complete. Reading a zeroed segment is the same as reading a fallocated
 // one: raft-wal stops at the first all-zero frame header. Cost: one extra
 // segment of disk per member, and each segment is written twice (zeros,
-// then entries).
+// then entries). The zeros are written with O_DIRECT where the file
+// system allows it (openZeroWriter): through the page cache, copying them
+// in and writing them back cost the members more CPU under load than the
+// log's own syncs (coord dev, 100 clients spread: 7.8% of the process in
+// the spare's writes; with O_DIRECT members' CPU per append -5 µs and +6%
+// appends/s, docs/benchmarks.md session 11).
 type zeroedSegments struct {
 	*walfs.FS
 	dir  string
@@ -115,13 +120,12 @@ func (z *zeroedSegments) spareReady() (bool, error) {
 // spareName once it is on disk.
 func (z *zeroedSegments) writeSpare(paced bool) error {
 	tmp := filepath.Join(z.dir, spareTmpName)
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, buf, err := openZeroWriter(tmp, z.size%directAlign == 0)
 	if err != nil {
 		return fmt.Errorf("coordserver: spare segment: %w", err)
 	}
 	// Synced every zeroSyncEvery bytes: one flush of the whole segment
 	// would hold up the log's own syncs on the same disk for its length.
-	buf := make([]byte, zeroChunk)
 	start := time.Now()
 	for off := uint64(0); off < z.size && err == nil; off += zeroChunk {
 		if z.isClosed() {
@@ -262,11 +266,12 @@ func (z *zeroedSegments) Close() {
 //
 // A write that covers part of a page needs the rest of the page: from the
 // page cache, or else read from disk first. Fallocated blocks are known to
-// hold zeros and are never read; zeroed blocks are, once the kernel has
-// evicted their pages (a spare can sit unused for a long time, and a host
-// may page out cold cache early: this project's machine runs DAMON's
-// proactive reclaim). So WriteAt keeps the next prefetchAhead bytes past
-// each write in the page cache.
+// hold zeros and are never read; zeroed blocks are, unless their pages are
+// in the page cache: a spare written with O_DIRECT never was, and one
+// written through the cache may have been evicted (a spare can sit unused
+// for a long time, and a host may page out cold cache early: this
+// project's machine runs DAMON's proactive reclaim). So WriteAt keeps the
+// next prefetchAhead bytes past each write in the page cache.
 //
 // The next spare is written once this segment is half full, not when it
 // is created: the write is spread out (a new member does not write two

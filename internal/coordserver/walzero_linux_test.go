@@ -73,3 +73,67 @@ func TestZeroedSegmentPrefetch(t *testing.T) {
 		return resident(t, f, 2<<20, prefetchAhead) == pages
 	})
 }
+
+// TestZeroWriterDirect: where the file system takes O_DIRECT the spare is
+// written with it, from an aligned buffer of zeros; a spare so written
+// reads back as zeros of the segment's size.
+func TestZeroWriterDirect(t *testing.T) {
+	dir := t.TempDir()
+	supported := true
+	if probe, err := os.OpenFile(filepath.Join(dir, "probe"), os.O_CREATE|os.O_WRONLY|unix.O_DIRECT, 0o644); err != nil {
+		if err != unix.EINVAL {
+			t.Fatal(err)
+		}
+		supported = false
+	} else {
+		probe.Close()
+	}
+	for _, direct := range []bool{true, false} {
+		f, buf, err := openZeroWriter(filepath.Join(dir, "z"), direct)
+		if err != nil {
+			t.Fatal(err)
+		}
+		flags, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := flags&unix.O_DIRECT != 0, direct && supported; got != want {
+			t.Fatalf("direct=%v on a file system that supports it: %v: O_DIRECT set %v, want %v", direct, supported, got, want)
+		}
+		if len(buf) != zeroChunk || uintptr(unsafe.Pointer(&buf[0]))%directAlign != 0 {
+			t.Fatalf("buffer of %d bytes at %p; want %d bytes aligned to %d", len(buf), &buf[0], zeroChunk, directAlign)
+		}
+		for i, b := range buf {
+			if b != 0 {
+				t.Fatalf("buffer byte %d is %d", i, b)
+			}
+		}
+	}
+	if !supported {
+		t.Logf("%s refuses O_DIRECT: the spare is written through the page cache", dir)
+	}
+
+	sdir := filepath.Join(dir, "wal")
+	if err := os.Mkdir(sdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const size = 4<<20 + 8192 // not a whole number of chunks
+	z, err := newZeroedSegments(sdir, size, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	data, err := os.ReadFile(filepath.Join(sdir, spareName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) != size {
+		t.Fatalf("spare of %d bytes, want %d", len(data), size)
+	}
+	for i, b := range data {
+		if b != 0 {
+			t.Fatalf("spare byte %d is %d", i, b)
+		}
+	}
+}

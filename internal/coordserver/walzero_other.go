@@ -9,3 +9,11 @@ func datasync(f *os.File) error { return f.Sync() }
 
 // prefetch does nothing where posix_fadvise is not available.
 func prefetch(*os.File, int64, int64) {}
+
+const directAlign = 4096
+
+// openZeroWriter creates path for writing zeros through the page cache.
+func openZeroWriter(path string, _ bool) (*os.File, []byte, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	return f, make([]byte, zeroChunk), err
+}
