@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/rand"
 	"testing"
 
@@ -338,4 +339,22 @@ func BenchmarkApplyStreamingSession(b *testing.B) {
 		f.Apply(appendEntry(b, uint64(i+1), ops...))
 	}
 	b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "events/s")
+}
+
+// TestEventCRC: the checksum is CRC32C over type, a zero byte and payload
+// (log format 2), and computing it allocates nothing.
+func TestEventCRC(t *testing.T) {
+	payload := []byte("some payload bytes")
+	for _, typ := range []string{"t", "mds.update", "ünïcode"} {
+		want := crc32.Checksum(append(append([]byte(typ), 0), payload...), crc32.MakeTable(crc32.Castagnoli))
+		if got := EventCRC(typ, payload); got != want {
+			t.Errorf("EventCRC(%q) = %08x, want %08x", typ, got, want)
+		}
+	}
+	if got, want := EventCRC("a", []byte("b")), EventCRC("ab", nil); got == want {
+		t.Errorf("type and payload not separated: %08x for both", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { EventCRC("bench", payload) }); n != 0 {
+		t.Errorf("EventCRC allocates %v times per call", n)
+	}
 }

@@ -126,9 +126,23 @@ func NewBatcher(cfg BatcherConfig, pick SinkFunc) *Batcher {
 // Submit queues one op and waits until it is safe, failed, or ctx ends. When
 // ctx ends first the op may still commit later: callers that need to know
 // retry with the same (client id, request seq), which the FSM deduplicates.
+//
+// It is SubmitAll for one op without the slices and the closure: the
+// unary append path, taken by every call.
 func (b *Batcher) Submit(ctx context.Context, op *pb.AppendOp) (fsm.Result, error) {
-	r := b.SubmitAll(ctx, []*pb.AppendOp{op})[0]
-	return r, r.Err
+	p := &pending{op: op, size: proto.Size(op), done: make(chan outcome, 1), ctx: ctx}
+	if err := b.push(p); err != nil {
+		return fsm.Result{Err: err}, err
+	}
+	select {
+	case o := <-p.done:
+		if o.err != nil {
+			o.res.Err = o.err
+		}
+		return o.res, o.err
+	case <-ctx.Done():
+		return fsm.Result{Err: ctx.Err()}, ctx.Err()
+	}
 }
 
 // SubmitAll queues ops together, in order, and waits for all of them. Each
@@ -154,24 +168,12 @@ func (b *Batcher) enqueue(ctx context.Context, ops []*pb.AppendOp) (wait func(ct
 	for i, op := range ops {
 		ps[i] = &pending{op: op, size: proto.Size(op), done: make(chan outcome, 1), ctx: ctx}
 	}
-	b.mu.Lock()
-	var err error
-	switch {
-	case b.closed:
-		err = ErrClosed
-	case len(b.queue)+len(ops) > b.cfg.MaxQueued:
-		err = ErrQueueFull
-	default:
-		b.queue = append(b.queue, ps...)
-	}
-	b.mu.Unlock()
-	if err != nil {
+	if err := b.push(ps...); err != nil {
 		for i := range out {
 			out[i].Err = err
 		}
 		return func(context.Context) []fsm.Result { return out }
 	}
-	b.signal()
 	return func(ctx context.Context) []fsm.Result {
 		for i, p := range ps {
 			select {
@@ -186,6 +188,25 @@ func (b *Batcher) enqueue(ctx context.Context, ops []*pb.AppendOp) (wait func(ct
 		}
 		return out
 	}
+}
+
+// push queues ps together and wakes the loop, or refuses all of them.
+func (b *Batcher) push(ps ...*pending) error {
+	b.mu.Lock()
+	var err error
+	switch {
+	case b.closed:
+		err = ErrClosed
+	case len(b.queue)+len(ps) > b.cfg.MaxQueued:
+		err = ErrQueueFull
+	default:
+		b.queue = append(b.queue, ps...)
+	}
+	b.mu.Unlock()
+	if err == nil {
+		b.signal()
+	}
+	return err
 }
 
 // Close fails queued ops with ErrClosed and waits for in-flight batches.
