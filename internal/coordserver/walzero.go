@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	walfs "github.com/hashicorp/raft-wal/fs"
@@ -117,10 +118,24 @@ func (z *zeroedSegments) spareReady() (bool, error) {
 }
 
 // writeSpare writes a zeroed file of z.size bytes and renames it to
-// spareName once it is on disk.
+// spareName once it is on disk. A file system that takes O_DIRECT at open
+// but refuses the writes (an alignment it needs above directAlign) gets
+// the spare written again through the page cache.
 func (z *zeroedSegments) writeSpare(paced bool) error {
+	err := z.writeSpareFile(paced, z.size%directAlign == 0)
+	if errors.Is(err, errDirectRefused) {
+		z.log.Info("the file system refused O_DIRECT writes of the spare WAL segment; writing it through the page cache", "err", err)
+		err = z.writeSpareFile(paced, false)
+	}
+	return err
+}
+
+// errDirectRefused marks an O_DIRECT write the file system refused.
+var errDirectRefused = errors.New("O_DIRECT write refused")
+
+func (z *zeroedSegments) writeSpareFile(paced, tryDirect bool) error {
 	tmp := filepath.Join(z.dir, spareTmpName)
-	f, buf, err := openZeroWriter(tmp, z.size%directAlign == 0)
+	f, buf, direct, err := openZeroWriter(tmp, tryDirect)
 	if err != nil {
 		return fmt.Errorf("coordserver: spare segment: %w", err)
 	}
@@ -134,6 +149,8 @@ func (z *zeroedSegments) writeSpare(paced bool) error {
 		}
 		if _, err = f.Write(buf[:min(zeroChunk, z.size-off)]); err == nil && (off+zeroChunk)%zeroSyncEvery == 0 {
 			err = datasync(f)
+		} else if direct && errors.Is(err, syscall.EINVAL) {
+			err = fmt.Errorf("%w: %w", errDirectRefused, err)
 		}
 		if ahead := time.Duration(off+zeroChunk)*time.Second/zeroRate - time.Since(start); paced && ahead > 0 {
 			time.Sleep(ahead)

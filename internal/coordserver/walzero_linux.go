@@ -25,25 +25,29 @@ func prefetch(f *os.File, off, n int64) {
 const directAlign = 4096
 
 // openZeroWriter creates path for writing zeros and returns a zeroed
-// buffer of zeroChunk bytes to write with. Where it can (direct true and a
-// file system that supports it) the file is opened with O_DIRECT: the
-// zeros go from one buffer to the disk, without being copied into the page
-// cache and written back from there, which under load cost the members
-// more CPU than the journal's own fdatasyncs. tmpfs and some others refuse
-// O_DIRECT; there it is a plain buffered file.
-func openZeroWriter(path string, direct bool) (*os.File, []byte, error) {
+// buffer of zeroChunk bytes to write with, and whether the file is open
+// with O_DIRECT. Where it can (tryDirect and a file system that supports
+// it) it is: the zeros go from one buffer to the disk, without being
+// copied into the page cache and written back from there, which under
+// load cost the members more CPU than the journal's own fdatasyncs. tmpfs
+// and some others refuse O_DIRECT; there it is a plain buffered file.
+func openZeroWriter(path string, tryDirect bool) (*os.File, []byte, bool, error) {
 	const flags = os.O_CREATE | os.O_TRUNC | os.O_WRONLY
-	if direct {
+	if tryDirect {
 		f, err := os.OpenFile(path, flags|syscall.O_DIRECT, 0o644)
 		if err == nil {
-			raw := make([]byte, zeroChunk+directAlign)
-			off := (directAlign - int(uintptr(unsafe.Pointer(&raw[0]))%directAlign)) % directAlign
-			return f, raw[off : off+zeroChunk], nil
+			raw := make([]byte, zeroChunk+2*directAlign)
+			off := (directAlign-int(uintptr(unsafe.Pointer(&raw[0]))%directAlign))%directAlign + directBufSkew
+			return f, raw[off : off+zeroChunk], true, nil
 		}
 		if !errors.Is(err, syscall.EINVAL) {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 	}
 	f, err := os.OpenFile(path, flags, 0o644)
-	return f, make([]byte, zeroChunk), err
+	return f, make([]byte, zeroChunk), false, err
 }
+
+// directBufSkew moves the O_DIRECT buffer off its alignment: tests set it
+// to make the file system refuse the writes.
+var directBufSkew = 0

@@ -89,9 +89,12 @@ func TestZeroWriterDirect(t *testing.T) {
 		probe.Close()
 	}
 	for _, direct := range []bool{true, false} {
-		f, buf, err := openZeroWriter(filepath.Join(dir, "z"), direct)
+		f, buf, isDirect, err := openZeroWriter(filepath.Join(dir, "z"), direct)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if isDirect != (direct && supported) {
+			t.Fatalf("direct=%v: reported O_DIRECT %v", direct, isDirect)
 		}
 		flags, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
 		f.Close()
@@ -124,7 +127,34 @@ func TestZeroWriterDirect(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer z.Close()
-	data, err := os.ReadFile(filepath.Join(sdir, spareName))
+	checkZeroedSpare(t, sdir, size)
+}
+
+// TestZeroWriterDirectRefused: a file system that opens with O_DIRECT but
+// refuses the writes (here: a buffer off its alignment) still gets a
+// complete spare, written through the page cache.
+func TestZeroWriterDirectRefused(t *testing.T) {
+	dir := t.TempDir()
+	if probe, err := os.OpenFile(filepath.Join(dir, "probe"), os.O_CREATE|os.O_WRONLY|unix.O_DIRECT, 0o644); err != nil {
+		t.Skipf("%s refuses O_DIRECT at open: %v", dir, err)
+	} else {
+		probe.Close()
+	}
+	directBufSkew = 1
+	defer func() { directBufSkew = 0 }()
+	const size = 4 << 20
+	z, err := newZeroedSegments(dir, size, testLogger(t))
+	if err != nil {
+		t.Fatalf("open with O_DIRECT writes refused: %v", err)
+	}
+	defer z.Close()
+	checkZeroedSpare(t, dir, size)
+}
+
+// checkZeroedSpare fails unless dir holds a spare of size zero bytes.
+func checkZeroedSpare(t *testing.T, dir string, size int) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, spareName))
 	if err != nil {
 		t.Fatal(err)
 	}
