@@ -29,8 +29,9 @@ const directAlign = 4096
 // with O_DIRECT. Where it can (tryDirect and a file system that supports
 // it) it is: the zeros go from one buffer to the disk, without being
 // copied into the page cache and written back from there, which under
-// load cost the members more CPU than the journal's own fdatasyncs. tmpfs
-// and some others refuse O_DIRECT; there it is a plain buffered file.
+// load cost the members more CPU than the journal's own fdatasyncs. Where
+// the file system refuses O_DIRECT at open (tmpfs before Linux 6.6, some
+// FUSE and network file systems) it is a plain buffered file.
 func openZeroWriter(path string, tryDirect bool) (*os.File, []byte, bool, error) {
 	const flags = os.O_CREATE | os.O_TRUNC | os.O_WRONLY
 	if tryDirect {
