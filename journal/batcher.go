@@ -139,7 +139,7 @@ func (b *Batcher) Submit(ctx context.Context, op *pb.AppendOp) (fsm.Result, erro
 		if o.err != nil {
 			o.res.Err = o.err
 		}
-		return o.res, o.err
+		return o.res, o.res.Err // the batch's error, or the op's own
 	case <-ctx.Done():
 		return fsm.Result{Err: ctx.Err()}, ctx.Err()
 	}

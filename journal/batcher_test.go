@@ -361,3 +361,32 @@ func TestLingerPauseAndClose(t *testing.T) {
 		}
 	}
 }
+
+// opErrLog is a sink whose every op fails on its own (as the state machine
+// fails an acked or invalid op) while the batch as a whole commits.
+type opErrLog struct{ err error }
+
+func (l opErrLog) Start(ops []*pb.AppendOp) func() ([]fsm.Result, error) {
+	return func() ([]fsm.Result, error) {
+		res := make([]fsm.Result, len(ops))
+		for i := range res {
+			res[i] = fsm.Result{Index: 7, Err: l.err}
+		}
+		return res, nil
+	}
+}
+
+// TestSubmitReturnsTheOpsOwnError: an op the state machine refused is an
+// error for its submitter, not a success with no seq.
+func TestSubmitReturnsTheOpsOwnError(t *testing.T) {
+	refused := errors.New("refused by the state machine")
+	b := NewBatcher(DefaultBatcherConfig(), func(context.Context) (Sink, error) { return opErrLog{refused}, nil })
+	defer b.Close()
+	r, err := b.Submit(context.Background(), opN(1))
+	if !errors.Is(err, refused) || !errors.Is(r.Err, refused) {
+		t.Fatalf("Submit = (%+v, %v), want the op's own error %v", r, err, refused)
+	}
+	if all := b.SubmitAll(context.Background(), []*pb.AppendOp{opN(2)}); !errors.Is(all[0].Err, refused) {
+		t.Fatalf("SubmitAll = %+v, want the op's own error", all)
+	}
+}

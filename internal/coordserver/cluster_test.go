@@ -613,4 +613,15 @@ func TestRetriedAppendAppliedOnceAcrossLeaderChange(t *testing.T) {
 	if rr.NextSeq != first.FirstSeq+uint64(first.Count) || len(rr.Events) != int(first.Count) {
 		t.Fatalf("journal after retries: next seq %d, %d events", rr.NextSeq, len(rr.Events))
 	}
+	// Once acked, the request is refused by the state machine itself:
+	// the caller gets that refusal, through the leader and a follower.
+	ack := &pb.AppendRequest{ClientId: "retrier", RequestSeq: 2, AckedSeq: 1, Events: []*pb.Event{{Type: "t", Payload: []byte("acks 1")}}}
+	if _, err := dial(next).Append(ctx, ack); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{next, leader} {
+		if r, err := dial(i).Append(ctx, req); status.Code(err) != codes.FailedPrecondition {
+			t.Fatalf("acked request again via member %d: %v (reply %v), want FailedPrecondition", i, err, r)
+		}
+	}
 }
