@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/logbookhq/logbook/client"
+	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/logbookhq/logbook/internal/rusage"
 	"github.com/spf13/cobra"
 )
@@ -282,7 +283,7 @@ of successful calls (ms), the error count, and this process's own CPU time over
 the measured duration (the load generator's share of the machine). Exit 1 when
 no call succeeded.`,
 		Example: `  coord bench journal --clients 16 --size 256 --duration 10s --json`,
-		Args:    cobra.NoArgs,
+		Args:    cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			if err := opts.validate(); err != nil {
 				return err

@@ -21,6 +21,7 @@ import (
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 )
@@ -448,7 +449,7 @@ nodes (coord dev --nodes 3); waits up to 10s for --replication live nodes.
 Exit 1 when any file failed to write or to verify.`,
 		Example: `  coord bench write
   coord bench write --files 32 --size 4MiB --clients 8 --json`,
-		Args: cobra.NoArgs,
+		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			if opts.dir == "" {
 				opts.dir = randomBenchDir("write")
@@ -1023,7 +1024,7 @@ heartbeat 1000 files took 4-5 s (docs/benchmarks.md).`,
 		Example: `  coord bench recovery --files 100
   coord bench recovery --json                                    # coord dev --heartbeat-interval 100ms
   coord bench recovery --trigger hard-limit --json               # and --lease-hard-limit 10s`,
-		Args: cobra.NoArgs,
+		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			if opts.dir == "" {
 				opts.dir = randomBenchDir("recovery")

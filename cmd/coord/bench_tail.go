@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/logbookhq/logbook/client"
+	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/spf13/cobra"
 )
 
@@ -29,7 +30,7 @@ func newBenchTailCmd() *cobra.Command {
 of those events to the last. Prints events per second per follower and in
 total.`,
 		Example: `  coord bench tail --followers 10 --events 200000 --json`,
-		Args:    cobra.NoArgs,
+		Args:    cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			if followers < 1 || followers > 1024 || events < 1 || size < 0 {
 				return usageErrorf("want --followers 1..1024, --events >= 1, --size >= 0")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/logbookhq/logbook/client"
+	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/spf13/cobra"
 )
 
@@ -93,7 +94,7 @@ func newCacheLsCmd() *cobra.Command {
 REPLICATION nodes (not dead) / all of them; bytes: of their cached replicas /
 REPLICATION × their length (the leader's view, from the nodes' cache
 reports; a new leader fills it in within a few heartbeats).`,
-		Args: cobra.NoArgs,
+		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				ds, err := c.FS().ListCacheDirectives(ctx)

@@ -9,6 +9,7 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
+	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/logbookhq/logbook/internal/coordserver"
 	"github.com/logbookhq/logbook/internal/envflag"
 	"github.com/spf13/cobra"
@@ -130,7 +131,7 @@ func newStatusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the cluster status: leader, term, indexes, members and the storage nodes' health",
-		Args:  cobra.NoArgs,
+		Args:  cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				st, err := c.Status(ctx)
@@ -177,7 +178,7 @@ func newMembersCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "members",
 		Short: "List the Raft members with their health",
-		Args:  cobra.NoArgs,
+		Args:  cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				st, err := c.Status(ctx)
@@ -283,7 +284,7 @@ func newSnapshotCmd() *cobra.Command {
 		Short: "Force a snapshot on the member at the first endpoint",
 		Long: `Force a snapshot on the member at the first --endpoints address. Each
 member snapshots its own state; run once per member to snapshot them all.`,
-		Args: cobra.NoArgs,
+		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				ep := cleanList(o.endpoints)[0]
@@ -319,7 +320,7 @@ gRPC health service: the process as a whole by default, or with --ready
 whether it is ready to serve (a leader is known and its state caught up).
 Exit 0 when SERVING, 1 otherwise. No other endpoint is tried, and nothing
 but this binary is needed (suits healthchecks in FROM-scratch images).`,
-		Args: cobra.NoArgs,
+		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			endpoints, addrMap, err := o.validate()
 			if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
+	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/logbookhq/logbook/internal/coordserver"
 	"github.com/logbookhq/logbook/internal/logging"
 	"github.com/logbookhq/logbook/internal/nodeserver"
@@ -483,7 +484,7 @@ ports. Storage nodes take gRPC 7400, http 7500, gossip 7600 and up, register
 with the coordinators and heartbeat; a node shut down for a restart (coord
 nodes shutdown NODE --restart) is started again at once, so you can watch
 its writers wait and resume. Ctrl-C stops them all.`,
-		Args: cobra.NoArgs,
+		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			if opts.Members < 1 || opts.Members > 5 {
 				return usageErrorf("--members %d: want 1..5", opts.Members)

@@ -12,6 +12,7 @@ import (
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
 )
@@ -62,7 +63,7 @@ asks the leader):
                  raised by the leader once every voter reads the new one)
 
 Always trimmed pos <= expire pos <= safe pos + 1.`,
-		Args: cobra.NoArgs,
+		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				p, err := c.Journal().Positions(ctx)
@@ -93,7 +94,7 @@ func newSegmentsCmd() *cobra.Command {
 index ranges. A segment is open (still taking events), sealed, expiring
 (every consumer acked past it; waiting for a snapshot to cover it) or
 expired (trim may drop it).`,
-		Args: cobra.NoArgs,
+		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				segs, err := c.Journal().Segments(ctx)
@@ -186,7 +187,7 @@ Acks only move forward, and SEQ may not pass the safe pos (OutOfRange).`,
 		Aliases: []string{"list"},
 		Short:   "List the consumers with their acked seq and lag",
 		Long:    `List the consumers with their acked seq and lag (safe pos minus acked seq).`,
-		Args:    cobra.NoArgs,
+		Args:    cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			return lo.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				list, err := c.Journal().Consumers().List(ctx)
@@ -262,7 +263,7 @@ acked past and a snapshot covers (the leader takes a snapshot first when
 needed). The open segment is never dropped. With --to, only segments that
 end below SEQ go. Prints the new trimmed pos (the earliest retained seq) and
 how many segments were dropped; 0 dropped is not an error.`,
-		Args: cobra.NoArgs,
+		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			if err := checkSeqFlag(cmd, "to", to); err != nil {
 				return err
@@ -299,7 +300,7 @@ func newResetCmd() *cobra.Command {
 		Long: `Drop every retained event, whatever the consumers have acked; seqs continue
 after the old end, and every consumer is moved past it. This cannot be
 undone: give --yes to confirm. Prints the new trimmed pos (the next seq).`,
-		Args: cobra.NoArgs,
+		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			if !yes {
 				return usageErrorf("reset drops every retained event and cannot be undone; give --yes to confirm")
@@ -355,7 +356,7 @@ A --from below the trimmed pos (events already trimmed) fails with
 OutOfRange, naming the earliest retained seq.`,
 		Example: `  coord journal tail --from 1
   coord journal tail --from 100 --follow --json`,
-		Args: cobra.NoArgs,
+		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			if from == 0 {
 				return usageErrorf("--from 0: want a positive seq")

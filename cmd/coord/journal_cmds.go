@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/logbookhq/logbook/client"
+	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/spf13/cobra"
 )
 
@@ -87,7 +88,7 @@ and applied). The SDK retries through leader changes; a retry is applied
 exactly once.`,
 		Example: `  coord journal append --type demo --payload hello
   echo '{"k":1}' | coord journal append --type put --file -`,
-		Args: cobra.NoArgs,
+		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			if typ == "" {
 				return usageErrorf("--type is required")
@@ -150,7 +151,7 @@ func newReadCmd() *cobra.Command {
 see every append acknowledged before; stale reads are answered by any member
 from its local state. In JSON a payload that is valid UTF-8 is a string under
 "payload", any other under "payload_base64".`,
-		Args: cobra.NoArgs,
+		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			cons, err := parseConsistency(consistency)
 			if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/logbookhq/logbook/client"
+	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/spf13/cobra"
 )
 
@@ -23,7 +24,7 @@ func newPauseCmd(pause bool) *cobra.Command {
 
 This is the current leader's switch (like Ceph's mds_log_pause): a new leader
 starts unpaused. journal positions shows "paused" when asked of the leader.`,
-		Args: cobra.NoArgs,
+		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				if err := c.Journal().SetPaused(ctx, pause); err != nil {

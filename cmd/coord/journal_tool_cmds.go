@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/logbookhq/logbook/client"
+	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/logbookhq/logbook/journal/export"
 	"github.com/spf13/cobra"
 )
@@ -92,7 +93,7 @@ func newExportCmd() *cobra.Command {
 (a header, one CRC32C-checked record per event, a trailer; see
 journal/export/doc.go). The file is written to FILE.tmp, fsynced and renamed,
 so FILE is never a partial export.`,
-		Args: cobra.NoArgs,
+		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
 				return usageErrorf("--out FILE is required")
@@ -238,7 +239,8 @@ and the export must come from this cluster (same cluster id), unless
 			}
 			defer f.Close()
 			if rep := export.Inspect(bufio.NewReaderSize(f, 1<<20)); rep.Integrity != export.IntegrityOK {
-				return fmt.Errorf("refusing a damaged export:\n%s", rep.String())
+				fmt.Fprintln(cmd.ErrOrStderr(), rep.String())
+				return damagedImportError(file, rep)
 			}
 			if _, err := f.Seek(0, io.SeekStart); err != nil {
 				return err
@@ -334,7 +336,7 @@ func newEventsCmd() *cobra.Command {
 		Long: `List the retained events of the given types (default: all) in the seq range
 A..B (either end may be left out: 5.. or ..9; default: everything retained).
 One line per event; with --json, JSON Lines like journal tail.`,
-		Args: cobra.NoArgs,
+		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			lo, hi, err := parseRange(rangeArg)
 			if err != nil {
@@ -397,4 +399,16 @@ func parseRange(s string) (uint64, uint64, error) {
 		return 0, 0, usageErrorf("--range %q: start after end", s)
 	}
 	return lo, hi, nil
+}
+
+// damagedImportError is import's one-line refusal of a damaged file: where
+// the first damage is and how much there is (the whole report went to
+// stderr before it).
+func damagedImportError(file string, rep export.Report) error {
+	if len(rep.Damaged) == 0 { // only the header or trailer disagrees
+		return fmt.Errorf("refusing damaged export %s (integrity DAMAGED); nothing was imported", file)
+	}
+	d := rep.Damaged[0]
+	return fmt.Errorf("refusing damaged export %s: %d damaged range(s), the first at offset %d after seq %d: %s; nothing was imported",
+		file, len(rep.Damaged), d.StartOffset, d.AfterSeq, d.Reason)
 }

@@ -102,7 +102,7 @@ func TestJournalToolRoundTrip(t *testing.T) {
 	if code, out, _ := run(t, nil, "journal", "inspect", bad); code != 1 || !strings.Contains(out, "integrity DAMAGED") {
 		t.Fatalf("inspect damaged: exit %d %s", code, out)
 	}
-	if code, _, stderr := run(t, nil, "journal", "import", bad, "--force", "--endpoints", dstEps); code != 1 || !strings.Contains(stderr, "damaged") {
+	if code, _, stderr := run(t, nil, "journal", "import", bad, "--force", "--endpoints", dstEps); code != 1 || !strings.Contains(stderr, "refusing damaged export") || !strings.Contains(stderr, "crc mismatch") || !strings.Contains(stderr, "integrity DAMAGED") || strings.Contains(stderr, ":;") {
 		t.Fatalf("import damaged: exit %d %s", code, stderr)
 	}
 	// A truncated file is damaged too.

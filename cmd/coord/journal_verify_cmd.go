@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/logbookhq/logbook/client"
+	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/spf13/cobra"
 )
 
@@ -19,7 +20,7 @@ func newVerifyCmd() *cobra.Command {
 state: journal, segments, consumers, sessions, members) that every member
 recorded when it applied that entry. Exits 1 when a member differs or does
 not answer.`,
-		Args: cobra.NoArgs,
+		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				r, err := c.Cluster().Verify(ctx)

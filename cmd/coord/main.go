@@ -15,6 +15,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/logbookhq/logbook/internal/envflag"
 	"github.com/spf13/cobra"
 )
@@ -110,7 +111,7 @@ beats the environment, which beats the default.
 
 Exit codes: 0 ok, 1 failure, 2 usage or configuration error.`,
 		Version:       buildVersion(),
-		Args:          cobra.NoArgs,
+		Args:          cliargs.None,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		RunE:          func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
@@ -153,7 +154,7 @@ func groupCmd(use, short string, subs ...*cobra.Command) *cobra.Command {
 	c := &cobra.Command{
 		Use:   use,
 		Short: short,
-		Args:  cobra.NoArgs,
+		Args:  cliargs.None,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	c.AddCommand(subs...)
@@ -164,7 +165,7 @@ func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the coord version",
-		Args:  cobra.NoArgs,
+		Args:  cliargs.None,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := fmt.Fprintln(cmd.OutOrStdout(), buildVersion())
 			return err

@@ -7,6 +7,7 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
+	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/spf13/cobra"
 )
 
@@ -71,7 +72,7 @@ heartbeat, whether a full block report arrived in this term, replicas
 reported, capacity and free space, and the latest cache report (blocks
 cached, bytes cached / cache capacity). In safe mode the leader deletes and
 re-replicates nothing until the nodes have reported.`,
-		Args: cobra.NoArgs,
+		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				r, err := c.Nodes(ctx)

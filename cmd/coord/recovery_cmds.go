@@ -11,6 +11,7 @@ import (
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 )
@@ -134,7 +135,7 @@ func newRecoveryCmd() *cobra.Command {
 logbook.recovery.* audit events): the block, its file, how many attempts
 it took, the last primary, and the outcome (the committed length and GS, or
 still running).`,
-		Args: cobra.NoArgs,
+		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			return lo.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				recs, err := collectRecoveries(ctx, c)

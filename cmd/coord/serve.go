@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/logbookhq/logbook/internal/coordserver"
 	"github.com/logbookhq/logbook/internal/envflag"
 	"github.com/logbookhq/logbook/internal/logging"
@@ -128,7 +129,7 @@ with a static --peers list. A member whose data dir already holds Raft state
 rejoins its cluster with whatever it had.`,
 		Example: `  coord serve --id coord1 --data-dir /var/lib/logbook --bootstrap-expect 3 \
     --join 10.0.0.1:7200,10.0.0.2:7200,10.0.0.3:7200`,
-		Args: cobra.NoArgs,
+		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			cfg, err := f.config(e.stderr)
 			if err != nil {

@@ -14,6 +14,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/logbookhq/logbook/internal/envflag"
 	"github.com/spf13/cobra"
 )
@@ -78,7 +79,7 @@ which beats the default.
 
 Exit codes: 0 ok, 1 failure, 2 usage or configuration error.`,
 		Version:       buildVersion(),
-		Args:          cobra.NoArgs,
+		Args:          cliargs.None,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		RunE:          func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
@@ -101,7 +102,7 @@ func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the node version",
-		Args:  cobra.NoArgs,
+		Args:  cliargs.None,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := fmt.Fprintln(cmd.OutOrStdout(), buildVersion())
 			return err

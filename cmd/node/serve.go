@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/logbookhq/logbook/internal/envflag"
 	"github.com/logbookhq/logbook/internal/logging"
 	"github.com/logbookhq/logbook/internal/nodeserver"
@@ -119,7 +120,7 @@ its registration returns, so the coordinators see it fail within seconds.`,
 		Example: `  node serve --id node1 --data-dir /var/lib/logbook/node1
   node serve --id node2 --volume /mnt/disk1 --volume /mnt/ssd1:SSD --reserved-bytes 10737418240
   node serve --id node3 --data-dir /data --coord-endpoints c1:7100,c2:7100,c3:7100`,
-		Args: cobra.NoArgs,
+		Args: cliargs.None,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := f.config(e.stderr)
 			if err != nil {
