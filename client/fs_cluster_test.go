@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"math/rand"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/logbookhq/logbook/internal/coordserver"
 	"github.com/logbookhq/logbook/internal/nodeserver"
+	"github.com/logbookhq/logbook/internal/testports"
 )
 
 // fsCluster is 3 coordinators and 3 storage nodes in this process.
@@ -28,24 +28,11 @@ type fsCluster struct {
 	byID      map[string]*nodeserver.Server
 }
 
-// freeAddr returns a loopback address free over TCP (and UDP with udp).
+// freeAddr returns a loopback address free over TCP (and UDP with udp),
+// claimed for this test process (internal/testports).
 func freeAddr(t *testing.T, udp bool) string {
 	t.Helper()
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		if !udp {
-			return addr
-		}
-		if u, err := net.ListenPacket("udp", addr); err == nil {
-			u.Close()
-			return addr
-		}
-	}
+	return testports.Addr(t, udp)
 }
 
 // startFSCluster starts the cluster, waits until a write gets a

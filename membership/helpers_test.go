@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/logbookhq/logbook/internal/testports"
 )
 
 const testCluster = "test-cluster"
@@ -165,25 +167,11 @@ func waitEvent(t *testing.T, m *Memberlist, timeout time.Duration, what string, 
 	}
 }
 
-// freeAddr returns a loopback address whose port was free for both TCP and
-// UDP a moment ago.
+// freeAddr returns a loopback address free for TCP and UDP, claimed for
+// this test process (internal/testports).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		p, err := net.ListenPacket("udp", addr)
-		l.Close()
-		if err == nil {
-			p.Close()
-			return addr
-		}
-	}
-	t.Fatal("no free port")
-	return ""
+	return testports.Addr(t, true)
 }
 
 // recordingHandler is a slog.Handler that keeps records.

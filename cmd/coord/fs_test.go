@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand"
-	"net"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -19,6 +18,7 @@ import (
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/internal/nodeserver"
+	"github.com/logbookhq/logbook/internal/testports"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -35,12 +35,7 @@ func startTestNodes(t *testing.T, endpoints []string) {
 		cfg.ID = "node" + strconv.Itoa(i+1)
 		cfg.DataDir = filepath.Join(dir, cfg.ID)
 		cfg.GRPCAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.GossipAddr = l.Addr().String()
-		l.Close()
+		cfg.GossipAddr = testports.Addr(t, true)
 		cfg.CoordEndpoints = endpoints
 		cfg.HeartbeatInterval = 200 * time.Millisecond
 		cfg.MaxLockedMemory = 16 << 20

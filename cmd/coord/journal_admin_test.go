@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,18 +11,13 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
+	"github.com/logbookhq/logbook/internal/testports"
 )
 
 // unreachableEndpoint is a loopback address nothing listens on.
 func unreachableEndpoint(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
+	return testports.Addr(t, false) // claimed for this process: no test listens there
 }
 
 func TestJournalAdminUsageErrorsExit2(t *testing.T) {

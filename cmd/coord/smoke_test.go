@@ -4,33 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/internal/testports"
 )
 
-// freePortPicker hands out ports the OS reports free (gossip needs the UDP
-// port as well), so tests never touch the default 7000-7300 range.
+// freePortPicker hands out ports claimed for this test process
+// (internal/testports; gossip needs the UDP port as well), so tests never
+// touch the default 7000-7300 range.
 func freePortPicker(t *testing.T) portPicker {
-	used := map[int]bool{} // a port just closed may be handed out again
-	port := func(udp bool) (int, error) {
-		for {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				return 0, err
-			}
-			p := l.Addr().(*net.TCPAddr).Port
-			l.Close()
-			if !used[p] && (!udp || portFree(p, true)) {
-				used[p] = true
-				return p, nil
-			}
-		}
-	}
+	port := func(udp bool) (int, error) { return testports.Port(t, udp), nil }
 	return func(int) (devPorts, error) {
 		var p devPorts
 		var err error
@@ -252,12 +239,7 @@ func TestDevClusterSmoke(t *testing.T) {
 }
 
 func TestHealthUnreachableExit1(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testports.Addr(t, false) // claimed, and nothing listens on it
 	code, _, stderr := run(t, nil, "health", "--endpoints", addr, "--timeout", "500ms")
 	if code != 1 || !strings.HasPrefix(stderr, "coord: health "+addr) || strings.Count(stderr, "\n") != 1 {
 		t.Fatalf("exit %d, stderr %q", code, stderr)

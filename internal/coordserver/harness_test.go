@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -16,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/internal/testports"
 )
 
 // testCluster is the in-process cluster harness: real coordinators (real
@@ -31,37 +30,11 @@ type testCluster struct {
 
 type clusterOpt func(i int, c *Config)
 
-// Ports for test members come from below the kernel's ephemeral range (so
-// outgoing connections never take them between tests), handed out in
-// sequence from a random start so one test process never reuses a port.
-var (
-	portMu   sync.Mutex
-	nextPort = rand.Intn(12000)
-)
-
-// freePort returns a 127.0.0.1 address whose port is free for both TCP
-// and UDP right now.
+// freePort returns a 127.0.0.1 address free for TCP and UDP (gossip)
+// and claimed for this test process (internal/testports).
 func freePort(t testing.TB) string {
 	t.Helper()
-	portMu.Lock()
-	defer portMu.Unlock()
-	for i := 0; i < 12000; i++ {
-		nextPort = (nextPort + 1) % 12000
-		addr := fmt.Sprintf("127.0.0.1:%d", 20000+nextPort)
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		u, err := net.ListenPacket("udp", addr)
-		l.Close()
-		if err != nil {
-			continue
-		}
-		u.Close()
-		return addr
-	}
-	t.Fatal("no free port")
-	return ""
+	return testports.Addr(t, true)
 }
 
 func testLogger(t testing.TB) *slog.Logger {

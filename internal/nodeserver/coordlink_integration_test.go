@@ -1,7 +1,6 @@
 package nodeserver
 
 import (
-	"net"
 	"path/filepath"
 	"testing"
 	"time"
@@ -9,28 +8,14 @@ import (
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
 	"github.com/logbookhq/logbook/internal/coordserver"
+	"github.com/logbookhq/logbook/internal/testports"
 )
 
 // coordFreePort returns a 127.0.0.1 address free for TCP and UDP (gossip
-// uses both) right now.
+// uses both), claimed for this test process (internal/testports).
 func coordFreePort(t *testing.T) string {
 	t.Helper()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		u, err := net.ListenPacket("udp", addr)
-		l.Close()
-		if err != nil {
-			continue
-		}
-		u.Close()
-		return addr
-	}
-	t.Fatal("no free port")
-	return ""
+	return testports.Addr(t, true)
 }
 
 // One coordinator and one node with the coordinator as its endpoint: the
