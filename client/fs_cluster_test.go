@@ -28,13 +28,6 @@ type fsCluster struct {
 	byID      map[string]*nodeserver.Server
 }
 
-// freeAddr returns a loopback address free over TCP (and UDP with udp),
-// claimed for this test process (internal/testports).
-func freeAddr(t *testing.T, udp bool) string {
-	t.Helper()
-	return testports.Addr(t, udp)
-}
-
 // startFSCluster starts the cluster, waits until a write gets a
 // 3-node pipeline, and stops everything when the test ends.
 func startFSCluster(t *testing.T) *fsCluster { t.Helper(); return startFSClusterN(t, 3) }
@@ -57,10 +50,10 @@ type clusterPorts struct {
 // ephemeralPorts: free ports for the coordinators, ":0" for the nodes'
 // gRPC and HTTP listeners (a node that restarts gets another port).
 var ephemeralPorts = clusterPorts{
-	coord: freeAddr,
+	coord: func(t *testing.T, udp bool) string { return testports.Addr(t, udp) },
 	node: func(t *testing.T, gossip bool) string {
 		if gossip {
-			return freeAddr(t, false)
+			return testports.Addr(t, false)
 		}
 		return "127.0.0.1:0"
 	},

@@ -6,12 +6,14 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/logbookhq/logbook/internal/testports"
 )
 
 // TestJoinRetriesUntilLateSeed starts two members whose only seed is not
 // running yet; the background loop must keep retrying until it is.
 func TestJoinRetriesUntilLateSeed(t *testing.T) {
-	seedAddr := freeAddr(t)
+	seedAddr := testports.Addr(t, true)
 	a := start(t, testConfig("a", seedAddr))
 	c := start(t, testConfig("c", seedAddr))
 	waitFor(t, 10*time.Second, "failed join attempts before the seed starts", func() bool {

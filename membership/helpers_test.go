@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/logbookhq/logbook/internal/testports"
 )
 
 const testCluster = "test-cluster"
@@ -165,13 +163,6 @@ func waitEvent(t *testing.T, m *Memberlist, timeout time.Duration, what string, 
 			t.Fatalf("timed out after %v waiting for event: %s", timeout, what)
 		}
 	}
-}
-
-// freeAddr returns a loopback address free for TCP and UDP, claimed for
-// this test process (internal/testports).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	return testports.Addr(t, true)
 }
 
 // recordingHandler is a slog.Handler that keeps records.

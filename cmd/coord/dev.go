@@ -20,6 +20,7 @@ import (
 	"github.com/logbookhq/logbook/internal/coordserver"
 	"github.com/logbookhq/logbook/internal/logging"
 	"github.com/logbookhq/logbook/internal/nodeserver"
+	"github.com/logbookhq/logbook/internal/portprobe"
 	"github.com/spf13/cobra"
 )
 
@@ -58,7 +59,7 @@ func probingPicker() portPicker {
 	used := map[int]bool{base.Raft: true, base.GRPC: true, base.Gossip: true, base.HTTP: true}
 	next := func(from int, udp bool) (int, error) {
 		for p := from + 1; p <= 65535 && p <= from+1000; p++ {
-			if !used[p] && portFree(p, udp) {
+			if !used[p] && portprobe.Free(p, udp) {
 				used[p] = true
 				return p, nil
 			}
@@ -83,25 +84,6 @@ func probingPicker() portPicker {
 		p.HTTP, err = next(base.HTTP, false)
 		return p, err
 	}
-}
-
-// portFree reports whether 127.0.0.1:port can be listened on (over TCP, and
-// UDP as well when udp is set).
-func portFree(port int, udp bool) bool {
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return false
-	}
-	l.Close()
-	if udp {
-		u, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			return false
-		}
-		u.Close()
-	}
-	return true
 }
 
 func localAddr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
@@ -163,7 +145,7 @@ func (d *devCluster) startNodes(opts devOptions) error {
 	used := map[int]bool{}
 	next := func(from int, udp bool) (int, error) {
 		for p := from; p <= 65535 && p < from+1000; p++ {
-			if !used[p] && portFree(p, udp) {
+			if !used[p] && portprobe.Free(p, udp) {
 				used[p] = true
 				return p, nil
 			}

@@ -30,13 +30,6 @@ type testCluster struct {
 
 type clusterOpt func(i int, c *Config)
 
-// freePort returns a 127.0.0.1 address free for TCP and UDP (gossip)
-// and claimed for this test process (internal/testports).
-func freePort(t testing.TB) string {
-	t.Helper()
-	return testports.Addr(t, true)
-}
-
 func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("LOGBOOK_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -51,7 +44,7 @@ func testConfig(t testing.TB, id, dir string) Config {
 	// Tests write no 64 MiB zeroed segments (TestWALPrefill* cover them).
 	c.WALPrefill = false
 	c.DataDir = filepath.Join(dir, id)
-	c.RaftAddr, c.GRPCAddr, c.GossipAddr, c.HTTPAddr = freePort(t), freePort(t), freePort(t), freePort(t)
+	c.RaftAddr, c.GRPCAddr, c.GossipAddr, c.HTTPAddr = testports.Addr(t, true), testports.Addr(t, true), testports.Addr(t, true), testports.Addr(t, true)
 	// Short timings keep tests fast; still well above loopback RTT under -race.
 	c.Raft.HeartbeatTimeout = 250 * time.Millisecond
 	c.Raft.ElectionTimeout = 500 * time.Millisecond

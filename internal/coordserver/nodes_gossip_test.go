@@ -8,6 +8,7 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/internal/nodeserver"
+	"github.com/logbookhq/logbook/internal/testports"
 )
 
 // TestNodeGossipLiveness: storage nodes started with --join gossip with the
@@ -30,7 +31,7 @@ func TestNodeGossipLiveness(t *testing.T) {
 		cfg := nodeserver.DefaultConfig()
 		cfg.ID = fmt.Sprintf("gn%d", i)
 		cfg.DataDir = t.TempDir()
-		cfg.GRPCAddr, cfg.HTTPAddr, cfg.GossipAddr = freePort(t), freePort(t), freePort(t)
+		cfg.GRPCAddr, cfg.HTTPAddr, cfg.GossipAddr = testports.Addr(t, true), testports.Addr(t, true), testports.Addr(t, true)
 		cfg.CoordEndpoints = e.tc.endpoints()
 		cfg.Join = join
 		cfg.HeartbeatInterval = 100 * time.Millisecond

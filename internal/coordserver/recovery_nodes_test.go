@@ -13,6 +13,7 @@ import (
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/internal/nodeserver"
 	"github.com/logbookhq/logbook/internal/nodeserver/blockio"
+	"github.com/logbookhq/logbook/internal/testports"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -27,7 +28,7 @@ func startNodes(t *testing.T, e *fsEnv, n int, opts ...func(*nodeserver.Config))
 		cfg := nodeserver.DefaultConfig()
 		cfg.ID = fmt.Sprintf("dn%d", i)
 		cfg.DataDir = t.TempDir()
-		cfg.GRPCAddr, cfg.HTTPAddr, cfg.GossipAddr = freePort(t), freePort(t), freePort(t)
+		cfg.GRPCAddr, cfg.HTTPAddr, cfg.GossipAddr = testports.Addr(t, true), testports.Addr(t, true), testports.Addr(t, true)
 		cfg.CoordEndpoints = e.tc.endpoints()
 		cfg.HeartbeatInterval = 100 * time.Millisecond
 		cfg.Logger = testLogger(t).With("node", cfg.ID)

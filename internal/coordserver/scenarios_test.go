@@ -92,6 +92,7 @@ import (
 	"github.com/logbookhq/logbook/fsm"
 	"github.com/logbookhq/logbook/internal/nodeserver"
 	"github.com/logbookhq/logbook/internal/nodeserver/blockio"
+	"github.com/logbookhq/logbook/internal/testports"
 	"github.com/logbookhq/logbook/replica"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -128,7 +129,7 @@ func startScen(t *testing.T, n int, mod func(i int, c *nodeserver.Config), opts 
 		cfg := nodeserver.DefaultConfig()
 		cfg.ID = fmt.Sprintf("dn%d", i+1)
 		cfg.DataDir = t.TempDir()
-		cfg.GRPCAddr, cfg.HTTPAddr, cfg.GossipAddr = freePort(t), freePort(t), freePort(t)
+		cfg.GRPCAddr, cfg.HTTPAddr, cfg.GossipAddr = testports.Addr(t, true), testports.Addr(t, true), testports.Addr(t, true)
 		cfg.CoordEndpoints = e.tc.endpoints()
 		cfg.HeartbeatInterval = 100 * time.Millisecond
 		cfg.Logger = testLogger(t).With("node", cfg.ID)

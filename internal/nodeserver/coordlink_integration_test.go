@@ -11,13 +11,6 @@ import (
 	"github.com/logbookhq/logbook/internal/testports"
 )
 
-// coordFreePort returns a 127.0.0.1 address free for TCP and UDP (gossip
-// uses both), claimed for this test process (internal/testports).
-func coordFreePort(t *testing.T) string {
-	t.Helper()
-	return testports.Addr(t, true)
-}
-
 // One coordinator and one node with the coordinator as its endpoint: the
 // node registers (the FSM holds its record) and keeps heartbeating.
 func TestCoordLinkWithCoordinator(t *testing.T) {
@@ -26,7 +19,7 @@ func TestCoordLinkWithCoordinator(t *testing.T) {
 	}
 	cc := coordserver.DefaultConfig()
 	cc.ID, cc.ClusterID, cc.DataDir = "c1", "test-cluster", filepath.Join(t.TempDir(), "c1")
-	cc.RaftAddr, cc.GRPCAddr, cc.GossipAddr, cc.HTTPAddr = coordFreePort(t), coordFreePort(t), coordFreePort(t), coordFreePort(t)
+	cc.RaftAddr, cc.GRPCAddr, cc.GossipAddr, cc.HTTPAddr = testports.Addr(t, true), testports.Addr(t, true), testports.Addr(t, true), testports.Addr(t, true)
 	cc.BootstrapExpect = 1
 	cc.WALPrefill = false
 	cc.Raft.HeartbeatTimeout, cc.Raft.ElectionTimeout, cc.Raft.LeaderLeaseTimeout = 250*time.Millisecond, 500*time.Millisecond, 125*time.Millisecond

@@ -17,11 +17,12 @@ package testports
 import (
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/logbookhq/logbook/internal/portprobe"
 )
 
 // base and span: ports handed out are base..base+span-1.
@@ -33,6 +34,8 @@ const (
 var (
 	mu   sync.Mutex
 	next = rand.IntN(span)
+	// dir holds the lock files, created on first use.
+	dir string
 	// held keeps the claims (open, locked files) for the life of the
 	// process; the kernel drops the locks when it exits.
 	held []*os.File
@@ -45,9 +48,12 @@ func Port(t testing.TB, udp bool) int {
 	t.Helper()
 	mu.Lock()
 	defer mu.Unlock()
-	dir := filepath.Join(os.TempDir(), "logbook-test-ports")
-	if err := os.MkdirAll(dir, 0o777); err != nil {
-		t.Fatalf("testports: %v", err)
+	if dir == "" {
+		d := filepath.Join(os.TempDir(), "logbook-test-ports")
+		if err := os.MkdirAll(d, 0o777); err != nil {
+			t.Fatalf("testports: %v", err)
+		}
+		dir = d
 	}
 	for range span {
 		next = (next + 1) % span
@@ -56,7 +62,7 @@ func Port(t testing.TB, udp bool) int {
 		if !ok {
 			continue // another test process holds it
 		}
-		if !free(p, udp) {
+		if !portprobe.Free(p, udp) {
 			f.Close()
 			continue
 		}
@@ -71,23 +77,4 @@ func Port(t testing.TB, udp bool) int {
 func Addr(t testing.TB, udp bool) string {
 	t.Helper()
 	return fmt.Sprintf("127.0.0.1:%d", Port(t, udp))
-}
-
-// free reports whether nothing listens on 127.0.0.1:p (TCP, and UDP with
-// udp).
-func free(p int, udp bool) bool {
-	addr := fmt.Sprintf("127.0.0.1:%d", p)
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return false
-	}
-	defer l.Close()
-	if udp {
-		u, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			return false
-		}
-		u.Close()
-	}
-	return true
 }
