@@ -79,9 +79,23 @@ type pending struct {
 	ctx context.Context
 }
 
+func newPending(ctx context.Context, op *pb.AppendOp) *pending {
+	return &pending{op: op, size: proto.Size(op), done: make(chan outcome, 1), ctx: ctx}
+}
+
 type outcome struct {
 	res fsm.Result
 	err error
+}
+
+// result is the op's result with the error that failed it: the batch's
+// (err) if the batch failed, else the op's own from the state machine
+// (res.Err).
+func (o outcome) result() fsm.Result {
+	if o.err != nil {
+		o.res.Err = o.err
+	}
+	return o.res
 }
 
 // Batcher is the submit path: it takes everything queued, up to the bounds,
@@ -130,16 +144,14 @@ func NewBatcher(cfg BatcherConfig, pick SinkFunc) *Batcher {
 // It is SubmitAll for one op without the slices and the closure: the
 // unary append path, taken by every call.
 func (b *Batcher) Submit(ctx context.Context, op *pb.AppendOp) (fsm.Result, error) {
-	p := &pending{op: op, size: proto.Size(op), done: make(chan outcome, 1), ctx: ctx}
+	p := newPending(ctx, op)
 	if err := b.push(p); err != nil {
 		return fsm.Result{Err: err}, err
 	}
 	select {
 	case o := <-p.done:
-		if o.err != nil {
-			o.res.Err = o.err
-		}
-		return o.res, o.res.Err // the batch's error, or the op's own
+		r := o.result()
+		return r, r.Err
 	case <-ctx.Done():
 		return fsm.Result{Err: ctx.Err()}, ctx.Err()
 	}
@@ -166,7 +178,7 @@ func (b *Batcher) enqueue(ctx context.Context, ops []*pb.AppendOp) (wait func(ct
 	out := make([]fsm.Result, len(ops))
 	ps := make([]*pending, len(ops))
 	for i, op := range ops {
-		ps[i] = &pending{op: op, size: proto.Size(op), done: make(chan outcome, 1), ctx: ctx}
+		ps[i] = newPending(ctx, op)
 	}
 	if err := b.push(ps...); err != nil {
 		for i := range out {
@@ -178,10 +190,7 @@ func (b *Batcher) enqueue(ctx context.Context, ops []*pb.AppendOp) (wait func(ct
 		for i, p := range ps {
 			select {
 			case o := <-p.done:
-				out[i] = o.res
-				if o.err != nil {
-					out[i].Err = o.err
-				}
+				out[i] = o.result()
 			case <-ctx.Done():
 				out[i].Err = ctx.Err()
 			}
