@@ -690,9 +690,16 @@ func blockData(t *testing.T, dir string, id uint64) string {
 
 // appendTo appends all[from:] to path, whose content is all[:from], as
 // client w1 (Append, an append pipeline on the reopened block, Complete)
-// and returns the block's new GS.
+// and returns the block's new GS. It first waits until every node has
+// reported the last block finalized at its GS with from bytes: Complete
+// needs only the minimum replication reported, and an append goes only to
+// the replicas the coordinator has heard of (as HDFS's NameNode does), so
+// an append right after a completion could leave a slow reporter out.
 func (s *scen) appendTo(path string, all []byte, from int) uint64 {
 	s.t.Helper()
+	st := s.stat(path)
+	last := st.Blocks[len(st.Blocks)-1]
+	s.waitReported(path, last.Id, serverIDs(s.nodes), pb.ReplicaState_REPLICA_STATE_FINALIZED, last.Gs, int64(from))
 	r, err := s.ns.Append(s.ctx, &pb.AppendFileRequest{Path: path, ClientName: "w1"})
 	if err != nil {
 		s.t.Fatalf("append %s: %v", path, err)
