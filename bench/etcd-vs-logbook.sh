@@ -41,6 +41,7 @@ runs=${RUNS:-1}
 log_store=${LOG_STORE:-auto}
 dev_flags=${DEV_FLAGS:-}
 shape=${SHAPE:-spread}
+warm=${WARM:-0}
 case "$shape" in
 spread) etcd_shape=--pin lb_shape=--spread ;;
 leader) etcd_shape= lb_shape= ;;
@@ -118,6 +119,10 @@ run_once() { # $1: run number; prints the etcd and logbook JSON lines and the ra
 	probe=$("$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total 20000 --val-size 256 --sequential-keys $etcd_shape --json)
 	rate=$(echo "$probe" | sed -E 's/.*"ops_per_s":([0-9.]+).*/\1/')
 	total=$(awk -v r="$rate" -v s="$secs" 'BEGIN{printf "%d", r*s}')
+	if [ "$warm" -gt 0 ]; then # unmeasured load, about $warm seconds
+		"$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total "$(awk -v r="$rate" -v s="$warm" 'BEGIN{printf "%d", r*s}')" \
+			--key-size 8 --val-size 256 --sequential-keys $etcd_shape >/dev/null
+	fi
 	local m0 m1
 	m0=$(cpu_mark "${pids[@]}")
 	etcd_json=$("$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total "$total" \
@@ -141,7 +146,7 @@ run_once() { # $1: run number; prints the etcd and logbook JSON lines and the ra
 		[ $SECONDS -lt $deadline ] || { echo "logbook not ready" >&2; cat "$work/logbook.log" >&2; exit 1; }
 		sleep 0.2
 	done
-	"$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --conns "$conns" --size 256 --duration 2s $lb_shape --json >/dev/null # warm-up
+	"$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --conns "$conns" --size 256 --duration "$((2 + warm))s" $lb_shape --json >/dev/null # warm-up
 	m0=$(cpu_mark "${pids[@]}")
 	lb_json=$("$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --conns "$conns" --size 256 --duration "${secs}s" $lb_shape --json)
 	m1=$(cpu_mark "${pids[@]}")

@@ -108,6 +108,25 @@ func (s *State) SegmentState(seg *pb.Segment, coveredIndex uint64) string {
 // Segments returns the retained segments, oldest first (shared: read only).
 func (s *State) Segments() []*pb.Segment { return s.segments }
 
+// ExcessTrimTo is where an automatic trim brings the journal back within
+// its limits (MDLog's trim walk stops once live segments <= max_segments
+// and live events <= max_events): the first seq of the oldest segment to
+// keep, or 0 when the journal is within them. A limit of 0 is no bound. The
+// open segment is always kept. Whether the segments below it may go
+// (consumers, snapshot coverage) is applyTrim's decision.
+func (s *State) ExcessTrimTo(maxSegments, maxEvents int) uint64 {
+	segs, events := len(s.segments), len(s.events)
+	drop := 0
+	for drop < segs-1 && ((maxSegments > 0 && segs-drop > maxSegments) || (maxEvents > 0 && events > maxEvents)) {
+		events -= int(s.segments[drop].Events)
+		drop++
+	}
+	if drop == 0 {
+		return 0
+	}
+	return s.segments[drop].FirstSeq
+}
+
 // ExpirePos is the first seq not known to be expired: every seq below it
 // lies in an expired segment (or was trimmed).
 func (s *State) ExpirePos(coveredIndex uint64) uint64 {

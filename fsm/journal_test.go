@@ -126,6 +126,43 @@ func TestTrimToBound(t *testing.T) {
 	}
 }
 
+// TestExcessTrimTo: an automatic trim goes back to the limits, not further
+// (MDLog's trim walk stops at max_segments / max_events), and never past
+// the open segment.
+func TestExcessTrimTo(t *testing.T) {
+	j := newJournal(t, 4)
+	j.append(18) // [1-4] [5-8] [9-12] [13-16] [17-18 open]
+	st := j.state()
+	for _, tc := range []struct {
+		maxSegs, maxEvents int
+		want               uint64
+	}{
+		{0, 0, 0},   // no bounds
+		{5, 0, 0},   // five segments: within
+		{6, 18, 0},  // within both
+		{4, 0, 5},   // one segment over: drop [1-4]
+		{2, 0, 13},  // keep [13-16] and the open one
+		{1, 0, 17},  // keep only the open segment
+		{0, 10, 9},  // 18 events: drop [1-4] [5-8] to reach 10
+		{0, 11, 9},  // 14 after one segment is still over 11
+		{0, 14, 5},  // 14 after one segment
+		{0, 1, 17},  // the open segment stays even over the event bound
+		{4, 6, 13},  // the tighter bound wins: 6 events left
+		{3, 100, 9}, // segments over, events within
+	} {
+		if got := st.ExcessTrimTo(tc.maxSegs, tc.maxEvents); got != tc.want {
+			t.Errorf("ExcessTrimTo(%d, %d) = %d, want %d", tc.maxSegs, tc.maxEvents, got, tc.want)
+		}
+	}
+	// Trimming to it leaves the journal at the limit.
+	if r := j.trim(st.ExcessTrimTo(3, 0), j.idx); r.Segments != 2 || r.TrimmedPos != 9 || len(j.state().Segments()) != 3 {
+		t.Fatalf("trim to the segment limit: %+v, %d segments left", r, len(j.state().Segments()))
+	}
+	if got := j.state().ExcessTrimTo(3, 0); got != 0 {
+		t.Fatalf("after the trim: ExcessTrimTo = %d, want 0", got)
+	}
+}
+
 func TestConsumerErrors(t *testing.T) {
 	j := newJournal(t, 4)
 	j.append(5)

@@ -35,13 +35,16 @@
 // acknowledged past its last seq, and expired once a snapshot also covers its
 // last Raft index. Trim is a replicated command (the analogue of the MDLog
 // header write) that drops expired segments, oldest first, never the open
-// one; the leader proposes it when asked (coord journal trim) or when the
-// journal is over MaxSegments / MaxEvents, taking a snapshot first if the
-// expiring segments are not yet covered by one, and another after the trim
-// so that the files on disk follow it. A crash at any of those steps leaves
-// the trim either entirely applied (its entry committed) or not at all, and
-// replay from snapshot + log rebuilds the same journal on every member
-// (internal/coordserver TestTrimCrashAtEachStep).
+// one. The leader proposes it when asked (coord journal trim: every
+// expired segment, then a snapshot so that the files on disk follow it) and
+// when the journal is over MaxSegments / MaxEvents: then only the oldest
+// segments beyond those limits go, as in MDLog's trim walk, so the journal
+// keeps its limit's worth of history. Either way the leader takes a
+// snapshot first if the segments to drop are not yet covered by one. A
+// crash at any of those steps leaves the trim either entirely applied (its
+// entry committed) or not at all, and replay from snapshot + log rebuilds
+// the same journal on every member (internal/coordserver
+// TestTrimCrashAtEachStep).
 //
 // # Where consumers read from: retained state, not the Raft log
 //

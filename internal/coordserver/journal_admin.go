@@ -178,9 +178,16 @@ func (j *journalService) Trim(ctx context.Context, req *pb.TrimRequest) (*pb.Tri
 //  2. propose the TRIM command (the analogue of MDLog's journal header
 //     write): once it commits, every member drops the same segments at the
 //     same index;
-//  3. snapshot again so that the files on disk follow the trim (the new
-//     snapshot no longer holds the dropped events, and Raft compacts its
-//     log behind it).
+//  3. after a manual trim, snapshot again so that the files on disk follow
+//     the trim (the new snapshot no longer holds the dropped events, and
+//     Raft compacts its log behind it).
+//
+// An automatic trim (to: the first seq of the oldest segment within the
+// limits, State.ExcessTrimTo) drops only the excess, so the journal stays
+// near its limits as MDLog's does, and takes no snapshot after: the next
+// ones are covered by the snapshot of step 1 until the journal has grown by
+// what that snapshot did not hold, so a busy journal takes about one
+// snapshot per --journal-max-segments segments appended.
 //
 // A crash before 2 commits leaves the journal untrimmed; after, trimmed;
 // either way replay from snapshot + log rebuilds the same state on every
@@ -189,7 +196,7 @@ func (s *Server) trimExpired(to uint64, automatic bool) (fsm.TrimResult, error) 
 	if err := s.crashPoint("trim-before-snapshot"); err != nil {
 		return fsm.TrimResult{}, err
 	}
-	if s.needsSnapshotForTrim() {
+	if s.needsSnapshotForTrim(to) {
 		if err := s.await(s.raft.Snapshot()); err != nil && err != raft.ErrNothingNewToSnapshot {
 			if automatic {
 				return fsm.TrimResult{}, fmt.Errorf("snapshot before trim: %w", err)
@@ -207,7 +214,7 @@ func (s *Server) trimExpired(to uint64, automatic bool) (fsm.TrimResult, error) 
 	if err := s.crashPoint("trim-after-apply"); err != nil {
 		return fsm.TrimResult{}, err
 	}
-	if r.Segments > 0 {
+	if r.Segments > 0 && !automatic {
 		if err := s.await(s.raft.Snapshot()); err != nil && err != raft.ErrNothingNewToSnapshot {
 			s.log.Warn("snapshot after trim failed", "err", err)
 		}
@@ -227,13 +234,17 @@ func (s *Server) crashPoint(step string) error {
 	return nil
 }
 
-// needsSnapshotForTrim: some segment is acked by every consumer but not
-// yet covered by this member's newest snapshot.
-func (s *Server) needsSnapshotForTrim() bool {
+// needsSnapshotForTrim: some segment a trim to to would drop (every one
+// when to is 0) is acked by every consumer but not yet covered by this
+// member's newest snapshot.
+func (s *Server) needsSnapshotForTrim(to uint64) bool {
 	covered := s.snapshotIndex()
 	need := false
 	s.fsm.View(func(st *fsm.State) {
 		for _, seg := range st.Segments() {
+			if to != 0 && seg.LastSeq >= to {
+				return
+			}
 			if st.SegmentState(seg, covered) == fsm.SegmentExpiring {
 				need = true
 				return
@@ -324,11 +335,7 @@ func (s *Server) journalLoop() {
 		}
 		want := &pb.JournalConfig{EventsPerSegment: s.cfg.Journal.EventsPerSegment, SegmentBytes: s.cfg.Journal.SegmentBytes}
 		var have *pb.JournalConfig
-		var segs, events int
-		s.fsm.View(func(st *fsm.State) {
-			have = st.JournalConfig()
-			segs, events = len(st.Segments()), st.EventCount()
-		})
+		s.fsm.View(func(st *fsm.State) { have = st.JournalConfig() })
 		if !proto.Equal(want, have) {
 			if _, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_CONFIGURE_JOURNAL, want); err != nil {
 				s.log.Warn("replicating journal config failed", "err", err)
@@ -336,15 +343,16 @@ func (s *Server) journalLoop() {
 			return true
 		}
 		s.upgradeLogFormat()
-		j := s.cfg.Journal
-		if (j.MaxSegments == 0 || segs <= j.MaxSegments) && (j.MaxEvents == 0 || events <= j.MaxEvents) {
+		var to uint64
+		s.fsm.View(func(st *fsm.State) { to = st.ExcessTrimTo(s.cfg.Journal.MaxSegments, s.cfg.Journal.MaxEvents) })
+		if to == 0 {
 			return true
 		}
-		r, err := s.trimExpired(0, true)
+		r, err := s.trimExpired(to, true)
 		if err != nil {
 			s.log.Warn("automatic trim failed", "err", err)
 		} else if r.Segments > 0 {
-			s.log.Info("journal trimmed automatically", "trimmed-pos", r.TrimmedPos, "segments", r.Segments)
+			s.log.Debug("journal trimmed automatically", "trimmed-pos", r.TrimmedPos, "segments", r.Segments)
 		}
 		return true
 	})

@@ -107,6 +107,64 @@ func TestTrimWhileAppendingNeverPassesConsumer(t *testing.T) {
 	}
 }
 
+// TestAutomaticTrimKeepsTheLimit: over --journal-max-segments the leader
+// trims the oldest segments back to the limit, as MDLog does, not every
+// expired one: the journal keeps max-segments segments of history on every
+// member, and reads start at the new trimmed_pos.
+func TestAutomaticTrimKeepsTheLimit(t *testing.T) {
+	const eps, maxSegs, events = 8, 4, 100 // 12 sealed segments and an open one
+	tc := newTestCluster(t, 3, smallSegments(eps, maxSegs))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	waitJournalConfig(t, tc, eps)
+	c := tc.client(ctx)
+	var last uint64
+	for i := 0; i < events; i += 10 {
+		evs := make([]client.Event, 10)
+		for k := range evs {
+			evs[k] = client.Event{Type: "t", Payload: []byte(fmt.Sprintf("e%03d", i+k))}
+		}
+		seqs, err := c.Journal().Append(ctx, evs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = seqs[len(seqs)-1]
+	}
+	// The open segment holds seqs 97..100; the three sealed ones before it
+	// start at 73.
+	const wantFirst = events - events%eps - (maxSegs-1)*eps + 1
+	shape := func(s *Server) (first uint64, segs int) {
+		s.fsm.View(func(st *fsm.State) { first, segs = st.FirstSeq(), len(st.Segments()) })
+		return first, segs
+	}
+	eventually(t, 20*time.Second, "automatic trim to the limit", func() bool {
+		first, _ := shape(tc.server(tc.waitLeader()))
+		return first > 1
+	})
+	tc.waitConverged()
+	for i := range tc.servers {
+		if first, segs := shape(tc.server(i)); first != wantFirst || segs != maxSegs {
+			t.Fatalf("%s: trimmed_pos %d with %d segments, want %d with %d", tc.server(i).ID(), first, segs, wantFirst, maxSegs)
+		}
+		checkPositions(t, tc.server(i))
+	}
+	// Within the limit nothing more is trimmed (three journal upkeep rounds).
+	stays(t, 3500*time.Millisecond, "the journal at its limit", func() bool {
+		first, segs := shape(tc.server(tc.waitLeader()))
+		return first == wantFirst && segs == maxSegs
+	})
+	got, _, err := c.Journal().Read(ctx, wantFirst, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != int(last-wantFirst+1) || got[0].Seq != wantFirst || string(got[0].Payload) != fmt.Sprintf("e%03d", wantFirst-1) {
+		t.Fatalf("read from trimmed_pos: %d events from seq %d", len(got), got[0].Seq)
+	}
+	if _, _, err := c.Journal().Read(ctx, wantFirst-1, 10); !errors.Is(err, client.ErrOutOfRange) {
+		t.Fatalf("read below trimmed_pos: %v", err)
+	}
+}
+
 func TestConsumerRegisteredOnOneLeaderAckedOnTheNext(t *testing.T) {
 	tc := newTestCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
