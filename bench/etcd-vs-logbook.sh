@@ -29,6 +29,11 @@
 #        etcd's benchmark as it runs by default (connections balanced over
 #        all members) against Logbook's --spread clients. DEV_FLAGS: more
 #        coord dev flags, e.g. DEV_FLAGS=--raft-wal-prefill=false.
+#        WARM: seconds of unmeasured load each system gets after its
+#        usual warm-up and before the measured run (default 0), to
+#        compare clusters past their first seconds (Logbook's heap grows
+#        for ~15 s from a fresh start; then its journal is at its limits
+#        and snapshots and trims run, see docs/benchmarks.md session 13).
 # Everything listens on 127.0.0.1 only; all processes are stopped on exit.
 set -euo pipefail
 
