@@ -165,6 +165,41 @@ func TestAutomaticTrimKeepsTheLimit(t *testing.T) {
 	}
 }
 
+// TestAutomaticTrimHeldByConsumer: over the limit with a consumer that
+// still needs the oldest segment, the leader proposes no TRIM at all (not
+// an empty one every second), and nothing is trimmed.
+func TestAutomaticTrimHeldByConsumer(t *testing.T) {
+	tc := newTestCluster(t, 3, smallSegments(8, 2))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	waitJournalConfig(t, tc, 8)
+	c := tc.client(ctx)
+	if _, err := c.Journal().Consumers().Register(ctx, "slow", 1); err != nil {
+		t.Fatal(err)
+	}
+	evs := make([]client.Event, 50)
+	for i := range evs {
+		evs[i] = client.Event{Type: "t"}
+	}
+	if _, err := c.Journal().Append(ctx, evs...); err != nil {
+		t.Fatal(err)
+	}
+	ls := tc.server(tc.waitLeader())
+	// The leader's one-off upkeep (raising the log format) is done first.
+	eventually(t, 10*time.Second, "the log format raised", func() bool {
+		var f uint32
+		ls.fsm.View(func(st *fsm.State) { f = st.LogFormat() })
+		return f == fsm.CommandVersion
+	})
+	tc.waitConverged()
+	last := ls.raft.LastIndex()
+	stays(t, 3500*time.Millisecond, "no new log entries while the consumer holds the journal", func() bool {
+		var first uint64
+		ls.fsm.View(func(st *fsm.State) { first = st.FirstSeq() })
+		return ls.raft.LastIndex() == last && first == 1
+	})
+}
+
 func TestConsumerRegisteredOnOneLeaderAckedOnTheNext(t *testing.T) {
 	tc := newTestCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
