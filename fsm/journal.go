@@ -111,13 +111,15 @@ func (s *State) Segments() []*pb.Segment { return s.segments }
 // ExcessTrimTo is where an automatic trim brings the journal back within
 // its limits (MDLog's trim walk stops once live segments <= max_segments
 // and live events <= max_events): the first seq of the oldest segment to
-// keep, or 0 when the journal is within them. A limit of 0 is no bound. The
-// open segment is always kept. Whether the segments below it may go
-// (consumers, snapshot coverage) is applyTrim's decision.
+// keep, or 0 when nothing is to go. A limit of 0 is no bound. The walk
+// stops at the open segment and at the first segment a consumer still
+// needs (so a lagging consumer yields 0: no TRIM to propose); snapshot
+// coverage of the segments below is applyTrim's check.
 func (s *State) ExcessTrimTo(maxSegments, maxEvents int) uint64 {
 	segs, events := len(s.segments), len(s.events)
 	drop := 0
-	for drop < segs-1 && ((maxSegments > 0 && segs-drop > maxSegments) || (maxEvents > 0 && events > maxEvents)) {
+	for drop < segs-1 && ((maxSegments > 0 && segs-drop > maxSegments) || (maxEvents > 0 && events > maxEvents)) &&
+		s.allAcked(s.segments[drop].LastSeq) {
 		events -= int(s.segments[drop].Events)
 		drop++
 	}

@@ -344,16 +344,8 @@ func (s *Server) journalLoop() {
 		}
 		s.upgradeLogFormat()
 		var to uint64
-		held := false
-		covered := s.snapshotIndex()
-		s.fsm.View(func(st *fsm.State) {
-			if to = st.ExcessTrimTo(s.cfg.Journal.MaxSegments, s.cfg.Journal.MaxEvents); to != 0 {
-				// A consumer still needs the oldest segment: nothing can go
-				// (no TRIM entry every second while it lags).
-				held = st.SegmentState(st.Segments()[0], covered) == fsm.SegmentSealed
-			}
-		})
-		if to == 0 || held {
+		s.fsm.View(func(st *fsm.State) { to = st.ExcessTrimTo(s.cfg.Journal.MaxSegments, s.cfg.Journal.MaxEvents) })
+		if to == 0 {
 			return true
 		}
 		r, err := s.trimExpired(to, true)
