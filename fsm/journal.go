@@ -50,20 +50,28 @@ func defaultJournalConfig() *pb.JournalConfig {
 	return &pb.JournalConfig{EventsPerSegment: DefaultEventsPerSegment, SegmentBytes: DefaultSegmentBytes}
 }
 
+// addEvent stores one applied event with the next seq and accounts it in
+// the open segment.
+func (s *State) addEvent(typ string, payload []byte, clientID string, requestSeq, index uint64) {
+	s.events.add(s.nextSeq, typ, payload, clientID, requestSeq, index)
+	s.addToSegment(s.nextSeq, index, len(typ)+len(payload))
+	s.nextSeq++
+}
+
 // addToSegment accounts one applied event in the open segment, starting a
 // new segment after a sealed one and sealing it when it reaches a bound.
-func (s *State) addToSegment(e *pb.StoredEvent) {
+func (s *State) addToSegment(seq, index uint64, bytes int) {
 	var seg *pb.Segment
 	if n := len(s.segments); n > 0 && !s.segments[n-1].Sealed {
 		seg = s.segments[n-1]
 	} else {
 		s.nextSegmentID++
-		seg = &pb.Segment{Id: s.nextSegmentID, FirstSeq: e.Seq, FirstIndex: e.Index}
+		seg = &pb.Segment{Id: s.nextSegmentID, FirstSeq: seq, FirstIndex: index}
 		s.segments = append(s.segments, seg)
 	}
-	seg.LastSeq, seg.LastIndex = e.Seq, e.Index
+	seg.LastSeq, seg.LastIndex = seq, index
 	seg.Events++
-	seg.Bytes += uint64(len(e.Type) + len(e.Payload))
+	seg.Bytes += uint64(bytes)
 	if seg.Events >= s.config.EventsPerSegment || seg.Bytes >= s.config.SegmentBytes {
 		seg.Sealed = true
 	}
@@ -116,7 +124,7 @@ func (s *State) Segments() []*pb.Segment { return s.segments }
 // needs (so a lagging consumer yields 0: no TRIM to propose); snapshot
 // coverage of the segments below is applyTrim's check.
 func (s *State) ExcessTrimTo(maxSegments, maxEvents int) uint64 {
-	segs, events := len(s.segments), len(s.events)
+	segs, events := len(s.segments), s.EventCount()
 	drop := 0
 	for drop < segs-1 && ((maxSegments > 0 && segs-drop > maxSegments) || (maxEvents > 0 && events > maxEvents)) &&
 		s.allAcked(s.segments[drop].LastSeq) {
@@ -233,10 +241,7 @@ func (s *State) applyTrim(c *pb.TrimCommand) TrimResult {
 		return TrimResult{TrimmedPos: s.firstSeq}
 	}
 	newFirst := s.segments[n-1].LastSeq + 1
-	drop := newFirst - s.firstSeq
-	// Copy the survivors so the trimmed prefix can be freed; a snapshot
-	// being persisted keeps its own view of the old slice.
-	s.events = append([]*pb.StoredEvent(nil), s.events[drop:]...)
+	s.events.trimTo(newFirst)
 	s.segments = append([]*pb.Segment(nil), s.segments[n:]...)
 	s.firstSeq = newFirst
 	s.trims++
@@ -247,7 +252,8 @@ func (s *State) applyTrim(c *pb.TrimCommand) TrimResult {
 // consumer is moved past the reset.
 func (s *State) applyReset() TrimResult {
 	n := uint64(len(s.segments))
-	s.events, s.segments = nil, nil
+	s.events.reset()
+	s.segments = nil
 	s.firstSeq = s.nextSeq
 	for name, acked := range s.consumers {
 		if acked < s.nextSeq-1 {
@@ -262,9 +268,10 @@ func (s *State) applyReset() TrimResult {
 // format-1 snapshot, which had none) with the same rolling rule Apply uses.
 func (s *State) rebuildSegments() {
 	s.segments = nil
-	for _, e := range s.events {
-		s.addToSegment(e)
-	}
+	eachEvent(s.events.view(), s.firstSeq, func(e *pb.StoredEvent) bool {
+		s.addToSegment(e.Seq, e.Index, len(e.Type)+len(e.Payload))
+		return true
+	})
 }
 
 // applyImport appends exported events with their seqs. The first chunk
@@ -276,7 +283,7 @@ func (s *State) applyImport(index uint64, c *pb.ImportCommand) TrimResult {
 	}
 	first := c.Events[0].Seq
 	if c.FirstChunk {
-		empty := s.nextSeq == 1 && len(s.events) == 0
+		empty := s.nextSeq == 1 && s.EventCount() == 0
 		if !empty && !c.Force {
 			return TrimResult{TrimmedPos: s.firstSeq, Err: ErrImportNotEmpty}
 		}
@@ -292,7 +299,7 @@ func (s *State) applyImport(index uint64, c *pb.ImportCommand) TrimResult {
 		}
 	}
 	if c.FirstChunk {
-		if s.nextSeq != 1 || len(s.events) > 0 {
+		if s.nextSeq != 1 || s.EventCount() > 0 {
 			// A forced import replaces the journal: results cached for
 			// retries and consumer positions refer to the old contents.
 			s.sessions, s.lru = make(map[string]*session), list.New()
@@ -300,15 +307,13 @@ func (s *State) applyImport(index uint64, c *pb.ImportCommand) TrimResult {
 				s.consumers[name] = min(acked, first-1)
 			}
 		}
-		s.events, s.segments = nil, nil
+		s.events.reset()
+		s.segments = nil
 		s.firstSeq, s.nextSeq = first, first
 		s.trims++
 	}
 	for _, e := range c.Events {
-		se := &pb.StoredEvent{Seq: e.Seq, Type: e.Type, Payload: e.Payload, ClientId: e.ClientId, RequestSeq: e.RequestSeq, Index: index}
-		s.events = append(s.events, se)
-		s.addToSegment(se)
-		s.nextSeq++
+		s.addEvent(e.Type, e.Payload, e.ClientId, e.RequestSeq, index)
 	}
 	return TrimResult{TrimmedPos: s.firstSeq}
 }

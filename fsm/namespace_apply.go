@@ -60,22 +60,20 @@ func (s *State) applyNamespace(index uint64, now int64, c *pb.NamespaceCommand) 
 	if err != nil {
 		return NamespaceResult{}, fmt.Errorf("fsm: encode audit event at index %d: %w", index, err)
 	}
-	se := &pb.StoredEvent{Seq: s.nextSeq, Type: typ, Payload: payload, ClientId: c.ClientId, RequestSeq: c.RequestSeq, Index: index}
-	s.events = append(s.events, se)
-	s.addToSegment(se)
-	s.nextSeq++
+	seq := s.nextSeq
+	s.addEvent(typ, payload, c.ClientId, c.RequestSeq, index)
 	if s.ns.auditFrom == 0 {
-		s.ns.auditFrom = se.Seq
+		s.ns.auditFrom = seq
 	}
 	if c.ClientId != "" {
 		sess := s.session(c.ClientId, index)
-		sess.results[c.RequestSeq] = &pb.SessionResult{RequestSeq: c.RequestSeq, FirstSeq: se.Seq, Count: 1}
+		sess.results[c.RequestSeq] = &pb.SessionResult{RequestSeq: c.RequestSeq, FirstSeq: seq, Count: 1}
 		sess.ack(c.AckedSeq)
 		for len(sess.results) > MaxResultsPerSession {
 			delete(sess.results, sess.minResultSeq())
 		}
 	}
-	return NamespaceResult{Result: res, Seq: se.Seq, Index: index}, nil
+	return NamespaceResult{Result: res, Seq: seq, Index: index}, nil
 }
 
 // namespaceRetry answers a retried request from its audit event: the
@@ -84,7 +82,7 @@ func (s *State) namespaceRetry(index uint64, c *pb.NamespaceCommand, r *pb.Sessi
 	if r.FirstSeq < s.firstSeq || r.FirstSeq >= s.nextSeq {
 		return NamespaceResult{Index: index, Err: fmt.Errorf("%w: its audit event %d was trimmed", ErrSessionResultExpired, r.FirstSeq)}
 	}
-	e := s.events[r.FirstSeq-s.firstSeq]
+	e := s.events.at(r.FirstSeq)
 	if !ReservedEventType(e.Type) || e.ClientId != c.ClientId || e.RequestSeq != c.RequestSeq {
 		return NamespaceResult{Index: index, Err: errorf(ErrInvalidNamespaceOp, "request seq %d of client %q was used by another kind of request", c.RequestSeq, c.ClientId)}
 	}

@@ -40,7 +40,7 @@ var ErrSnapshotVersion = errors.New("fsm: snapshot format version not supported"
 
 type snapshot struct {
 	header    *pb.SnapshotHeader
-	events    []*pb.StoredEvent
+	events    []blockView // from header.FirstSeq on
 	sessions  []*pb.Session
 	members   []*pb.Member
 	segments  []*pb.Segment
@@ -59,7 +59,7 @@ func captureSnapshot(s *State) *snapshot {
 			FormatVersion:   SnapshotFormatVersion,
 			NextSeq:         s.nextSeq,
 			FirstSeq:        s.firstSeq,
-			EventCount:      uint64(len(s.events)),
+			EventCount:      uint64(s.EventCount()),
 			SessionCount:    uint64(len(s.sessions)),
 			MemberCount:     uint64(len(s.members)),
 			AppliedIndex:    s.appliedIndex,
@@ -78,7 +78,7 @@ func captureSnapshot(s *State) *snapshot {
 			DirectiveCount:  uint64(len(s.ns.directives)),
 			NextDirectiveId: s.ns.nextDirectiveID,
 		},
-		events:    s.events[:len(s.events):len(s.events)],
+		events:    s.events.view(),
 		members:   s.Members(),
 		consumers: s.Consumers(),
 	}
@@ -148,11 +148,14 @@ func (sn *snapshot) write(w io.Writer) error {
 		return err
 	}
 	rec := &pb.SnapshotRecord{}
-	for _, e := range sn.events {
+	var err error
+	eachEvent(sn.events, sn.header.FirstSeq, func(e *pb.StoredEvent) bool {
 		rec.Record = &pb.SnapshotRecord_Event{Event: e}
-		if err := writeMsg(rec); err != nil {
-			return err
-		}
+		err = writeMsg(rec)
+		return err == nil
+	})
+	if err != nil {
+		return err
 	}
 	for _, s := range sn.sessions {
 		rec.Record = &pb.SnapshotRecord_Session{Session: s}
@@ -211,7 +214,7 @@ func (sn *snapshot) write(w io.Writer) error {
 	}
 	var sum [4]byte
 	binary.BigEndian.PutUint32(sum[:], crc.Sum32())
-	_, err := w.Write(sum[:])
+	_, err = w.Write(sum[:])
 	return err
 }
 
@@ -281,11 +284,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	if st.firstSeq == 0 || st.nextSeq < st.firstSeq || h.EventCount != st.nextSeq-st.firstSeq {
 		return nil, fmt.Errorf("%w: header seqs first=%d next=%d count=%d", ErrSnapshotCorrupt, h.FirstSeq, h.NextSeq, h.EventCount)
 	}
-	if h.EventCount > 0 {
-		// The header is not trusted until the checksum at the end matches:
-		// bound the preallocation.
-		st.events = make([]*pb.StoredEvent, 0, min(h.EventCount, 1<<20))
-	}
+	restored := uint64(0) // event records read
 	if version >= 2 {
 		if h.JournalConfig == nil || h.JournalConfig.EventsPerSegment == 0 || h.JournalConfig.SegmentBytes == 0 {
 			return nil, fmt.Errorf("%w: journal config missing", ErrSnapshotCorrupt)
@@ -321,11 +320,13 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		}
 		switch x := rec.Record.(type) {
 		case *pb.SnapshotRecord_Event:
-			want := st.firstSeq + uint64(len(st.events))
+			want := st.firstSeq + restored
 			if i >= h.EventCount || x.Event.Seq != want {
 				return nil, fmt.Errorf("%w: event record %d has seq %d, want %d", ErrSnapshotCorrupt, i, x.Event.Seq, want)
 			}
-			st.events = append(st.events, x.Event)
+			e := x.Event
+			st.events.add(e.Seq, e.Type, e.Payload, e.ClientId, e.RequestSeq, e.Index)
+			restored++
 		case *pb.SnapshotRecord_Session:
 			if i < h.EventCount || i >= h.EventCount+h.SessionCount {
 				return nil, fmt.Errorf("%w: session record out of place", ErrSnapshotCorrupt)

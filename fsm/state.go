@@ -52,9 +52,10 @@ type session struct {
 type State struct {
 	appliedIndex uint64
 	nextSeq      uint64
-	// events[i].Seq == firstSeq+i. Append-only until trim (issue 3): a
-	// snapshot may keep a prefix of this slice while Apply appends.
-	events   []*pb.StoredEvent
+	// events holds seqs firstSeq..nextSeq-1 (its oldest block may also
+	// hold some trimmed ones below firstSeq). Append-only until trim
+	// (issue 3): a snapshot keeps a view of it while Apply appends.
+	events   eventLog
 	firstSeq uint64
 	sessions map[string]*session
 	lru      *list.List // front = least recently used session
@@ -97,10 +98,11 @@ func (s *State) NextSeq() uint64 { return s.nextSeq }
 func (s *State) FirstSeq() uint64 { return s.firstSeq }
 
 // EventCount is the number of events held.
-func (s *State) EventCount() int { return len(s.events) }
+func (s *State) EventCount() int { return int(s.nextSeq - s.firstSeq) }
 
 // Read returns up to max events starting at seq from. The returned messages
-// are shared with the state and must not be modified.
+// are the caller's; their payloads share memory with the state and must
+// not be modified.
 func (s *State) Read(from uint64, max int) []*pb.StoredEvent {
 	if from < s.firstSeq {
 		from = s.firstSeq
@@ -108,14 +110,7 @@ func (s *State) Read(from uint64, max int) []*pb.StoredEvent {
 	if from >= s.nextSeq || max <= 0 {
 		return nil
 	}
-	i := from - s.firstSeq
-	j := i + uint64(max)
-	if j > uint64(len(s.events)) {
-		j = uint64(len(s.events))
-	}
-	out := make([]*pb.StoredEvent, j-i)
-	copy(out, s.events[i:j])
-	return out
+	return s.events.read(from, int(min(uint64(max), s.nextSeq-from)))
 }
 
 // Members returns the registered coordinators sorted by id.
@@ -300,17 +295,7 @@ func (s *State) applyOp(index uint64, op *pb.AppendOp) Result {
 	}
 	first := s.nextSeq
 	for _, e := range op.Events {
-		se := &pb.StoredEvent{
-			Seq:        s.nextSeq,
-			Type:       e.Type,
-			Payload:    e.Payload,
-			ClientId:   op.ClientId,
-			RequestSeq: op.RequestSeq,
-			Index:      index,
-		}
-		s.events = append(s.events, se)
-		s.addToSegment(se)
-		s.nextSeq++
+		s.addEvent(e.Type, e.Payload, op.ClientId, op.RequestSeq, index)
 	}
 	r := Result{FirstSeq: first, Count: uint32(len(op.Events)), Index: index}
 	if sess != nil {
@@ -406,14 +391,15 @@ func (s *State) digest(withIndex bool) [32]byte {
 	}
 	put(s.nextSeq)
 	put(s.firstSeq)
-	for _, e := range s.events {
+	eachEvent(s.events.view(), s.firstSeq, func(e *pb.StoredEvent) bool {
 		put(e.Seq)
 		putBytes([]byte(e.Type))
 		putBytes(e.Payload)
 		putBytes([]byte(e.ClientId))
 		put(e.RequestSeq)
 		put(e.Index)
-	}
+		return true
+	})
 	for e := s.lru.Front(); e != nil; e = e.Next() {
 		sess := e.Value.(*session)
 		putBytes([]byte(sess.id))

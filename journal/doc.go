@@ -53,8 +53,9 @@
 // follow its own rules (SnapshotThreshold, TrailingLogs): a snapshot carries
 // every retained event, so a member restored from a snapshot serves the same
 // reads as one that applied the whole log. The price is memory: retained
-// events live in memory until trimmed, about the payload plus ~150 bytes of
-// overhead per event, bounded by the segment limits and by consumers'
+// events live in memory until trimmed, packed in blocks of up to 256 events
+// (fsm/eventlog.go): about the payload plus ~35 bytes per event, bounded by
+// the segment limits and by consumers'
 // progress (a lagging consumer raises the "behind on trimming" warning once
 // it holds more than twice MaxSegments).
 //
