@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"sort"
+	"strings"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 )
@@ -73,6 +74,7 @@ func (b *eventBlock) str(s string) uint32 {
 		return i
 	}
 	i := uint32(len(b.strs))
+	s = strings.Clone(s) // the caller's may alias a log entry
 	b.strs = append(b.strs, s)
 	b.intern[s] = i
 	return i

@@ -175,11 +175,17 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 }
 
 func (f *FSM) applyEntry(l *raft.Log) (any, error) {
-	cmd, err := DecodeCommand(l.Data)
+	// The envelope's payload aliases the entry (State.Apply copies what it
+	// keeps): proto.Unmarshal would copy the whole entry once more.
+	env, err := decodeEnvelope(l.Data)
 	if err != nil {
+		_, err = DecodeCommand(l.Data) // refuses the same bytes, and says why
+		if err == nil {
+			err = fmt.Errorf("fsm: decode command envelope: %w", errWire)
+		}
 		return nil, fmt.Errorf("index %d: %w", l.Index, err)
 	}
-	return f.state.Apply(l.Index, cmd)
+	return f.state.Apply(l.Index, &pb.Command{Version: env.version, Type: env.typ, Payload: env.payload, ProposedUnixNanos: env.nanos})
 }
 
 // CheckpointDigest returns the digest recorded at a checkpoint index.

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"strings"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"google.golang.org/protobuf/proto"
@@ -55,7 +56,9 @@ type State struct {
 	// events holds seqs firstSeq..nextSeq-1 (its oldest block may also
 	// hold some trimmed ones below firstSeq). Append-only until trim
 	// (issue 3): a snapshot keeps a view of it while Apply appends.
-	events   eventLog
+	events eventLog
+	// scratch is the decoded APPEND entry being applied, reused.
+	scratch  appendView
 	firstSeq uint64
 	sessions map[string]*session
 	lru      *list.List // front = least recently used session
@@ -141,17 +144,23 @@ func (s *State) Apply(index uint64, cmd *pb.Command) (any, error) {
 	}
 	switch cmd.Type {
 	case pb.CommandType_COMMAND_TYPE_APPEND:
-		var c pb.AppendCommand
-		if err := proto.Unmarshal(cmd.Payload, &c); err != nil {
+		a := &s.scratch
+		if err := a.decode(cmd.Payload); err != nil {
+			// proto.Unmarshal refuses the same bytes (FuzzDecodeAppend);
+			// its error says why.
+			var c pb.AppendCommand
+			if perr := proto.Unmarshal(cmd.Payload, &c); perr != nil {
+				err = perr
+			}
 			return nil, fmt.Errorf("fsm: decode append command at index %d: %w", index, err)
 		}
 		if cmd.Version >= 2 {
-			if err := checkEventCRCs(index, &c); err != nil {
+			if err := checkEventCRCs(index, a); err != nil {
 				return nil, err
 			}
 		}
 		s.appliedIndex = index
-		return s.applyAppend(index, &c), nil
+		return s.applyAppend(index, a), nil
 	case pb.CommandType_COMMAND_TYPE_REGISTER_MEMBER:
 		var c pb.RegisterMemberCommand
 		if err := proto.Unmarshal(cmd.Payload, &c); err != nil {
@@ -243,11 +252,11 @@ func (s *State) LogFormat() uint32 { return max(s.logFormat, MinCommandVersion) 
 // checkEventCRCs verifies format 2's per-event checksums. A mismatch means
 // the entry was damaged after the leader encoded it: this member must not
 // apply it.
-func checkEventCRCs(index uint64, c *pb.AppendCommand) error {
-	for i, op := range c.Ops {
-		for j, e := range op.Events {
-			if got := EventCRC(e.Type, e.Payload); got != e.Crc32C {
-				return fmt.Errorf("fsm: append at index %d, op %d, event %d: crc32c %08x, entry says %08x: damaged entry", index, i, j, got, e.Crc32C)
+func checkEventCRCs(index uint64, a *appendView) error {
+	for i, op := range a.ops {
+		for j, e := range a.events[op.first : op.first+op.n] {
+			if got := EventCRC(e.typ, e.payload); got != e.crc {
+				return fmt.Errorf("fsm: append at index %d, op %d, event %d: crc32c %08x, entry says %08x: damaged entry", index, i, j, got, e.crc)
 			}
 		}
 	}
@@ -258,49 +267,51 @@ func checkEventCRCs(index uint64, c *pb.AppendCommand) error {
 // applied at index.
 func (s *State) Skip(index uint64) { s.appliedIndex = index }
 
-func (s *State) applyAppend(index uint64, c *pb.AppendCommand) []Result {
-	results := make([]Result, len(c.Ops))
-	for i, op := range c.Ops {
-		results[i] = s.applyOp(index, op)
+func (s *State) applyAppend(index uint64, a *appendView) []Result {
+	results := make([]Result, len(a.ops))
+	for i, op := range a.ops {
+		results[i] = s.applyOp(index, op, a.events[op.first:op.first+op.n])
 	}
 	return results
 }
 
-func (s *State) applyOp(index uint64, op *pb.AppendOp) Result {
-	if len(op.Events) == 0 {
+// applyOp applies one client's events. Its strings alias the entry: what
+// is kept (session ids, interned types and client ids) is cloned.
+func (s *State) applyOp(index uint64, op appendOpView, events []eventView) Result {
+	if len(events) == 0 {
 		return Result{Index: index, Err: ErrEmptyAppend}
 	}
-	for _, e := range op.Events {
-		if e.Type == "" {
+	for _, e := range events {
+		if e.typ == "" {
 			return Result{Index: index, Err: ErrInvalidEvent}
 		}
 		// Only from the first audit event on: entries written before it
 		// (possibly by a build without the rule) replay as they applied.
-		if s.ns.auditFrom != 0 && ReservedEventType(e.Type) {
+		if s.ns.auditFrom != 0 && ReservedEventType(e.typ) {
 			return Result{Index: index, Err: ErrReservedEventType}
 		}
 	}
 	var sess *session
-	if op.ClientId != "" {
-		sess = s.session(op.ClientId, index)
-		if op.RequestSeq <= sess.ackedSeq {
+	if op.clientID != "" {
+		sess = s.session(op.clientID, index)
+		if op.requestSeq <= sess.ackedSeq {
 			return Result{Index: index, Err: ErrSessionAcked}
 		}
-		if r, ok := sess.results[op.RequestSeq]; ok {
+		if r, ok := sess.results[op.requestSeq]; ok {
 			return Result{FirstSeq: r.FirstSeq, Count: r.Count, Index: index, Duplicate: true}
 		}
-		if len(sess.results) >= MaxResultsPerSession && op.RequestSeq < sess.minResultSeq() {
+		if len(sess.results) >= MaxResultsPerSession && op.requestSeq < sess.minResultSeq() {
 			return Result{Index: index, Err: ErrSessionResultExpired}
 		}
 	}
 	first := s.nextSeq
-	for _, e := range op.Events {
-		s.addEvent(e.Type, e.Payload, op.ClientId, op.RequestSeq, index)
+	for _, e := range events {
+		s.addEvent(e.typ, e.payload, op.clientID, op.requestSeq, index)
 	}
-	r := Result{FirstSeq: first, Count: uint32(len(op.Events)), Index: index}
+	r := Result{FirstSeq: first, Count: uint32(len(events)), Index: index}
 	if sess != nil {
-		sess.results[op.RequestSeq] = &pb.SessionResult{RequestSeq: op.RequestSeq, FirstSeq: first, Count: r.Count}
-		sess.ack(op.AckedSeq)
+		sess.results[op.requestSeq] = &pb.SessionResult{RequestSeq: op.requestSeq, FirstSeq: first, Count: r.Count}
+		sess.ack(op.ackedSeq)
 		for len(sess.results) > MaxResultsPerSession {
 			delete(sess.results, sess.minResultSeq())
 		}
@@ -313,6 +324,7 @@ func (s *State) applyOp(index uint64, op *pb.AppendOp) Result {
 func (s *State) session(id string, index uint64) *session {
 	sess, ok := s.sessions[id]
 	if !ok {
+		id = strings.Clone(id) // the caller's may alias a log entry
 		sess = &session{id: id, results: make(map[uint64]*pb.SessionResult)}
 		sess.elem = s.lru.PushBack(sess)
 		s.sessions[id] = sess
