@@ -76,7 +76,7 @@ func addServeFlags(fs *pflag.FlagSet) *serveFlags {
 	fs.IntVar(&c.MaxEventBytes, "max-event-bytes", d.MaxEventBytes, "largest accepted journal event, in bytes (raises the request size limit if needed)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of text")
-	fs.IntVar(&f.gcPercent, "gc-percent", defaultGCPercent, "garbage-collection target, as GOGC (Go's default 100): a higher value trades memory (up to 1+N/100 times the live heap) for fewer collections and a lower tail latency; GOGC in the environment wins")
+	fs.IntVar(&f.gcPercent, "gc-percent", defaultGCPercent, "garbage-collection target, as GOGC: the heap may grow to 1+N/100 times the live heap before a collection; a higher value trades memory for fewer collections; GOGC in the environment wins")
 	envflag.Bind(fs)
 	return f
 }
