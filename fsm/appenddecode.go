@@ -13,7 +13,7 @@ import (
 // applies every entry, and proto.Unmarshal would copy the envelope's payload
 // (the whole entry), then allocate a message, a payload copy and two
 // strings per event, all garbage once the events are copied into the
-// event log. decodeEnvelope and decodeAppend read the same wire format
+// event log. decodeEnvelope and appendView.decode read the same wire format
 // without copying: what they return aliases the entry's bytes and is valid
 // only while Apply runs. They accept and refuse exactly what proto.Unmarshal
 // of pb.Command and pb.AppendCommand does (FuzzDecodeAppend), so a member

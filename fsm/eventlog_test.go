@@ -55,7 +55,7 @@ func TestEventLogMatchesModel(t *testing.T) {
 			var l eventLog
 			ref := &refLog{first: 1, next: 1}
 			type captured struct {
-				views []blockView
+				views []eventBlock
 				first uint64
 				want  []*pb.StoredEvent
 			}

@@ -268,7 +268,7 @@ func (s *State) applyReset() TrimResult {
 // format-1 snapshot, which had none) with the same rolling rule Apply uses.
 func (s *State) rebuildSegments() {
 	s.segments = nil
-	eachEvent(s.events.view(), s.firstSeq, func(e *pb.StoredEvent) bool {
+	eachEvent(s.events.blocks, s.firstSeq, func(e *pb.StoredEvent) bool {
 		s.addToSegment(e.Seq, e.Index, len(e.Type)+len(e.Payload))
 		return true
 	})

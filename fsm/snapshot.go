@@ -40,7 +40,7 @@ var ErrSnapshotVersion = errors.New("fsm: snapshot format version not supported"
 
 type snapshot struct {
 	header    *pb.SnapshotHeader
-	events    []blockView // from header.FirstSeq on
+	events    []eventBlock // a view, from header.FirstSeq on
 	sessions  []*pb.Session
 	members   []*pb.Member
 	segments  []*pb.Segment

@@ -403,7 +403,7 @@ func (s *State) digest(withIndex bool) [32]byte {
 	}
 	put(s.nextSeq)
 	put(s.firstSeq)
-	eachEvent(s.events.view(), s.firstSeq, func(e *pb.StoredEvent) bool {
+	eachEvent(s.events.blocks, s.firstSeq, func(e *pb.StoredEvent) bool {
 		put(e.Seq)
 		putBytes([]byte(e.Type))
 		putBytes(e.Payload)
