@@ -193,4 +193,10 @@
 // that the namespace records fit together (every block owned by the file
 // listing it, counters above every id and GS) before it replaces the state;
 // a stream of a newer version is refused with ErrSnapshotVersion.
+//
+// Event records, nearly all of a snapshot, are written and read by hand
+// (snapshotcodec.go): the bytes are those of proto's deterministic marshal
+// (TestEventRecordMatchesProto), and a record the hand decoder does not
+// take goes to proto.Unmarshal (FuzzDecodeEventRecord), so the format is
+// protobuf's and any build reads any other's snapshots.
 package fsm

@@ -122,18 +122,25 @@ func (l *eventLog) reset() { l.blocks, l.intern, l.spare = nil, nil, 0 }
 // view captures the log as it is now; later appends do not show in it.
 func (l *eventLog) view() []eventBlock { return append([]eventBlock(nil), l.blocks...) }
 
-// event is the stored event at position i of the block. Its payload
+// payload is the payload of the event at position i of the block; it
 // aliases the block's buffer, which is never written there again.
-func (b *eventBlock) event(i int) *pb.StoredEvent {
-	m := &b.meta[i]
+func (b *eventBlock) payload(i int) []byte {
 	start := uint32(0)
 	if i > 0 {
 		start = b.meta[i-1].end
 	}
+	end := b.meta[i].end
+	return b.data[start:end:end]
+}
+
+// event is the stored event at position i of the block (its payload
+// aliases the block).
+func (b *eventBlock) event(i int) *pb.StoredEvent {
+	m := &b.meta[i]
 	return &pb.StoredEvent{
 		Seq:        b.first + uint64(i),
 		Type:       b.strs[m.typ],
-		Payload:    b.data[start:m.end:m.end],
+		Payload:    b.payload(i),
 		ClientId:   b.strs[m.client],
 		RequestSeq: m.requestSeq,
 		Index:      m.index,

@@ -156,3 +156,35 @@ func FuzzDecodeAppend(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeEventRecord: whatever decodeEventRecord reads, proto.Unmarshal
+// of a SnapshotRecord reads too, to the same event; what it declines goes
+// to proto (ReadSnapshot's fallback), so a snapshot restores to the same
+// state, or fails the same way, as one read by proto alone.
+func FuzzDecodeEventRecord(f *testing.F) {
+	f.Add(appendEventRecord(nil, 7, "put", []byte("payload"), "c1", 3, 42))
+	f.Add(appendEventRecord(nil, 0, "", nil, "", 0, 0))
+	f.Add(appendEventRecord(nil, 1<<63, "ü", []byte{0}, "ß", 1<<40, 1))
+	f.Add([]byte{0x0a, 0x02, 0x12, 0xff})                         // a type that is not UTF-8
+	f.Add([]byte{0x0a, 0x02, 0x08, 0x01, 0x12, 0x00})             // an event, then a session
+	f.Add([]byte{0x0a, 0x04, 0x08, 0x01, 0x08, 0x02})             // seq twice: the last wins
+	f.Add([]byte{0x0a, 0x03, 0x0b, 0x0c, 0x08})                   // an unknown group inside
+	f.Add([]byte{0x0a, 0x02, 0x08, 0x01, 0x0a, 0x02, 0x10, 0x05}) // two event fields: proto merges them
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, ok := decodeEventRecord(data)
+		if !ok {
+			return
+		}
+		var rec pb.SnapshotRecord
+		if err := proto.Unmarshal(data, &rec); err != nil {
+			t.Fatalf("decoded %+v where proto fails: %v", e, err)
+		}
+		pe := rec.GetEvent()
+		if pe == nil {
+			t.Fatalf("decoded %+v where proto reads %v", e, &rec)
+		}
+		if e.seq != pe.Seq || e.typ != pe.Type || !bytes.Equal(e.payload, pe.Payload) || e.clientID != pe.ClientId || e.requestSeq != pe.RequestSeq || e.index != pe.Index {
+			t.Fatalf("decoded %+v, proto %v", e, pe)
+		}
+	})
+}

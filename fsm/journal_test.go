@@ -460,3 +460,40 @@ func TestMixedFormatLog(t *testing.T) {
 		t.Fatal("encoding a newer format was accepted")
 	}
 }
+
+// BenchmarkSnapshot writes and reads back a snapshot of a million retained
+// 256-byte events (the state a restart or a follower's catch-up restores).
+func BenchmarkSnapshot(b *testing.B) {
+	const n = 1000000
+	f := New(nil)
+	payload := bytes.Repeat([]byte("x"), 256)
+	for idx := uint64(1); idx <= n/100; idx++ {
+		ops := make([]*pb.AppendOp, 100)
+		for k := range ops {
+			ops[k] = &pb.AppendOp{ClientId: fmt.Sprintf("c%d", k), RequestSeq: idx, Events: []*pb.JournalEvent{{Type: "bench", Payload: payload}}}
+		}
+		f.Apply(appendEntry(b, idx, ops...))
+	}
+	var sn *snapshot
+	f.View(func(s *State) { sn = captureSnapshot(s) })
+	var buf bytes.Buffer
+	b.Run("write", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			buf.Reset()
+			if err := sn.write(&buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+		b.ReportMetric(float64(buf.Len())/n, "bytes/event")
+	})
+	b.Run("read", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			st, err := ReadSnapshot(bytes.NewReader(buf.Bytes()))
+			if err != nil || st.EventCount() != n {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	})
+}

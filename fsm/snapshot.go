@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash"
 	"hash/crc32"
 	"io"
 	"sort"
@@ -132,31 +131,34 @@ func (sn *snapshot) write(w io.Writer) error {
 	binary.BigEndian.PutUint32(v[:], SnapshotFormatVersion)
 	bw.Write(v[:])
 	buf := make([]byte, 0, 4096)
+	lb := make([]byte, binary.MaxVarintLen64)
+	writeRecord := func(b []byte) {
+		n := binary.PutUvarint(lb, uint64(len(b)))
+		bw.Write(lb[:n])
+		bw.Write(b) // a write error sticks in bw: Flush reports it
+	}
 	writeMsg := func(m proto.Message) error {
 		var err error
 		buf, err = proto.MarshalOptions{Deterministic: true}.MarshalAppend(buf[:0], m)
 		if err != nil {
 			return err
 		}
-		var lb [binary.MaxVarintLen64]byte
-		n := binary.PutUvarint(lb[:], uint64(len(buf)))
-		bw.Write(lb[:n])
-		_, err = bw.Write(buf)
-		return err
+		writeRecord(buf)
+		return nil
 	}
 	if err := writeMsg(sn.header); err != nil {
 		return err
 	}
-	rec := &pb.SnapshotRecord{}
-	var err error
-	eachEvent(sn.events, sn.header.FirstSeq, func(e *pb.StoredEvent) bool {
-		rec.Record = &pb.SnapshotRecord_Event{Event: e}
-		err = writeMsg(rec)
-		return err == nil
-	})
-	if err != nil {
-		return err
+	for _, b := range sn.events {
+		for j := range b.meta {
+			if seq := b.first + uint64(j); seq >= sn.header.FirstSeq {
+				m := &b.meta[j]
+				buf = appendEventRecord(buf[:0], seq, b.strs[m.typ], b.payload(j), b.strs[m.client], m.requestSeq, m.index)
+				writeRecord(buf)
+			}
+		}
 	}
+	rec := &pb.SnapshotRecord{}
 	for _, s := range sn.sessions {
 		rec.Record = &pb.SnapshotRecord_Session{Session: s}
 		if err := writeMsg(rec); err != nil {
@@ -214,40 +216,21 @@ func (sn *snapshot) write(w io.Writer) error {
 	}
 	var sum [4]byte
 	binary.BigEndian.PutUint32(sum[:], crc.Sum32())
-	_, err = w.Write(sum[:])
+	_, err := w.Write(sum[:])
 	return err
 }
 
 // Release implements raft.FSMSnapshot.
 func (sn *snapshot) Release() {}
 
-// crcReader feeds every byte it returns into a running CRC.
-type crcReader struct {
-	r   *bufio.Reader
-	crc hash.Hash32
-}
-
-func (c *crcReader) ReadByte() (byte, error) {
-	b, err := c.r.ReadByte()
-	if err == nil {
-		c.crc.Write([]byte{b})
-	}
-	return b, err
-}
-
-func (c *crcReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.crc.Write(p[:n])
-	return n, err
-}
-
 // ReadSnapshot decodes and verifies a snapshot stream into a new State.
 func ReadSnapshot(r io.Reader) (*State, error) {
-	cr := &crcReader{r: bufio.NewReaderSize(r, 256<<10), crc: crc32.New(crcTable)}
+	rr := &recordReader{r: bufio.NewReaderSize(r, 256<<10), crc: crc32.New(crcTable), buf: make([]byte, 4096)}
 	var head [12]byte
-	if _, err := io.ReadFull(cr, head[:]); err != nil {
+	if _, err := io.ReadFull(rr.r, head[:]); err != nil {
 		return nil, fmt.Errorf("%w: short header: %v", ErrSnapshotCorrupt, err)
 	}
+	rr.crc.Write(head[:])
 	if [8]byte(head[:8]) != snapshotMagic {
 		return nil, fmt.Errorf("%w: bad magic", ErrSnapshotCorrupt)
 	}
@@ -255,28 +238,18 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	if version == 0 || version > SnapshotFormatVersion {
 		return nil, fmt.Errorf("%w: version %d, this build reads up to %d", ErrSnapshotVersion, version, SnapshotFormatVersion)
 	}
-	buf := make([]byte, 4096)
-	readMsg := func(m proto.Message) error {
-		n, err := binary.ReadUvarint(cr)
-		if err != nil {
-			return fmt.Errorf("%w: record length: %v", ErrSnapshotCorrupt, err)
-		}
-		if n > maxSnapshotRecord {
-			return fmt.Errorf("%w: record of %d bytes", ErrSnapshotCorrupt, n)
-		}
-		if uint64(cap(buf)) < n {
-			buf = make([]byte, n)
-		}
-		if _, err := io.ReadFull(cr, buf[:n]); err != nil {
-			return fmt.Errorf("%w: record body: %v", ErrSnapshotCorrupt, err)
-		}
-		if err := proto.Unmarshal(buf[:n], m); err != nil {
+	unmarshal := func(b []byte, m proto.Message) error {
+		if err := proto.Unmarshal(b, m); err != nil {
 			return fmt.Errorf("%w: record: %v", ErrSnapshotCorrupt, err)
 		}
 		return nil
 	}
+	hb, err := rr.next()
+	if err != nil {
+		return nil, err
+	}
 	var h pb.SnapshotHeader
-	if err := readMsg(&h); err != nil {
+	if err := unmarshal(hb, &h); err != nil {
 		return nil, err
 	}
 	st := NewState()
@@ -314,18 +287,28 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	nodesEnd := blocksEnd + h.NodeCount
 	total := nodesEnd + h.DirectiveCount
 	for i := uint64(0); i < total; i++ {
+		b, err := rr.next()
+		if err != nil {
+			return nil, err
+		}
+		if e, ok := decodeEventRecord(b); ok {
+			if err := st.restoreEvent(i, h.EventCount, restored, e); err != nil {
+				return nil, err
+			}
+			restored++
+			continue
+		}
 		var rec pb.SnapshotRecord
-		if err := readMsg(&rec); err != nil {
+		if err := unmarshal(b, &rec); err != nil {
 			return nil, err
 		}
 		switch x := rec.Record.(type) {
 		case *pb.SnapshotRecord_Event:
-			want := st.firstSeq + restored
-			if i >= h.EventCount || x.Event.Seq != want {
-				return nil, fmt.Errorf("%w: event record %d has seq %d, want %d", ErrSnapshotCorrupt, i, x.Event.Seq, want)
-			}
 			e := x.Event
-			st.events.add(e.Seq, e.Type, e.Payload, e.ClientId, e.RequestSeq, e.Index)
+			v := storedEventView{seq: e.Seq, typ: e.Type, payload: e.Payload, clientID: e.ClientId, requestSeq: e.RequestSeq, index: e.Index}
+			if err := st.restoreEvent(i, h.EventCount, restored, v); err != nil {
+				return nil, err
+			}
 			restored++
 		case *pb.SnapshotRecord_Session:
 			if i < h.EventCount || i >= h.EventCount+h.SessionCount {
@@ -392,15 +375,15 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			return nil, fmt.Errorf("%w: empty record %d", ErrSnapshotCorrupt, i)
 		}
 	}
-	want := cr.crc.Sum32()
+	want := rr.crc.Sum32()
 	var sum [4]byte
-	if _, err := io.ReadFull(cr.r, sum[:]); err != nil {
+	if _, err := io.ReadFull(rr.r, sum[:]); err != nil {
 		return nil, fmt.Errorf("%w: missing checksum: %v", ErrSnapshotCorrupt, err)
 	}
 	if got := binary.BigEndian.Uint32(sum[:]); got != want {
 		return nil, fmt.Errorf("%w: checksum %08x, computed %08x", ErrSnapshotCorrupt, got, want)
 	}
-	if _, err := cr.r.ReadByte(); err != io.EOF {
+	if _, err := rr.r.ReadByte(); err != io.EOF {
 		return nil, fmt.Errorf("%w: trailing bytes after checksum", ErrSnapshotCorrupt)
 	}
 	if version == 1 {
@@ -412,6 +395,17 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		return nil, err
 	}
 	return st, nil
+}
+
+// restoreEvent adds event record i of a snapshot holding count events,
+// restored of which came before it.
+func (s *State) restoreEvent(i, count, restored uint64, e storedEventView) error {
+	want := s.firstSeq + restored
+	if i >= count || e.seq != want {
+		return fmt.Errorf("%w: event record %d has seq %d, want %d", ErrSnapshotCorrupt, i, e.seq, want)
+	}
+	s.events.add(e.seq, e.typ, e.payload, e.clientID, e.requestSeq, e.index)
+	return nil
 }
 
 // checkSegments verifies the restored segment table tiles the retained
