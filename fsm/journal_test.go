@@ -465,15 +465,7 @@ func TestMixedFormatLog(t *testing.T) {
 // 256-byte events (the state a restart or a follower's catch-up restores).
 func BenchmarkSnapshot(b *testing.B) {
 	const n = 1000000
-	f := New(nil)
-	payload := bytes.Repeat([]byte("x"), 256)
-	for idx := uint64(1); idx <= n/100; idx++ {
-		ops := make([]*pb.AppendOp, 100)
-		for k := range ops {
-			ops[k] = &pb.AppendOp{ClientId: fmt.Sprintf("c%d", k), RequestSeq: idx, Events: []*pb.JournalEvent{{Type: "bench", Payload: payload}}}
-		}
-		f.Apply(appendEntry(b, idx, ops...))
-	}
+	f := benchJournal(b, n)
 	var sn *snapshot
 	f.View(func(s *State) { sn = captureSnapshot(s) })
 	var buf bytes.Buffer
@@ -496,4 +488,31 @@ func BenchmarkSnapshot(b *testing.B) {
 		}
 		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
 	})
+}
+
+// BenchmarkDigest hashes a state of a million retained 256-byte events, as
+// every member does inside Apply when a checkpoint (coord journal verify)
+// commits.
+func BenchmarkDigest(b *testing.B) {
+	const n = 1000000
+	f := benchJournal(b, n)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		f.View(func(s *State) { s.Hash() })
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// benchJournal is an FSM holding n 256-byte events from 100 clients.
+func benchJournal(b *testing.B, n int) *FSM {
+	f := New(nil)
+	payload := bytes.Repeat([]byte("x"), 256)
+	for idx := uint64(1); idx <= uint64(n/100); idx++ {
+		ops := make([]*pb.AppendOp, 100)
+		for k := range ops {
+			ops[k] = &pb.AppendOp{ClientId: fmt.Sprintf("c%d", k), RequestSeq: idx, Events: []*pb.JournalEvent{{Type: "bench", Payload: payload}}}
+		}
+		f.Apply(appendEntry(b, idx, ops...))
+	}
+	return f
 }

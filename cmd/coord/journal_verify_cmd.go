@@ -19,7 +19,9 @@ func newVerifyCmd() *cobra.Command {
 		Long: `Replicate a checkpoint entry and compare the digest (SHA-256 of the whole
 state: journal, segments, consumers, sessions, members) that every member
 recorded when it applied that entry. Exits 1 when a member differs or does
-not answer.`,
+not answer. Each member computes its digest while it applies the entry, so
+its applies pause for as long (about 0.3 s per million retained events on
+the reference machine, docs/benchmarks.md).`,
 		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
