@@ -2,8 +2,12 @@ package fsm
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 )
@@ -57,5 +61,84 @@ func TestDigestIsStable(t *testing.T) {
 		if got := hex.EncodeToString(h[:]); got != want[name] {
 			t.Errorf("%s: digest %s, want %s", name, got, want[name])
 		}
+	}
+}
+
+// TestCheckpointDigestAfterApply: a checkpoint's digest is computed after
+// its apply, from a capture, while later entries keep changing the state
+// (appends, a trim that drops the captured segments, namespace records
+// replaced); it must equal the state's digest at the checkpoint's index.
+// Under -race this also shows the capture shares nothing that later
+// applies write.
+func TestCheckpointDigestAfterApply(t *testing.T) {
+	j := newJournal(t, 64)
+	j.consumer(pb.ConsumerOp_CONSUMER_OP_REGISTER, "c", 1, true)
+	nsOp := func(i int, op *pb.NamespaceOp) {
+		j.idx++
+		r, ok := j.f.Apply(nsEntry(t, j.idx, t0+int64(j.idx)*1e6, &pb.NamespaceCommand{Op: op})).(NamespaceResult)
+		if !ok || r.Err != nil {
+			t.Fatalf("namespace op %d: %+v", i, r)
+		}
+	}
+	for i := range 20 {
+		nsOp(i, opRegister(fmt.Sprintf("n%d", i), "g", "gossip", "i1"))
+		nsOp(i, opCreate(fmt.Sprintf("/f%d", i), "w", false))
+	}
+	j.append(5000)
+
+	cp, ok := j.do(pb.CommandType_COMMAND_TYPE_CHECKPOINT, &pb.CheckpointCommand{}).(*Checkpoint)
+	if !ok || cp.Index != j.idx {
+		t.Fatalf("checkpoint result %+v", cp)
+	}
+	var want [32]byte
+	j.f.View(func(s *State) { want = s.Hash() })
+
+	j.append(2000)
+	j.consumer(pb.ConsumerOp_CONSUMER_OP_ACK, "c", 6000, false)
+	if r := j.trim(0, j.idx); r.Err != nil || r.TrimmedPos <= 5000 {
+		t.Fatalf("trim: %+v", r)
+	}
+	for i := range 20 {
+		nsOp(i, opRegister(fmt.Sprintf("n%d", i), "g2", "gossip", "i1"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got, found, err := j.f.CheckpointDigest(ctx, cp.Index)
+	if err != nil || !found || got != want {
+		t.Fatalf("checkpoint digest %x (found %v, %v), want %x", got, found, err, want)
+	}
+	var now [32]byte
+	j.f.View(func(s *State) { now = s.Hash() })
+	if now == want {
+		t.Fatal("the state did not change after the checkpoint: the test shows nothing")
+	}
+
+	// The last 16 checkpoints are kept; others are not found.
+	for range keepCheckpoints {
+		j.do(pb.CommandType_COMMAND_TYPE_CHECKPOINT, &pb.CheckpointCommand{})
+	}
+	for _, idx := range []uint64{cp.Index, j.idx + 1} {
+		if _, found, err := j.f.CheckpointDigest(ctx, idx); found || err != nil {
+			t.Fatalf("checkpoint at %d: found %v, %v", idx, found, err)
+		}
+	}
+	j.f.View(func(s *State) { now = s.Hash() })
+	if d, found, err := j.f.CheckpointDigest(ctx, j.idx); !found || err != nil || d != now {
+		t.Fatalf("last checkpoint: %x found %v, %v; want %x", d, found, err, now)
+	}
+}
+
+// TestCheckpointDigestWaitEndsWithContext: a caller whose context ends
+// before the digest is computed gets the context's error.
+func TestCheckpointDigestWaitEndsWithContext(t *testing.T) {
+	cp := newCheckpoint(7, captureSnapshot(NewState()))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := cp.Wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("wait: %v", err)
+	}
+	cp.compute()
+	if d, err := cp.Wait(ctx); err != nil || d != NewState().Hash() {
+		t.Fatalf("after compute: %x, %v", d, err)
 	}
 }

@@ -109,8 +109,10 @@ type FSM struct {
 	applied chan struct{}
 	onHalt  func(error)
 	// checkpoints holds this member's digests at the last checkpoint
-	// entries (local bookkeeping, not replicated state).
-	checkpoints []Checkpoint
+	// entries (local bookkeeping, not replicated state); each is computed
+	// after its apply, one at a time under digestMu.
+	checkpoints []*Checkpoint
+	digestMu    sync.Mutex
 }
 
 const keepCheckpoints = 16
@@ -157,11 +159,16 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 			out[i] = f.halted
 			continue
 		}
-		if cp, ok := resp.(Checkpoint); ok {
+		if cp, ok := resp.(*Checkpoint); ok {
 			f.checkpoints = append(f.checkpoints, cp)
 			if len(f.checkpoints) > keepCheckpoints {
 				f.checkpoints = f.checkpoints[1:]
 			}
+			go func() {
+				f.digestMu.Lock() // one digest at a time
+				defer f.digestMu.Unlock()
+				cp.compute()
+			}()
 		}
 		out[i] = resp
 	}
@@ -188,16 +195,23 @@ func (f *FSM) applyEntry(l *raft.Log) (any, error) {
 	return f.state.Apply(l.Index, &pb.Command{Version: env.version, Type: env.typ, Payload: env.payload, ProposedUnixNanos: env.nanos})
 }
 
-// CheckpointDigest returns the digest recorded at a checkpoint index.
-func (f *FSM) CheckpointDigest(index uint64) ([32]byte, bool) {
+// CheckpointDigest returns this member's digest at a checkpoint index,
+// waiting until it is computed or ctx ends; found is false when no
+// checkpoint at that index is recorded here (one of the last 16 applied).
+func (f *FSM) CheckpointDigest(ctx context.Context, index uint64) (digest [32]byte, found bool, err error) {
+	var cp *Checkpoint
 	f.mu.RLock()
-	defer f.mu.RUnlock()
-	for _, cp := range f.checkpoints {
-		if cp.Index == index {
-			return cp.Digest, true
+	for _, c := range f.checkpoints {
+		if c.Index == index {
+			cp = c
 		}
 	}
-	return [32]byte{}, false
+	f.mu.RUnlock()
+	if cp == nil {
+		return [32]byte{}, false, nil
+	}
+	digest, err = cp.Wait(ctx)
+	return digest, true, err
 }
 
 // Halted returns the error that stopped the state machine, or nil.

@@ -509,36 +509,6 @@ func (s *State) NextGS() uint64 { return s.ns.nextGS }
 // ReservedEventPrefix was written by the state machine.
 func (s *State) AuditFromSeq() uint64 { return s.ns.auditFrom }
 
-// hash feeds the namespace into a state digest: counters, then every
-// record in key order, deterministically encoded.
-func (ns *namespace) hash(put func(uint64), putBytes func([]byte)) {
-	put(ns.nextBlockID)
-	put(ns.nextGS)
-	put(ns.auditFrom)
-	enc := proto.MarshalOptions{Deterministic: true}
-	var buf []byte
-	msg := func(m proto.Message) {
-		buf, _ = enc.MarshalAppend(buf[:0], m)
-		putBytes(buf)
-	}
-	paths := sortedKeys(ns.files)
-	put(uint64(len(paths)))
-	for _, p := range paths {
-		msg(ns.files[p])
-	}
-	ids := ns.blockIDs()
-	put(uint64(len(ids)))
-	for _, id := range ids {
-		msg(ns.blocks[id])
-	}
-	nodes := sortedKeys(ns.nodes)
-	put(uint64(len(nodes)))
-	for _, id := range nodes {
-		msg(ns.nodes[id])
-	}
-	ns.hashDirectives(put, msg)
-}
-
 func (ns *namespace) blockIDs() []uint64 {
 	ids := make([]uint64, 0, len(ns.blocks))
 	for id := range ns.blocks {

@@ -4,7 +4,6 @@ import (
 	"sort"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
-	"google.golang.org/protobuf/proto"
 )
 
 // Cache directives (HDFS centralized cache management, CacheManager): the
@@ -100,25 +99,6 @@ func (s *State) CacheDirectiveOfPath(path string) (*pb.CacheDirective, bool) {
 
 // NextDirectiveID is the id the next directive gets.
 func (s *State) NextDirectiveID() uint64 { return s.ns.nextDirectiveID }
-
-// hashDirectives feeds the directives into the state digest — only once a
-// directive was ever added, so a state without any hashes as it did in
-// builds before log format 4 and checkpoints agree across the upgrade.
-func (ns *namespace) hashDirectives(put func(uint64), msg func(proto.Message)) {
-	if ns.nextDirectiveID == FirstDirectiveID {
-		return
-	}
-	put(ns.nextDirectiveID)
-	ids := make([]uint64, 0, len(ns.directives))
-	for id := range ns.directives {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	put(uint64(len(ids)))
-	for _, id := range ids {
-		msg(ns.directives[id])
-	}
-}
 
 // rebuildDirectives indexes restored directives by path and checks them:
 // ids below the counter, valid paths, one per path, replication in range,

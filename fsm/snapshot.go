@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"sort"
 
 	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
@@ -183,10 +182,7 @@ func (sn *snapshot) write(w io.Writer) error {
 			return err
 		}
 	}
-	// Key order, so equal states write equal bytes.
-	sort.Slice(sn.files, func(i, j int) bool { return sn.files[i].Path < sn.files[j].Path })
-	sort.Slice(sn.blocks, func(i, j int) bool { return sn.blocks[i].Id < sn.blocks[j].Id })
-	sort.Slice(sn.nodes, func(i, j int) bool { return sn.nodes[i].Id < sn.nodes[j].Id })
+	sn.sortRecords()
 	for _, f := range sn.files {
 		rec.Record = &pb.SnapshotRecord_File{File: f}
 		if err := writeMsg(rec); err != nil {

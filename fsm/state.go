@@ -2,8 +2,6 @@ package fsm
 
 import (
 	"container/list"
-	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
 	"sort"
 	"strings"
@@ -21,12 +19,6 @@ const (
 	// (by Raft index) is evicted first.
 	MaxSessions = 65536
 )
-
-// Checkpoint is the digest of the state at a checkpoint entry's index.
-type Checkpoint struct {
-	Index  uint64
-	Digest [32]byte
-}
 
 // Result is the outcome of one AppendOp.
 type Result struct {
@@ -219,7 +211,7 @@ func (s *State) Apply(index uint64, cmd *pb.Command) (any, error) {
 		return nil, nil
 	case pb.CommandType_COMMAND_TYPE_CHECKPOINT:
 		s.appliedIndex = index
-		return Checkpoint{Index: index, Digest: s.Hash()}, nil
+		return newCheckpoint(index, captureSnapshot(s)), nil
 	case pb.CommandType_COMMAND_TYPE_NAMESPACE:
 		var c pb.NamespaceCommand
 		if err := proto.Unmarshal(cmd.Payload, &c); err != nil {
@@ -377,123 +369,6 @@ func (sess *session) minResultSeq() uint64 {
 		}
 	}
 	return min
-}
-
-// Hash returns a digest of the whole state. Two members that applied the
-// same entries return the same digest (invariant 2). A state without a
-// namespace hashes as it did before the namespace existed, so members on
-// either build agree during an upgrade.
-func (s *State) Hash() [32]byte { return s.digest(true) }
-
-// digest hashes the state, with or without the applied index (tests use
-// the latter to show a refused command changed nothing else).
-func (s *State) digest(withIndex bool) [32]byte {
-	// The digest runs inside Apply (CHECKPOINT) on every member and walks
-	// every retained event: the fields go into a buffer that is hashed 64
-	// KiB at a time, not six small writes per event.
-	h := sha256.New()
-	buf := make([]byte, 0, 64<<10)
-	flush := func() {
-		h.Write(buf)
-		buf = buf[:0]
-	}
-	put := func(v uint64) {
-		if len(buf)+8 > cap(buf) {
-			flush()
-		}
-		buf = binary.BigEndian.AppendUint64(buf, v)
-	}
-	putBytes := func(p []byte) {
-		put(uint64(len(p)))
-		if len(buf)+len(p) > cap(buf) {
-			flush()
-			if len(p) > cap(buf) {
-				h.Write(p)
-				return
-			}
-		}
-		buf = append(buf, p...)
-	}
-	putString := func(p string) {
-		put(uint64(len(p)))
-		if len(buf)+len(p) > cap(buf) {
-			flush()
-			if len(p) > cap(buf) {
-				h.Write([]byte(p))
-				return
-			}
-		}
-		buf = append(buf, p...)
-	}
-	if withIndex {
-		put(s.appliedIndex)
-	}
-	put(s.nextSeq)
-	put(s.firstSeq)
-	for bi := range s.events.blocks {
-		b := &s.events.blocks[bi]
-		for j := range b.meta {
-			seq := b.first + uint64(j)
-			if seq < s.firstSeq {
-				continue
-			}
-			m := &b.meta[j]
-			put(seq)
-			putString(b.strs[m.typ])
-			putBytes(b.payload(j))
-			putString(b.strs[m.client])
-			put(m.requestSeq)
-			put(m.index)
-		}
-	}
-	for e := s.lru.Front(); e != nil; e = e.Next() {
-		sess := e.Value.(*session)
-		putString(sess.id)
-		put(sess.ackedSeq)
-		put(sess.lastIndex)
-		for _, r := range sess.sortedResults() {
-			put(r.RequestSeq)
-			put(r.FirstSeq)
-			put(uint64(r.Count))
-		}
-	}
-	for _, m := range s.Members() {
-		putString(m.Id)
-		putString(m.RaftAddr)
-		putString(m.GrpcAddr)
-		putString(m.HttpAddr)
-		put(uint64(m.MaxLogFormat))
-	}
-	put(uint64(s.LogFormat()))
-	put(s.config.EventsPerSegment)
-	put(s.config.SegmentBytes)
-	put(s.nextSegmentID)
-	put(s.trims)
-	for _, seg := range s.segments {
-		put(seg.Id)
-		put(seg.FirstSeq)
-		put(seg.LastSeq)
-		put(seg.Events)
-		put(seg.Bytes)
-		put(seg.FirstIndex)
-		put(seg.LastIndex)
-		if seg.Sealed {
-			put(1)
-		} else {
-			put(0)
-		}
-	}
-	for _, c := range s.Consumers() {
-		putString(c.Name)
-		put(c.AckedSeq)
-	}
-	if s.ns.auditFrom != 0 {
-		s.ns.hash(put, putBytes)
-	}
-	flush()
-	var out [32]byte
-	copy(out[:], h.Sum(nil))
-	return out
 }
 
 func (sess *session) sortedResults() []*pb.SessionResult {

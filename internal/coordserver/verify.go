@@ -21,7 +21,11 @@ func (c *clusterService) Verify(ctx context.Context, _ *pb.VerifyRequest) (*pb.V
 	if err != nil {
 		return nil, err
 	}
-	cp := resp.(fsm.Checkpoint)
+	cp := resp.(*fsm.Checkpoint)
+	digest, err := cp.Wait(ctx)
+	if err != nil {
+		return nil, status.FromContextError(err).Err()
+	}
 	f := s.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, s.toStatus(err)
@@ -33,7 +37,7 @@ func (c *clusterService) Verify(ctx context.Context, _ *pb.VerifyRequest) (*pb.V
 		md := &pb.MemberDigest{Id: string(srv.ID)}
 		out.Members[i] = md
 		if md.Id == s.cfg.ID {
-			md.Digest = hex.EncodeToString(cp.Digest[:])
+			md.Digest = hex.EncodeToString(digest[:])
 			continue
 		}
 		addr := s.memberGRPCAddr(md.Id)
@@ -75,7 +79,10 @@ func (p *peerService) CheckpointDigest(ctx context.Context, req *pb.CheckpointDi
 	if err := s.fsm.WaitApplied(ctx, req.Index); err != nil {
 		return nil, s.toStatus(err)
 	}
-	d, ok := s.fsm.CheckpointDigest(req.Index)
+	d, ok, err := s.fsm.CheckpointDigest(ctx, req.Index)
+	if err != nil {
+		return nil, status.FromContextError(err).Err()
+	}
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "no checkpoint recorded at index %d (restored from a later snapshot?)", req.Index)
 	}

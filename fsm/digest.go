@@ -1,0 +1,221 @@
+package fsm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"sort"
+
+	"google.golang.org/protobuf/proto"
+)
+
+// Hash returns a digest of the whole state. Two members that applied the
+// same entries return the same digest (invariant 2). A state without a
+// namespace hashes as it did before the namespace existed, so members on
+// either build agree during an upgrade.
+func (s *State) Hash() [32]byte { return s.digest(true) }
+
+// digest hashes the state, with or without the applied index (tests use
+// the latter to show a refused command changed nothing else).
+func (s *State) digest(withIndex bool) [32]byte { return captureSnapshot(s).digest(withIndex) }
+
+// Checkpoint is a member's digest of its state at a checkpoint entry's
+// index. Applying the entry only captures the state (captureSnapshot: what
+// a Raft snapshot takes, events and records shared, not copied); the
+// digest is computed from that capture off the apply path, so the applies
+// after a checkpoint do not wait for a walk over every retained event.
+type Checkpoint struct {
+	Index uint64
+
+	sn     *snapshot // dropped once hashed, so it pins nothing after
+	done   chan struct{}
+	digest [32]byte
+}
+
+func newCheckpoint(index uint64, sn *snapshot) *Checkpoint {
+	return &Checkpoint{Index: index, sn: sn, done: make(chan struct{})}
+}
+
+// compute hashes the capture; the FSM runs it once per checkpoint, on a
+// goroutine of its own.
+func (c *Checkpoint) compute() {
+	c.digest = c.sn.digest(true)
+	c.sn = nil
+	close(c.done)
+}
+
+// Wait returns the digest once it is computed, or ctx's error.
+func (c *Checkpoint) Wait(ctx context.Context) ([32]byte, error) {
+	select {
+	case <-c.done:
+		return c.digest, nil
+	default:
+	}
+	select {
+	case <-c.done:
+		return c.digest, nil
+	case <-ctx.Done():
+		return [32]byte{}, ctx.Err()
+	}
+}
+
+// digest hashes a captured state. Members on different builds compare
+// digests, so the bytes hashed and their order are fixed (TestDigestIsStable
+// pins them): the applied index when asked, the seq counters, every
+// retained event, sessions in recency order, members, the log format, the
+// journal config and counters, segments, consumers, then the namespace
+// once it has an audit trail. The fields go into a buffer hashed 64 KiB at
+// a time, not six small writes per event. It sorts the capture's namespace
+// slices in place: a capture is hashed or persisted, not both.
+func (sn *snapshot) digest(withIndex bool) [32]byte {
+	h := sha256.New()
+	buf := make([]byte, 0, 64<<10)
+	flush := func() {
+		h.Write(buf)
+		buf = buf[:0]
+	}
+	put := func(v uint64) {
+		if len(buf)+8 > cap(buf) {
+			flush()
+		}
+		buf = binary.BigEndian.AppendUint64(buf, v)
+	}
+	putBytes := func(p []byte) {
+		put(uint64(len(p)))
+		if len(buf)+len(p) > cap(buf) {
+			flush()
+			if len(p) > cap(buf) {
+				h.Write(p)
+				return
+			}
+		}
+		buf = append(buf, p...)
+	}
+	putString := func(p string) {
+		put(uint64(len(p)))
+		if len(buf)+len(p) > cap(buf) {
+			flush()
+			if len(p) > cap(buf) {
+				h.Write([]byte(p))
+				return
+			}
+		}
+		buf = append(buf, p...)
+	}
+	hd := sn.header
+	if withIndex {
+		put(hd.AppliedIndex)
+	}
+	put(hd.NextSeq)
+	put(hd.FirstSeq)
+	for bi := range sn.events {
+		b := &sn.events[bi]
+		for j := range b.meta {
+			seq := b.first + uint64(j)
+			if seq < hd.FirstSeq {
+				continue
+			}
+			m := &b.meta[j]
+			put(seq)
+			putString(b.strs[m.typ])
+			putBytes(b.payload(j))
+			putString(b.strs[m.client])
+			put(m.requestSeq)
+			put(m.index)
+		}
+	}
+	for _, sess := range sn.sessions {
+		putString(sess.ClientId)
+		put(sess.AckedSeq)
+		put(sess.LastIndex)
+		for _, r := range sess.Results {
+			put(r.RequestSeq)
+			put(r.FirstSeq)
+			put(uint64(r.Count))
+		}
+	}
+	for _, m := range sn.members {
+		putString(m.Id)
+		putString(m.RaftAddr)
+		putString(m.GrpcAddr)
+		putString(m.HttpAddr)
+		put(uint64(m.MaxLogFormat))
+	}
+	put(uint64(max(hd.LogFormat, MinCommandVersion)))
+	put(hd.JournalConfig.EventsPerSegment)
+	put(hd.JournalConfig.SegmentBytes)
+	put(hd.NextSegmentId)
+	put(hd.Trims)
+	for _, seg := range sn.segments {
+		put(seg.Id)
+		put(seg.FirstSeq)
+		put(seg.LastSeq)
+		put(seg.Events)
+		put(seg.Bytes)
+		put(seg.FirstIndex)
+		put(seg.LastIndex)
+		if seg.Sealed {
+			put(1)
+		} else {
+			put(0)
+		}
+	}
+	for _, c := range sn.consumers {
+		putString(c.Name)
+		put(c.AckedSeq)
+	}
+	if hd.AuditFromSeq != 0 {
+		sn.hashNamespace(put, putBytes)
+	}
+	flush()
+	var out [32]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+// hashNamespace feeds the namespace into a digest: counters, then every
+// record in key order, deterministically encoded; the cache directives
+// only once one was ever added, so a state without any hashes as it did in
+// builds before log format 4 and checkpoints agree across the upgrade.
+func (sn *snapshot) hashNamespace(put func(uint64), putBytes func([]byte)) {
+	hd := sn.header
+	put(hd.NextBlockId)
+	put(hd.NextGs)
+	put(hd.AuditFromSeq)
+	enc := proto.MarshalOptions{Deterministic: true}
+	var buf []byte
+	msg := func(m proto.Message) {
+		buf, _ = enc.MarshalAppend(buf[:0], m)
+		putBytes(buf)
+	}
+	sn.sortRecords()
+	put(uint64(len(sn.files)))
+	for _, f := range sn.files {
+		msg(f)
+	}
+	put(uint64(len(sn.blocks)))
+	for _, b := range sn.blocks {
+		msg(b)
+	}
+	put(uint64(len(sn.nodes)))
+	for _, n := range sn.nodes {
+		msg(n)
+	}
+	if hd.NextDirectiveId == FirstDirectiveID {
+		return
+	}
+	put(hd.NextDirectiveId)
+	put(uint64(len(sn.directives)))
+	for _, d := range sn.directives {
+		msg(d)
+	}
+}
+
+// sortRecords puts the namespace records in key order (the state keeps
+// them in maps), so equal states hash and write equal bytes. Directives
+// come sorted by id from the capture.
+func (sn *snapshot) sortRecords() {
+	sort.Slice(sn.files, func(i, j int) bool { return sn.files[i].Path < sn.files[j].Path })
+	sort.Slice(sn.blocks, func(i, j int) bool { return sn.blocks[i].Id < sn.blocks[j].Id })
+	sort.Slice(sn.nodes, func(i, j int) bool { return sn.nodes[i].Id < sn.nodes[j].Id })
+}
