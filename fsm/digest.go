@@ -102,6 +102,7 @@ func (sn *snapshot) digest(withIndex bool) [32]byte {
 		}
 		buf = append(buf, p...)
 	}
+	sn.sortRecords()
 	hd := sn.header
 	if withIndex {
 		put(hd.AppliedIndex)
@@ -188,7 +189,6 @@ func (sn *snapshot) hashNamespace(put func(uint64), putBytes func([]byte)) {
 		buf, _ = enc.MarshalAppend(buf[:0], m)
 		putBytes(buf)
 	}
-	sn.sortRecords()
 	put(uint64(len(sn.files)))
 	for _, f := range sn.files {
 		msg(f)
@@ -212,8 +212,9 @@ func (sn *snapshot) hashNamespace(put func(uint64), putBytes func([]byte)) {
 }
 
 // sortRecords puts the namespace records in key order (the state keeps
-// them in maps), so equal states hash and write equal bytes. Directives
-// come sorted by id from the capture.
+// them in maps), so equal states hash and write equal bytes. It runs after
+// the capture, off the apply path. Directives come sorted by id from the
+// capture, sessions' results in request order.
 func (sn *snapshot) sortRecords() {
 	sort.Slice(sn.files, func(i, j int) bool { return sn.files[i].Path < sn.files[j].Path })
 	sort.Slice(sn.blocks, func(i, j int) bool { return sn.blocks[i].Id < sn.blocks[j].Id })

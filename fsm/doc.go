@@ -46,8 +46,10 @@
 // request_seq). The session keeps the result of each request until the client
 // reports it answered (acked_seq); a retry of a kept request returns the kept
 // result and appends nothing. At most MaxResultsPerSession results per
-// session and MaxSessions sessions are kept (least recently used evicted
-// first); sessions are part of snapshots.
+// session are kept (a client that never acks has its oldest dropped, and a
+// retry of a dropped one gets ErrSessionResultExpired) and MaxSessions
+// sessions (least recently used evicted first); sessions are part of
+// snapshots.
 //
 // # Namespace
 //

@@ -67,11 +67,7 @@ func (s *State) applyNamespace(index uint64, now int64, c *pb.NamespaceCommand) 
 	}
 	if c.ClientId != "" {
 		sess := s.session(c.ClientId, index)
-		sess.results[c.RequestSeq] = &pb.SessionResult{RequestSeq: c.RequestSeq, FirstSeq: seq, Count: 1}
-		sess.ack(c.AckedSeq)
-		for len(sess.results) > MaxResultsPerSession {
-			delete(sess.results, sess.minResultSeq())
-		}
+		sess.keep(&pb.SessionResult{RequestSeq: c.RequestSeq, FirstSeq: seq, Count: 1}, c.AckedSeq)
 	}
 	return NamespaceResult{Result: res, Seq: seq, Index: index}, nil
 }

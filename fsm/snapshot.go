@@ -2,11 +2,14 @@ package fsm
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
+	"slices"
 
 	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
@@ -103,7 +106,7 @@ func captureSnapshot(s *State) *snapshot {
 			ClientId:  sess.id,
 			AckedSeq:  sess.ackedSeq,
 			LastIndex: sess.lastIndex,
-			Results:   sess.sortedResults(),
+			Results:   sess.resultList(),
 		})
 	}
 	return sn
@@ -123,6 +126,7 @@ func (sn *snapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (sn *snapshot) write(w io.Writer) error {
+	sn.sortRecords()
 	crc := crc32.New(crcTable)
 	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 256<<10)
 	bw.Write(snapshotMagic[:])
@@ -182,7 +186,6 @@ func (sn *snapshot) write(w io.Writer) error {
 			return err
 		}
 	}
-	sn.sortRecords()
 	for _, f := range sn.files {
 		rec.Record = &pb.SnapshotRecord_File{File: f}
 		if err := writeMsg(rec); err != nil {
@@ -315,6 +318,8 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			for _, r := range s.Results {
 				sess.results[r.RequestSeq] = r
 			}
+			// Written in request order; the writer's order is not relied on.
+			sess.order = slices.SortedFunc(maps.Values(sess.results), func(a, b *pb.SessionResult) int { return cmp.Compare(a.RequestSeq, b.RequestSeq) })
 			if _, dup := st.sessions[sess.id]; dup {
 				return nil, fmt.Errorf("%w: duplicate session %q", ErrSnapshotCorrupt, sess.id)
 			}

@@ -1,8 +1,10 @@
 package fsm
 
 import (
+	"cmp"
 	"container/list"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -36,6 +38,10 @@ type session struct {
 	results   map[uint64]*pb.SessionResult
 	lastIndex uint64
 	elem      *list.Element
+	// order holds the kept results by ascending request seq: the oldest
+	// to drop, the acked prefix and a capture's sorted copy without a scan
+	// of the map. results and order always hold the same results.
+	order []*pb.SessionResult
 }
 
 // State is the deterministic metadata state. It performs no I/O, reads no
@@ -302,11 +308,7 @@ func (s *State) applyOp(index uint64, op appendOpView, events []eventView) Resul
 	}
 	r := Result{FirstSeq: first, Count: uint32(len(events)), Index: index}
 	if sess != nil {
-		sess.results[op.requestSeq] = &pb.SessionResult{RequestSeq: op.requestSeq, FirstSeq: first, Count: r.Count}
-		sess.ack(op.ackedSeq)
-		for len(sess.results) > MaxResultsPerSession {
-			delete(sess.results, sess.minResultSeq())
-		}
+		sess.keep(&pb.SessionResult{RequestSeq: op.requestSeq, FirstSeq: first, Count: r.Count}, op.ackedSeq)
 	}
 	return r
 }
@@ -331,51 +333,49 @@ func (s *State) session(id string, index uint64) *session {
 	return sess
 }
 
-// ack forgets the results of every request at or below seq. Clients issue
-// seqs contiguously, so walking the newly acked range costs O(1) per request
-// amortised; a jump wider than the results kept walks the results instead.
+// ack forgets the results of every request at or below seq.
 func (sess *session) ack(seq uint64) {
 	if seq <= sess.ackedSeq {
 		return
 	}
-	if seq-sess.ackedSeq <= uint64(len(sess.results)) {
-		for k := sess.ackedSeq + 1; k <= seq; k++ {
-			delete(sess.results, k)
-		}
-	} else {
-		for k := range sess.results {
-			if k <= seq {
-				delete(sess.results, k)
-			}
-		}
+	i, _ := slices.BinarySearchFunc(sess.order, seq+1, cmpRequestSeq)
+	for _, r := range sess.order[:i] {
+		delete(sess.results, r.RequestSeq)
 	}
+	sess.order = sess.order[i:]
 	sess.ackedSeq = seq
 }
 
-// minResultSeq is the lowest request seq with a kept result. Kept results
-// lie above ackedSeq and clients issue seqs contiguously, so walking up from
-// ackedSeq finds it at once; a sparse session falls back to a scan.
-func (sess *session) minResultSeq() uint64 {
-	for k, n := sess.ackedSeq+1, 0; n < 64; k, n = k+1, n+1 {
-		if _, ok := sess.results[k]; ok {
-			return k
-		}
+// keep records the result of a request not kept yet, applies the client's
+// ack and drops the oldest results over MaxResultsPerSession. Every step
+// costs the same however the client numbers or acks its requests: a client
+// that never acks has its oldest result dropped on every request.
+func (sess *session) keep(r *pb.SessionResult, acked uint64) {
+	sess.results[r.RequestSeq] = r
+	if n := len(sess.order); n == 0 || sess.order[n-1].RequestSeq < r.RequestSeq {
+		sess.order = append(sess.order, r) // the usual case: seqs rise
+	} else {
+		i, _ := slices.BinarySearchFunc(sess.order, r.RequestSeq, cmpRequestSeq)
+		sess.order = slices.Insert(sess.order, i, r)
 	}
-	var min uint64
-	first := true
-	for k := range sess.results {
-		if first || k < min {
-			min, first = k, false
-		}
+	sess.ack(acked)
+	for len(sess.order) > MaxResultsPerSession {
+		delete(sess.results, sess.order[0].RequestSeq)
+		sess.order = sess.order[1:]
 	}
-	return min
 }
 
-func (sess *session) sortedResults() []*pb.SessionResult {
-	out := make([]*pb.SessionResult, 0, len(sess.results))
-	for _, r := range sess.results {
-		out = append(out, r)
+func cmpRequestSeq(r *pb.SessionResult, seq uint64) int { return cmp.Compare(r.RequestSeq, seq) }
+
+// minResultSeq is the lowest request seq with a kept result (0 when none
+// is kept).
+func (sess *session) minResultSeq() uint64 {
+	if len(sess.order) == 0 {
+		return 0
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].RequestSeq < out[j].RequestSeq })
-	return out
+	return sess.order[0].RequestSeq
 }
+
+// resultList returns a copy of the kept results in request order (a
+// result is never changed once kept, so a capture may share them).
+func (sess *session) resultList() []*pb.SessionResult { return slices.Clone(sess.order) }

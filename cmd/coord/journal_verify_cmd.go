@@ -19,9 +19,10 @@ func newVerifyCmd() *cobra.Command {
 		Long: `Replicate a checkpoint entry and compare the digest (SHA-256 of the whole
 state: journal, segments, consumers, sessions, members) that every member
 had at that entry. Exits 1 when a member differs or does not answer. A
-member's applies pause only while it captures its state at the entry (about
-60 ms per million retained events on the reference machine); it hashes the
-capture afterwards, beside the applies (about 0.3 s per million,
+member's applies pause only while it captures its state at the entry (the
+copy a snapshot takes: about 2 ms with a million retained events and 100
+sessions of 4,096 kept results on the reference machine); it hashes the
+capture afterwards, beside the applies (about 0.25 s per million events,
 docs/benchmarks.md).`,
 		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
