@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"sort"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 )
@@ -27,33 +29,63 @@ func (s *State) digest(withIndex bool) [32]byte { return captureSnapshot(s).dige
 type Checkpoint struct {
 	Index uint64
 
-	sn     *snapshot // dropped once hashed, so it pins nothing after
+	mu     sync.Mutex
+	sn     *snapshot // taken by compute or expire, so it pins nothing after
 	done   chan struct{}
 	digest [32]byte
+	err    error
 }
+
+// ErrCheckpointExpired: later checkpoints pushed this one out of the
+// member's last keepCheckpoints before its digest was computed.
+var ErrCheckpointExpired = errors.New("fsm: checkpoint replaced by later ones before its digest was computed")
 
 func newCheckpoint(index uint64, sn *snapshot) *Checkpoint {
 	return &Checkpoint{Index: index, sn: sn, done: make(chan struct{})}
 }
 
-// compute hashes the capture; the FSM runs it once per checkpoint, on a
-// goroutine of its own.
-func (c *Checkpoint) compute() {
-	c.digest = c.sn.digest(true)
+func (c *Checkpoint) take() *snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sn := c.sn
 	c.sn = nil
-	close(c.done)
+	return sn
 }
 
-// Wait returns the digest once it is computed, or ctx's error.
+func (c *Checkpoint) pending() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sn != nil
+}
+
+// compute hashes the capture unless compute or expire already took it.
+func (c *Checkpoint) compute() {
+	if sn := c.take(); sn != nil {
+		c.digest = sn.digest(true)
+		close(c.done)
+	}
+}
+
+// expire drops a capture not hashed yet: its waiters get
+// ErrCheckpointExpired.
+func (c *Checkpoint) expire() {
+	if sn := c.take(); sn != nil {
+		c.err = ErrCheckpointExpired
+		close(c.done)
+	}
+}
+
+// Wait returns the digest once it is computed, ErrCheckpointExpired, or
+// ctx's error.
 func (c *Checkpoint) Wait(ctx context.Context) ([32]byte, error) {
 	select {
 	case <-c.done:
-		return c.digest, nil
+		return c.digest, c.err
 	default:
 	}
 	select {
 	case <-c.done:
-		return c.digest, nil
+		return c.digest, c.err
 	case <-ctx.Done():
 		return [32]byte{}, ctx.Err()
 	}

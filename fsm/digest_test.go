@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 )
 
@@ -140,5 +142,56 @@ func TestCheckpointDigestWaitEndsWithContext(t *testing.T) {
 	cp.compute()
 	if d, err := cp.Wait(ctx); err != nil || d != NewState().Hash() {
 		t.Fatalf("after compute: %x, %v", d, err)
+	}
+}
+
+// TestCheckpointsExpireUnhashed: checkpoints applied faster than their
+// digests are computed (here 40 in one batch, so none is hashed between
+// them) hold at most keepCheckpoints captures: the older ones expire and
+// their waiters are told so; the kept ones are hashed, and then the FSM
+// holds no capture and no digest goroutine.
+func TestCheckpointsExpireUnhashed(t *testing.T) {
+	f := New(nil)
+	f.Apply(appendEntry(t, 1, op("c", 1, 0, "a", "b")))
+	var logs []*raft.Log
+	for i := range 40 {
+		logs = append(logs, cmdEntry(t, uint64(2+i), pb.CommandType_COMMAND_TYPE_CHECKPOINT, &pb.CheckpointCommand{}))
+	}
+	out := f.ApplyBatch(logs)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i, r := range out {
+		cp := r.(*Checkpoint)
+		d, err := cp.Wait(ctx)
+		switch {
+		case i < 40-keepCheckpoints && !errors.Is(err, ErrCheckpointExpired):
+			t.Fatalf("checkpoint %d: %x, %v; want expired", cp.Index, d, err)
+		case i >= 40-keepCheckpoints && (err != nil || d == [32]byte{}):
+			t.Fatalf("checkpoint %d: %x, %v", cp.Index, d, err)
+		}
+	}
+	var want [32]byte
+	f.View(func(s *State) { want = s.Hash() })
+	if d, found, err := f.CheckpointDigest(ctx, 41); !found || err != nil || d != want {
+		t.Fatalf("last checkpoint: %x found %v, %v; want %x", d, found, err, want)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f.mu.RLock()
+		busy := f.digesting
+		held := 0
+		for _, c := range f.checkpoints {
+			if c.pending() {
+				held++
+			}
+		}
+		f.mu.RUnlock()
+		if !busy && held == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("digesting %v, %d captures held", busy, held)
+		}
+		runtime.Gosched()
 	}
 }

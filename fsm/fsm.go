@@ -109,10 +109,12 @@ type FSM struct {
 	applied chan struct{}
 	onHalt  func(error)
 	// checkpoints holds this member's digests at the last checkpoint
-	// entries (local bookkeeping, not replicated state); each is computed
-	// after its apply, one at a time under digestMu.
+	// entries (local bookkeeping, not replicated state). One goroutine at a
+	// time (digesting) computes them oldest first, after their applies; a
+	// checkpoint pushed out of the last keepCheckpoints before that drops
+	// its capture, so at most keepCheckpoints captures are ever held.
 	checkpoints []*Checkpoint
-	digestMu    sync.Mutex
+	digesting   bool
 }
 
 const keepCheckpoints = 16
@@ -162,13 +164,13 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		if cp, ok := resp.(*Checkpoint); ok {
 			f.checkpoints = append(f.checkpoints, cp)
 			if len(f.checkpoints) > keepCheckpoints {
+				f.checkpoints[0].expire()
 				f.checkpoints = f.checkpoints[1:]
 			}
-			go func() {
-				f.digestMu.Lock() // one digest at a time
-				defer f.digestMu.Unlock()
-				cp.compute()
-			}()
+			if !f.digesting {
+				f.digesting = true
+				go f.computeDigests()
+			}
 		}
 		out[i] = resp
 	}
@@ -193,6 +195,28 @@ func (f *FSM) applyEntry(l *raft.Log) (any, error) {
 		return nil, fmt.Errorf("index %d: %w", l.Index, err)
 	}
 	return f.state.Apply(l.Index, &pb.Command{Version: env.version, Type: env.typ, Payload: env.payload, ProposedUnixNanos: env.nanos})
+}
+
+// computeDigests hashes the kept checkpoints' captures, oldest first,
+// until none is left to hash.
+func (f *FSM) computeDigests() {
+	for {
+		var next *Checkpoint
+		f.mu.Lock()
+		for _, c := range f.checkpoints {
+			if c.pending() {
+				next = c
+				break
+			}
+		}
+		if next == nil {
+			f.digesting = false
+			f.mu.Unlock()
+			return
+		}
+		f.mu.Unlock()
+		next.compute()
+	}
 }
 
 // CheckpointDigest returns this member's digest at a checkpoint index,

@@ -23,7 +23,9 @@ member's applies pause only while it captures its state at the entry (the
 copy a snapshot takes: about 2 ms with a million retained events and 100
 sessions of 4,096 kept results on the reference machine); it hashes the
 capture afterwards, beside the applies (about 0.25 s per million events,
-docs/benchmarks.md).`,
+docs/benchmarks.md). A member keeps its last 16 checkpoints: one pushed out
+by later ones before the member hashed it fails the verify with Aborted
+(retry).`,
 		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {

@@ -3,6 +3,7 @@ package coordserver
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"sync"
 	"time"
 
@@ -24,7 +25,7 @@ func (c *clusterService) Verify(ctx context.Context, _ *pb.VerifyRequest) (*pb.V
 	cp := resp.(*fsm.Checkpoint)
 	digest, err := cp.Wait(ctx)
 	if err != nil {
-		return nil, status.FromContextError(err).Err()
+		return nil, checkpointStatus(err)
 	}
 	f := s.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -81,10 +82,19 @@ func (p *peerService) CheckpointDigest(ctx context.Context, req *pb.CheckpointDi
 	}
 	d, ok, err := s.fsm.CheckpointDigest(ctx, req.Index)
 	if err != nil {
-		return nil, status.FromContextError(err).Err()
+		return nil, checkpointStatus(err)
 	}
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "no checkpoint recorded at index %d (restored from a later snapshot?)", req.Index)
 	}
 	return &pb.CheckpointDigestResponse{Digest: d[:]}, nil
+}
+
+// checkpointStatus is the status of a checkpoint digest that could not be
+// waited for: the caller's deadline, or later checkpoints replaced it.
+func checkpointStatus(err error) error {
+	if errors.Is(err, fsm.ErrCheckpointExpired) {
+		return status.Errorf(codes.Aborted, "verify: %v; retry", err)
+	}
+	return status.FromContextError(err).Err()
 }
