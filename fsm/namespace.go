@@ -509,15 +509,6 @@ func (s *State) NextGS() uint64 { return s.ns.nextGS }
 // ReservedEventPrefix was written by the state machine.
 func (s *State) AuditFromSeq() uint64 { return s.ns.auditFrom }
 
-func (ns *namespace) blockIDs() []uint64 {
-	ids := make([]uint64, 0, len(ns.blocks))
-	for id := range ns.blocks {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	return ids
-}
-
 // rebuild derives the indexes from restored records and checks that they
 // fit together: every block belongs to exactly the file that lists it, no
 // path is both a file and a directory, open files have a lease holder and

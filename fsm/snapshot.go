@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"bufio"
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -319,7 +318,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 				sess.results[r.RequestSeq] = r
 			}
 			// Written in request order; the writer's order is not relied on.
-			sess.order = slices.SortedFunc(maps.Values(sess.results), func(a, b *pb.SessionResult) int { return cmp.Compare(a.RequestSeq, b.RequestSeq) })
+			sess.order = slices.SortedFunc(maps.Values(sess.results), func(a, b *pb.SessionResult) int { return cmpRequestSeq(a, b.RequestSeq) })
 			if _, dup := st.sessions[sess.id]; dup {
 				return nil, fmt.Errorf("%w: duplicate session %q", ErrSnapshotCorrupt, sess.id)
 			}
