@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"math"
 	"sort"
 	"sync"
 
@@ -157,14 +158,20 @@ func (sn *snapshot) digest(withIndex bool) [32]byte {
 			put(m.index)
 		}
 	}
-	for _, sess := range sn.sessions {
-		putString(sess.ClientId)
-		put(sess.AckedSeq)
-		put(sess.LastIndex)
-		for _, r := range sess.Results {
-			put(r.RequestSeq)
-			put(r.FirstSeq)
-			put(uint64(r.Count))
+	for i := range sn.sessions {
+		sess := &sn.sessions[i]
+		putString(sess.id)
+		put(sess.ackedSeq)
+		put(sess.lastIndex)
+		if sess.droppedThrough != 0 {
+			// Only from log format 5 on: older states hash as before.
+			put(math.MaxUint64)
+			put(sess.droppedThrough)
+		}
+		for _, r := range sess.kept {
+			put(r.requestSeq)
+			put(r.firstSeq)
+			put(uint64(r.count))
 		}
 	}
 	for _, m := range sn.members {

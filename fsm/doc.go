@@ -29,8 +29,9 @@
 // refused — ErrNamespaceFormat — in entries of an older format); format 4
 // allows the cache-directive ops of the namespace (add_cache_directive,
 // remove_cache_directive: a format-3 build would halt on the unknown op, so
-// they are refused — ErrCacheFormat — in entries of an older format). This build reads
-// MinCommandVersion..CommandVersion. Proposers write the replicated format
+// they are refused — ErrCacheFormat — in entries of an older format);
+// format 5 changes the session rules (below, "Sessions") and no entry's
+// content. This build reads MinCommandVersion..CommandVersion. Proposers write the replicated format
 // (State.LogFormat); the leader raises it with a SET_FORMAT entry once
 // every voter has registered a build that reads the new format (Member.
 // max_log_format), the Raft counterpart of Ceph's journal reformat: no
@@ -49,7 +50,21 @@
 // session are kept (a client that never acks has its oldest dropped, and a
 // retry of a dropped one gets ErrSessionResultExpired) and MaxSessions
 // sessions (least recently used evicted first); sessions are part of
-// snapshots.
+// snapshots. A kept result is 24 bytes in a slice ordered by request seq
+// (session.go): no map, no object per result.
+//
+// Log format 5 changes two rules, from the SET_FORMAT to 5 on (keyed on
+// the replicated format, so entries before it replay as they applied):
+// all sessions together keep at most MaxKeptResults results — past it the
+// least recently used session holding results loses its oldest — and a
+// session records the highest request seq it dropped unacknowledged
+// (dropped_through in the snapshot): a retry at or below it without a
+// kept result is refused with ErrSessionResultExpired even when the
+// session is no longer full. Before format 5 only a full session refused
+// a retry below its oldest result, so a retry of a result dropped before a
+// burst of acks could be applied twice; that rule still holds too. An
+// evicted session (over MaxSessions) is forgotten whole: a retry from it is
+// taken as a new request, as in every format.
 //
 // # Namespace
 //
@@ -169,10 +184,10 @@
 // runs a build with it. The state digest of a state without a namespace is
 // unchanged, so checkpoints agree across builds until then.
 //
-// # Snapshot format, version 4
+// # Snapshot format, version 5
 //
 //	magic       8 bytes  "LBKSNAP\n"
-//	version     uint32   big endian, 4
+//	version     uint32   big endian, 5
 //	header      uvarint length + SnapshotHeader (protobuf)
 //	records     uvarint length + SnapshotRecord, repeated:
 //	              event_count events in seq order, then
@@ -186,7 +201,9 @@
 //	              directive_count cache directives sorted by id
 //	crc         uint32   big endian CRC32C (Castagnoli) of all bytes above
 //
-// Format 3 ends after the nodes and has no directive counter (read as no
+// Format 4 is the same layout without sessions' dropped_through (read as
+// 0; a format-4 stream with one is corrupt); format 3 ends after the
+// nodes and has no directive counter (read as no
 // directives, next id 1); format 2 ends after the consumers and has no
 // namespace counters; format 1 also has no segments or consumers (rebuilt
 // from the events). All are still read. The state digest hashes the

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -78,4 +80,40 @@ func restoreFixture(t *testing.T, version uint32, logs []*raft.Log, check func(*
 		t.Fatalf("the rewrite of the format-%d fixture changed the state", version)
 	}
 	return old
+}
+
+// format4FixtureLogs is the history testdata/snapshot-v4.bin was written
+// from (by the build before the session floors, snapshot format 4): the
+// format-3 fixture's history, a SET_FORMAT to log format 4, a cache
+// directive on each of the first three files by path, a client
+// that never acks sending 41 entries of 100 requests (its oldest 4
+// results dropped), a RESET (sessions outlive it) and a few appends after.
+func format4FixtureLogs(t testing.TB) []*raft.Log {
+	logs := format3FixtureLogs(t)
+	idx := uint64(len(logs))
+	next := func() uint64 { idx++; return idx }
+	logs = append(logs, cmdEntry(t, next(), pb.CommandType_COMMAND_TYPE_SET_FORMAT, &pb.SetFormatCommand{Version: 4}))
+	f := New(nil)
+	f.ApplyBatch(logs)
+	var paths []string
+	f.View(func(s *State) {
+		paths = slices.Sorted(maps.Keys(s.ns.files))[:3]
+	})
+	for i, p := range paths {
+		logs = append(logs, nsEntry(t, next(), int64(i+1), &pb.NamespaceCommand{Op: opAddCache(p, uint32(i+1))}))
+	}
+	seq := uint64(0)
+	for range 41 {
+		var ops []*pb.AppendOp
+		for range 100 {
+			seq++
+			ops = append(ops, op("fixture-noack", seq, 0, "n"))
+		}
+		logs = append(logs, appendEntry(t, next(), ops...))
+	}
+	logs = append(logs, cmdEntry(t, next(), pb.CommandType_COMMAND_TYPE_RESET, &pb.ResetCommand{}))
+	for i := range 5 {
+		logs = append(logs, appendEntry(t, next(), op("fixture-acks", uint64(i+1), uint64(i), "after-reset")))
+	}
+	return logs
 }

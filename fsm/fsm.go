@@ -26,8 +26,9 @@ const (
 	// before 3 cannot apply — so they are accepted only in format 3
 	// entries, written once every voter reads format 3; 4 adds the
 	// cache-directive ops of the namespace, likewise accepted only in
-	// format 4 entries.
-	CommandVersion = 4
+	// format 4 entries; 5 changes a rule of the sessions, not the entries'
+	// content (see SessionFloorFormat).
+	CommandVersion = 5
 
 	// NamespaceFormat is the first log format whose entries may carry
 	// namespace commands.
@@ -36,6 +37,16 @@ const (
 	// carry cache-directive ops (add_cache_directive,
 	// remove_cache_directive).
 	CacheFormat = 4
+	// SessionFloorFormat is the first log format (the replicated one, in
+	// State, not an entry's) under which all sessions together keep at
+	// most MaxKeptResults results and a session remembers the highest
+	// request seq whose result it dropped unacknowledged, refusing a
+	// retry at or below it (ErrSessionResultExpired). A format-4 build
+	// applying entries under these rules would keep different results
+	// and answer retries differently, so the rules start only at the
+	// SET_FORMAT to 5, which the leader writes once every voter runs a
+	// build that has them.
+	SessionFloorFormat = 5
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -302,7 +303,8 @@ func TestSessionEviction(t *testing.T) {
 // MaxResultsPerSession results (a retry of one of them is answered, an
 // older one expires), and minResultSeq agrees with a scan however the
 // seqs arrive: contiguous, with gaps, out of order, acked in jumps; the
-// ordered list and the map always hold the same results, in request order.
+// kept results stay in request order, above the ack, and counted in the
+// table's total.
 func TestSessionResultsBounded(t *testing.T) {
 	s := NewState()
 	idx := uint64(0)
@@ -321,8 +323,8 @@ func TestSessionResultsBounded(t *testing.T) {
 		apply(op("noack", seq, 0, "e"))
 	}
 	sess := s.sessions["noack"]
-	if len(sess.results) != MaxResultsPerSession || sess.minResultSeq() != n-MaxResultsPerSession+1 {
-		t.Fatalf("kept %d results from %d", len(sess.results), sess.minResultSeq())
+	if len(sess.kept) != MaxResultsPerSession || sess.minResultSeq() != n-MaxResultsPerSession+1 || sess.droppedThrough != 0 {
+		t.Fatalf("kept %d results from %d (dropped through %d)", len(sess.kept), sess.minResultSeq(), sess.droppedThrough)
 	}
 	if r := apply(op("noack", n-MaxResultsPerSession+1, 0, "e")); !r.Duplicate {
 		t.Fatalf("retry of a kept result: %+v", r)
@@ -352,17 +354,17 @@ func TestSessionResultsBounded(t *testing.T) {
 		apply(o)
 		sess := s.sessions["sparse"]
 		var want uint64
-		for k := range sess.results {
-			if want == 0 || k < want {
-				want = k
+		for _, r := range sess.kept {
+			if want == 0 || r.requestSeq < want {
+				want = r.requestSeq
 			}
 		}
-		if got := sess.minResultSeq(); got != want || len(sess.results) > MaxResultsPerSession {
-			t.Fatalf("step %d: minResultSeq %d, scan %d, %d kept", i, got, want, len(sess.results))
+		if got := sess.minResultSeq(); got != want || len(sess.kept) > MaxResultsPerSession {
+			t.Fatalf("step %d: minResultSeq %d, scan %d, %d kept", i, got, want, len(sess.kept))
 		}
-		checkOrder(t, sess)
+		checkSessions(t, &s.sessionTable)
 	}
-	// A restored session rebuilds its order from the snapshot's results.
+	// A restored session reads its results back in order.
 	var buf bytes.Buffer
 	if err := captureSnapshot(s).write(&buf); err != nil {
 		t.Fatal(err)
@@ -371,23 +373,49 @@ func TestSessionResultsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkSessions(t, &r.sessionTable)
 	for _, id := range []string{"noack", "sparse"} {
-		checkOrder(t, r.sessions[id])
-		if got, want := r.sessions[id].minResultSeq(), s.sessions[id].minResultSeq(); got != want || len(r.sessions[id].order) != len(s.sessions[id].order) {
-			t.Fatalf("%s restored: min %d of %d, want %d of %d", id, got, len(r.sessions[id].order), want, len(s.sessions[id].order))
+		if !slices.Equal(r.sessions[id].kept, s.sessions[id].kept) {
+			t.Fatalf("%s restored with other results", id)
 		}
 	}
 }
 
-func checkOrder(t *testing.T, sess *session) {
+// checkSessions checks the session table's derived structures: every
+// session's results in request order above its ack and its dropped
+// results, the total they add up to, and the holders list being the lru
+// order restricted to the sessions holding results.
+func checkSessions(t *testing.T, st *sessionTable) {
 	t.Helper()
-	if len(sess.order) != len(sess.results) {
-		t.Fatalf("%s: %d results in order, %d in the map", sess.id, len(sess.order), len(sess.results))
-	}
-	for j, r := range sess.order {
-		if sess.results[r.RequestSeq] != r || (j > 0 && sess.order[j-1].RequestSeq >= r.RequestSeq) || r.RequestSeq <= sess.ackedSeq {
-			t.Fatalf("%s: order[%d] = %d out of place (acked %d)", sess.id, j, r.RequestSeq, sess.ackedSeq)
+	total := 0
+	var holders []*session
+	for e := st.lru.Front(); e != nil; e = e.Next() {
+		sess := e.Value.(*session)
+		for j, r := range sess.kept {
+			if (j > 0 && sess.kept[j-1].requestSeq >= r.requestSeq) || r.requestSeq <= sess.ackedSeq || r.requestSeq <= sess.droppedThrough {
+				t.Fatalf("%s: kept[%d] = %d out of place (acked %d, dropped through %d)", sess.id, j, r.requestSeq, sess.ackedSeq, sess.droppedThrough)
+			}
 		}
+		if (sess.holder != nil) != (len(sess.kept) > 0) {
+			t.Fatalf("%s: %d kept, holder %v", sess.id, len(sess.kept), sess.holder != nil)
+		}
+		if len(sess.kept) > 0 {
+			holders = append(holders, sess)
+		}
+		total += len(sess.kept)
+	}
+	if total != st.keptResults {
+		t.Fatalf("sessions keep %d results, the table counts %d", total, st.keptResults)
+	}
+	i := 0
+	for e := st.holders.Front(); e != nil; e = e.Next() {
+		if i >= len(holders) || e.Value.(*session) != holders[i] {
+			t.Fatalf("holder %d out of lru order", i)
+		}
+		i++
+	}
+	if i != len(holders) {
+		t.Fatalf("%d holders listed, %d sessions hold results", i, len(holders))
 	}
 }
 

@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"container/list"
 	"fmt"
 	"regexp"
 	"sort"
@@ -302,7 +301,7 @@ func (s *State) applyImport(index uint64, c *pb.ImportCommand) TrimResult {
 		if s.nextSeq != 1 || s.EventCount() > 0 {
 			// A forced import replaces the journal: results cached for
 			// retries and consumer positions refer to the old contents.
-			s.sessions, s.lru = make(map[string]*session), list.New()
+			s.resetSessions()
 			for name, acked := range s.consumers {
 				s.consumers[name] = min(acked, first-1)
 			}

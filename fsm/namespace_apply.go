@@ -39,10 +39,10 @@ func (s *State) applyNamespace(index uint64, now int64, c *pb.NamespaceCommand) 
 			if c.RequestSeq <= sess.ackedSeq {
 				return refuse(ErrSessionAcked)
 			}
-			if r, ok := sess.results[c.RequestSeq]; ok {
+			if r, ok := sess.result(c.RequestSeq); ok {
 				return s.namespaceRetry(index, c, r), nil
 			}
-			if len(sess.results) >= MaxResultsPerSession && c.RequestSeq < sess.minResultSeq() {
+			if sess.expired(c.RequestSeq) {
 				return refuse(ErrSessionResultExpired)
 			}
 		} else if c.RequestSeq == 0 {
@@ -67,18 +67,18 @@ func (s *State) applyNamespace(index uint64, now int64, c *pb.NamespaceCommand) 
 	}
 	if c.ClientId != "" {
 		sess := s.session(c.ClientId, index)
-		sess.keep(&pb.SessionResult{RequestSeq: c.RequestSeq, FirstSeq: seq, Count: 1}, c.AckedSeq)
+		s.keep(sess, keptResult{requestSeq: c.RequestSeq, firstSeq: seq, count: 1}, c.AckedSeq, s.LogFormat())
 	}
 	return NamespaceResult{Result: res, Seq: seq, Index: index}, nil
 }
 
 // namespaceRetry answers a retried request from its audit event: the
 // session keeps the event's seq, the event keeps the result.
-func (s *State) namespaceRetry(index uint64, c *pb.NamespaceCommand, r *pb.SessionResult) NamespaceResult {
-	if r.FirstSeq < s.firstSeq || r.FirstSeq >= s.nextSeq {
-		return NamespaceResult{Index: index, Err: fmt.Errorf("%w: its audit event %d was trimmed", ErrSessionResultExpired, r.FirstSeq)}
+func (s *State) namespaceRetry(index uint64, c *pb.NamespaceCommand, r keptResult) NamespaceResult {
+	if r.firstSeq < s.firstSeq || r.firstSeq >= s.nextSeq {
+		return NamespaceResult{Index: index, Err: fmt.Errorf("%w: its audit event %d was trimmed", ErrSessionResultExpired, r.firstSeq)}
 	}
-	e := s.events.at(r.FirstSeq)
+	e := s.events.at(r.firstSeq)
 	if !ReservedEventType(e.Type) || e.ClientId != c.ClientId || e.RequestSeq != c.RequestSeq {
 		return NamespaceResult{Index: index, Err: errorf(ErrInvalidNamespaceOp, "request seq %d of client %q was used by another kind of request", c.RequestSeq, c.ClientId)}
 	}

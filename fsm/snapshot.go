@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"maps"
 	"slices"
 
 	"github.com/hashicorp/raft"
@@ -18,11 +17,13 @@ import (
 // SnapshotFormatVersion is the snapshot format this build writes. Restore
 // reads every version up to it and refuses newer ones.
 //
-// Format 4 added the cache directives; format 3 added the namespace (files, blocks, nodes, counters); format 2
-// added the journal header (config, segments, consumers); format 1 is still
+// Format 5 added the sessions' dropped_through (log format 5); format 4
+// added the cache directives; format 3 added the namespace (files, blocks,
+// nodes, counters); format 2 added the journal header (config, segments,
+// consumers); format 1 is still
 // read, its segments rebuilt from the events. An older build refuses a
 // newer format (ErrSnapshotVersion) rather than misread it.
-const SnapshotFormatVersion = 4
+const SnapshotFormatVersion = 5
 
 // snapshotMagic opens every snapshot stream.
 var snapshotMagic = [8]byte{'L', 'B', 'K', 'S', 'N', 'A', 'P', '\n'}
@@ -41,7 +42,7 @@ var ErrSnapshotVersion = errors.New("fsm: snapshot format version not supported"
 type snapshot struct {
 	header    *pb.SnapshotHeader
 	events    []eventBlock // a view, from header.FirstSeq on
-	sessions  []*pb.Session
+	sessions  []sessionCapture
 	members   []*pb.Member
 	segments  []*pb.Segment
 	consumers []*pb.Consumer
@@ -99,14 +100,9 @@ func captureSnapshot(s *State) *snapshot {
 		sn.nodes = append(sn.nodes, n)
 	}
 	sn.directives = s.CacheDirectives()
+	sn.sessions = make([]sessionCapture, 0, len(s.sessions))
 	for e := s.lru.Front(); e != nil; e = e.Next() {
-		sess := e.Value.(*session)
-		sn.sessions = append(sn.sessions, &pb.Session{
-			ClientId:  sess.id,
-			AckedSeq:  sess.ackedSeq,
-			LastIndex: sess.lastIndex,
-			Results:   sess.resultList(),
-		})
+		sn.sessions = append(sn.sessions, e.Value.(*session).capture())
 	}
 	return sn
 }
@@ -161,8 +157,8 @@ func (sn *snapshot) write(w io.Writer) error {
 		}
 	}
 	rec := &pb.SnapshotRecord{}
-	for _, s := range sn.sessions {
-		rec.Record = &pb.SnapshotRecord_Session{Session: s}
+	for i := range sn.sessions {
+		rec.Record = &pb.SnapshotRecord_Session{Session: sn.sessions[i].record()}
 		if err := writeMsg(rec); err != nil {
 			return err
 		}
@@ -312,18 +308,14 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			if i < h.EventCount || i >= h.EventCount+h.SessionCount {
 				return nil, fmt.Errorf("%w: session record out of place", ErrSnapshotCorrupt)
 			}
-			s := x.Session
-			sess := &session{id: s.ClientId, ackedSeq: s.AckedSeq, lastIndex: s.LastIndex, results: make(map[uint64]*pb.SessionResult, len(s.Results))}
-			for _, r := range s.Results {
-				sess.results[r.RequestSeq] = r
+			sess, err := restoreSession(version, x.Session)
+			if err != nil {
+				return nil, err
 			}
-			// Written in request order; the writer's order is not relied on.
-			sess.order = slices.SortedFunc(maps.Values(sess.results), func(a, b *pb.SessionResult) int { return cmpRequestSeq(a, b.RequestSeq) })
 			if _, dup := st.sessions[sess.id]; dup {
 				return nil, fmt.Errorf("%w: duplicate session %q", ErrSnapshotCorrupt, sess.id)
 			}
-			sess.elem = st.lru.PushBack(sess)
-			st.sessions[sess.id] = sess
+			st.addRestored(sess)
 		case *pb.SnapshotRecord_Member:
 			if i < h.EventCount+h.SessionCount || i >= base {
 				return nil, fmt.Errorf("%w: member record out of place", ErrSnapshotCorrupt)
@@ -395,6 +387,25 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		return nil, err
 	}
 	return st, nil
+}
+
+// restoreSession reads a session record of a snapshot of format version.
+func restoreSession(version uint32, s *pb.Session) (*session, error) {
+	if s.DroppedThrough != 0 && version < 5 {
+		return nil, fmt.Errorf("%w: format %d snapshot with a session's dropped results", ErrSnapshotCorrupt, version)
+	}
+	sess := &session{id: s.ClientId, ackedSeq: s.AckedSeq, lastIndex: s.LastIndex, droppedThrough: s.DroppedThrough, kept: make([]keptResult, len(s.Results))}
+	for i, r := range s.Results {
+		sess.kept[i] = keptResult{requestSeq: r.RequestSeq, firstSeq: r.FirstSeq, count: r.Count}
+	}
+	// Written in request order; the writer's order is not relied on.
+	slices.SortFunc(sess.kept, func(a, b keptResult) int { return cmpRequestSeq(a, b.requestSeq) })
+	for i := 1; i < len(sess.kept); i++ {
+		if sess.kept[i].requestSeq == sess.kept[i-1].requestSeq {
+			return nil, fmt.Errorf("%w: session %q keeps request %d twice", ErrSnapshotCorrupt, s.ClientId, sess.kept[i].requestSeq)
+		}
+	}
+	return sess, nil
 }
 
 // restoreEvent adds event record i of a snapshot holding count events,

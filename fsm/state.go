@@ -1,12 +1,8 @@
 package fsm
 
 import (
-	"cmp"
-	"container/list"
 	"fmt"
-	"slices"
 	"sort"
-	"strings"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"google.golang.org/protobuf/proto"
@@ -20,6 +16,10 @@ const (
 	// MaxSessions bounds the session table; the least recently used session
 	// (by Raft index) is evicted first.
 	MaxSessions = 65536
+	// MaxKeptResults bounds the results all sessions keep together (from
+	// log format 5 on): over it, the least recently used session holding
+	// results loses its oldest (~24-72 bytes each: at most ~75 MB).
+	MaxKeptResults = 1 << 20
 )
 
 // Result is the outcome of one AppendOp.
@@ -30,18 +30,6 @@ type Result struct {
 	// Duplicate is true when the op was a retry answered from the session.
 	Duplicate bool
 	Err       error
-}
-
-type session struct {
-	id        string
-	ackedSeq  uint64
-	results   map[uint64]*pb.SessionResult
-	lastIndex uint64
-	elem      *list.Element
-	// order holds the kept results by ascending request seq: the oldest
-	// to drop, the acked prefix and a capture's sorted copy without a scan
-	// of the map. results and order always hold the same results.
-	order []*pb.SessionResult
 }
 
 // State is the deterministic metadata state. It performs no I/O, reads no
@@ -58,9 +46,8 @@ type State struct {
 	// scratch is the decoded APPEND entry being applied, reused.
 	scratch  appendView
 	firstSeq uint64
-	sessions map[string]*session
-	lru      *list.List // front = least recently used session
-	members  map[string]*pb.Member
+	sessionTable
+	members map[string]*pb.Member
 
 	// The journal header: segment table, consumers and rolling config.
 	segments      []*pb.Segment
@@ -77,16 +64,16 @@ type State struct {
 
 // NewState returns an empty state: the journal starts at seq 1.
 func NewState() *State {
-	return &State{
+	s := &State{
 		nextSeq:   1,
 		firstSeq:  1,
-		sessions:  make(map[string]*session),
-		lru:       list.New(),
 		members:   make(map[string]*pb.Member),
 		consumers: make(map[string]uint64),
 		config:    defaultJournalConfig(),
 		ns:        newNamespace(),
 	}
+	s.resetSessions()
+	return s
 }
 
 // AppliedIndex is the Raft index of the last entry applied.
@@ -132,6 +119,10 @@ func (s *State) Member(id string) (*pb.Member, bool) {
 
 // SessionCount is the number of client sessions held.
 func (s *State) SessionCount() int { return len(s.sessions) }
+
+// KeptResults is the number of request results the sessions keep for
+// retries.
+func (s *State) KeptResults() int { return s.keptResults }
 
 // Apply applies one decoded command at a Raft index. It returns the
 // per-command response (for APPEND: []Result) or an error when the command
@@ -295,10 +286,10 @@ func (s *State) applyOp(index uint64, op appendOpView, events []eventView) Resul
 		if op.requestSeq <= sess.ackedSeq {
 			return Result{Index: index, Err: ErrSessionAcked}
 		}
-		if r, ok := sess.results[op.requestSeq]; ok {
-			return Result{FirstSeq: r.FirstSeq, Count: r.Count, Index: index, Duplicate: true}
+		if r, ok := sess.result(op.requestSeq); ok {
+			return Result{FirstSeq: r.firstSeq, Count: r.count, Index: index, Duplicate: true}
 		}
-		if len(sess.results) >= MaxResultsPerSession && op.requestSeq < sess.minResultSeq() {
+		if sess.expired(op.requestSeq) {
 			return Result{Index: index, Err: ErrSessionResultExpired}
 		}
 	}
@@ -308,74 +299,7 @@ func (s *State) applyOp(index uint64, op appendOpView, events []eventView) Resul
 	}
 	r := Result{FirstSeq: first, Count: uint32(len(events)), Index: index}
 	if sess != nil {
-		sess.keep(&pb.SessionResult{RequestSeq: op.requestSeq, FirstSeq: first, Count: r.Count}, op.ackedSeq)
+		s.keep(sess, keptResult{requestSeq: op.requestSeq, firstSeq: first, count: r.Count}, op.ackedSeq, s.LogFormat())
 	}
 	return r
 }
-
-// session returns the client's session, creating it (and evicting the least
-// recently used one over MaxSessions) as needed, and marks it used at index.
-func (s *State) session(id string, index uint64) *session {
-	sess, ok := s.sessions[id]
-	if !ok {
-		id = strings.Clone(id) // the caller's may alias a log entry
-		sess = &session{id: id, results: make(map[uint64]*pb.SessionResult)}
-		sess.elem = s.lru.PushBack(sess)
-		s.sessions[id] = sess
-		for len(s.sessions) > MaxSessions {
-			old := s.lru.Remove(s.lru.Front()).(*session)
-			delete(s.sessions, old.id)
-		}
-	} else {
-		s.lru.MoveToBack(sess.elem)
-	}
-	sess.lastIndex = index
-	return sess
-}
-
-// ack forgets the results of every request at or below seq.
-func (sess *session) ack(seq uint64) {
-	if seq <= sess.ackedSeq {
-		return
-	}
-	i, _ := slices.BinarySearchFunc(sess.order, seq+1, cmpRequestSeq)
-	for _, r := range sess.order[:i] {
-		delete(sess.results, r.RequestSeq)
-	}
-	sess.order = sess.order[i:]
-	sess.ackedSeq = seq
-}
-
-// keep records the result of a request not kept yet, applies the client's
-// ack and drops the oldest results over MaxResultsPerSession. Every step
-// costs the same however the client numbers or acks its requests: a client
-// that never acks has its oldest result dropped on every request.
-func (sess *session) keep(r *pb.SessionResult, acked uint64) {
-	sess.results[r.RequestSeq] = r
-	if n := len(sess.order); n == 0 || sess.order[n-1].RequestSeq < r.RequestSeq {
-		sess.order = append(sess.order, r) // the usual case: seqs rise
-	} else {
-		i, _ := slices.BinarySearchFunc(sess.order, r.RequestSeq, cmpRequestSeq)
-		sess.order = slices.Insert(sess.order, i, r)
-	}
-	sess.ack(acked)
-	for len(sess.order) > MaxResultsPerSession {
-		delete(sess.results, sess.order[0].RequestSeq)
-		sess.order = sess.order[1:]
-	}
-}
-
-func cmpRequestSeq(r *pb.SessionResult, seq uint64) int { return cmp.Compare(r.RequestSeq, seq) }
-
-// minResultSeq is the lowest request seq with a kept result (0 when none
-// is kept).
-func (sess *session) minResultSeq() uint64 {
-	if len(sess.order) == 0 {
-		return 0
-	}
-	return sess.order[0].RequestSeq
-}
-
-// resultList returns a copy of the kept results in request order (a
-// result is never changed once kept, so a capture may share them).
-func (sess *session) resultList() []*pb.SessionResult { return slices.Clone(sess.order) }

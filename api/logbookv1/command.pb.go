@@ -1428,9 +1428,13 @@ type Session struct {
 	AckedSeq uint64           `protobuf:"varint,2,opt,name=acked_seq,json=ackedSeq,proto3" json:"acked_seq,omitempty"`
 	Results  []*SessionResult `protobuf:"bytes,3,rep,name=results,proto3" json:"results,omitempty"`
 	// Raft index of the last request in this session (for eviction order).
-	LastIndex     uint64 `protobuf:"varint,4,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LastIndex uint64 `protobuf:"varint,4,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	// The highest request seq whose result was dropped unacknowledged (log
+	// format 5 on; 0 before): a retry at or below it without a kept result
+	// is refused, never applied again. Snapshot format 5.
+	DroppedThrough uint64 `protobuf:"varint,5,opt,name=dropped_through,json=droppedThrough,proto3" json:"dropped_through,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -1487,6 +1491,13 @@ func (x *Session) GetResults() []*SessionResult {
 func (x *Session) GetLastIndex() uint64 {
 	if x != nil {
 		return x.LastIndex
+	}
+	return 0
+}
+
+func (x *Session) GetDroppedThrough() uint64 {
+	if x != nil {
+		return x.DroppedThrough
 	}
 	return 0
 }
@@ -1794,13 +1805,14 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\vrequest_seq\x18\x01 \x01(\x04R\n" +
 	"requestSeq\x12\x1b\n" +
 	"\tfirst_seq\x18\x02 \x01(\x04R\bfirstSeq\x12\x14\n" +
-	"\x05count\x18\x03 \x01(\rR\x05count\"\x97\x01\n" +
+	"\x05count\x18\x03 \x01(\rR\x05count\"\xc0\x01\n" +
 	"\aSession\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1b\n" +
 	"\tacked_seq\x18\x02 \x01(\x04R\backedSeq\x123\n" +
 	"\aresults\x18\x03 \x03(\v2\x19.logbook.v1.SessionResultR\aresults\x12\x1d\n" +
 	"\n" +
-	"last_index\x18\x04 \x01(\x04R\tlastIndex\"\xd8\x03\n" +
+	"last_index\x18\x04 \x01(\x04R\tlastIndex\x12'\n" +
+	"\x0fdropped_through\x18\x05 \x01(\x04R\x0edroppedThrough\"\xd8\x03\n" +
 	"\x0eSnapshotRecord\x12/\n" +
 	"\x05event\x18\x01 \x01(\v2\x17.logbook.v1.StoredEventH\x00R\x05event\x12/\n" +
 	"\asession\x18\x02 \x01(\v2\x13.logbook.v1.SessionH\x00R\asession\x12,\n" +

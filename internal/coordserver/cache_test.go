@@ -260,7 +260,7 @@ func TestCacheDirectiveBadInput(t *testing.T) {
 // reads log format 3 at most, the cluster stays at format 3 and cache
 // directives are refused (FailedPrecondition LOG_FORMAT) without proposing
 // anything; once that voter is upgraded the leader raises the format to 4
-// and directives are accepted.
+// (the newest, which includes 4) and directives are accepted.
 func TestCacheDirectivesWaitForLogFormat4(t *testing.T) {
 	e := newFSEnv(t, func(i int, c *Config) {
 		if i == 2 {
@@ -289,13 +289,13 @@ func TestCacheDirectivesWaitForLogFormat4(t *testing.T) {
 
 	e.tc.cfgs[2].maxLogFormat = 0
 	e.tc.restart(2)
-	eventually(t, 30*time.Second, "log format 4", func() bool { return format() == fsm.CacheFormat })
+	eventually(t, 30*time.Second, "the newest log format", func() bool { return format() == fsm.CommandVersion })
 	e.connect(e.tc.waitLeader())
 	r, err := e.ns.AddCacheDirective(e.ctx, &pb.AddCacheDirectiveRequest{Path: "/f", Replication: 1})
 	if err != nil || r.Directive.GetId() != 1 {
 		t.Fatalf("directive at format 4: %v, %v", r, err)
 	}
-	if v := lastEntryVersion(t, e.tc.server(e.leader)); v != fsm.CacheFormat {
+	if v := lastEntryVersion(t, e.tc.server(e.leader)); v != fsm.CommandVersion {
 		t.Fatalf("the directive was written in format %d", v)
 	}
 }

@@ -115,6 +115,12 @@ func newMetrics(s *Server) *metrics {
 		gauge("logbook_journal_trimmed_pos", "First retained seq.", func() float64 {
 			return s.journalStat(func(st *fsm.State) float64 { return float64(st.FirstSeq()) })
 		}),
+		gauge("logbook_journal_sessions", "Client sessions the state machine keeps for exactly-once appends (at most 65,536).", func() float64 {
+			return s.journalStat(func(st *fsm.State) float64 { return float64(st.SessionCount()) })
+		}),
+		gauge("logbook_journal_session_results", "Request results the sessions keep for retries, all sessions together (at most 1,048,576 from log format 5 on).", func() float64 {
+			return s.journalStat(func(st *fsm.State) float64 { return float64(st.KeptResults()) })
+		}),
 		gauge("logbook_journal_behind_on_trimming", "1 while a lagging consumer holds over twice the segment limit.", func() float64 {
 			return s.journalStat(func(st *fsm.State) float64 {
 				if s.trimWarning(st) != "" {

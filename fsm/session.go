@@ -1,0 +1,207 @@
+package fsm
+
+import (
+	"cmp"
+	"container/list"
+	"slices"
+	"strings"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+)
+
+// keptResult is the result of one request a session keeps for retries:
+// 24 bytes, in a slice ordered by request seq (no map, no pointer per
+// result).
+type keptResult struct {
+	requestSeq uint64
+	firstSeq   uint64
+	count      uint32
+}
+
+type session struct {
+	id       string
+	ackedSeq uint64
+	// kept holds the results not yet acked, by ascending request seq: the
+	// oldest to drop, the acked prefix, a retry's binary search and a
+	// capture's copy all come without a scan.
+	kept []keptResult
+	// droppedThrough is the highest request seq whose result was dropped
+	// unacknowledged (set from log format 5 on): a request at or below it
+	// without a kept result is a retry whose answer is gone, refused with
+	// ErrSessionResultExpired rather than applied a second time.
+	droppedThrough uint64
+	lastIndex      uint64
+	elem           *list.Element // in State.lru
+	holder         *list.Element // in State.holders while kept is not empty
+}
+
+// sessionTable is the session part of State: the sessions by client id,
+// in least-recently-used order, and the same order restricted to the
+// sessions holding results (whose front loses results first when all
+// sessions together keep more than MaxKeptResults).
+type sessionTable struct {
+	sessions map[string]*session
+	lru      *list.List // front = least recently used session
+	holders  *list.List // sessions with kept results, in lru order
+	// keptResults is the number of results all sessions keep.
+	keptResults int
+}
+
+func (t *sessionTable) resetSessions() {
+	t.sessions, t.lru, t.holders, t.keptResults = make(map[string]*session), list.New(), list.New(), 0
+}
+
+// addRestored appends a session read from a snapshot (which lists them
+// least recently used first).
+func (t *sessionTable) addRestored(sess *session) {
+	sess.elem = t.lru.PushBack(sess)
+	if len(sess.kept) > 0 {
+		sess.holder = t.holders.PushBack(sess)
+	}
+	t.keptResults += len(sess.kept)
+	t.sessions[sess.id] = sess
+}
+
+// session returns the client's session, creating it (and evicting the least
+// recently used one over MaxSessions) as needed, and marks it used at index.
+func (t *sessionTable) session(id string, index uint64) *session {
+	sess, ok := t.sessions[id]
+	if !ok {
+		id = strings.Clone(id) // the caller's may alias a log entry
+		sess = &session{id: id}
+		sess.elem = t.lru.PushBack(sess)
+		t.sessions[id] = sess
+		for len(t.sessions) > MaxSessions {
+			old := t.lru.Remove(t.lru.Front()).(*session)
+			delete(t.sessions, old.id)
+			t.keptResults -= len(old.kept)
+			if old.holder != nil {
+				t.holders.Remove(old.holder)
+			}
+		}
+	} else {
+		t.lru.MoveToBack(sess.elem)
+		if sess.holder != nil {
+			t.holders.MoveToBack(sess.holder)
+		}
+	}
+	sess.lastIndex = index
+	return sess
+}
+
+// keep records the result of a request not kept yet in sess (just marked
+// used), applies the client's ack and drops results over the bounds: the
+// session's oldest over MaxResultsPerSession and, from log format 5 on,
+// the oldest of the least recently used session holding results while all
+// sessions keep more than MaxKeptResults (those drops raise the session's
+// droppedThrough). Every step costs the same however the client numbers or
+// acks its requests: a client that never acks has its oldest result
+// dropped on every request.
+func (t *sessionTable) keep(sess *session, r keptResult, acked uint64, format uint32) {
+	floors := format >= SessionFloorFormat
+	before := len(sess.kept)
+	if n := len(sess.kept); n == 0 || sess.kept[n-1].requestSeq < r.requestSeq {
+		sess.kept = append(sess.kept, r) // the usual case: seqs rise
+	} else {
+		i, _ := slices.BinarySearchFunc(sess.kept, r.requestSeq, cmpRequestSeq)
+		sess.kept = slices.Insert(sess.kept, i, r)
+	}
+	sess.ack(acked)
+	if n := len(sess.kept) - MaxResultsPerSession; n > 0 {
+		sess.drop(n, floors)
+	}
+	t.keptResults += len(sess.kept) - before
+	t.updateHolder(sess)
+	if !floors {
+		return
+	}
+	for t.keptResults > MaxKeptResults {
+		// Never sess itself: it is the most recently used, and one
+		// session alone cannot exceed the total.
+		old := t.holders.Front().Value.(*session)
+		old.drop(1, true)
+		t.keptResults--
+		t.updateHolder(old)
+	}
+}
+
+// updateHolder puts sess in or out of the holders after its results
+// changed. A session joins the holders only right after it was used, so
+// at the back is its place in lru order.
+func (t *sessionTable) updateHolder(sess *session) {
+	switch {
+	case len(sess.kept) > 0 && sess.holder == nil:
+		sess.holder = t.holders.PushBack(sess)
+	case len(sess.kept) == 0 && sess.holder != nil:
+		t.holders.Remove(sess.holder)
+		sess.holder = nil
+	}
+}
+
+// ack forgets the results of every request at or below seq.
+func (sess *session) ack(seq uint64) {
+	if seq <= sess.ackedSeq {
+		return
+	}
+	i, _ := slices.BinarySearchFunc(sess.kept, seq+1, cmpRequestSeq)
+	sess.kept = sess.kept[i:]
+	sess.ackedSeq = seq
+}
+
+// drop forgets the n oldest results unacknowledged; floors records them in
+// droppedThrough (log format 5).
+func (sess *session) drop(n int, floors bool) {
+	if floors {
+		sess.droppedThrough = max(sess.droppedThrough, sess.kept[n-1].requestSeq)
+	}
+	sess.kept = sess.kept[n:]
+}
+
+// result returns the kept result of request seq.
+func (sess *session) result(seq uint64) (keptResult, bool) {
+	i, ok := slices.BinarySearchFunc(sess.kept, seq, cmpRequestSeq)
+	if !ok {
+		return keptResult{}, false
+	}
+	return sess.kept[i], true
+}
+
+// expired reports whether request seq, above the ack and not kept, is a
+// retry whose result was dropped: at or below droppedThrough, or (the rule
+// of every format) below the oldest kept result of a full session.
+func (sess *session) expired(seq uint64) bool {
+	return seq <= sess.droppedThrough || (len(sess.kept) >= MaxResultsPerSession && seq < sess.minResultSeq())
+}
+
+func cmpRequestSeq(r keptResult, seq uint64) int { return cmp.Compare(r.requestSeq, seq) }
+
+// minResultSeq is the lowest request seq with a kept result (0 when none
+// is kept).
+func (sess *session) minResultSeq() uint64 {
+	if len(sess.kept) == 0 {
+		return 0
+	}
+	return sess.kept[0].requestSeq
+}
+
+// capture copies what a snapshot or digest needs of the session (24 bytes
+// per kept result, no allocation per result: the apply waits for it).
+func (sess *session) capture() sessionCapture {
+	return sessionCapture{id: sess.id, ackedSeq: sess.ackedSeq, lastIndex: sess.lastIndex, droppedThrough: sess.droppedThrough, kept: slices.Clone(sess.kept)}
+}
+
+// sessionCapture is a session as of a capture.
+type sessionCapture struct {
+	id                                  string
+	ackedSeq, lastIndex, droppedThrough uint64
+	kept                                []keptResult
+}
+
+// record is the snapshot record of the capture.
+func (c *sessionCapture) record() *pb.Session {
+	out := &pb.Session{ClientId: c.id, AckedSeq: c.ackedSeq, LastIndex: c.lastIndex, DroppedThrough: c.droppedThrough, Results: make([]*pb.SessionResult, len(c.kept))}
+	for i, r := range c.kept {
+		out.Results[i] = &pb.SessionResult{RequestSeq: r.requestSeq, FirstSeq: r.firstSeq, Count: r.count}
+	}
+	return out
+}

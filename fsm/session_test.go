@@ -1,0 +1,218 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand"
+	"runtime"
+	"testing"
+
+	"github.com/hashicorp/raft"
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+)
+
+// fillSessions gives n sessions (h0..h<n-1>, least recently used first)
+// MaxResultsPerSession unacked results each, straight into the table.
+func fillSessions(s *State, n int, index *uint64) {
+	for i := range n {
+		*index++
+		sess := s.session(fmt.Sprintf("h%d", i), *index)
+		for seq := uint64(1); seq <= MaxResultsPerSession; seq++ {
+			s.keep(sess, keptResult{requestSeq: seq, firstSeq: seq, count: 1}, 0, s.LogFormat())
+		}
+	}
+}
+
+// TestKeptResultsBounded: under log format 4 the sessions keep what they
+// kept before (no total bound, no dropped_through: replay of old entries
+// must not change); from the SET_FORMAT to 5 on, all sessions together
+// keep at most MaxKeptResults, the least recently used session holding
+// results loses its oldest first, and a retry of a result dropped that way
+// is refused although its session is not full — by appends and namespace
+// ops alike — while a kept one is still answered.
+func TestKeptResultsBounded(t *testing.T) {
+	s := NewState()
+	s.logFormat = CacheFormat
+	idx := uint64(0)
+	fillSessions(s, MaxKeptResults/MaxResultsPerSession, &idx)
+	apply := func(l func(index uint64) []byte) any {
+		t.Helper()
+		idx++
+		cmd, err := DecodeCommand(l(idx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Apply(idx, cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	appendOp := func(o *pb.AppendOp) Result {
+		t.Helper()
+		return apply(func(i uint64) []byte { return appendEntry(t, i, o).Data }).([]Result)[0]
+	}
+	if r := appendOp(op("late", 1, 0, "e")); r.Err != nil || s.keptResults != MaxKeptResults+1 {
+		t.Fatalf("format 4: %+v, %d kept", r, s.keptResults)
+	}
+	checkSessions(t, &s.sessionTable)
+
+	apply(func(i uint64) []byte {
+		return cmdEntry(t, i, pb.CommandType_COMMAND_TYPE_SET_FORMAT, &pb.SetFormatCommand{Version: SessionFloorFormat}).Data
+	})
+	if r := appendOp(op("late", 2, 0, "e")); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	h0 := s.sessions["h0"]
+	if s.keptResults != MaxKeptResults || len(h0.kept) != MaxResultsPerSession-2 || h0.droppedThrough != 2 {
+		t.Fatalf("format 5: %d kept in all, h0 keeps %d, dropped through %d", s.keptResults, len(h0.kept), h0.droppedThrough)
+	}
+	checkSessions(t, &s.sessionTable)
+	for seq := uint64(1); seq <= 2; seq++ {
+		if r := appendOp(op("h0", seq, 0, "e")); !errors.Is(r.Err, ErrSessionResultExpired) {
+			t.Fatalf("retry of dropped request %d: %+v", seq, r)
+		}
+		nr := apply(func(i uint64) []byte {
+			return nsEntry(t, i, 1, &pb.NamespaceCommand{ClientId: "h0", RequestSeq: seq, Op: opCreate("/x", "w", false)}).Data
+		}).(NamespaceResult)
+		if !errors.Is(nr.Err, ErrSessionResultExpired) {
+			t.Fatalf("namespace retry of dropped request %d: %+v", seq, nr)
+		}
+	}
+	if r := appendOp(op("h0", 3, 0, "e")); !r.Duplicate || r.FirstSeq != 3 {
+		t.Fatalf("retry of a kept request: %+v", r)
+	}
+
+	// Random clients, seqs and acks: the bound and the table's order hold
+	// throughout.
+	rng := rand.New(rand.NewSource(5))
+	next := map[string]uint64{}
+	for i := range 3000 {
+		id := fmt.Sprintf("h%d", rng.Intn(300))
+		if next[id] == 0 {
+			next[id] = MaxResultsPerSession + 1
+		}
+		var acked uint64
+		if rng.Intn(10) == 0 {
+			acked = next[id] - uint64(rng.Intn(200))
+		}
+		if sess, ok := s.sessions[id]; ok {
+			acked = max(acked, sess.ackedSeq)
+		}
+		appendOp(op(id, next[id], acked, "e"))
+		next[id]++
+		if s.keptResults > MaxKeptResults {
+			t.Fatalf("step %d: %d results kept", i, s.keptResults)
+		}
+		if i%500 == 0 {
+			checkSessions(t, &s.sessionTable)
+		}
+	}
+	checkSessions(t, &s.sessionTable)
+
+	// The snapshot keeps dropped_through; the restored state is the same.
+	var buf bytes.Buffer
+	if err := captureSnapshot(s).write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if v := binary.BigEndian.Uint32(buf.Bytes()[8:12]); v != SnapshotFormatVersion {
+		t.Fatalf("snapshot format %d", v)
+	}
+	r, err := ReadSnapshot(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSessions(t, &r.sessionTable)
+	if r.Hash() != s.Hash() || r.sessions["h0"].droppedThrough != s.sessions["h0"].droppedThrough || r.keptResults != s.keptResults {
+		t.Fatal("restored sessions differ")
+	}
+}
+
+// TestSessionEvictionKeepsCount: a session evicted over MaxSessions takes
+// its results out of the total and out of the holders.
+func TestSessionEvictionKeepsCount(t *testing.T) {
+	s := NewState()
+	for i := range MaxSessions + 10 {
+		sess := s.session(fmt.Sprintf("c%d", i), uint64(i+1))
+		s.keep(sess, keptResult{requestSeq: 1, firstSeq: uint64(i + 1), count: 1}, 0, SessionFloorFormat)
+		s.keep(sess, keptResult{requestSeq: 2, firstSeq: uint64(i + 1), count: 1}, 0, SessionFloorFormat)
+	}
+	if s.keptResults != 2*MaxSessions || s.holders.Len() != MaxSessions {
+		t.Fatalf("%d results in %d holders", s.keptResults, s.holders.Len())
+	}
+	checkSessions(t, &s.sessionTable)
+}
+
+// TestRestoreFormat4Fixture reads a snapshot written by format 4 (the
+// build before the sessions' dropped_through): it restores to the state
+// that produced it, with no dropped_through anywhere, is rewritten as the
+// current format; after a SET_FORMAT to 5 the session that never acked
+// still refuses retries of the results it dropped before, and records
+// those it drops from then on.
+func TestRestoreFormat4Fixture(t *testing.T) {
+	old := restoreFixture(t, 4, format4FixtureLogs(t), func(s *State) {
+		if s.AppliedIndex() != 672 || s.LogFormat() != 4 || len(s.CacheDirectives()) != 3 || s.EventCount() != 5 || s.NextSeq() != 4769 {
+			t.Fatalf("fixture restored wrong: applied %d format %d, %d directives, %d events, next %d", s.AppliedIndex(), s.LogFormat(), len(s.CacheDirectives()), s.EventCount(), s.NextSeq())
+		}
+		sess := s.sessions["fixture-noack"]
+		if sess == nil || len(sess.kept) != MaxResultsPerSession || sess.minResultSeq() != 5 {
+			t.Fatal("fixture's session that never acks restored wrong")
+		}
+		for _, sess := range s.sessions {
+			if sess.droppedThrough != 0 {
+				t.Fatalf("%s: dropped through %d in a format-4 state", sess.id, sess.droppedThrough)
+			}
+		}
+		checkSessions(t, &s.sessionTable)
+	})
+	apply := func(l *raft.Log) any {
+		t.Helper()
+		return old.Apply(l)
+	}
+	apply(cmdEntry(t, 673, pb.CommandType_COMMAND_TYPE_SET_FORMAT, &pb.SetFormatCommand{Version: SessionFloorFormat}))
+	if r := apply(appendEntry(t, 674, op("fixture-noack", 4, 0, "again"))).([]Result)[0]; !errors.Is(r.Err, ErrSessionResultExpired) {
+		t.Fatalf("retry of a result dropped under format 4: %+v", r)
+	}
+	if r := apply(appendEntry(t, 675, op("fixture-noack", MaxResultsPerSession+5, 0, "new"))).([]Result)[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	old.View(func(s *State) {
+		if sess := s.sessions["fixture-noack"]; sess.droppedThrough != 5 || sess.minResultSeq() != 6 {
+			t.Fatalf("after the upgrade: dropped through %d, oldest kept %d", sess.droppedThrough, sess.minResultSeq())
+		}
+	})
+}
+
+// BenchmarkKeptResultMemory: the worst case of the sessions' memory under
+// log format 5 — 300 clients that never ack, each sending 4,096 requests
+// round robin, so all sessions together hold MaxKeptResults results: heap
+// bytes per kept result and in all.
+func BenchmarkKeptResultMemory(b *testing.B) {
+	const clients = 300
+	for range b.N {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		s := NewState()
+		s.logFormat = SessionFloorFormat
+		idx := uint64(0)
+		for seq := uint64(1); seq <= MaxResultsPerSession; seq++ {
+			for c := range clients {
+				idx++
+				sess := s.session(fmt.Sprintf("client-%03d", c), idx)
+				s.keep(sess, keptResult{requestSeq: seq, firstSeq: idx, count: 1}, 0, s.LogFormat())
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if s.keptResults != MaxKeptResults {
+			b.Fatalf("%d results kept", s.keptResults)
+		}
+		heap := float64(after.HeapAlloc - before.HeapAlloc)
+		b.ReportMetric(heap/float64(s.keptResults), "heap-bytes/result")
+		b.ReportMetric(heap/(1<<20), "heap-MiB")
+		runtime.KeepAlive(s)
+	}
+}
