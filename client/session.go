@@ -15,7 +15,10 @@ type session struct {
 	low         uint64 // lowest unanswered seq (last+1 when none)
 	// slots bounds the requests outstanding in one session well below the
 	// results the state machine keeps per session (fsm.MaxResultsPerSession),
-	// so a retry always finds its result.
+	// so a retry finds its result — unless all sessions together keep more
+	// than fsm.MaxKeptResults, when the least recently used lose their
+	// oldest and such a retry fails (FailedPrecondition) rather than being
+	// applied twice.
 	slots chan struct{}
 }
 
