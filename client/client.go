@@ -147,7 +147,10 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// ClientID is the session id used for exactly-once writes.
+// ClientID is the session id used for exactly-once writes (and the lease
+// holder name of this client's writers). If the cluster drops the session
+// (ErrSessionExpired), requests go on under ClientID() + ".2", ".3" ...;
+// the lease holder name stays.
 func (c *Client) ClientID() string { return c.cfg.ClientID }
 
 // Close releases every connection.

@@ -14,11 +14,11 @@ import (
 func TestSessionAckedSeq(t *testing.T) {
 	s := newSession("c")
 	begin := func() (uint64, uint64) {
-		seq, acked, err := s.begin(context.Background())
+		tk, err := s.begin(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		return seq, acked
+		return tk.seq, tk.acked
 	}
 	s1, a1 := begin()
 	s2, a2 := begin()

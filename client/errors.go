@@ -24,6 +24,13 @@ var (
 	ErrTooLarge           = errors.New("logbook: resource exhausted")
 	ErrFailedPrecondition = errors.New("logbook: failed precondition")
 	ErrClosed             = errors.New("logbook: client closed")
+	// ErrSessionExpired: the cluster no longer holds this client's
+	// exactly-once session (it was evicted as least recently used among
+	// 65,536, or replaced by a forced import). The request was not applied
+	// now; if it was a retry, an earlier attempt may have been. The client
+	// has started a new session: later calls work. It also matches
+	// ErrFailedPrecondition.
+	ErrSessionExpired = errors.New("logbook: session expired")
 )
 
 // Error is a server error with its gRPC code and Logbook details.
@@ -64,6 +71,8 @@ func (e *Error) Is(target error) bool {
 		return e.Code == codes.ResourceExhausted
 	case ErrFailedPrecondition:
 		return e.Code == codes.FailedPrecondition
+	case ErrSessionExpired:
+		return e.Reason == pb.ReasonSessionExpired
 	}
 	return false
 }

@@ -151,17 +151,22 @@ func (f *FS) write(ctx context.Context, fn func(ctx context.Context, ns pb.Names
 func inSession[T any](ctx context.Context, f *FS, fn func(ctx context.Context, ns pb.NamespaceClient, sess *pb.FsSession) (T, error)) (T, error) {
 	var resp T
 	s := f.c.session
-	seq, acked, err := s.begin(ctx)
+	t, err := s.begin(ctx)
 	if err != nil {
 		return resp, err
 	}
-	defer s.end(seq)
-	sess := &pb.FsSession{ClientId: s.id, RequestSeq: seq, AckedSeq: acked}
+	defer s.end(t.seq)
+	sess := &pb.FsSession{ClientId: t.id, RequestSeq: t.seq, AckedSeq: t.acked, SessionEstablished: t.established}
 	err = f.namespace(ctx, func(ctx context.Context, ns pb.NamespaceClient) error {
 		var err error
 		resp, err = fn(ctx, ns, sess)
 		return err
 	})
+	if err != nil {
+		s.failed(t.id, err)
+	} else if r, ok := any(resp).(interface{ GetSeq() uint64 }); ok && r.GetSeq() > 0 {
+		s.kept(t.id) // the op wrote its audit event: the session holds it
+	}
 	return resp, err
 }
 
@@ -251,17 +256,20 @@ func (f *FS) Delete(ctx context.Context, path string, recursive bool) (uint64, e
 // recovery runs (call again later).
 func (f *FS) RecoverLease(ctx context.Context, path string) (closed bool, err error) {
 	s := f.c.session
-	seq, acked, err := s.begin(ctx)
+	t, err := s.begin(ctx)
 	if err != nil {
 		return false, err
 	}
-	defer s.end(seq)
-	req := &pb.RecoverLeaseRequest{Session: &pb.FsSession{ClientId: s.id, RequestSeq: seq, AckedSeq: acked}, Path: path, ClientName: f.clientName()}
+	defer s.end(t.seq)
+	req := &pb.RecoverLeaseRequest{Session: &pb.FsSession{ClientId: t.id, RequestSeq: t.seq, AckedSeq: t.acked, SessionEstablished: t.established}, Path: path, ClientName: f.clientName()}
 	err = f.namespace(ctx, func(ctx context.Context, ns pb.NamespaceClient) error {
 		resp, err := ns.RecoverLease(ctx, req)
 		closed = resp.GetClosed()
 		return err
 	})
+	if err != nil {
+		s.failed(t.id, err)
+	}
 	return closed, err
 }
 

@@ -54,12 +54,12 @@ func (j *Journal) Append(ctx context.Context, events ...Event) ([]uint64, error)
 		return nil, fmt.Errorf("logbook: %w: append needs at least one event", ErrInvalidArgument)
 	}
 	s := j.c.session
-	seq, acked, err := s.begin(ctx)
+	t, err := s.begin(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer s.end(seq)
-	req := &pb.AppendRequest{ClientId: s.id, RequestSeq: seq, AckedSeq: acked, Events: make([]*pb.Event, len(events))}
+	defer s.end(t.seq)
+	req := &pb.AppendRequest{ClientId: t.id, RequestSeq: t.seq, AckedSeq: t.acked, SessionEstablished: t.established, Events: make([]*pb.Event, len(events))}
 	for i, e := range events {
 		req.Events[i] = &pb.Event{Type: e.Type, Payload: e.Payload}
 	}
@@ -70,8 +70,10 @@ func (j *Journal) Append(ctx context.Context, events ...Event) ([]uint64, error)
 		return err
 	})
 	if err != nil {
+		s.failed(t.id, err)
 		return nil, err
 	}
+	s.kept(t.id)
 	seqs := make([]uint64, resp.Count)
 	for i := range seqs {
 		seqs[i] = resp.FirstSeq + uint64(i)

@@ -2,14 +2,25 @@ package client
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"sync"
 )
 
 // session issues request seqs and tracks which are still unanswered, so
 // every request can tell the FSM which results it may forget (acked_seq).
 type session struct {
-	id          string
-	mu          sync.Mutex
+	base string
+	mu   sync.Mutex
+	// id is the client id requests carry: base, then base.2, base.3 ...
+	// after the cluster answered that it no longer holds the session.
+	id  string
+	gen int
+	// established is set once the state machine kept an answer of id:
+	// from then on its requests say so (session_established), and the
+	// cluster refuses them if it lost the session (ErrSessionExpired)
+	// instead of applying a retry a second time.
+	established bool
 	last        uint64
 	outstanding map[uint64]struct{}
 	low         uint64 // lowest unanswered seq (last+1 when none)
@@ -22,31 +33,42 @@ type session struct {
 	slots chan struct{}
 }
 
+// maxClientIDBytes is the longest client id the coordinators take.
+const maxClientIDBytes = 128
+
 // MaxOutstanding is how many requests one client keeps in flight at most;
 // beyond it Append and Submit wait for a slot.
 const MaxOutstanding = 2048
 
 func newSession(id string) *session {
-	return &session{id: id, outstanding: map[uint64]struct{}{}, low: 1, slots: make(chan struct{}, MaxOutstanding)}
+	return &session{base: id, id: id, gen: 1, outstanding: map[uint64]struct{}{}, low: 1, slots: make(chan struct{}, MaxOutstanding)}
+}
+
+// ticket is one request's place in the session: every attempt of the
+// request carries the same.
+type ticket struct {
+	id          string
+	seq, acked  uint64
+	established bool
 }
 
 // begin waits for a slot, issues the next seq and returns it with the
-// current acked seq: every seq at or below it has been answered.
-func (s *session) begin(ctx context.Context) (seq, acked uint64, err error) {
+// current acked seq (every seq at or below it has been answered) and the
+// session's id.
+func (s *session) begin(ctx context.Context) (ticket, error) {
 	select {
 	case s.slots <- struct{}{}:
 	case <-ctx.Done():
-		return 0, 0, ctx.Err()
+		return ticket{}, ctx.Err()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.last++
-	seq = s.last
-	s.outstanding[seq] = struct{}{}
+	s.outstanding[s.last] = struct{}{}
 	if len(s.outstanding) == 1 {
-		s.low = seq
+		s.low = s.last
 	}
-	return seq, s.low - 1, nil
+	return ticket{id: s.id, seq: s.last, acked: s.low - 1, established: s.established}, nil
 }
 
 // end marks seq answered (successfully or for good) and frees its slot.
@@ -63,4 +85,39 @@ func (s *session) end(seq uint64) {
 	}
 	s.mu.Unlock()
 	<-s.slots
+}
+
+// kept records that the state machine kept the answer of a request of
+// session id (a successful append, a namespace op that wrote its audit
+// event).
+func (s *session) kept(id string) {
+	s.mu.Lock()
+	if id == s.id {
+		s.established = true
+	}
+	s.mu.Unlock()
+}
+
+// failed looks at a request's final error: an expired session starts a
+// new one.
+func (s *session) failed(id string, err error) {
+	if errors.Is(err, ErrSessionExpired) {
+		s.expired(id)
+	}
+}
+
+// expired starts a new session after the cluster answered that it no
+// longer holds session id (evicted, or replaced by a forced import): later
+// requests carry a new client id; those begun under id keep it, and their
+// retries fail the same way. Seqs go on rising, so the outstanding ones
+// still bound acked_seq.
+func (s *session) expired(id string) {
+	s.mu.Lock()
+	if id == s.id {
+		s.gen++
+		suffix := "." + strconv.Itoa(s.gen)
+		s.id = s.base[:min(len(s.base), maxClientIDBytes-len(suffix))] + suffix
+		s.established = false
+	}
+	s.mu.Unlock()
 }

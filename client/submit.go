@@ -68,8 +68,8 @@ func (j *Journal) Submit(events ...Event) *Future {
 	}
 	s := j.c.session
 	// Blocks while MaxOutstanding submissions are unanswered (backpressure).
-	seq, acked, _ := s.begin(context.Background())
-	req := &pb.AppendRequest{ClientId: s.id, RequestSeq: seq, AckedSeq: acked, Events: make([]*pb.Event, len(events))}
+	t, _ := s.begin(context.Background())
+	req := &pb.AppendRequest{ClientId: t.id, RequestSeq: t.seq, AckedSeq: t.acked, SessionEstablished: t.established, Events: make([]*pb.Event, len(events))}
 	for i, e := range events {
 		req.Events[i] = &pb.Event{Type: e.Type, Payload: e.Payload}
 	}
@@ -134,6 +134,11 @@ func (j *Journal) WaitForSafe(ctx context.Context) error {
 
 func (a *appender) finish(s *submitted, seqs []uint64, err error) {
 	s.f.seqs, s.f.err = seqs, err
+	if err == nil {
+		a.c.session.kept(s.req.ClientId)
+	} else {
+		a.c.session.failed(s.req.ClientId, err)
+	}
 	a.c.session.end(s.req.RequestSeq)
 	close(s.f.done)
 }
@@ -246,7 +251,7 @@ func (a *appender) receive(st pb.Journal_AppendStreamClient) error {
 		a.mu.Unlock()
 		a.answered.Add(1)
 		if resp.Code != 0 {
-			e := &Error{Code: codes.Code(resp.Code), Message: resp.Message}
+			e := &Error{Code: codes.Code(resp.Code), Message: resp.Message, Reason: resp.Reason}
 			if retryable(e) {
 				// Unknown outcome or lost leadership: resend it (same seq)
 				// on a fresh stream, ahead of everything after it.

@@ -40,7 +40,9 @@ type appendOpView struct {
 	clientID   string // aliases the entry
 	requestSeq uint64
 	ackedSeq   uint64
-	first, n   int
+	// established is AppendOp.session_established.
+	established bool
+	first, n    int
 }
 
 // eventView is one pb.JournalEvent.
@@ -149,6 +151,8 @@ func (a *appendView) decodeOp(b []byte) error {
 			op.requestSeq = v
 		case num == 3 && typ == protowire.VarintType:
 			op.ackedSeq = v
+		case num == 5 && typ == protowire.VarintType:
+			op.established = v != 0
 		case num == 4 && typ == protowire.BytesType:
 			e, err := decodeEvent(bs)
 			if err != nil {

@@ -30,8 +30,9 @@
 // allows the cache-directive ops of the namespace (add_cache_directive,
 // remove_cache_directive: a format-3 build would halt on the unknown op, so
 // they are refused — ErrCacheFormat — in entries of an older format);
-// format 5 changes the session rules (below, "Sessions") and no entry's
-// content. This build reads MinCommandVersion..CommandVersion. Proposers write the replicated format
+// formats 5 and 6 change the session rules (below, "Sessions"); 6 also
+// reads AppendOp/NamespaceCommand.session_established, which an older
+// build ignores, so the rule starts only at the SET_FORMAT. This build reads MinCommandVersion..CommandVersion. Proposers write the replicated format
 // (State.LogFormat); the leader raises it with a SET_FORMAT entry once
 // every voter has registered a build that reads the new format (Member.
 // max_log_format), the Raft counterpart of Ceph's journal reformat: no
@@ -62,9 +63,22 @@
 // kept result is refused with ErrSessionResultExpired even when the
 // session is no longer full. Before format 5 only a full session refused
 // a retry below its oldest result, so a retry of a result dropped before a
-// burst of acks could be applied twice; that rule still holds too. An
-// evicted session (over MaxSessions) is forgotten whole: a retry from it is
-// taken as a new request, as in every format.
+// burst of acks could be applied twice; that rule still holds too.
+//
+// Log format 6 adds one more (again from the SET_FORMAT on): an op may say
+// its client already had an answer the session kept (session_established;
+// the SDK sets it after its first successful append or audited namespace
+// op). Such an op naming a session the state machine does not hold — the
+// session was evicted over MaxSessions, or a forced import replaced every
+// session — is refused with ErrSessionExpired and changes nothing: it may
+// be a retry of a request applied before, whose result went with the
+// session, and applying it as a new session's first request would apply it
+// twice (the Raft dissertation's session expiry, §6.3). The client starts
+// a new session (a new client id). An op not marked established still
+// starts a session, so a retry of a client's very first requests, made
+// after its session was evicted and before any answer reached it, is the
+// one case left that can apply twice; before format 6 every retry after an
+// eviction could.
 //
 // # Namespace
 //

@@ -18,6 +18,11 @@ var (
 	// ErrSessionResultExpired: the request is a retry whose cached result was
 	// evicted (too many outstanding requests in one session).
 	ErrSessionResultExpired = errors.New("fsm: result of this retried request is no longer kept")
+	// ErrSessionExpired: the request says its client had an answer in this
+	// session, but the state machine no longer holds the session (evicted
+	// as least recently used, or replaced by a forced import): it may be a
+	// retry of a request applied before, so it is refused (log format 6).
+	ErrSessionExpired = errors.New("fsm: session expired: the state machine no longer holds this client's session; start a new one")
 	// ErrInvalidMember: a member registration without id or addresses.
 	ErrInvalidMember = errors.New("fsm: member registration needs id, raft and grpc addresses")
 	// ErrFormatDowngrade: a SET_FORMAT below the current log format.

@@ -27,8 +27,10 @@ const (
 	// entries, written once every voter reads format 3; 4 adds the
 	// cache-directive ops of the namespace, likewise accepted only in
 	// format 4 entries; 5 changes a rule of the sessions, not the entries'
-	// content (see SessionFloorFormat).
-	CommandVersion = 5
+	// content (see SessionFloorFormat); 6 refuses a request of an
+	// established session the state machine no longer holds (see
+	// SessionExpiryFormat).
+	CommandVersion = 6
 
 	// NamespaceFormat is the first log format whose entries may carry
 	// namespace commands.
@@ -47,6 +49,13 @@ const (
 	// SET_FORMAT to 5, which the leader writes once every voter runs a
 	// build that has them.
 	SessionFloorFormat = 5
+	// SessionExpiryFormat is the first log format (again the replicated
+	// one) under which a request marked session_established whose session
+	// the state machine does not hold is refused with ErrSessionExpired
+	// instead of starting a new session: the session was evicted (over
+	// MaxSessions) or replaced by a forced import, and the request may be
+	// a retry of one applied before.
+	SessionExpiryFormat = 6
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

@@ -100,7 +100,7 @@ func FuzzNamespaceCommand(f *testing.F) {
 // with them applies, and halts on, the same entries as one without.
 func FuzzDecodeAppend(f *testing.F) {
 	c := &pb.AppendCommand{Ops: []*pb.AppendOp{
-		{ClientId: "c1", RequestSeq: 7, AckedSeq: 5, Events: []*pb.JournalEvent{{Type: "a", Payload: []byte("xyz")}, {Type: "b"}}},
+		{ClientId: "c1", RequestSeq: 7, AckedSeq: 5, SessionEstablished: true, Events: []*pb.JournalEvent{{Type: "a", Payload: []byte("xyz")}, {Type: "b"}}},
 		{Events: []*pb.JournalEvent{{Type: "c", Payload: []byte{0, 1, 2}}}},
 		{},
 	}}
@@ -118,6 +118,7 @@ func FuzzDecodeAppend(f *testing.F) {
 	f.Add([]byte{0x0b, 0x0c, 0x08, 0x01})                   // a group
 	f.Add([]byte{0x08, 0x96, 0x01, 0x10, 0x01, 0x18, 0x05}) // varints where bytes are due
 	f.Add([]byte{0x0a, 0x05, 0x22, 0x03, 0x1d, 0x01, 0x02}) // truncated fixed32
+	f.Add([]byte{0x0a, 0x03, 0x28, 0x96, 0x01})             // session_established as a varint over 1
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var pc pb.Command
 		perr := proto.Unmarshal(data, &pc)
@@ -144,7 +145,7 @@ func FuzzDecodeAppend(f *testing.F) {
 		}
 		for i, op := range a.ops {
 			po := pa.Ops[i]
-			if op.clientID != po.ClientId || op.requestSeq != po.RequestSeq || op.ackedSeq != po.AckedSeq || op.n != len(po.Events) {
+			if op.clientID != po.ClientId || op.requestSeq != po.RequestSeq || op.ackedSeq != po.AckedSeq || op.established != po.SessionEstablished || op.n != len(po.Events) {
 				t.Fatalf("op %d: decoded %+v, proto %v", i, op, po)
 			}
 			for j, ev := range a.events[op.first : op.first+op.n] {

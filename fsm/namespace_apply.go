@@ -47,6 +47,8 @@ func (s *State) applyNamespace(index uint64, now int64, c *pb.NamespaceCommand) 
 			}
 		} else if c.RequestSeq == 0 {
 			return refuse(ErrSessionAcked)
+		} else if c.SessionEstablished && s.sessionExpired(c.ClientId) {
+			return refuse(ErrSessionExpired)
 		}
 	}
 	res, typ, err := s.applyNamespaceOp(now, c.Op)

@@ -89,6 +89,17 @@ func (t *sessionTable) session(id string, index uint64) *session {
 	return sess
 }
 
+// sessionExpired reports whether a request of an established session
+// (one its client had an answer from) must be refused: from log format 6
+// on, when the state machine does not hold the session.
+func (s *State) sessionExpired(id string) bool {
+	if s.LogFormat() < SessionExpiryFormat {
+		return false
+	}
+	_, ok := s.sessions[id]
+	return !ok
+}
+
 // keep records the result of a request not kept yet in sess (just marked
 // used), applies the client's ack and drops results over the bounds: the
 // session's oldest over MaxResultsPerSession and, from log format 5 on,

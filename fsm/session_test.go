@@ -25,6 +25,21 @@ func fillSessions(s *State, n int, index *uint64) {
 	}
 }
 
+// applyNext applies the entry l builds at the next index to s.
+func applyNext(t *testing.T, s *State, idx *uint64, l func(index uint64) *raft.Log) any {
+	t.Helper()
+	*idx++
+	cmd, err := DecodeCommand(l(*idx).Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Apply(*idx, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // TestKeptResultsBounded: under log format 4 the sessions keep what they
 // kept before (no total bound, no dropped_through: replay of old entries
 // must not change); from the SET_FORMAT to 5 on, all sessions together
@@ -37,30 +52,18 @@ func TestKeptResultsBounded(t *testing.T) {
 	s.logFormat = CacheFormat
 	idx := uint64(0)
 	fillSessions(s, MaxKeptResults/MaxResultsPerSession, &idx)
-	apply := func(l func(index uint64) []byte) any {
-		t.Helper()
-		idx++
-		cmd, err := DecodeCommand(l(idx))
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := s.Apply(idx, cmd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	apply := func(l func(index uint64) *raft.Log) any { t.Helper(); return applyNext(t, s, &idx, l) }
 	appendOp := func(o *pb.AppendOp) Result {
 		t.Helper()
-		return apply(func(i uint64) []byte { return appendEntry(t, i, o).Data }).([]Result)[0]
+		return apply(func(i uint64) *raft.Log { return appendEntry(t, i, o) }).([]Result)[0]
 	}
 	if r := appendOp(op("late", 1, 0, "e")); r.Err != nil || s.keptResults != MaxKeptResults+1 {
 		t.Fatalf("format 4: %+v, %d kept", r, s.keptResults)
 	}
 	checkSessions(t, &s.sessionTable)
 
-	apply(func(i uint64) []byte {
-		return cmdEntry(t, i, pb.CommandType_COMMAND_TYPE_SET_FORMAT, &pb.SetFormatCommand{Version: SessionFloorFormat}).Data
+	apply(func(i uint64) *raft.Log {
+		return cmdEntry(t, i, pb.CommandType_COMMAND_TYPE_SET_FORMAT, &pb.SetFormatCommand{Version: SessionFloorFormat})
 	})
 	if r := appendOp(op("late", 2, 0, "e")); r.Err != nil {
 		t.Fatal(r.Err)
@@ -74,8 +77,8 @@ func TestKeptResultsBounded(t *testing.T) {
 		if r := appendOp(op("h0", seq, 0, "e")); !errors.Is(r.Err, ErrSessionResultExpired) {
 			t.Fatalf("retry of dropped request %d: %+v", seq, r)
 		}
-		nr := apply(func(i uint64) []byte {
-			return nsEntry(t, i, 1, &pb.NamespaceCommand{ClientId: "h0", RequestSeq: seq, Op: opCreate("/x", "w", false)}).Data
+		nr := apply(func(i uint64) *raft.Log {
+			return nsEntry(t, i, 1, &pb.NamespaceCommand{ClientId: "h0", RequestSeq: seq, Op: opCreate("/x", "w", false)})
 		}).(NamespaceResult)
 		if !errors.Is(nr.Err, ErrSessionResultExpired) {
 			t.Fatalf("namespace retry of dropped request %d: %+v", seq, nr)
@@ -236,5 +239,73 @@ func BenchmarkKeptResultMemory(b *testing.B) {
 		b.ReportMetric(heap/float64(s.keptResults), "heap-bytes/result")
 		b.ReportMetric(heap/(1<<20), "heap-MiB")
 		runtime.KeepAlive(s)
+	}
+}
+
+// TestSessionExpiry: from log format 6 on, a request saying its client had
+// an answer in the session (session_established) is refused with
+// ErrSessionExpired when the state machine no longer holds the session —
+// evicted over MaxSessions, or dropped by a forced import — and changes
+// nothing; before format 6 it starts a new session as it always did. A
+// request of a held session, or one not marked established, is unaffected.
+func TestSessionExpiry(t *testing.T) {
+	s := NewState()
+	s.logFormat = SessionFloorFormat
+	idx := uint64(0)
+	apply := func(l func(index uint64) *raft.Log) any { t.Helper(); return applyNext(t, s, &idx, l) }
+	established := func(client string, seq uint64) *pb.AppendOp {
+		o := op(client, seq, seq-1, "e")
+		o.SessionEstablished = true
+		return o
+	}
+	appendOp := func(o *pb.AppendOp) Result {
+		t.Helper()
+		return apply(func(i uint64) *raft.Log { return appendEntry(t, i, o) }).([]Result)[0]
+	}
+	if r := appendOp(established("old-rules", 5)); r.Err != nil || s.sessions["old-rules"] == nil {
+		t.Fatalf("format 5: %+v", r)
+	}
+	apply(func(i uint64) *raft.Log {
+		return cmdEntry(t, i, pb.CommandType_COMMAND_TYPE_SET_FORMAT, &pb.SetFormatCommand{Version: SessionExpiryFormat})
+	})
+	if r := appendOp(op("c0", 1, 0, "e")); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if r := appendOp(established("c0", 2)); r.Err != nil || r.Duplicate {
+		t.Fatalf("a held session: %+v", r)
+	}
+	// Evict c0: MaxSessions newer sessions.
+	for i := range MaxSessions {
+		s.session(fmt.Sprintf("n%d", i), idx)
+	}
+	if _, ok := s.sessions["c0"]; ok {
+		t.Fatal("c0 not evicted")
+	}
+	next, sessions := s.NextSeq(), s.SessionCount()
+	if r := appendOp(established("c0", 2)); !errors.Is(r.Err, ErrSessionExpired) {
+		t.Fatalf("retry after the eviction: %+v", r)
+	}
+	nr := apply(func(i uint64) *raft.Log {
+		return nsEntry(t, i, 1, &pb.NamespaceCommand{ClientId: "c0", RequestSeq: 3, AckedSeq: 2, SessionEstablished: true, Op: opCreate("/f", "w", false)})
+	}).(NamespaceResult)
+	if !errors.Is(nr.Err, ErrSessionExpired) {
+		t.Fatalf("namespace op after the eviction: %+v", nr)
+	}
+	if s.NextSeq() != next || s.SessionCount() != sessions || s.FileCount() != 0 {
+		t.Fatal("a refused request changed the state")
+	}
+	// Not marked established: a new session, as before format 6.
+	if r := appendOp(op("c0", 4, 3, "e")); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if r := appendOp(established("c0", 5)); r.Err != nil {
+		t.Fatalf("the new session: %+v", r)
+	}
+	// A forced import replaces every session.
+	apply(func(i uint64) *raft.Log {
+		return cmdEntry(t, i, pb.CommandType_COMMAND_TYPE_IMPORT, &pb.ImportCommand{FirstChunk: true, Force: true, Events: []*pb.StoredEvent{{Seq: 1, Type: "t"}}})
+	})
+	if r := appendOp(established("c0", 6)); !errors.Is(r.Err, ErrSessionExpired) {
+		t.Fatalf("after a forced import: %+v", r)
 	}
 }

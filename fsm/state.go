@@ -282,6 +282,9 @@ func (s *State) applyOp(index uint64, op appendOpView, events []eventView) Resul
 	}
 	var sess *session
 	if op.clientID != "" {
+		if op.established && s.sessionExpired(op.clientID) {
+			return Result{Index: index, Err: ErrSessionExpired}
+		}
 		sess = s.session(op.clientID, index)
 		if op.requestSeq <= sess.ackedSeq {
 			return Result{Index: index, Err: ErrSessionAcked}

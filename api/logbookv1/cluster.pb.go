@@ -910,8 +910,10 @@ type AppendResult struct {
 	Count    uint32                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
 	Index    uint64                 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
 	// A non-zero gRPC code when this op failed.
-	Code          uint32 `protobuf:"varint,4,opt,name=code,proto3" json:"code,omitempty"`
-	Message       string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	Code    uint32 `protobuf:"varint,4,opt,name=code,proto3" json:"code,omitempty"`
+	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	// The failure's ErrorInfo reason (pb.Reason*), if it had one.
+	Reason        string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -977,6 +979,13 @@ func (x *AppendResult) GetCode() uint32 {
 func (x *AppendResult) GetMessage() string {
 	if x != nil {
 		return x.Message
+	}
+	return ""
+}
+
+func (x *AppendResult) GetReason() string {
+	if x != nil {
+		return x.Reason
 	}
 	return ""
 }
@@ -1376,13 +1385,14 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\x18CheckpointDigestResponse\x12\x16\n" +
 	"\x06digest\x18\x01 \x01(\fR\x06digest\">\n" +
 	"\x14ForwardAppendRequest\x12&\n" +
-	"\x03ops\x18\x01 \x03(\v2\x14.logbook.v1.AppendOpR\x03ops\"\x85\x01\n" +
+	"\x03ops\x18\x01 \x03(\v2\x14.logbook.v1.AppendOpR\x03ops\"\x9d\x01\n" +
 	"\fAppendResult\x12\x1b\n" +
 	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\x12\x14\n" +
 	"\x05index\x18\x03 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04code\x18\x04 \x01(\rR\x04code\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"K\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\"K\n" +
 	"\x15ForwardAppendResponse\x122\n" +
 	"\aresults\x18\x01 \x03(\v2\x18.logbook.v1.AppendResultR\aresults\"\x12\n" +
 	"\x10ReadIndexRequest\")\n" +

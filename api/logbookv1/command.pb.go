@@ -316,10 +316,17 @@ type AppendOp struct {
 	RequestSeq uint64 `protobuf:"varint,2,opt,name=request_seq,json=requestSeq,proto3" json:"request_seq,omitempty"`
 	// Every request of this client with a seq <= acked_seq has been answered;
 	// the session may forget their results.
-	AckedSeq      uint64          `protobuf:"varint,3,opt,name=acked_seq,json=ackedSeq,proto3" json:"acked_seq,omitempty"`
-	Events        []*JournalEvent `protobuf:"bytes,4,rep,name=events,proto3" json:"events,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AckedSeq uint64          `protobuf:"varint,3,opt,name=acked_seq,json=ackedSeq,proto3" json:"acked_seq,omitempty"`
+	Events   []*JournalEvent `protobuf:"bytes,4,rep,name=events,proto3" json:"events,omitempty"`
+	// The client has had an answer the session kept (so the state machine
+	// held its session). From log format 6 on, a request with it set whose
+	// session the state machine no longer holds — evicted as least recently
+	// used, or replaced by a forced import — is refused (session expired)
+	// rather than taken as a new session's: it may be a retry of a request
+	// already applied.
+	SessionEstablished bool `protobuf:"varint,5,opt,name=session_established,json=sessionEstablished,proto3" json:"session_established,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *AppendOp) Reset() {
@@ -378,6 +385,13 @@ func (x *AppendOp) GetEvents() []*JournalEvent {
 		return x.Events
 	}
 	return nil
+}
+
+func (x *AppendOp) GetSessionEstablished() bool {
+	if x != nil {
+		return x.SessionEstablished
+	}
+	return false
 }
 
 type AppendCommand struct {
@@ -1712,13 +1726,14 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\fJournalEvent\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x16\n" +
-	"\x06crc32c\x18\x03 \x01(\aR\x06crc32c\"\x97\x01\n" +
+	"\x06crc32c\x18\x03 \x01(\aR\x06crc32c\"\xc8\x01\n" +
 	"\bAppendOp\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1f\n" +
 	"\vrequest_seq\x18\x02 \x01(\x04R\n" +
 	"requestSeq\x12\x1b\n" +
 	"\tacked_seq\x18\x03 \x01(\x04R\backedSeq\x120\n" +
-	"\x06events\x18\x04 \x03(\v2\x18.logbook.v1.JournalEventR\x06events\"7\n" +
+	"\x06events\x18\x04 \x03(\v2\x18.logbook.v1.JournalEventR\x06events\x12/\n" +
+	"\x13session_established\x18\x05 \x01(\bR\x12sessionEstablished\"7\n" +
 	"\rAppendCommand\x12&\n" +
 	"\x03ops\x18\x01 \x03(\v2\x14.logbook.v1.AppendOpR\x03ops\"\x95\x01\n" +
 	"\x06Member\x12\x0e\n" +

@@ -579,12 +579,15 @@ func (x *ReportBadBlocksResponse) GetAccepted() uint32 {
 
 // Session fields shared by the write requests (exactly-once retries).
 type FsSession struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClientId      string                 `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
-	RequestSeq    uint64                 `protobuf:"varint,2,opt,name=request_seq,json=requestSeq,proto3" json:"request_seq,omitempty"`
-	AckedSeq      uint64                 `protobuf:"varint,3,opt,name=acked_seq,json=ackedSeq,proto3" json:"acked_seq,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ClientId   string                 `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	RequestSeq uint64                 `protobuf:"varint,2,opt,name=request_seq,json=requestSeq,proto3" json:"request_seq,omitempty"`
+	AckedSeq   uint64                 `protobuf:"varint,3,opt,name=acked_seq,json=ackedSeq,proto3" json:"acked_seq,omitempty"`
+	// As AppendRequest.session_established: set once an op of this session
+	// wrote its audit event.
+	SessionEstablished bool `protobuf:"varint,4,opt,name=session_established,json=sessionEstablished,proto3" json:"session_established,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *FsSession) Reset() {
@@ -636,6 +639,13 @@ func (x *FsSession) GetAckedSeq() uint64 {
 		return x.AckedSeq
 	}
 	return 0
+}
+
+func (x *FsSession) GetSessionEstablished() bool {
+	if x != nil {
+		return x.SessionEstablished
+	}
+	return false
 }
 
 type CreateRequest struct {
@@ -3663,12 +3673,13 @@ const file_logbookv1_fs_proto_rawDesc = "" +
 	"\breporter\x18\x01 \x01(\tR\breporter\x122\n" +
 	"\breplicas\x18\x02 \x03(\v2\x16.logbook.v1.BadReplicaR\breplicas\"5\n" +
 	"\x17ReportBadBlocksResponse\x12\x1a\n" +
-	"\baccepted\x18\x01 \x01(\rR\baccepted\"f\n" +
+	"\baccepted\x18\x01 \x01(\rR\baccepted\"\x97\x01\n" +
 	"\tFsSession\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1f\n" +
 	"\vrequest_seq\x18\x02 \x01(\x04R\n" +
 	"requestSeq\x12\x1b\n" +
-	"\tacked_seq\x18\x03 \x01(\x04R\backedSeq\"\xd4\x01\n" +
+	"\tacked_seq\x18\x03 \x01(\x04R\backedSeq\x12/\n" +
+	"\x13session_established\x18\x04 \x01(\bR\x12sessionEstablished\"\xd4\x01\n" +
 	"\rCreateRequest\x12/\n" +
 	"\asession\x18\x01 \x01(\v2\x15.logbook.v1.FsSessionR\asession\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12 \n" +

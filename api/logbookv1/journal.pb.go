@@ -1318,12 +1318,18 @@ func (x *Event) GetPayload() []byte {
 type AppendRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Exactly-once session (see AppendOp in command.proto). Optional.
-	ClientId      string   `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
-	RequestSeq    uint64   `protobuf:"varint,2,opt,name=request_seq,json=requestSeq,proto3" json:"request_seq,omitempty"`
-	AckedSeq      uint64   `protobuf:"varint,3,opt,name=acked_seq,json=ackedSeq,proto3" json:"acked_seq,omitempty"`
-	Events        []*Event `protobuf:"bytes,4,rep,name=events,proto3" json:"events,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ClientId   string   `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	RequestSeq uint64   `protobuf:"varint,2,opt,name=request_seq,json=requestSeq,proto3" json:"request_seq,omitempty"`
+	AckedSeq   uint64   `protobuf:"varint,3,opt,name=acked_seq,json=ackedSeq,proto3" json:"acked_seq,omitempty"`
+	Events     []*Event `protobuf:"bytes,4,rep,name=events,proto3" json:"events,omitempty"`
+	// Set once this client has had a successful answer in this session
+	// (client_id): a request with it set whose session the cluster no longer
+	// holds fails with FailedPrecondition SESSION_EXPIRED instead of being
+	// applied, since it may be a retry of one applied before (from log
+	// format 6 on). The client then starts a new session (a new client_id).
+	SessionEstablished bool `protobuf:"varint,5,opt,name=session_established,json=sessionEstablished,proto3" json:"session_established,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *AppendRequest) Reset() {
@@ -1382,6 +1388,13 @@ func (x *AppendRequest) GetEvents() []*Event {
 		return x.Events
 	}
 	return nil
+}
+
+func (x *AppendRequest) GetSessionEstablished() bool {
+	if x != nil {
+		return x.SessionEstablished
+	}
+	return false
 }
 
 type AppendResponse struct {
@@ -1454,8 +1467,10 @@ type AppendStreamResponse struct {
 	Count      uint32 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
 	Index      uint64 `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"`
 	// Non-zero: this request failed with that gRPC code; the stream goes on.
-	Code          uint32 `protobuf:"varint,5,opt,name=code,proto3" json:"code,omitempty"`
-	Message       string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	Code    uint32 `protobuf:"varint,5,opt,name=code,proto3" json:"code,omitempty"`
+	Message string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	// The failure's ErrorInfo reason (SESSION_EXPIRED ...), if it had one.
+	Reason        string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1528,6 +1543,13 @@ func (x *AppendStreamResponse) GetCode() uint32 {
 func (x *AppendStreamResponse) GetMessage() string {
 	if x != nil {
 		return x.Message
+	}
+	return ""
+}
+
+func (x *AppendStreamResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
 	}
 	return ""
 }
@@ -1742,17 +1764,18 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"trimmedPos\"5\n" +
 	"\x05Event\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
-	"\apayload\x18\x02 \x01(\fR\apayload\"\x95\x01\n" +
+	"\apayload\x18\x02 \x01(\fR\apayload\"\xc6\x01\n" +
 	"\rAppendRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1f\n" +
 	"\vrequest_seq\x18\x02 \x01(\x04R\n" +
 	"requestSeq\x12\x1b\n" +
 	"\tacked_seq\x18\x03 \x01(\x04R\backedSeq\x12)\n" +
-	"\x06events\x18\x04 \x03(\v2\x11.logbook.v1.EventR\x06events\"Y\n" +
+	"\x06events\x18\x04 \x03(\v2\x11.logbook.v1.EventR\x06events\x12/\n" +
+	"\x13session_established\x18\x05 \x01(\bR\x12sessionEstablished\"Y\n" +
 	"\x0eAppendResponse\x12\x1b\n" +
 	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\x12\x14\n" +
-	"\x05index\x18\x03 \x01(\x04R\x05index\"\xae\x01\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index\"\xc6\x01\n" +
 	"\x14AppendStreamResponse\x12\x1f\n" +
 	"\vrequest_seq\x18\x01 \x01(\x04R\n" +
 	"requestSeq\x12\x1b\n" +
@@ -1760,7 +1783,8 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\x05count\x18\x03 \x01(\rR\x05count\x12\x14\n" +
 	"\x05index\x18\x04 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04code\x18\x05 \x01(\rR\x04code\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\amessage\"n\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\"n\n" +
 	"\vReadRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x10\n" +
 	"\x03max\x18\x02 \x01(\rR\x03max\x129\n" +

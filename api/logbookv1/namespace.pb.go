@@ -1958,12 +1958,14 @@ type NamespaceCommand struct {
 	// Session for exactly-once, shared with AppendOp's: an accepted
 	// (client_id, request_seq) is applied once; a retry is answered from the
 	// op's audit event. Empty client_id: no dedupe.
-	ClientId      string       `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
-	RequestSeq    uint64       `protobuf:"varint,2,opt,name=request_seq,json=requestSeq,proto3" json:"request_seq,omitempty"`
-	AckedSeq      uint64       `protobuf:"varint,3,opt,name=acked_seq,json=ackedSeq,proto3" json:"acked_seq,omitempty"`
-	Op            *NamespaceOp `protobuf:"bytes,4,opt,name=op,proto3" json:"op,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ClientId   string       `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	RequestSeq uint64       `protobuf:"varint,2,opt,name=request_seq,json=requestSeq,proto3" json:"request_seq,omitempty"`
+	AckedSeq   uint64       `protobuf:"varint,3,opt,name=acked_seq,json=ackedSeq,proto3" json:"acked_seq,omitempty"`
+	Op         *NamespaceOp `protobuf:"bytes,4,opt,name=op,proto3" json:"op,omitempty"`
+	// As AppendOp.session_established (log format 6).
+	SessionEstablished bool `protobuf:"varint,5,opt,name=session_established,json=sessionEstablished,proto3" json:"session_established,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *NamespaceCommand) Reset() {
@@ -2022,6 +2024,13 @@ func (x *NamespaceCommand) GetOp() *NamespaceOp {
 		return x.Op
 	}
 	return nil
+}
+
+func (x *NamespaceCommand) GetSessionEstablished() bool {
+	if x != nil {
+		return x.SessionEstablished
+	}
+	return false
 }
 
 // FileStatus is a file's attributes without its block list.
@@ -2489,13 +2498,14 @@ const file_logbookv1_namespace_proto_rawDesc = "" +
 	"\rregister_node\x18\f \x01(\v2\x1a.logbook.v1.RegisterNodeOpH\x00R\fregisterNode\x12Q\n" +
 	"\x13add_cache_directive\x18\r \x01(\v2\x1f.logbook.v1.AddCacheDirectiveOpH\x00R\x11addCacheDirective\x12Z\n" +
 	"\x16remove_cache_directive\x18\x0e \x01(\v2\".logbook.v1.RemoveCacheDirectiveOpH\x00R\x14removeCacheDirectiveB\x04\n" +
-	"\x02op\"\x96\x01\n" +
+	"\x02op\"\xc7\x01\n" +
 	"\x10NamespaceCommand\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1f\n" +
 	"\vrequest_seq\x18\x02 \x01(\x04R\n" +
 	"requestSeq\x12\x1b\n" +
 	"\tacked_seq\x18\x03 \x01(\x04R\backedSeq\x12'\n" +
-	"\x02op\x18\x04 \x01(\v2\x17.logbook.v1.NamespaceOpR\x02op\"\xc0\x02\n" +
+	"\x02op\x18\x04 \x01(\v2\x17.logbook.v1.NamespaceOpR\x02op\x12/\n" +
+	"\x13session_established\x18\x05 \x01(\bR\x12sessionEstablished\"\xc0\x02\n" +
 	"\n" +
 	"FileStatus\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12 \n" +

@@ -10,6 +10,12 @@ const (
 	ReasonClusterID      = "CLUSTER_ID_MISMATCH"
 	ReasonOutcomeUnknown = "OUTCOME_UNKNOWN"
 	ReasonHalted         = "HALTED"
+	// ReasonSessionExpired: the cluster no longer holds the exactly-once
+	// session the request names (evicted, or replaced by a forced
+	// import); the request was not applied, and the client must start a
+	// new session. Whether an earlier attempt of it was applied is not
+	// known.
+	ReasonSessionExpired = "SESSION_EXPIRED"
 
 	// ErrorInfo metadata keys.
 	MetaLeaderID   = "leader_id"

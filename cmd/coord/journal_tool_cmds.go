@@ -229,7 +229,9 @@ func newImportCmd() *cobra.Command {
 seqs, into the cluster's journal. The file is inspected in full first: a
 damaged file is refused before anything changes. The journal must be empty
 and the export must come from this cluster (same cluster id), unless
---force, which replaces the journal's contents.`,
+--force, which replaces the journal's contents and drops every client's
+exactly-once session (a client's next write fails SESSION_EXPIRED, and the
+SDK starts a new session).`,
 		Args: cobra.ExactArgs(1),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			file := args[0]

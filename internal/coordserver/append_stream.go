@@ -49,7 +49,7 @@ func (j *journalService) AppendStream(stream pb.Journal_AppendStreamServer) erro
 			}
 			if err != nil {
 				st := status.Convert(s.toStatus(err))
-				resp.Code, resp.Message = uint32(st.Code()), st.Message()
+				resp.Code, resp.Message, resp.Reason = uint32(st.Code()), st.Message(), infoReason(st)
 				resp.FirstSeq, resp.Count, resp.Index = 0, 0, 0
 			}
 			sendErr = stream.Send(resp)

@@ -262,7 +262,7 @@ func (p *peerService) ForwardAppend(ctx context.Context, req *pb.ForwardAppendRe
 		return nil, status.Errorf(codes.ResourceExhausted, "forward: %d ops in one batch", len(req.Ops))
 	}
 	for _, op := range req.Ops {
-		if err := s.validateAppend(&pb.AppendRequest{ClientId: op.ClientId, RequestSeq: op.RequestSeq, AckedSeq: op.AckedSeq, Events: toEvents(op.Events)}); err != nil {
+		if err := s.validateAppend(&pb.AppendRequest{ClientId: op.ClientId, RequestSeq: op.RequestSeq, AckedSeq: op.AckedSeq, SessionEstablished: op.SessionEstablished, Events: toEvents(op.Events)}); err != nil {
 			return nil, err
 		}
 	}

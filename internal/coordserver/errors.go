@@ -53,6 +53,8 @@ func (s *Server) toStatus(err error) error {
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, fsm.ErrEmptyAppend), errors.Is(err, fsm.ErrInvalidEvent), errors.Is(err, fsm.ErrInvalidMember):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, fsm.ErrSessionExpired):
+		return s.statusErr(codes.FailedPrecondition, pb.ReasonSessionExpired, err.Error())
 	case errors.Is(err, fsm.ErrSessionAcked), errors.Is(err, fsm.ErrSessionResultExpired), errors.Is(err, fsm.ErrAckBackwards):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, fsm.ErrConsumerName), errors.Is(err, fsm.ErrConsumerOp), errors.Is(err, fsm.ErrTrimFuture), errors.Is(err, fsm.ErrInvalidJournalConfig):
@@ -87,10 +89,18 @@ func (s *Server) toStatus(err error) error {
 // metric label).
 func errReason(err error) string {
 	st := status.Convert(err)
+	if r := infoReason(st); r != "" {
+		return r
+	}
+	return st.Code().String()
+}
+
+// infoReason is the status's ErrorInfo reason ("" without one).
+func infoReason(st *status.Status) string {
 	for _, d := range st.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Reason != "" {
 			return info.Reason
 		}
 	}
-	return st.Code().String()
+	return ""
 }

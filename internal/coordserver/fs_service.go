@@ -87,6 +87,9 @@ func (s *Server) checkSession(sess *pb.FsSession) error {
 	if len(sess.GetClientId()) > fsm.MaxNameBytes {
 		return s.badRequest(fmt.Sprintf("client id of %d bytes, at most %d", len(sess.GetClientId()), fsm.MaxNameBytes))
 	}
+	if sess.GetSessionEstablished() && sess.GetClientId() == "" {
+		return s.badRequest("session_established needs a client id")
+	}
 	return nil
 }
 
@@ -105,7 +108,7 @@ func (s *Server) checkNodeList(what string, ids []string) error {
 // proposeNS proposes one namespace op and returns the FSM's result; a
 // refusal comes back as its gRPC status.
 func (s *Server) proposeNS(sess *pb.FsSession, op *pb.NamespaceOp) (fsm.NamespaceResult, error) {
-	cmd := &pb.NamespaceCommand{ClientId: sess.GetClientId(), RequestSeq: sess.GetRequestSeq(), AckedSeq: sess.GetAckedSeq(), Op: op}
+	cmd := &pb.NamespaceCommand{ClientId: sess.GetClientId(), RequestSeq: sess.GetRequestSeq(), AckedSeq: sess.GetAckedSeq(), SessionEstablished: sess.GetSessionEstablished(), Op: op}
 	resp, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_NAMESPACE, cmd)
 	if err != nil {
 		return fsm.NamespaceResult{}, err

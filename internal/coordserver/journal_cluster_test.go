@@ -459,3 +459,75 @@ func TestVerifyDigestsAgree(t *testing.T) {
 		t.Fatalf("verify: %+v", r)
 	}
 }
+
+// TestSessionExpiredStartsNewSession: once the cluster no longer holds a
+// client's session (here a forced import replaces every session; eviction
+// over fsm.MaxSessions is the other way), the client's next request —
+// marked session_established — is refused with ErrSessionExpired
+// (FailedPrecondition SESSION_EXPIRED, through a follower's forward and the
+// streaming path alike) and applies nothing; the SDK starts a new session
+// and the request after succeeds under the new client id.
+func TestSessionExpiredStartsNewSession(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	leader := tc.waitLeader()
+	eventually(t, 20*time.Second, "the newest log format", func() bool {
+		return tc.server(tc.waitLeader()).logFormat() == fsm.CommandVersion
+	})
+	follower := tc.followers(leader)[0]
+	c, err := client.New(ctx, client.Config{Endpoints: []string{tc.cfgs[follower].GRPCAddr}, AttemptTimeout: 2 * time.Second, ClientID: "expiring"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	j := c.Journal()
+	forceImport := func() {
+		t.Helper()
+		if _, err := j.ImportChunk(ctx, []client.StoredEvent{{Seq: 1, Type: "imported"}}, true, true, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nextSeq := func() uint64 {
+		p, err := j.Positions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.SafePos + 1
+	}
+	for i := range 2 {
+		if _, err := j.Append(ctx, client.Event{Type: "before", Payload: []byte{byte(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forceImport()
+	next := nextSeq()
+	if _, err := j.Append(ctx, client.Event{Type: "lost"}); !errors.Is(err, client.ErrSessionExpired) || !errors.Is(err, client.ErrFailedPrecondition) {
+		t.Fatalf("append of an expired session through a follower: %v", err)
+	}
+	if n := nextSeq(); n != next {
+		t.Fatalf("the refused append was applied (next seq %d, was %d)", n, next)
+	}
+	seqs, err := j.Append(ctx, client.Event{Type: "after"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, _, err := j.Read(ctx, seqs[0], 1)
+	if err != nil || len(evs) != 1 || evs[0].ClientID != "expiring.2" {
+		t.Fatalf("the append after: %+v, %v", evs, err)
+	}
+
+	// The streaming path (leader only) answers the same way.
+	sc := tc.client(ctx)
+	sj := sc.Journal()
+	if _, err := sj.Submit(client.Event{Type: "s1"}).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	forceImport()
+	if _, err := sj.Submit(client.Event{Type: "s-lost"}).Wait(ctx); !errors.Is(err, client.ErrSessionExpired) {
+		t.Fatalf("submit of an expired session: %v", err)
+	}
+	if _, err := sj.Submit(client.Event{Type: "s2"}).Wait(ctx); err != nil {
+		t.Fatalf("submit after: %v", err)
+	}
+}

@@ -50,14 +50,14 @@ func (s *Server) validateAppend(req *pb.AppendRequest) error {
 		if req.AckedSeq >= req.RequestSeq {
 			return status.Errorf(codes.InvalidArgument, "append: acked_seq %d must be below request_seq %d", req.AckedSeq, req.RequestSeq)
 		}
-	} else if req.RequestSeq != 0 || req.AckedSeq != 0 {
-		return status.Error(codes.InvalidArgument, "append: request_seq and acked_seq need a client id")
+	} else if req.RequestSeq != 0 || req.AckedSeq != 0 || req.SessionEstablished {
+		return status.Error(codes.InvalidArgument, "append: request_seq, acked_seq and session_established need a client id")
 	}
 	return nil
 }
 
 func toOp(req *pb.AppendRequest) *pb.AppendOp {
-	op := &pb.AppendOp{ClientId: req.ClientId, RequestSeq: req.RequestSeq, AckedSeq: req.AckedSeq, Events: make([]*pb.JournalEvent, len(req.Events))}
+	op := &pb.AppendOp{ClientId: req.ClientId, RequestSeq: req.RequestSeq, AckedSeq: req.AckedSeq, SessionEstablished: req.SessionEstablished, Events: make([]*pb.JournalEvent, len(req.Events))}
 	for i, e := range req.Events {
 		op.Events[i] = &pb.JournalEvent{Type: e.Type, Payload: e.Payload}
 	}

@@ -452,7 +452,7 @@ func (f forwardSink) Start(ops []*pb.AppendOp) func() ([]fsm.Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		return resultsFromProto(resp.Results), nil
+		return f.s.resultsFromProto(resp.Results), nil
 	}
 }
 

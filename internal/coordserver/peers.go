@@ -79,18 +79,22 @@ func resultsToProto(rs []fsm.Result) []*pb.AppendResult {
 		ar := &pb.AppendResult{FirstSeq: r.FirstSeq, Count: r.Count, Index: r.Index}
 		if r.Err != nil {
 			st, _ := status.FromError(r.Err)
-			ar.Code, ar.Message = uint32(st.Code()), st.Message()
+			ar.Code, ar.Message, ar.Reason = uint32(st.Code()), st.Message(), infoReason(st)
 		}
 		out[i] = ar
 	}
 	return out
 }
 
-func resultsFromProto(rs []*pb.AppendResult) []fsm.Result {
+func (s *Server) resultsFromProto(rs []*pb.AppendResult) []fsm.Result {
 	out := make([]fsm.Result, len(rs))
 	for i, r := range rs {
 		out[i] = fsm.Result{FirstSeq: r.FirstSeq, Count: r.Count, Index: r.Index}
-		if r.Code != 0 {
+		switch {
+		case r.Code == 0:
+		case r.Reason != "":
+			out[i].Err = s.statusErr(codes.Code(r.Code), r.Reason, r.Message)
+		default:
 			out[i].Err = status.Error(codes.Code(r.Code), r.Message)
 		}
 	}
