@@ -19,6 +19,13 @@ func FuzzReadSnapshot(f *testing.F) {
 	snap.Persist(&sink)
 	f.Add(sink.Bytes())
 	f.Add(snapshotBytes(f, &FSM{state: newBase(f).s}))
+	// Log format 5: a session with dropped results.
+	dropped := NewState()
+	dropped.logFormat = SessionFloorFormat
+	sess := dropped.session("d", 1)
+	dropped.keep(sess, keptResult{requestSeq: 9, firstSeq: 1, count: 1}, 0, SessionFloorFormat)
+	sess.droppedThrough = 7
+	f.Add(snapshotBytes(f, &FSM{state: dropped}))
 	f.Add([]byte("LBKSNAP\n\x00\x00\x00\x01"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
