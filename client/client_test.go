@@ -59,3 +59,43 @@ func TestErrorMapping(t *testing.T) {
 		t.Fatal("out of range")
 	}
 }
+
+// TestSessionRunExpiry: a request refused as expired at its first and only
+// attempt is sent again once, in a new session (a new client id, not yet
+// established); one refused after several attempts is not (an earlier
+// attempt may have been applied) and the caller gets ErrSessionExpired;
+// either way the next request uses the new session.
+func TestSessionRunExpiry(t *testing.T) {
+	s := newSession("c")
+	expired := &Error{Code: codes.FailedPrecondition, Reason: pb.ReasonSessionExpired}
+	var got []ticket
+	if err := s.run(context.Background(), func(tk ticket) (bool, int, error) {
+		got = append(got, tk)
+		return true, 1, nil
+	}); err != nil || len(got) != 1 || got[0].id != "c" || got[0].established {
+		t.Fatalf("first request: %v, %+v", err, got)
+	}
+	got = nil
+	err := s.run(context.Background(), func(tk ticket) (bool, int, error) {
+		got = append(got, tk)
+		if len(got) == 1 {
+			return false, 1, expired
+		}
+		return true, 1, nil
+	})
+	if err != nil || len(got) != 2 || got[0].id != "c" || !got[0].established || got[1].id != "c.2" || got[1].established || got[1].seq <= got[0].seq {
+		t.Fatalf("refused at once: %v, %+v", err, got)
+	}
+	got = nil
+	err = s.run(context.Background(), func(tk ticket) (bool, int, error) {
+		got = append(got, tk)
+		return false, 3, expired
+	})
+	if !errors.Is(err, ErrSessionExpired) || !errors.Is(err, ErrFailedPrecondition) || len(got) != 1 || got[0].id != "c.2" || !got[0].established {
+		t.Fatalf("refused after retries: %v, %+v", err, got)
+	}
+	tk, _ := s.begin(context.Background())
+	if tk.id != "c.3" || tk.established || tk.acked != tk.seq-1 {
+		t.Fatalf("the request after: %+v", tk)
+	}
+}

@@ -26,9 +26,12 @@ var (
 	ErrClosed             = errors.New("logbook: client closed")
 	// ErrSessionExpired: the cluster no longer holds this client's
 	// exactly-once session (it was evicted as least recently used among
-	// 65,536, or replaced by a forced import). The request was not applied
-	// now; if it was a retry, an earlier attempt may have been. The client
-	// has started a new session: later calls work. It also matches
+	// 65,536, or replaced by a forced import). A request refused so at its
+	// first attempt was applied nowhere, and Append and the file-system
+	// calls send it again in a new session without surfacing this error;
+	// a request refused after earlier attempts (one of which may have been
+	// applied) and a Submit future fail with it. The client has started a
+	// new session either way: later calls work. It also matches
 	// ErrFailedPrecondition.
 	ErrSessionExpired = errors.New("logbook: session expired")
 )

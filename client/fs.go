@@ -150,23 +150,19 @@ func (f *FS) write(ctx context.Context, fn func(ctx context.Context, ns pb.Names
 // retries of do reuse it, so the call applies once.
 func inSession[T any](ctx context.Context, f *FS, fn func(ctx context.Context, ns pb.NamespaceClient, sess *pb.FsSession) (T, error)) (T, error) {
 	var resp T
-	s := f.c.session
-	t, err := s.begin(ctx)
-	if err != nil {
-		return resp, err
-	}
-	defer s.end(t.seq)
-	sess := &pb.FsSession{ClientId: t.id, RequestSeq: t.seq, AckedSeq: t.acked, SessionEstablished: t.established}
-	err = f.namespace(ctx, func(ctx context.Context, ns pb.NamespaceClient) error {
-		var err error
-		resp, err = fn(ctx, ns, sess)
-		return err
+	err := f.c.session.run(ctx, func(t ticket) (bool, int, error) {
+		sess := &pb.FsSession{ClientId: t.id, RequestSeq: t.seq, AckedSeq: t.acked, SessionEstablished: t.established}
+		attempts := 0
+		err := f.namespace(ctx, func(ctx context.Context, ns pb.NamespaceClient) error {
+			attempts++
+			var err error
+			resp, err = fn(ctx, ns, sess)
+			return err
+		})
+		// An op that wrote its audit event is one the session holds.
+		r, ok := any(resp).(interface{ GetSeq() uint64 })
+		return err == nil && ok && r.GetSeq() > 0, attempts, err
 	})
-	if err != nil {
-		s.failed(t.id, err)
-	} else if r, ok := any(resp).(interface{ GetSeq() uint64 }); ok && r.GetSeq() > 0 {
-		s.kept(t.id) // the op wrote its audit event: the session holds it
-	}
 	return resp, err
 }
 
@@ -255,21 +251,17 @@ func (f *FS) Delete(ctx context.Context, path string, recursive bool) (uint64, e
 // recovery: closed is true once the file is closed, false while a block
 // recovery runs (call again later).
 func (f *FS) RecoverLease(ctx context.Context, path string) (closed bool, err error) {
-	s := f.c.session
-	t, err := s.begin(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer s.end(t.seq)
-	req := &pb.RecoverLeaseRequest{Session: &pb.FsSession{ClientId: t.id, RequestSeq: t.seq, AckedSeq: t.acked, SessionEstablished: t.established}, Path: path, ClientName: f.clientName()}
-	err = f.namespace(ctx, func(ctx context.Context, ns pb.NamespaceClient) error {
-		resp, err := ns.RecoverLease(ctx, req)
-		closed = resp.GetClosed()
-		return err
+	err = f.c.session.run(ctx, func(t ticket) (bool, int, error) {
+		req := &pb.RecoverLeaseRequest{Session: &pb.FsSession{ClientId: t.id, RequestSeq: t.seq, AckedSeq: t.acked, SessionEstablished: t.established}, Path: path, ClientName: f.clientName()}
+		attempts := 0
+		err := f.namespace(ctx, func(ctx context.Context, ns pb.NamespaceClient) error {
+			attempts++
+			resp, err := ns.RecoverLease(ctx, req)
+			closed = resp.GetClosed()
+			return err
+		})
+		return false, attempts, err
 	})
-	if err != nil {
-		s.failed(t.id, err)
-	}
 	return closed, err
 }
 

@@ -53,27 +53,25 @@ func (j *Journal) Append(ctx context.Context, events ...Event) ([]uint64, error)
 	if len(events) == 0 {
 		return nil, fmt.Errorf("logbook: %w: append needs at least one event", ErrInvalidArgument)
 	}
-	s := j.c.session
-	t, err := s.begin(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer s.end(t.seq)
-	req := &pb.AppendRequest{ClientId: t.id, RequestSeq: t.seq, AckedSeq: t.acked, SessionEstablished: t.established, Events: make([]*pb.Event, len(events))}
+	pbEvents := make([]*pb.Event, len(events))
 	for i, e := range events {
-		req.Events[i] = &pb.Event{Type: e.Type, Payload: e.Payload}
+		pbEvents[i] = &pb.Event{Type: e.Type, Payload: e.Payload}
 	}
 	var resp *pb.AppendResponse
-	err = j.c.do(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
-		var err error
-		resp, err = pb.NewJournalClient(cc).Append(ctx, req)
-		return err
+	err := j.c.session.run(ctx, func(t ticket) (bool, int, error) {
+		req := &pb.AppendRequest{ClientId: t.id, RequestSeq: t.seq, AckedSeq: t.acked, SessionEstablished: t.established, Events: pbEvents}
+		attempts := 0
+		err := j.c.do(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+			attempts++
+			var err error
+			resp, err = pb.NewJournalClient(cc).Append(ctx, req)
+			return err
+		})
+		return err == nil, attempts, err
 	})
 	if err != nil {
-		s.failed(t.id, err)
 		return nil, err
 	}
-	s.kept(t.id)
 	seqs := make([]uint64, resp.Count)
 	for i := range seqs {
 		seqs[i] = resp.FirstSeq + uint64(i)

@@ -98,6 +98,38 @@ func (s *session) kept(id string) {
 	s.mu.Unlock()
 }
 
+// run makes one request in the session: send gets a ticket and makes
+// every attempt with it (the retries of Client.do), reporting how many it
+// made and whether the state machine kept the answer. A request refused at
+// its first and only attempt because the cluster no longer holds the
+// session (ErrSessionExpired) was applied nowhere: it is sent once more,
+// in the new session, so a client idle while its session was evicted sees
+// no error. One refused after earlier attempts may have been applied by
+// one of them: the caller gets ErrSessionExpired.
+func (s *session) run(ctx context.Context, send func(t ticket) (kept bool, attempts int, err error)) error {
+	for try := 0; ; try++ {
+		t, err := s.begin(ctx)
+		if err != nil {
+			return err
+		}
+		kept, attempts, err := send(t)
+		s.end(t.seq)
+		switch {
+		case err == nil:
+			if kept {
+				s.kept(t.id)
+			}
+			return nil
+		case errors.Is(err, ErrSessionExpired):
+			s.expired(t.id)
+			if try == 0 && attempts == 1 {
+				continue
+			}
+		}
+		return err
+	}
+}
+
 // failed looks at a request's final error: an expired session starts a
 // new one.
 func (s *session) failed(id string, err error) {

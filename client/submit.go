@@ -58,7 +58,11 @@ func newAppender(c *Client) *appender {
 // Submit hands events to the journal without waiting for them to be safe
 // (the MDLog submit_entry): requests from one client keep their order, up to
 // MaxOutstanding stay in flight on one stream (beyond that Submit waits for
-// a slot), and the future resolves when they are safe.
+// a slot), and the future resolves when they are safe. If the cluster no
+// longer holds the client's session, the futures of the submissions it
+// refused fail with ErrSessionExpired (Append would send such a request
+// again; a stream may already carry later ones, whose order a resend
+// would break) and later submissions go to a new session.
 func (j *Journal) Submit(events ...Event) *Future {
 	f := &Future{done: make(chan struct{})}
 	if len(events) == 0 {

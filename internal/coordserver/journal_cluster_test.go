@@ -462,11 +462,12 @@ func TestVerifyDigestsAgree(t *testing.T) {
 
 // TestSessionExpiredStartsNewSession: once the cluster no longer holds a
 // client's session (here a forced import replaces every session; eviction
-// over fsm.MaxSessions is the other way), the client's next request —
-// marked session_established — is refused with ErrSessionExpired
-// (FailedPrecondition SESSION_EXPIRED, through a follower's forward and the
-// streaming path alike) and applies nothing; the SDK starts a new session
-// and the request after succeeds under the new client id.
+// over fsm.MaxSessions is the other way), a request marked
+// session_established is refused with FailedPrecondition SESSION_EXPIRED
+// (through a follower's forward too) and applies nothing. The SDK's next
+// Append, refused at its first attempt, is sent again in a new session
+// and applied once under the new client id; a Submit future fails with
+// ErrSessionExpired and the next Submit works.
 func TestSessionExpiredStartsNewSession(t *testing.T) {
 	tc := newTestCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -502,19 +503,23 @@ func TestSessionExpiredStartsNewSession(t *testing.T) {
 	}
 	forceImport()
 	next := nextSeq()
-	if _, err := j.Append(ctx, client.Event{Type: "lost"}); !errors.Is(err, client.ErrSessionExpired) || !errors.Is(err, client.ErrFailedPrecondition) {
-		t.Fatalf("append of an expired session through a follower: %v", err)
+	conn, err := grpc.NewClient(tc.cfgs[follower].GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer conn.Close()
+	_, err = pb.NewJournalClient(conn).Append(ctx, &pb.AppendRequest{ClientId: "expiring", RequestSeq: 3, AckedSeq: 2, SessionEstablished: true, Events: []*pb.Event{{Type: "lost"}}})
+	wantCode(t, "append of an expired session through a follower", err, codes.FailedPrecondition, pb.ReasonSessionExpired)
 	if n := nextSeq(); n != next {
 		t.Fatalf("the refused append was applied (next seq %d, was %d)", n, next)
 	}
 	seqs, err := j.Append(ctx, client.Event{Type: "after"})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the SDK's first append after the expiry: %v", err)
 	}
-	evs, _, err := j.Read(ctx, seqs[0], 1)
-	if err != nil || len(evs) != 1 || evs[0].ClientID != "expiring.2" {
-		t.Fatalf("the append after: %+v, %v", evs, err)
+	evs, _, err := j.Read(ctx, next, 10)
+	if err != nil || len(evs) != 1 || evs[0].Seq != seqs[0] || evs[0].Type != "after" || evs[0].ClientID != "expiring.2" {
+		t.Fatalf("the journal after the expiry: %+v, %v", evs, err)
 	}
 
 	// The streaming path (leader only) answers the same way.
