@@ -114,17 +114,15 @@ func (s *session) run(ctx context.Context, send func(t ticket) (kept bool, attem
 		}
 		kept, attempts, err := send(t)
 		s.end(t.seq)
-		switch {
-		case err == nil:
+		if err == nil {
 			if kept {
 				s.kept(t.id)
 			}
 			return nil
-		case errors.Is(err, ErrSessionExpired):
-			s.expired(t.id)
-			if try == 0 && attempts == 1 {
-				continue
-			}
+		}
+		s.failed(t.id, err)
+		if try == 0 && attempts == 1 && errors.Is(err, ErrSessionExpired) {
+			continue
 		}
 		return err
 	}

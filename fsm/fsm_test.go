@@ -365,14 +365,7 @@ func TestSessionResultsBounded(t *testing.T) {
 		checkSessions(t, &s.sessionTable)
 	}
 	// A restored session reads its results back in order.
-	var buf bytes.Buffer
-	if err := captureSnapshot(s).write(&buf); err != nil {
-		t.Fatal(err)
-	}
-	r, err := ReadSnapshot(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, _ := roundTrip(t, s)
 	checkSessions(t, &r.sessionTable)
 	for _, id := range []string{"noack", "sparse"} {
 		if !slices.Equal(r.sessions[id].kept, s.sessions[id].kept) {

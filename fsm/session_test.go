@@ -25,6 +25,22 @@ func fillSessions(s *State, n int, index *uint64) {
 	}
 }
 
+// roundTrip writes a snapshot of s and reads it back: the restored state
+// and the snapshot's bytes.
+func roundTrip(t *testing.T, s *State) (*State, []byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := captureSnapshot(s).write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Clone(buf.Bytes())
+	r, err := ReadSnapshot(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, data
+}
+
 // applyNext applies the entry l builds at the next index to s.
 func applyNext(t *testing.T, s *State, idx *uint64, l func(index uint64) *raft.Log) any {
 	t.Helper()
@@ -92,14 +108,7 @@ func TestKeptResultsBounded(t *testing.T) {
 	// throughout, and a state restored from a snapshot taken here drops
 	// the same results as the one that wrote it (holders rebuilt in the
 	// same order).
-	var mid bytes.Buffer
-	if err := captureSnapshot(s).write(&mid); err != nil {
-		t.Fatal(err)
-	}
-	restored, err := ReadSnapshot(&mid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	restored, _ := roundTrip(t, s)
 	rng := rand.New(rand.NewSource(5))
 	next := map[string]uint64{}
 	for i := range 3000 {
@@ -138,16 +147,9 @@ func TestKeptResultsBounded(t *testing.T) {
 	}
 
 	// The snapshot keeps dropped_through; the restored state is the same.
-	var buf bytes.Buffer
-	if err := captureSnapshot(s).write(&buf); err != nil {
-		t.Fatal(err)
-	}
-	if v := binary.BigEndian.Uint32(buf.Bytes()[8:12]); v != SnapshotFormatVersion {
+	r, data := roundTrip(t, s)
+	if v := binary.BigEndian.Uint32(data[8:12]); v != SnapshotFormatVersion {
 		t.Fatalf("snapshot format %d", v)
-	}
-	r, err := ReadSnapshot(&buf)
-	if err != nil {
-		t.Fatal(err)
 	}
 	checkSessions(t, &r.sessionTable)
 	if r.Hash() != s.Hash() || r.sessions["h0"].droppedThrough != s.sessions["h0"].droppedThrough || r.keptResults != s.keptResults {
