@@ -37,7 +37,9 @@ type Config struct {
 	// ClusterID, when set, is sent with every call; a coordinator of
 	// another cluster refuses it.
 	ClusterID string
-	// ClientID names the exactly-once session; default: random.
+	// ClientID names this client: its writers' lease holder name, and the
+	// base of its exactly-once sessions (see Client.ClientID); default:
+	// random. At most 128 bytes; sessions are opened with its first 107.
 	ClientID string
 	// AttemptTimeout bounds one attempt of a call (default 5 s); the
 	// caller's ctx bounds the whole call with its retries.
@@ -138,7 +140,8 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = 8 << 20
 	}
-	c := &Client{cfg: cfg, conns: map[string]*grpc.ClientConn{}, endpoints: append([]string(nil), cfg.Endpoints...), session: newSession(cfg.ClientID)}
+	c := &Client{cfg: cfg, conns: map[string]*grpc.ClientConn{}, endpoints: append([]string(nil), cfg.Endpoints...)}
+	c.session = newSession(cfg.ClientID, c.openSession)
 	c.appender = newAppender(c)
 	if err := c.discover(ctx); err != nil && !errors.Is(err, ErrNoLeader) {
 		c.Close()
@@ -147,10 +150,11 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// ClientID is the session id used for exactly-once writes (and the lease
-// holder name of this client's writers). If the cluster drops the session
-// (ErrSessionExpired), requests go on under ClientID() + ".2", ".3" ...;
-// the lease holder name stays.
+// ClientID names this client: the lease holder name of its writers, and
+// the base of its exactly-once sessions — the cluster opens them as
+// ClientID() + "@<index>" (on a cluster before log format 7 the session is
+// ClientID() itself, then ClientID() + ".2", ".3" ... after an
+// ErrSessionExpired). The lease holder name stays.
 func (c *Client) ClientID() string { return c.cfg.ClientID }
 
 // Close releases every connection.

@@ -3,7 +3,11 @@ package client
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -11,10 +15,32 @@ import (
 	"google.golang.org/grpc/status"
 )
 
+// cannotOpen is the open of a cluster before log format 7.
+func cannotOpen(context.Context, string) (string, error) { return "", errCannotOpenSessions }
+
+// opener opens sessions base@1, base@2 ... and counts the opens.
+type opener struct {
+	mu    sync.Mutex
+	n     int
+	fail  error
+	bases []string
+}
+
+func (o *opener) open(_ context.Context, base string) (string, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.fail != nil {
+		return "", o.fail
+	}
+	o.n++
+	o.bases = append(o.bases, base)
+	return base + "@" + strconv.Itoa(o.n), nil
+}
+
 func TestSessionAckedSeq(t *testing.T) {
-	s := newSession("c")
+	s := newSession("c", cannotOpen)
 	begin := func() (uint64, uint64) {
-		tk, err := s.begin(context.Background())
+		tk, err := s.begin(context.Background(), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +92,7 @@ func TestErrorMapping(t *testing.T) {
 // attempt may have been applied) and the caller gets ErrSessionExpired;
 // either way the next request uses the new session.
 func TestSessionRunExpiry(t *testing.T) {
-	s := newSession("c")
+	s := newSession("c", cannotOpen)
 	expired := &Error{Code: codes.FailedPrecondition, Reason: pb.ReasonSessionExpired}
 	var got []ticket
 	if err := s.run(context.Background(), func(tk ticket) (bool, int, error) {
@@ -94,8 +120,74 @@ func TestSessionRunExpiry(t *testing.T) {
 	if !errors.Is(err, ErrSessionExpired) || !errors.Is(err, ErrFailedPrecondition) || len(got) != 1 || got[0].id != "c.2" || !got[0].established {
 		t.Fatalf("refused after retries: %v, %+v", err, got)
 	}
-	tk, _ := s.begin(context.Background())
+	tk, _ := s.begin(context.Background(), 0)
 	if tk.id != "c.3" || tk.established || tk.acked != tk.seq-1 {
 		t.Fatalf("the request after: %+v", tk)
+	}
+}
+
+// TestSessionOpen: on a cluster that opens sessions (log format 7) the
+// first request waits for one open, however many start at once, and every
+// request is established from the first on; an expired session is
+// replaced by a new open (a request refused at its first attempt goes
+// again in it); a failed open fails the request without using a seq or
+// keeping its slot, and the next request opens again.
+func TestSessionOpen(t *testing.T) {
+	o := &opener{}
+	s := newSession("c", o.open)
+	var wg sync.WaitGroup
+	tickets := make(chan ticket, 50)
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.run(context.Background(), func(tk ticket) (bool, int, error) {
+				tickets <- tk
+				return true, 1, nil
+			}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(tickets)
+	for tk := range tickets {
+		if tk.id != "c@1" || !tk.established {
+			t.Fatalf("ticket %+v: want session c@1, established", tk)
+		}
+	}
+	if o.n != 1 {
+		t.Fatalf("%d opens for 50 concurrent first requests, want 1", o.n)
+	}
+	expired := &Error{Code: codes.FailedPrecondition, Reason: pb.ReasonSessionExpired}
+	var got []ticket
+	err := s.run(context.Background(), func(tk ticket) (bool, int, error) {
+		got = append(got, tk)
+		if len(got) == 1 {
+			return false, 1, expired
+		}
+		return true, 1, nil
+	})
+	if err != nil || len(got) != 2 || got[0].id != "c@1" || got[1].id != "c@2" || !got[1].established || got[1].seq <= got[0].seq || o.n != 2 {
+		t.Fatalf("refused at once: %v, %+v, %d opens", err, got, o.n)
+	}
+	s.expired("c@2")
+	o.fail = &Error{Code: codes.Unavailable, Reason: pb.ReasonNoLeader}
+	before := s.last
+	err = s.run(context.Background(), func(tk ticket) (bool, int, error) {
+		t.Fatal("a request was sent without an open session")
+		return false, 0, nil
+	})
+	if !errors.Is(err, ErrUnavailable) || s.last != before || len(s.slots) != 0 {
+		t.Fatalf("failed open: %v, seq %d -> %d, %d slots held", err, before, s.last, len(s.slots))
+	}
+	o.fail = nil
+	tk, err := s.begin(context.Background(), time.Second)
+	if err != nil || tk.id != "c@3" || !tk.established {
+		t.Fatalf("after the failed open: %v, %+v", err, tk)
+	}
+	long := newSession(strings.Repeat("x", 200), o.open)
+	if _, err := long.begin(context.Background(), 0); err != nil || len(o.bases[len(o.bases)-1]) != maxSessionBaseBytes {
+		t.Fatalf("a long client id opens with its first %d bytes: %v, %q", maxSessionBaseBytes, err, o.bases)
 	}
 }

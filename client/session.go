@@ -3,23 +3,48 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
+	"time"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 )
 
 // session issues request seqs and tracks which are still unanswered, so
 // every request can tell the FSM which results it may forget (acked_seq).
+//
+// Before its first request the session is opened on the cluster
+// (OpenSession, log format 7): the cluster names it "<base>@<index>", a
+// name no other open gets, and every request says session_established from
+// the first on — so a retry the cluster can no longer answer from the
+// session (evicted, or dropped by a forced import) is refused with
+// SESSION_EXPIRED, never applied a second time, and a client restarted with
+// the same ClientID does not meet the results of its previous run. A
+// cluster older than format 7 answers LOG_FORMAT (or does not know the
+// call): the session is then base itself, and established once the cluster
+// kept an answer of it, as before format 7.
 type session struct {
 	base string
-	mu   sync.Mutex
-	// id is the client id requests carry: base, then base.2, base.3 ...
-	// after the cluster answered that it no longer holds the session.
-	id  string
-	gen int
-	// established is set once the state machine kept an answer of id:
-	// from then on its requests say so (session_established), and the
-	// cluster refuses them if it lost the session (ErrSessionExpired)
-	// instead of applying a retry a second time.
+	// open asks the cluster to open a session for base and returns its id.
+	open func(ctx context.Context, base string) (string, error)
+	// openMu makes concurrent requests wait for one open.
+	openMu sync.Mutex
+	mu     sync.Mutex
+	// id is the client id requests carry: the opened session's, or (on a
+	// cluster before log format 7) base, then base.2, base.3 ... after the
+	// cluster answered that it no longer holds the session.
+	id string
+	// ready: id is opened, or the cluster cannot open sessions (legacy).
+	ready, legacy bool
+	gen           int
+	// established is set once the cluster holds session id for sure (it
+	// opened it, or kept an answer of it): from then on its requests say
+	// so (session_established), and the cluster refuses them if it lost
+	// the session (ErrSessionExpired) instead of applying a retry a
+	// second time.
 	established bool
 	last        uint64
 	outstanding map[uint64]struct{}
@@ -36,12 +61,17 @@ type session struct {
 // maxClientIDBytes is the longest client id the coordinators take.
 const maxClientIDBytes = 128
 
+// maxSessionBaseBytes is the longest client id an open may name
+// (fsm.MaxSessionBaseBytes): the opened session's id, "<base>@<index>",
+// must fit maxClientIDBytes.
+const maxSessionBaseBytes = maxClientIDBytes - len("@18446744073709551615")
+
 // MaxOutstanding is how many requests one client keeps in flight at most;
 // beyond it Append and Submit wait for a slot.
 const MaxOutstanding = 2048
 
-func newSession(id string) *session {
-	return &session{base: id, id: id, gen: 1, outstanding: map[uint64]struct{}{}, low: 1, slots: make(chan struct{}, MaxOutstanding)}
+func newSession(id string, open func(ctx context.Context, base string) (string, error)) *session {
+	return &session{base: id, open: open, id: id, gen: 1, outstanding: map[uint64]struct{}{}, low: 1, slots: make(chan struct{}, MaxOutstanding)}
 }
 
 // ticket is one request's place in the session: every attempt of the
@@ -52,23 +82,63 @@ type ticket struct {
 	established bool
 }
 
-// begin waits for a slot, issues the next seq and returns it with the
-// current acked seq (every seq at or below it has been answered) and the
-// session's id.
-func (s *session) begin(ctx context.Context) (ticket, error) {
+// begin waits for a slot and for the session to be open (opening it; the
+// open is bounded by openTimeout when it is > 0, else by ctx), then issues
+// the next seq and returns it with the current acked seq (every seq at or
+// below it has been answered) and the session's id.
+func (s *session) begin(ctx context.Context, openTimeout time.Duration) (ticket, error) {
 	select {
 	case s.slots <- struct{}{}:
 	case <-ctx.Done():
 		return ticket{}, ctx.Err()
 	}
+	for {
+		s.mu.Lock()
+		if s.ready {
+			s.last++
+			s.outstanding[s.last] = struct{}{}
+			if len(s.outstanding) == 1 {
+				s.low = s.last
+			}
+			t := ticket{id: s.id, seq: s.last, acked: s.low - 1, established: s.established}
+			s.mu.Unlock()
+			return t, nil
+		}
+		s.mu.Unlock()
+		if err := s.openSession(ctx, openTimeout); err != nil {
+			<-s.slots
+			return ticket{}, err
+		}
+	}
+}
+
+// openSession opens a session on the cluster unless one is open.
+func (s *session) openSession(ctx context.Context, timeout time.Duration) error {
+	s.openMu.Lock()
+	defer s.openMu.Unlock()
+	s.mu.Lock()
+	ready, base := s.ready, s.base[:min(len(s.base), maxSessionBaseBytes)]
+	s.mu.Unlock()
+	if ready {
+		return nil
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	id, err := s.open(ctx, base)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.last++
-	s.outstanding[s.last] = struct{}{}
-	if len(s.outstanding) == 1 {
-		s.low = s.last
+	switch {
+	case err == nil:
+		s.id, s.ready, s.legacy, s.established = id, true, false, true
+	case errors.Is(err, errCannotOpenSessions):
+		s.ready, s.legacy = true, true
+	default:
+		return err
 	}
-	return ticket{id: s.id, seq: s.last, acked: s.low - 1, established: s.established}, nil
+	return nil
 }
 
 // end marks seq answered (successfully or for good) and frees its slot.
@@ -108,7 +178,7 @@ func (s *session) kept(id string) {
 // one of them: the caller gets ErrSessionExpired.
 func (s *session) run(ctx context.Context, send func(t ticket) (kept bool, attempts int, err error)) error {
 	for try := 0; ; try++ {
-		t, err := s.begin(ctx)
+		t, err := s.begin(ctx, 0)
 		if err != nil {
 			return err
 		}
@@ -137,17 +207,41 @@ func (s *session) failed(id string, err error) {
 }
 
 // expired starts a new session after the cluster answered that it no
-// longer holds session id (evicted, or replaced by a forced import): later
-// requests carry a new client id; those begun under id keep it, and their
-// retries fail the same way. Seqs go on rising, so the outstanding ones
-// still bound acked_seq.
+// longer holds session id (evicted, or replaced by a forced import): the
+// next request opens one (or, on a cluster before log format 7, carries a
+// new client id: base.2, base.3 ...). Requests begun under id keep it, and
+// their retries fail the same way. Seqs go on rising, so the outstanding
+// ones still bound acked_seq.
 func (s *session) expired(id string) {
 	s.mu.Lock()
 	if id == s.id {
 		s.gen++
 		suffix := "." + strconv.Itoa(s.gen)
 		s.id = s.base[:min(len(s.base), maxClientIDBytes-len(suffix))] + suffix
-		s.established = false
+		s.ready, s.legacy, s.established = false, false, false
 	}
 	s.mu.Unlock()
+}
+
+// errCannotOpenSessions: the cluster cannot open sessions (log format
+// before 7, or a build without OpenSession).
+var errCannotOpenSessions = errors.New("logbook: the cluster cannot open sessions")
+
+// openSession asks the cluster (its leader, or with SpreadOverMembers the
+// next endpoint, which forwards it) to open a session for base.
+func (c *Client) openSession(ctx context.Context, base string) (string, error) {
+	var resp *pb.OpenSessionResponse
+	err := c.do(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+		var err error
+		resp, err = pb.NewJournalClient(cc).OpenSession(ctx, &pb.OpenSessionRequest{ClientId: base})
+		return err
+	})
+	var e *Error
+	if errors.As(err, &e) && (e.Code == codes.Unimplemented || e.Code == codes.FailedPrecondition && e.Reason == pb.ReasonLogFormat) {
+		return "", fmt.Errorf("%w: %v", errCannotOpenSessions, err)
+	}
+	if err != nil {
+		return "", err
+	}
+	return resp.SessionId, nil
 }

@@ -71,8 +71,15 @@ func (j *Journal) Submit(events ...Event) *Future {
 		return f
 	}
 	s := j.c.session
-	// Blocks while MaxOutstanding submissions are unanswered (backpressure).
-	t, _ := s.begin(context.Background())
+	// Blocks while MaxOutstanding submissions are unanswered (backpressure);
+	// opening the session (the first Submit's, or after an expiry) waits
+	// for the cluster at most a few attempts' time.
+	t, err := s.begin(context.Background(), 4*j.c.cfg.AttemptTimeout)
+	if err != nil {
+		f.err = err
+		close(f.done)
+		return f
+	}
 	req := &pb.AppendRequest{ClientId: t.id, RequestSeq: t.seq, AckedSeq: t.acked, SessionEstablished: t.established, Events: make([]*pb.Event, len(events))}
 	for i, e := range events {
 		req.Events[i] = &pb.Event{Type: e.Type, Payload: e.Payload}

@@ -32,7 +32,11 @@
 // they are refused — ErrCacheFormat — in entries of an older format);
 // formats 5 and 6 change the session rules (below, "Sessions"); 6 also
 // reads AppendOp/NamespaceCommand.session_established, which an older
-// build ignores, so the rule starts only at the SET_FORMAT. This build reads MinCommandVersion..CommandVersion. Proposers write the replicated format
+// build ignores, so the rule starts only at the SET_FORMAT; format 7
+// allows OPEN_SESSION (an older build would halt on the unknown command
+// type, so it is refused — ErrSessionOpenFormat — in entries of an older
+// format). This build reads MinCommandVersion..CommandVersion. Proposers
+// write the replicated format
 // (State.LogFormat); the leader raises it with a SET_FORMAT entry once
 // every voter has registered a build that reads the new format (Member.
 // max_log_format), the Raft counterpart of Ceph's journal reformat: no
@@ -79,6 +83,21 @@
 // after its session was evicted and before any answer reached it, is the
 // one case left that can apply twice; before format 6 every retry after an
 // eviction could.
+//
+// Log format 7 closes that case: a client opens its session first
+// (OPEN_SESSION, the dissertation's RegisterClient). The open names a new,
+// empty session "<client id>@<index>" (SessionID; the index of the open's
+// entry, so no two opens name the same session — a session some request
+// started under that id without an open is replaced), and the client marks
+// every request of it established from the first on: once the session is
+// gone, every request of it is refused. Two opens by one client id (a
+// restarted client, or a retried open whose first answer was lost) get two
+// sessions; before opens, a client restarted with a fixed client id met its
+// previous run's session, and its first requests were answered with the
+// old results (their events dropped) or refused as acknowledged. The SDK
+// opens a session before its first request and after SESSION_EXPIRED; an
+// op not marked established still starts a session of its own id, as
+// before (clients that do not open).
 //
 // # Namespace
 //

@@ -23,6 +23,11 @@ var (
 	// as least recently used, or replaced by a forced import): it may be a
 	// retry of a request applied before, so it is refused (log format 6).
 	ErrSessionExpired = errors.New("fsm: session expired: the state machine no longer holds this client's session; start a new one")
+	// ErrSessionOpenFormat: an OPEN_SESSION in an entry of log format < 7.
+	ErrSessionOpenFormat = errors.New("fsm: opening a session needs log format 7 (every voter upgraded)")
+	// ErrSessionClientID: an OPEN_SESSION whose client id is empty, longer
+	// than MaxSessionBaseBytes or not UTF-8.
+	ErrSessionClientID = fmt.Errorf("fsm: a session's client id must be 1..%d bytes of UTF-8", MaxSessionBaseBytes)
 	// ErrInvalidMember: a member registration without id or addresses.
 	ErrInvalidMember = errors.New("fsm: member registration needs id, raft and grpc addresses")
 	// ErrFormatDowngrade: a SET_FORMAT below the current log format.

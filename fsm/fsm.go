@@ -29,8 +29,8 @@ const (
 	// format 4 entries; 5 changes a rule of the sessions, not the entries'
 	// content (see SessionFloorFormat); 6 refuses a request of an
 	// established session the state machine no longer holds (see
-	// SessionExpiryFormat).
-	CommandVersion = 6
+	// SessionExpiryFormat); 7 adds OPEN_SESSION (see SessionOpenFormat).
+	CommandVersion = 7
 
 	// NamespaceFormat is the first log format whose entries may carry
 	// namespace commands.
@@ -56,6 +56,16 @@ const (
 	// MaxSessions) or replaced by a forced import, and the request may be
 	// a retry of one applied before.
 	SessionExpiryFormat = 6
+	// SessionOpenFormat is the first log format whose entries may carry
+	// OPEN_SESSION, which a build before it cannot apply: the client opens
+	// its session before its first request, so every request of it is
+	// marked established and none can start a session by itself.
+	SessionOpenFormat = 7
+
+	// MaxSessionBaseBytes bounds the client id an OPEN_SESSION names: the
+	// session id, "<client id>@<index>", then fits the 128 bytes a request's
+	// client id may have.
+	MaxSessionBaseBytes = 128 - len("@18446744073709551615")
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

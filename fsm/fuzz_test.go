@@ -42,6 +42,9 @@ func FuzzApply(f *testing.F) {
 	f.Add(appendEntry(f, 1, op("c", 1, 0, "a")).Data)
 	f.Add([]byte{0x08, 0x01, 0x10, 0x02})
 	f.Add(nsEntry(f, 1, 1, &pb.NamespaceCommand{Op: opRegister("n1", "a:1", "a:2", "")}).Data)
+	if data, err := EncodeCommandVersion(SessionOpenFormat, pb.CommandType_COMMAND_TYPE_OPEN_SESSION, &pb.OpenSessionCommand{ClientId: "c"}, 0); err == nil {
+		f.Add(data)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m := New(nil)
 		m.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data})

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"container/list"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 )
@@ -72,12 +74,7 @@ func (t *sessionTable) session(id string, index uint64) *session {
 		sess.elem = t.lru.PushBack(sess)
 		t.sessions[id] = sess
 		for len(t.sessions) > MaxSessions {
-			old := t.lru.Remove(t.lru.Front()).(*session)
-			delete(t.sessions, old.id)
-			t.keptResults -= len(old.kept)
-			if old.holder != nil {
-				t.holders.Remove(old.holder)
-			}
+			t.remove(t.lru.Front().Value.(*session))
 		}
 	} else {
 		t.lru.MoveToBack(sess.elem)
@@ -87,6 +84,52 @@ func (t *sessionTable) session(id string, index uint64) *session {
 	}
 	sess.lastIndex = index
 	return sess
+}
+
+// OpenSessionResult is the result of an OPEN_SESSION: the id of the new
+// session, or why none was opened.
+type OpenSessionResult struct {
+	SessionID string
+	Index     uint64
+	Err       error
+}
+
+// SessionID names the session an OPEN_SESSION of clientID at index opens.
+// The index makes it unlike every other open's.
+func SessionID(clientID string, index uint64) string {
+	return clientID + "@" + strconv.FormatUint(index, 10)
+}
+
+// ValidSessionClientID reports whether an OPEN_SESSION may name clientID.
+func ValidSessionClientID(clientID string) bool {
+	return clientID != "" && len(clientID) <= MaxSessionBaseBytes && utf8.ValidString(clientID)
+}
+
+// openSession opens the session of clientID at index: a new one, empty,
+// the most recently used (evicting the least recently used over
+// MaxSessions). A session of that id that requests started without an
+// open (a client may name any id) is replaced: the opener's requests must
+// not be answered with another's results.
+func (s *State) openSession(index uint64, clientID string) OpenSessionResult {
+	if !ValidSessionClientID(clientID) {
+		return OpenSessionResult{Index: index, Err: ErrSessionClientID}
+	}
+	id := SessionID(clientID, index)
+	if old, ok := s.sessions[id]; ok {
+		s.remove(old)
+	}
+	s.session(id, index)
+	return OpenSessionResult{SessionID: id, Index: index}
+}
+
+// remove forgets a session and its results.
+func (t *sessionTable) remove(sess *session) {
+	t.lru.Remove(sess.elem)
+	delete(t.sessions, sess.id)
+	t.keptResults -= len(sess.kept)
+	if sess.holder != nil {
+		t.holders.Remove(sess.holder)
+	}
 }
 
 // sessionExpired reports whether a request of an established session

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -309,5 +310,117 @@ func TestSessionExpiry(t *testing.T) {
 	})
 	if r := appendOp(established("c0", 6)); !errors.Is(r.Err, ErrSessionExpired) {
 		t.Fatalf("after a forced import: %+v", r)
+	}
+}
+
+func openEntry(t *testing.T, version uint32, client string) func(index uint64) *raft.Log {
+	return func(index uint64) *raft.Log {
+		t.Helper()
+		data, err := EncodeCommandVersion(version, pb.CommandType_COMMAND_TYPE_OPEN_SESSION, &pb.OpenSessionCommand{ClientId: client}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &raft.Log{Index: index, Type: raft.LogCommand, Data: data}
+	}
+}
+
+// TestOpenSession: OPEN_SESSION (log format 7) opens a new, empty session
+// named after the client and the entry's index, so two opens of one client
+// id (a restarted client, a retried open) get two sessions, and one
+// client's requests never meet another run's results; requests marked
+// established in it apply, and once it is evicted they are refused, the
+// first request included (before opens, that one started a new session
+// and could apply twice). An open in an older entry, or naming a bad
+// client id, changes nothing. The opened sessions survive a snapshot.
+func TestOpenSession(t *testing.T) {
+	s := NewState()
+	s.logFormat = SessionOpenFormat
+	idx := uint64(0)
+	apply := func(l func(index uint64) *raft.Log) any { t.Helper(); return applyNext(t, s, &idx, l) }
+	open := func(version uint32, client string) OpenSessionResult {
+		t.Helper()
+		return apply(openEntry(t, version, client)).(OpenSessionResult)
+	}
+	appendOp := func(client string, seq uint64) Result {
+		t.Helper()
+		o := op(client, seq, seq-1, "e")
+		o.SessionEstablished = true
+		return apply(func(i uint64) *raft.Log { return appendEntry(t, i, o) }).([]Result)[0]
+	}
+
+	digest := s.digest(false)
+	for _, bad := range []struct {
+		name    string
+		version uint32
+		client  string
+		want    error
+	}{
+		{"format 6 entry", SessionExpiryFormat, "c", ErrSessionOpenFormat},
+		{"empty client id", SessionOpenFormat, "", ErrSessionClientID},
+		{"client id too long", SessionOpenFormat, strings.Repeat("x", MaxSessionBaseBytes+1), ErrSessionClientID},
+	} {
+		if r := open(bad.version, bad.client); !errors.Is(r.Err, bad.want) || r.SessionID != "" {
+			t.Errorf("%s: %+v, want %v", bad.name, r, bad.want)
+		}
+	}
+	if s.SessionCount() != 0 || s.digest(false) != digest {
+		t.Fatal("a refused open changed the state")
+	}
+
+	r1 := open(SessionOpenFormat, strings.Repeat("x", MaxSessionBaseBytes))
+	if r1.Err != nil || len(r1.SessionID) > 128 {
+		t.Fatalf("the longest client id: %+v", r1)
+	}
+	a := open(SessionOpenFormat, "c")
+	if a.Err != nil || a.SessionID != SessionID("c", a.Index) || a.SessionID != fmt.Sprintf("c@%d", idx) {
+		t.Fatalf("open: %+v", a)
+	}
+	if r := appendOp(a.SessionID, 1); r.Err != nil || r.Duplicate {
+		t.Fatalf("first request in the opened session: %+v", r)
+	}
+	if r := appendOp(a.SessionID, 1); !r.Duplicate {
+		t.Fatalf("its retry: %+v", r)
+	}
+	// The same client restarted: a session of its own, seqs from 1 again.
+	b := open(SessionOpenFormat, "c")
+	if b.Err != nil || b.SessionID == a.SessionID {
+		t.Fatalf("second open of c: %+v (first %+v)", b, a)
+	}
+	if r := appendOp(b.SessionID, 1); r.Err != nil || r.Duplicate {
+		t.Fatalf("first request of the second run: %+v", r)
+	}
+	// A session some client started without an open under the id the next
+	// open will name is replaced, its results gone.
+	squat := SessionID("c", idx+2)
+	if r := apply(func(i uint64) *raft.Log { return appendEntry(t, i, op(squat, 1, 0, "e")) }).([]Result)[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if c := open(SessionOpenFormat, "c"); c.SessionID != squat || len(s.sessions[squat].kept) != 0 {
+		t.Fatalf("open over a squatted id: %+v, %d results kept", c, len(s.sessions[squat].kept))
+	}
+	if r := appendOp(squat, 1); r.Err != nil || r.Duplicate {
+		t.Fatalf("first request after the replacing open: %+v", r)
+	}
+	if s.KeptResults() != 3 {
+		t.Fatalf("kept results %d, want 3", s.KeptResults())
+	}
+
+	restored, _ := roundTrip(t, s)
+	if restored.digest(false) != s.digest(false) || restored.sessions[b.SessionID] == nil {
+		t.Fatal("opened sessions lost in a snapshot")
+	}
+
+	// Evicted before its client had any answer: its first request (a
+	// retry or not) is refused, not applied in a new session.
+	d := open(SessionOpenFormat, "d")
+	for i := range MaxSessions {
+		s.session(fmt.Sprintf("n%d", i), idx)
+	}
+	next, sessions := s.NextSeq(), s.SessionCount()
+	if r := appendOp(d.SessionID, 1); !errors.Is(r.Err, ErrSessionExpired) {
+		t.Fatalf("first request after the eviction: %+v", r)
+	}
+	if s.NextSeq() != next || s.SessionCount() != sessions {
+		t.Fatal("the refused request changed the state")
 	}
 }

@@ -223,6 +223,16 @@ func (s *State) Apply(index uint64, cmd *pb.Command) (any, error) {
 			return NamespaceResult{Index: index, Err: ErrCacheFormat}, nil
 		}
 		return s.applyNamespace(index, cmd.ProposedUnixNanos, &c)
+	case pb.CommandType_COMMAND_TYPE_OPEN_SESSION:
+		var c pb.OpenSessionCommand
+		if err := proto.Unmarshal(cmd.Payload, &c); err != nil {
+			return nil, fmt.Errorf("fsm: decode open-session command at index %d: %w", index, err)
+		}
+		s.appliedIndex = index
+		if cmd.Version < SessionOpenFormat {
+			return OpenSessionResult{Index: index, Err: ErrSessionOpenFormat}, nil
+		}
+		return s.openSession(index, c.ClientId), nil
 	case pb.CommandType_COMMAND_TYPE_IMPORT:
 		var c pb.ImportCommand
 		if err := proto.Unmarshal(cmd.Payload, &c); err != nil {

@@ -57,6 +57,9 @@ const (
 	// Payload: NamespaceCommand (namespace.proto). One op on files, blocks,
 	// leases or storage nodes; an accepted op also appends one audit event.
 	CommandType_COMMAND_TYPE_NAMESPACE CommandType = 10
+	// Payload: OpenSessionCommand. Log format 7: opens a new exactly-once
+	// session named after the client and this entry's index.
+	CommandType_COMMAND_TYPE_OPEN_SESSION CommandType = 11
 )
 
 // Enum value maps for CommandType.
@@ -73,6 +76,7 @@ var (
 		8:  "COMMAND_TYPE_CHECKPOINT",
 		9:  "COMMAND_TYPE_SET_FORMAT",
 		10: "COMMAND_TYPE_NAMESPACE",
+		11: "COMMAND_TYPE_OPEN_SESSION",
 	}
 	CommandType_value = map[string]int32{
 		"COMMAND_TYPE_UNSPECIFIED":       0,
@@ -86,6 +90,7 @@ var (
 		"COMMAND_TYPE_CHECKPOINT":        8,
 		"COMMAND_TYPE_SET_FORMAT":        9,
 		"COMMAND_TYPE_NAMESPACE":         10,
+		"COMMAND_TYPE_OPEN_SESSION":      11,
 	}
 )
 
@@ -173,7 +178,8 @@ type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Envelope version (the log format). 1: the original format. 2: every
 	// JournalEvent of an APPEND carries its crc32c, checked at apply. 3: the
-	// namespace commands. 4: the cache-directive ops of the namespace. A
+	// namespace commands. 4: the cache-directive ops of the namespace. 5
+	// and 6: rules of the sessions (fsm/doc.go). 7: OPEN_SESSION. A
 	// proposer writes the replicated log format (SetFormatCommand); a reader
 	// refuses any version it does not know rather than guess.
 	Version uint32      `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
@@ -516,6 +522,59 @@ func (x *Member) GetMaxLogFormat() uint32 {
 	return 0
 }
 
+// OpenSessionCommand opens an exactly-once session (the Raft
+// dissertation's RegisterClient, §6.3). The session is named
+// "<client_id>@<index>" (index: the Raft index of this entry), so every
+// open names a session no other open, earlier or later, can name: a
+// client restarted with the same client_id gets a session of its own, and
+// a retry of an open that was applied opens a second one (the first is
+// evicted in time, as any idle session). The client's requests then say
+// session_established from the first on, so a retry after the session
+// was evicted is refused rather than applied twice.
+type OpenSessionCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClientId      string                 `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpenSessionCommand) Reset() {
+	*x = OpenSessionCommand{}
+	mi := &file_logbookv1_command_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpenSessionCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpenSessionCommand) ProtoMessage() {}
+
+func (x *OpenSessionCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_command_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpenSessionCommand.ProtoReflect.Descriptor instead.
+func (*OpenSessionCommand) Descriptor() ([]byte, []int) {
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *OpenSessionCommand) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
 type SetFormatCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
@@ -525,7 +584,7 @@ type SetFormatCommand struct {
 
 func (x *SetFormatCommand) Reset() {
 	*x = SetFormatCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[5]
+	mi := &file_logbookv1_command_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -537,7 +596,7 @@ func (x *SetFormatCommand) String() string {
 func (*SetFormatCommand) ProtoMessage() {}
 
 func (x *SetFormatCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[5]
+	mi := &file_logbookv1_command_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -550,7 +609,7 @@ func (x *SetFormatCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetFormatCommand.ProtoReflect.Descriptor instead.
 func (*SetFormatCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{5}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SetFormatCommand) GetVersion() uint32 {
@@ -569,7 +628,7 @@ type RegisterMemberCommand struct {
 
 func (x *RegisterMemberCommand) Reset() {
 	*x = RegisterMemberCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[6]
+	mi := &file_logbookv1_command_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +640,7 @@ func (x *RegisterMemberCommand) String() string {
 func (*RegisterMemberCommand) ProtoMessage() {}
 
 func (x *RegisterMemberCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[6]
+	mi := &file_logbookv1_command_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +653,7 @@ func (x *RegisterMemberCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterMemberCommand.ProtoReflect.Descriptor instead.
 func (*RegisterMemberCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{6}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RegisterMemberCommand) GetMember() *Member {
@@ -614,7 +673,7 @@ type JournalConfig struct {
 
 func (x *JournalConfig) Reset() {
 	*x = JournalConfig{}
-	mi := &file_logbookv1_command_proto_msgTypes[7]
+	mi := &file_logbookv1_command_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -626,7 +685,7 @@ func (x *JournalConfig) String() string {
 func (*JournalConfig) ProtoMessage() {}
 
 func (x *JournalConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[7]
+	mi := &file_logbookv1_command_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -639,7 +698,7 @@ func (x *JournalConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JournalConfig.ProtoReflect.Descriptor instead.
 func (*JournalConfig) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{7}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *JournalConfig) GetEventsPerSegment() uint64 {
@@ -671,7 +730,7 @@ type ConsumerCommand struct {
 
 func (x *ConsumerCommand) Reset() {
 	*x = ConsumerCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[8]
+	mi := &file_logbookv1_command_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +742,7 @@ func (x *ConsumerCommand) String() string {
 func (*ConsumerCommand) ProtoMessage() {}
 
 func (x *ConsumerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[8]
+	mi := &file_logbookv1_command_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +755,7 @@ func (x *ConsumerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerCommand.ProtoReflect.Descriptor instead.
 func (*ConsumerCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{8}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ConsumerCommand) GetOp() ConsumerOp {
@@ -741,7 +800,7 @@ type TrimCommand struct {
 
 func (x *TrimCommand) Reset() {
 	*x = TrimCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[9]
+	mi := &file_logbookv1_command_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -753,7 +812,7 @@ func (x *TrimCommand) String() string {
 func (*TrimCommand) ProtoMessage() {}
 
 func (x *TrimCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[9]
+	mi := &file_logbookv1_command_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -766,7 +825,7 @@ func (x *TrimCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimCommand.ProtoReflect.Descriptor instead.
 func (*TrimCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{9}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TrimCommand) GetToSeq() uint64 {
@@ -798,7 +857,7 @@ type ResetCommand struct {
 
 func (x *ResetCommand) Reset() {
 	*x = ResetCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[10]
+	mi := &file_logbookv1_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +869,7 @@ func (x *ResetCommand) String() string {
 func (*ResetCommand) ProtoMessage() {}
 
 func (x *ResetCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[10]
+	mi := &file_logbookv1_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +882,7 @@ func (x *ResetCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetCommand.ProtoReflect.Descriptor instead.
 func (*ResetCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{10}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{11}
 }
 
 type CheckpointCommand struct {
@@ -834,7 +893,7 @@ type CheckpointCommand struct {
 
 func (x *CheckpointCommand) Reset() {
 	*x = CheckpointCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[11]
+	mi := &file_logbookv1_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +905,7 @@ func (x *CheckpointCommand) String() string {
 func (*CheckpointCommand) ProtoMessage() {}
 
 func (x *CheckpointCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[11]
+	mi := &file_logbookv1_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +918,7 @@ func (x *CheckpointCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointCommand.ProtoReflect.Descriptor instead.
 func (*CheckpointCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{11}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{12}
 }
 
 type ImportCommand struct {
@@ -876,7 +935,7 @@ type ImportCommand struct {
 
 func (x *ImportCommand) Reset() {
 	*x = ImportCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[12]
+	mi := &file_logbookv1_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +947,7 @@ func (x *ImportCommand) String() string {
 func (*ImportCommand) ProtoMessage() {}
 
 func (x *ImportCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[12]
+	mi := &file_logbookv1_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +960,7 @@ func (x *ImportCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportCommand.ProtoReflect.Descriptor instead.
 func (*ImportCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{12}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ImportCommand) GetEvents() []*StoredEvent {
@@ -942,7 +1001,7 @@ type Segment struct {
 
 func (x *Segment) Reset() {
 	*x = Segment{}
-	mi := &file_logbookv1_command_proto_msgTypes[13]
+	mi := &file_logbookv1_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -954,7 +1013,7 @@ func (x *Segment) String() string {
 func (*Segment) ProtoMessage() {}
 
 func (x *Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[13]
+	mi := &file_logbookv1_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -967,7 +1026,7 @@ func (x *Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Segment.ProtoReflect.Descriptor instead.
 func (*Segment) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{13}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Segment) GetId() uint64 {
@@ -1036,7 +1095,7 @@ type Consumer struct {
 
 func (x *Consumer) Reset() {
 	*x = Consumer{}
-	mi := &file_logbookv1_command_proto_msgTypes[14]
+	mi := &file_logbookv1_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1048,7 +1107,7 @@ func (x *Consumer) String() string {
 func (*Consumer) ProtoMessage() {}
 
 func (x *Consumer) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[14]
+	mi := &file_logbookv1_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1061,7 +1120,7 @@ func (x *Consumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Consumer.ProtoReflect.Descriptor instead.
 func (*Consumer) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{14}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Consumer) GetName() string {
@@ -1115,7 +1174,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_logbookv1_command_proto_msgTypes[15]
+	mi := &file_logbookv1_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1186,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[15]
+	mi := &file_logbookv1_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1199,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{15}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SnapshotHeader) GetFormatVersion() uint32 {
@@ -1305,7 +1364,7 @@ type StoredEvent struct {
 
 func (x *StoredEvent) Reset() {
 	*x = StoredEvent{}
-	mi := &file_logbookv1_command_proto_msgTypes[16]
+	mi := &file_logbookv1_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1317,7 +1376,7 @@ func (x *StoredEvent) String() string {
 func (*StoredEvent) ProtoMessage() {}
 
 func (x *StoredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[16]
+	mi := &file_logbookv1_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1330,7 +1389,7 @@ func (x *StoredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredEvent.ProtoReflect.Descriptor instead.
 func (*StoredEvent) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{16}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StoredEvent) GetSeq() uint64 {
@@ -1386,7 +1445,7 @@ type SessionResult struct {
 
 func (x *SessionResult) Reset() {
 	*x = SessionResult{}
-	mi := &file_logbookv1_command_proto_msgTypes[17]
+	mi := &file_logbookv1_command_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1398,7 +1457,7 @@ func (x *SessionResult) String() string {
 func (*SessionResult) ProtoMessage() {}
 
 func (x *SessionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[17]
+	mi := &file_logbookv1_command_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1411,7 +1470,7 @@ func (x *SessionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResult.ProtoReflect.Descriptor instead.
 func (*SessionResult) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{17}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SessionResult) GetRequestSeq() uint64 {
@@ -1453,7 +1512,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_logbookv1_command_proto_msgTypes[18]
+	mi := &file_logbookv1_command_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1465,7 +1524,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[18]
+	mi := &file_logbookv1_command_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1478,7 +1537,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{18}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Session) GetClientId() string {
@@ -1536,7 +1595,7 @@ type SnapshotRecord struct {
 
 func (x *SnapshotRecord) Reset() {
 	*x = SnapshotRecord{}
-	mi := &file_logbookv1_command_proto_msgTypes[19]
+	mi := &file_logbookv1_command_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1548,7 +1607,7 @@ func (x *SnapshotRecord) String() string {
 func (*SnapshotRecord) ProtoMessage() {}
 
 func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[19]
+	mi := &file_logbookv1_command_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1561,7 +1620,7 @@ func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRecord.ProtoReflect.Descriptor instead.
 func (*SnapshotRecord) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{19}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SnapshotRecord) GetRecord() isSnapshotRecord_Record {
@@ -1741,7 +1800,9 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x1b\n" +
 	"\thttp_addr\x18\x04 \x01(\tR\bhttpAddr\x12$\n" +
-	"\x0emax_log_format\x18\x05 \x01(\rR\fmaxLogFormat\",\n" +
+	"\x0emax_log_format\x18\x05 \x01(\rR\fmaxLogFormat\"1\n" +
+	"\x12OpenSessionCommand\x12\x1b\n" +
+	"\tclient_id\x18\x01 \x01(\tR\bclientId\",\n" +
 	"\x10SetFormatCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\"C\n" +
 	"\x15RegisterMemberCommand\x12*\n" +
@@ -1838,7 +1899,7 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x05block\x18\a \x01(\v2\x17.logbook.v1.BlockRecordH\x00R\x05block\x12,\n" +
 	"\x04node\x18\b \x01(\v2\x16.logbook.v1.NodeRecordH\x00R\x04node\x12:\n" +
 	"\tdirective\x18\t \x01(\v2\x1a.logbook.v1.CacheDirectiveH\x00R\tdirectiveB\b\n" +
-	"\x06record*\xc3\x02\n" +
+	"\x06record*\xe2\x02\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13COMMAND_TYPE_APPEND\x10\x01\x12 \n" +
@@ -1851,7 +1912,8 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x17COMMAND_TYPE_CHECKPOINT\x10\b\x12\x1b\n" +
 	"\x17COMMAND_TYPE_SET_FORMAT\x10\t\x12\x1a\n" +
 	"\x16COMMAND_TYPE_NAMESPACE\x10\n" +
-	"*p\n" +
+	"\x12\x1d\n" +
+	"\x19COMMAND_TYPE_OPEN_SESSION\x10\v*p\n" +
 	"\n" +
 	"ConsumerOp\x12\x1b\n" +
 	"\x17CONSUMER_OP_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -1872,7 +1934,7 @@ func file_logbookv1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_logbookv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_logbookv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_logbookv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_logbookv1_command_proto_goTypes = []any{
 	(CommandType)(0),              // 0: logbook.v1.CommandType
 	(ConsumerOp)(0),               // 1: logbook.v1.ConsumerOp
@@ -1881,25 +1943,26 @@ var file_logbookv1_command_proto_goTypes = []any{
 	(*AppendOp)(nil),              // 4: logbook.v1.AppendOp
 	(*AppendCommand)(nil),         // 5: logbook.v1.AppendCommand
 	(*Member)(nil),                // 6: logbook.v1.Member
-	(*SetFormatCommand)(nil),      // 7: logbook.v1.SetFormatCommand
-	(*RegisterMemberCommand)(nil), // 8: logbook.v1.RegisterMemberCommand
-	(*JournalConfig)(nil),         // 9: logbook.v1.JournalConfig
-	(*ConsumerCommand)(nil),       // 10: logbook.v1.ConsumerCommand
-	(*TrimCommand)(nil),           // 11: logbook.v1.TrimCommand
-	(*ResetCommand)(nil),          // 12: logbook.v1.ResetCommand
-	(*CheckpointCommand)(nil),     // 13: logbook.v1.CheckpointCommand
-	(*ImportCommand)(nil),         // 14: logbook.v1.ImportCommand
-	(*Segment)(nil),               // 15: logbook.v1.Segment
-	(*Consumer)(nil),              // 16: logbook.v1.Consumer
-	(*SnapshotHeader)(nil),        // 17: logbook.v1.SnapshotHeader
-	(*StoredEvent)(nil),           // 18: logbook.v1.StoredEvent
-	(*SessionResult)(nil),         // 19: logbook.v1.SessionResult
-	(*Session)(nil),               // 20: logbook.v1.Session
-	(*SnapshotRecord)(nil),        // 21: logbook.v1.SnapshotRecord
-	(*FileRecord)(nil),            // 22: logbook.v1.FileRecord
-	(*BlockRecord)(nil),           // 23: logbook.v1.BlockRecord
-	(*NodeRecord)(nil),            // 24: logbook.v1.NodeRecord
-	(*CacheDirective)(nil),        // 25: logbook.v1.CacheDirective
+	(*OpenSessionCommand)(nil),    // 7: logbook.v1.OpenSessionCommand
+	(*SetFormatCommand)(nil),      // 8: logbook.v1.SetFormatCommand
+	(*RegisterMemberCommand)(nil), // 9: logbook.v1.RegisterMemberCommand
+	(*JournalConfig)(nil),         // 10: logbook.v1.JournalConfig
+	(*ConsumerCommand)(nil),       // 11: logbook.v1.ConsumerCommand
+	(*TrimCommand)(nil),           // 12: logbook.v1.TrimCommand
+	(*ResetCommand)(nil),          // 13: logbook.v1.ResetCommand
+	(*CheckpointCommand)(nil),     // 14: logbook.v1.CheckpointCommand
+	(*ImportCommand)(nil),         // 15: logbook.v1.ImportCommand
+	(*Segment)(nil),               // 16: logbook.v1.Segment
+	(*Consumer)(nil),              // 17: logbook.v1.Consumer
+	(*SnapshotHeader)(nil),        // 18: logbook.v1.SnapshotHeader
+	(*StoredEvent)(nil),           // 19: logbook.v1.StoredEvent
+	(*SessionResult)(nil),         // 20: logbook.v1.SessionResult
+	(*Session)(nil),               // 21: logbook.v1.Session
+	(*SnapshotRecord)(nil),        // 22: logbook.v1.SnapshotRecord
+	(*FileRecord)(nil),            // 23: logbook.v1.FileRecord
+	(*BlockRecord)(nil),           // 24: logbook.v1.BlockRecord
+	(*NodeRecord)(nil),            // 25: logbook.v1.NodeRecord
+	(*CacheDirective)(nil),        // 26: logbook.v1.CacheDirective
 }
 var file_logbookv1_command_proto_depIdxs = []int32{
 	0,  // 0: logbook.v1.Command.type:type_name -> logbook.v1.CommandType
@@ -1907,18 +1970,18 @@ var file_logbookv1_command_proto_depIdxs = []int32{
 	4,  // 2: logbook.v1.AppendCommand.ops:type_name -> logbook.v1.AppendOp
 	6,  // 3: logbook.v1.RegisterMemberCommand.member:type_name -> logbook.v1.Member
 	1,  // 4: logbook.v1.ConsumerCommand.op:type_name -> logbook.v1.ConsumerOp
-	18, // 5: logbook.v1.ImportCommand.events:type_name -> logbook.v1.StoredEvent
-	9,  // 6: logbook.v1.SnapshotHeader.journal_config:type_name -> logbook.v1.JournalConfig
-	19, // 7: logbook.v1.Session.results:type_name -> logbook.v1.SessionResult
-	18, // 8: logbook.v1.SnapshotRecord.event:type_name -> logbook.v1.StoredEvent
-	20, // 9: logbook.v1.SnapshotRecord.session:type_name -> logbook.v1.Session
+	19, // 5: logbook.v1.ImportCommand.events:type_name -> logbook.v1.StoredEvent
+	10, // 6: logbook.v1.SnapshotHeader.journal_config:type_name -> logbook.v1.JournalConfig
+	20, // 7: logbook.v1.Session.results:type_name -> logbook.v1.SessionResult
+	19, // 8: logbook.v1.SnapshotRecord.event:type_name -> logbook.v1.StoredEvent
+	21, // 9: logbook.v1.SnapshotRecord.session:type_name -> logbook.v1.Session
 	6,  // 10: logbook.v1.SnapshotRecord.member:type_name -> logbook.v1.Member
-	15, // 11: logbook.v1.SnapshotRecord.segment:type_name -> logbook.v1.Segment
-	16, // 12: logbook.v1.SnapshotRecord.consumer:type_name -> logbook.v1.Consumer
-	22, // 13: logbook.v1.SnapshotRecord.file:type_name -> logbook.v1.FileRecord
-	23, // 14: logbook.v1.SnapshotRecord.block:type_name -> logbook.v1.BlockRecord
-	24, // 15: logbook.v1.SnapshotRecord.node:type_name -> logbook.v1.NodeRecord
-	25, // 16: logbook.v1.SnapshotRecord.directive:type_name -> logbook.v1.CacheDirective
+	16, // 11: logbook.v1.SnapshotRecord.segment:type_name -> logbook.v1.Segment
+	17, // 12: logbook.v1.SnapshotRecord.consumer:type_name -> logbook.v1.Consumer
+	23, // 13: logbook.v1.SnapshotRecord.file:type_name -> logbook.v1.FileRecord
+	24, // 14: logbook.v1.SnapshotRecord.block:type_name -> logbook.v1.BlockRecord
+	25, // 15: logbook.v1.SnapshotRecord.node:type_name -> logbook.v1.NodeRecord
+	26, // 16: logbook.v1.SnapshotRecord.directive:type_name -> logbook.v1.CacheDirective
 	17, // [17:17] is the sub-list for method output_type
 	17, // [17:17] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
@@ -1932,7 +1995,7 @@ func file_logbookv1_command_proto_init() {
 		return
 	}
 	file_logbookv1_namespace_proto_init()
-	file_logbookv1_command_proto_msgTypes[19].OneofWrappers = []any{
+	file_logbookv1_command_proto_msgTypes[20].OneofWrappers = []any{
 		(*SnapshotRecord_Event)(nil),
 		(*SnapshotRecord_Session)(nil),
 		(*SnapshotRecord_Member)(nil),
@@ -1949,7 +2012,7 @@ func file_logbookv1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_command_proto_rawDesc), len(file_logbookv1_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

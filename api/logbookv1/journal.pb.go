@@ -72,6 +72,105 @@ func (Consistency) EnumDescriptor() ([]byte, []int) {
 	return file_logbookv1_journal_proto_rawDescGZIP(), []int{0}
 }
 
+type OpenSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1..MaxSessionBaseBytes (106) bytes of UTF-8: the client's name.
+	ClientId      string `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpenSessionRequest) Reset() {
+	*x = OpenSessionRequest{}
+	mi := &file_logbookv1_journal_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpenSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpenSessionRequest) ProtoMessage() {}
+
+func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
+func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *OpenSessionRequest) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+type OpenSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "<client_id>@<index>".
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Raft index of the entry that opened it.
+	Index         uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpenSessionResponse) Reset() {
+	*x = OpenSessionResponse{}
+	mi := &file_logbookv1_journal_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpenSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpenSessionResponse) ProtoMessage() {}
+
+func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpenSessionResponse.ProtoReflect.Descriptor instead.
+func (*OpenSessionResponse) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *OpenSessionResponse) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *OpenSessionResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 type ImportRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Events     []*StoredEvent         `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
@@ -86,7 +185,7 @@ type ImportRequest struct {
 
 func (x *ImportRequest) Reset() {
 	*x = ImportRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[0]
+	mi := &file_logbookv1_journal_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -98,7 +197,7 @@ func (x *ImportRequest) String() string {
 func (*ImportRequest) ProtoMessage() {}
 
 func (x *ImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[0]
+	mi := &file_logbookv1_journal_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -111,7 +210,7 @@ func (x *ImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
 func (*ImportRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{0}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ImportRequest) GetEvents() []*StoredEvent {
@@ -151,7 +250,7 @@ type ImportResponse struct {
 
 func (x *ImportResponse) Reset() {
 	*x = ImportResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[1]
+	mi := &file_logbookv1_journal_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -163,7 +262,7 @@ func (x *ImportResponse) String() string {
 func (*ImportResponse) ProtoMessage() {}
 
 func (x *ImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[1]
+	mi := &file_logbookv1_journal_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -176,7 +275,7 @@ func (x *ImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
 func (*ImportResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{1}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ImportResponse) GetNextSeq() uint64 {
@@ -195,7 +294,7 @@ type SetPausedRequest struct {
 
 func (x *SetPausedRequest) Reset() {
 	*x = SetPausedRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[2]
+	mi := &file_logbookv1_journal_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -207,7 +306,7 @@ func (x *SetPausedRequest) String() string {
 func (*SetPausedRequest) ProtoMessage() {}
 
 func (x *SetPausedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[2]
+	mi := &file_logbookv1_journal_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -220,7 +319,7 @@ func (x *SetPausedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPausedRequest.ProtoReflect.Descriptor instead.
 func (*SetPausedRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{2}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SetPausedRequest) GetPaused() bool {
@@ -240,7 +339,7 @@ type SetPausedResponse struct {
 
 func (x *SetPausedResponse) Reset() {
 	*x = SetPausedResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[3]
+	mi := &file_logbookv1_journal_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -252,7 +351,7 @@ func (x *SetPausedResponse) String() string {
 func (*SetPausedResponse) ProtoMessage() {}
 
 func (x *SetPausedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[3]
+	mi := &file_logbookv1_journal_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -265,7 +364,7 @@ func (x *SetPausedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPausedResponse.ProtoReflect.Descriptor instead.
 func (*SetPausedResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{3}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SetPausedResponse) GetPaused() bool {
@@ -293,7 +392,7 @@ type TailRequest struct {
 
 func (x *TailRequest) Reset() {
 	*x = TailRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[4]
+	mi := &file_logbookv1_journal_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -305,7 +404,7 @@ func (x *TailRequest) String() string {
 func (*TailRequest) ProtoMessage() {}
 
 func (x *TailRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[4]
+	mi := &file_logbookv1_journal_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -318,7 +417,7 @@ func (x *TailRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailRequest.ProtoReflect.Descriptor instead.
 func (*TailRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{4}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TailRequest) GetFrom() uint64 {
@@ -347,7 +446,7 @@ type TailResponse struct {
 
 func (x *TailResponse) Reset() {
 	*x = TailResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[5]
+	mi := &file_logbookv1_journal_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -359,7 +458,7 @@ func (x *TailResponse) String() string {
 func (*TailResponse) ProtoMessage() {}
 
 func (x *TailResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[5]
+	mi := &file_logbookv1_journal_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -372,7 +471,7 @@ func (x *TailResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailResponse.ProtoReflect.Descriptor instead.
 func (*TailResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{5}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TailResponse) GetEvents() []*StoredEvent {
@@ -404,7 +503,7 @@ type PositionsRequest struct {
 
 func (x *PositionsRequest) Reset() {
 	*x = PositionsRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[6]
+	mi := &file_logbookv1_journal_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -416,7 +515,7 @@ func (x *PositionsRequest) String() string {
 func (*PositionsRequest) ProtoMessage() {}
 
 func (x *PositionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[6]
+	mi := &file_logbookv1_journal_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -429,7 +528,7 @@ func (x *PositionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PositionsRequest.ProtoReflect.Descriptor instead.
 func (*PositionsRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{6}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{8}
 }
 
 type PositionsResponse struct {
@@ -456,7 +555,7 @@ type PositionsResponse struct {
 
 func (x *PositionsResponse) Reset() {
 	*x = PositionsResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[7]
+	mi := &file_logbookv1_journal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -468,7 +567,7 @@ func (x *PositionsResponse) String() string {
 func (*PositionsResponse) ProtoMessage() {}
 
 func (x *PositionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[7]
+	mi := &file_logbookv1_journal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -481,7 +580,7 @@ func (x *PositionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PositionsResponse.ProtoReflect.Descriptor instead.
 func (*PositionsResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{7}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PositionsResponse) GetWritePos() uint64 {
@@ -569,7 +668,7 @@ type SegmentsRequest struct {
 
 func (x *SegmentsRequest) Reset() {
 	*x = SegmentsRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[8]
+	mi := &file_logbookv1_journal_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +680,7 @@ func (x *SegmentsRequest) String() string {
 func (*SegmentsRequest) ProtoMessage() {}
 
 func (x *SegmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[8]
+	mi := &file_logbookv1_journal_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +693,7 @@ func (x *SegmentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentsRequest.ProtoReflect.Descriptor instead.
 func (*SegmentsRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{8}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{10}
 }
 
 type SegmentInfo struct {
@@ -615,7 +714,7 @@ type SegmentInfo struct {
 
 func (x *SegmentInfo) Reset() {
 	*x = SegmentInfo{}
-	mi := &file_logbookv1_journal_proto_msgTypes[9]
+	mi := &file_logbookv1_journal_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -627,7 +726,7 @@ func (x *SegmentInfo) String() string {
 func (*SegmentInfo) ProtoMessage() {}
 
 func (x *SegmentInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[9]
+	mi := &file_logbookv1_journal_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -640,7 +739,7 @@ func (x *SegmentInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentInfo.ProtoReflect.Descriptor instead.
 func (*SegmentInfo) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{9}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SegmentInfo) GetId() uint64 {
@@ -708,7 +807,7 @@ type SegmentsResponse struct {
 
 func (x *SegmentsResponse) Reset() {
 	*x = SegmentsResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[10]
+	mi := &file_logbookv1_journal_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +819,7 @@ func (x *SegmentsResponse) String() string {
 func (*SegmentsResponse) ProtoMessage() {}
 
 func (x *SegmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[10]
+	mi := &file_logbookv1_journal_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,7 +832,7 @@ func (x *SegmentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentsResponse.ProtoReflect.Descriptor instead.
 func (*SegmentsResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{10}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SegmentsResponse) GetSegments() []*SegmentInfo {
@@ -754,7 +853,7 @@ type RegisterConsumerRequest struct {
 
 func (x *RegisterConsumerRequest) Reset() {
 	*x = RegisterConsumerRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[11]
+	mi := &file_logbookv1_journal_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -766,7 +865,7 @@ func (x *RegisterConsumerRequest) String() string {
 func (*RegisterConsumerRequest) ProtoMessage() {}
 
 func (x *RegisterConsumerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[11]
+	mi := &file_logbookv1_journal_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -779,7 +878,7 @@ func (x *RegisterConsumerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterConsumerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterConsumerRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{11}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RegisterConsumerRequest) GetName() string {
@@ -806,7 +905,7 @@ type AckConsumerRequest struct {
 
 func (x *AckConsumerRequest) Reset() {
 	*x = AckConsumerRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[12]
+	mi := &file_logbookv1_journal_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -818,7 +917,7 @@ func (x *AckConsumerRequest) String() string {
 func (*AckConsumerRequest) ProtoMessage() {}
 
 func (x *AckConsumerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[12]
+	mi := &file_logbookv1_journal_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -831,7 +930,7 @@ func (x *AckConsumerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckConsumerRequest.ProtoReflect.Descriptor instead.
 func (*AckConsumerRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{12}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AckConsumerRequest) GetName() string {
@@ -857,7 +956,7 @@ type RemoveConsumerRequest struct {
 
 func (x *RemoveConsumerRequest) Reset() {
 	*x = RemoveConsumerRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[13]
+	mi := &file_logbookv1_journal_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +968,7 @@ func (x *RemoveConsumerRequest) String() string {
 func (*RemoveConsumerRequest) ProtoMessage() {}
 
 func (x *RemoveConsumerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[13]
+	mi := &file_logbookv1_journal_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +981,7 @@ func (x *RemoveConsumerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveConsumerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveConsumerRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{13}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RemoveConsumerRequest) GetName() string {
@@ -904,7 +1003,7 @@ type ConsumerInfo struct {
 
 func (x *ConsumerInfo) Reset() {
 	*x = ConsumerInfo{}
-	mi := &file_logbookv1_journal_proto_msgTypes[14]
+	mi := &file_logbookv1_journal_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +1015,7 @@ func (x *ConsumerInfo) String() string {
 func (*ConsumerInfo) ProtoMessage() {}
 
 func (x *ConsumerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[14]
+	mi := &file_logbookv1_journal_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +1028,7 @@ func (x *ConsumerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerInfo.ProtoReflect.Descriptor instead.
 func (*ConsumerInfo) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{14}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ConsumerInfo) GetName() string {
@@ -962,7 +1061,7 @@ type ConsumerResponse struct {
 
 func (x *ConsumerResponse) Reset() {
 	*x = ConsumerResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[15]
+	mi := &file_logbookv1_journal_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1073,7 @@ func (x *ConsumerResponse) String() string {
 func (*ConsumerResponse) ProtoMessage() {}
 
 func (x *ConsumerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[15]
+	mi := &file_logbookv1_journal_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1086,7 @@ func (x *ConsumerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerResponse.ProtoReflect.Descriptor instead.
 func (*ConsumerResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{15}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ConsumerResponse) GetConsumer() *ConsumerInfo {
@@ -1005,7 +1104,7 @@ type ListConsumersRequest struct {
 
 func (x *ListConsumersRequest) Reset() {
 	*x = ListConsumersRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[16]
+	mi := &file_logbookv1_journal_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1017,7 +1116,7 @@ func (x *ListConsumersRequest) String() string {
 func (*ListConsumersRequest) ProtoMessage() {}
 
 func (x *ListConsumersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[16]
+	mi := &file_logbookv1_journal_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1030,7 +1129,7 @@ func (x *ListConsumersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConsumersRequest.ProtoReflect.Descriptor instead.
 func (*ListConsumersRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{16}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{18}
 }
 
 type ListConsumersResponse struct {
@@ -1042,7 +1141,7 @@ type ListConsumersResponse struct {
 
 func (x *ListConsumersResponse) Reset() {
 	*x = ListConsumersResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[17]
+	mi := &file_logbookv1_journal_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1153,7 @@ func (x *ListConsumersResponse) String() string {
 func (*ListConsumersResponse) ProtoMessage() {}
 
 func (x *ListConsumersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[17]
+	mi := &file_logbookv1_journal_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1166,7 @@ func (x *ListConsumersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConsumersResponse.ProtoReflect.Descriptor instead.
 func (*ListConsumersResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{17}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListConsumersResponse) GetConsumers() []*ConsumerInfo {
@@ -1087,7 +1186,7 @@ type TrimRequest struct {
 
 func (x *TrimRequest) Reset() {
 	*x = TrimRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[18]
+	mi := &file_logbookv1_journal_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1198,7 @@ func (x *TrimRequest) String() string {
 func (*TrimRequest) ProtoMessage() {}
 
 func (x *TrimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[18]
+	mi := &file_logbookv1_journal_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1211,7 @@ func (x *TrimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimRequest.ProtoReflect.Descriptor instead.
 func (*TrimRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{18}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TrimRequest) GetTo() uint64 {
@@ -1132,7 +1231,7 @@ type TrimResponse struct {
 
 func (x *TrimResponse) Reset() {
 	*x = TrimResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[19]
+	mi := &file_logbookv1_journal_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1243,7 @@ func (x *TrimResponse) String() string {
 func (*TrimResponse) ProtoMessage() {}
 
 func (x *TrimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[19]
+	mi := &file_logbookv1_journal_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1256,7 @@ func (x *TrimResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimResponse.ProtoReflect.Descriptor instead.
 func (*TrimResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{19}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TrimResponse) GetTrimmedPos() uint64 {
@@ -1184,7 +1283,7 @@ type ResetRequest struct {
 
 func (x *ResetRequest) Reset() {
 	*x = ResetRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[20]
+	mi := &file_logbookv1_journal_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1295,7 @@ func (x *ResetRequest) String() string {
 func (*ResetRequest) ProtoMessage() {}
 
 func (x *ResetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[20]
+	mi := &file_logbookv1_journal_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1308,7 @@ func (x *ResetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetRequest.ProtoReflect.Descriptor instead.
 func (*ResetRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{20}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ResetRequest) GetConfirm() bool {
@@ -1228,7 +1327,7 @@ type ResetResponse struct {
 
 func (x *ResetResponse) Reset() {
 	*x = ResetResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[21]
+	mi := &file_logbookv1_journal_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1339,7 @@ func (x *ResetResponse) String() string {
 func (*ResetResponse) ProtoMessage() {}
 
 func (x *ResetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[21]
+	mi := &file_logbookv1_journal_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1352,7 @@ func (x *ResetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetResponse.ProtoReflect.Descriptor instead.
 func (*ResetResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{21}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResetResponse) GetTrimmedPos() uint64 {
@@ -1273,7 +1372,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_logbookv1_journal_proto_msgTypes[22]
+	mi := &file_logbookv1_journal_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1384,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[22]
+	mi := &file_logbookv1_journal_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1397,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{22}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Event) GetType() string {
@@ -1334,7 +1433,7 @@ type AppendRequest struct {
 
 func (x *AppendRequest) Reset() {
 	*x = AppendRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[23]
+	mi := &file_logbookv1_journal_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1346,7 +1445,7 @@ func (x *AppendRequest) String() string {
 func (*AppendRequest) ProtoMessage() {}
 
 func (x *AppendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[23]
+	mi := &file_logbookv1_journal_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1359,7 +1458,7 @@ func (x *AppendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendRequest.ProtoReflect.Descriptor instead.
 func (*AppendRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{23}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AppendRequest) GetClientId() string {
@@ -1410,7 +1509,7 @@ type AppendResponse struct {
 
 func (x *AppendResponse) Reset() {
 	*x = AppendResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[24]
+	mi := &file_logbookv1_journal_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1422,7 +1521,7 @@ func (x *AppendResponse) String() string {
 func (*AppendResponse) ProtoMessage() {}
 
 func (x *AppendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[24]
+	mi := &file_logbookv1_journal_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1435,7 +1534,7 @@ func (x *AppendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResponse.ProtoReflect.Descriptor instead.
 func (*AppendResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{24}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AppendResponse) GetFirstSeq() uint64 {
@@ -1477,7 +1576,7 @@ type AppendStreamResponse struct {
 
 func (x *AppendStreamResponse) Reset() {
 	*x = AppendStreamResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[25]
+	mi := &file_logbookv1_journal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1489,7 +1588,7 @@ func (x *AppendStreamResponse) String() string {
 func (*AppendStreamResponse) ProtoMessage() {}
 
 func (x *AppendStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[25]
+	mi := &file_logbookv1_journal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1502,7 +1601,7 @@ func (x *AppendStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendStreamResponse.ProtoReflect.Descriptor instead.
 func (*AppendStreamResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{25}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AppendStreamResponse) GetRequestSeq() uint64 {
@@ -1565,7 +1664,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[26]
+	mi := &file_logbookv1_journal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1577,7 +1676,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[26]
+	mi := &file_logbookv1_journal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1590,7 +1689,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{26}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReadRequest) GetFrom() uint64 {
@@ -1627,7 +1726,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[27]
+	mi := &file_logbookv1_journal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1639,7 +1738,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[27]
+	mi := &file_logbookv1_journal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1652,7 +1751,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{27}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReadResponse) GetEvents() []*StoredEvent {
@@ -1681,7 +1780,13 @@ var File_logbookv1_journal_proto protoreflect.FileDescriptor
 const file_logbookv1_journal_proto_rawDesc = "" +
 	"\n" +
 	"\x17logbookv1/journal.proto\x12\n" +
-	"logbook.v1\x1a\x17logbookv1/command.proto\"\xa3\x01\n" +
+	"logbook.v1\x1a\x17logbookv1/command.proto\"1\n" +
+	"\x12OpenSessionRequest\x12\x1b\n" +
+	"\tclient_id\x18\x01 \x01(\tR\bclientId\"J\n" +
+	"\x13OpenSessionResponse\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\"\xa3\x01\n" +
 	"\rImportRequest\x12/\n" +
 	"\x06events\x18\x01 \x03(\v2\x17.logbook.v1.StoredEventR\x06events\x12\x1f\n" +
 	"\vfirst_chunk\x18\x02 \x01(\bR\n" +
@@ -1796,7 +1901,7 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\vConsistency\x12\x1b\n" +
 	"\x17CONSISTENCY_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x01\x12\x15\n" +
-	"\x11CONSISTENCY_STALE\x10\x022\xf5\a\n" +
+	"\x11CONSISTENCY_STALE\x10\x022\xc5\b\n" +
 	"\aJournal\x12?\n" +
 	"\x06Append\x12\x19.logbook.v1.AppendRequest\x1a\x1a.logbook.v1.AppendResponse\x12O\n" +
 	"\fAppendStream\x12\x19.logbook.v1.AppendRequest\x1a .logbook.v1.AppendStreamResponse(\x010\x01\x129\n" +
@@ -1811,7 +1916,8 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\x04Trim\x12\x17.logbook.v1.TrimRequest\x1a\x18.logbook.v1.TrimResponse\x12<\n" +
 	"\x05Reset\x12\x18.logbook.v1.ResetRequest\x1a\x19.logbook.v1.ResetResponse\x12H\n" +
 	"\tSetPaused\x12\x1c.logbook.v1.SetPausedRequest\x1a\x1d.logbook.v1.SetPausedResponse\x12?\n" +
-	"\x06Import\x12\x19.logbook.v1.ImportRequest\x1a\x1a.logbook.v1.ImportResponseB,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
+	"\x06Import\x12\x19.logbook.v1.ImportRequest\x1a\x1a.logbook.v1.ImportResponse\x12N\n" +
+	"\vOpenSession\x12\x1e.logbook.v1.OpenSessionRequest\x1a\x1f.logbook.v1.OpenSessionResponseB,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
 
 var (
 	file_logbookv1_journal_proto_rawDescOnce sync.Once
@@ -1826,78 +1932,82 @@ func file_logbookv1_journal_proto_rawDescGZIP() []byte {
 }
 
 var file_logbookv1_journal_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_logbookv1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_logbookv1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_logbookv1_journal_proto_goTypes = []any{
 	(Consistency)(0),                // 0: logbook.v1.Consistency
-	(*ImportRequest)(nil),           // 1: logbook.v1.ImportRequest
-	(*ImportResponse)(nil),          // 2: logbook.v1.ImportResponse
-	(*SetPausedRequest)(nil),        // 3: logbook.v1.SetPausedRequest
-	(*SetPausedResponse)(nil),       // 4: logbook.v1.SetPausedResponse
-	(*TailRequest)(nil),             // 5: logbook.v1.TailRequest
-	(*TailResponse)(nil),            // 6: logbook.v1.TailResponse
-	(*PositionsRequest)(nil),        // 7: logbook.v1.PositionsRequest
-	(*PositionsResponse)(nil),       // 8: logbook.v1.PositionsResponse
-	(*SegmentsRequest)(nil),         // 9: logbook.v1.SegmentsRequest
-	(*SegmentInfo)(nil),             // 10: logbook.v1.SegmentInfo
-	(*SegmentsResponse)(nil),        // 11: logbook.v1.SegmentsResponse
-	(*RegisterConsumerRequest)(nil), // 12: logbook.v1.RegisterConsumerRequest
-	(*AckConsumerRequest)(nil),      // 13: logbook.v1.AckConsumerRequest
-	(*RemoveConsumerRequest)(nil),   // 14: logbook.v1.RemoveConsumerRequest
-	(*ConsumerInfo)(nil),            // 15: logbook.v1.ConsumerInfo
-	(*ConsumerResponse)(nil),        // 16: logbook.v1.ConsumerResponse
-	(*ListConsumersRequest)(nil),    // 17: logbook.v1.ListConsumersRequest
-	(*ListConsumersResponse)(nil),   // 18: logbook.v1.ListConsumersResponse
-	(*TrimRequest)(nil),             // 19: logbook.v1.TrimRequest
-	(*TrimResponse)(nil),            // 20: logbook.v1.TrimResponse
-	(*ResetRequest)(nil),            // 21: logbook.v1.ResetRequest
-	(*ResetResponse)(nil),           // 22: logbook.v1.ResetResponse
-	(*Event)(nil),                   // 23: logbook.v1.Event
-	(*AppendRequest)(nil),           // 24: logbook.v1.AppendRequest
-	(*AppendResponse)(nil),          // 25: logbook.v1.AppendResponse
-	(*AppendStreamResponse)(nil),    // 26: logbook.v1.AppendStreamResponse
-	(*ReadRequest)(nil),             // 27: logbook.v1.ReadRequest
-	(*ReadResponse)(nil),            // 28: logbook.v1.ReadResponse
-	(*StoredEvent)(nil),             // 29: logbook.v1.StoredEvent
+	(*OpenSessionRequest)(nil),      // 1: logbook.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),     // 2: logbook.v1.OpenSessionResponse
+	(*ImportRequest)(nil),           // 3: logbook.v1.ImportRequest
+	(*ImportResponse)(nil),          // 4: logbook.v1.ImportResponse
+	(*SetPausedRequest)(nil),        // 5: logbook.v1.SetPausedRequest
+	(*SetPausedResponse)(nil),       // 6: logbook.v1.SetPausedResponse
+	(*TailRequest)(nil),             // 7: logbook.v1.TailRequest
+	(*TailResponse)(nil),            // 8: logbook.v1.TailResponse
+	(*PositionsRequest)(nil),        // 9: logbook.v1.PositionsRequest
+	(*PositionsResponse)(nil),       // 10: logbook.v1.PositionsResponse
+	(*SegmentsRequest)(nil),         // 11: logbook.v1.SegmentsRequest
+	(*SegmentInfo)(nil),             // 12: logbook.v1.SegmentInfo
+	(*SegmentsResponse)(nil),        // 13: logbook.v1.SegmentsResponse
+	(*RegisterConsumerRequest)(nil), // 14: logbook.v1.RegisterConsumerRequest
+	(*AckConsumerRequest)(nil),      // 15: logbook.v1.AckConsumerRequest
+	(*RemoveConsumerRequest)(nil),   // 16: logbook.v1.RemoveConsumerRequest
+	(*ConsumerInfo)(nil),            // 17: logbook.v1.ConsumerInfo
+	(*ConsumerResponse)(nil),        // 18: logbook.v1.ConsumerResponse
+	(*ListConsumersRequest)(nil),    // 19: logbook.v1.ListConsumersRequest
+	(*ListConsumersResponse)(nil),   // 20: logbook.v1.ListConsumersResponse
+	(*TrimRequest)(nil),             // 21: logbook.v1.TrimRequest
+	(*TrimResponse)(nil),            // 22: logbook.v1.TrimResponse
+	(*ResetRequest)(nil),            // 23: logbook.v1.ResetRequest
+	(*ResetResponse)(nil),           // 24: logbook.v1.ResetResponse
+	(*Event)(nil),                   // 25: logbook.v1.Event
+	(*AppendRequest)(nil),           // 26: logbook.v1.AppendRequest
+	(*AppendResponse)(nil),          // 27: logbook.v1.AppendResponse
+	(*AppendStreamResponse)(nil),    // 28: logbook.v1.AppendStreamResponse
+	(*ReadRequest)(nil),             // 29: logbook.v1.ReadRequest
+	(*ReadResponse)(nil),            // 30: logbook.v1.ReadResponse
+	(*StoredEvent)(nil),             // 31: logbook.v1.StoredEvent
 }
 var file_logbookv1_journal_proto_depIdxs = []int32{
-	29, // 0: logbook.v1.ImportRequest.events:type_name -> logbook.v1.StoredEvent
-	29, // 1: logbook.v1.TailResponse.events:type_name -> logbook.v1.StoredEvent
-	10, // 2: logbook.v1.SegmentsResponse.segments:type_name -> logbook.v1.SegmentInfo
-	15, // 3: logbook.v1.ConsumerResponse.consumer:type_name -> logbook.v1.ConsumerInfo
-	15, // 4: logbook.v1.ListConsumersResponse.consumers:type_name -> logbook.v1.ConsumerInfo
-	23, // 5: logbook.v1.AppendRequest.events:type_name -> logbook.v1.Event
+	31, // 0: logbook.v1.ImportRequest.events:type_name -> logbook.v1.StoredEvent
+	31, // 1: logbook.v1.TailResponse.events:type_name -> logbook.v1.StoredEvent
+	12, // 2: logbook.v1.SegmentsResponse.segments:type_name -> logbook.v1.SegmentInfo
+	17, // 3: logbook.v1.ConsumerResponse.consumer:type_name -> logbook.v1.ConsumerInfo
+	17, // 4: logbook.v1.ListConsumersResponse.consumers:type_name -> logbook.v1.ConsumerInfo
+	25, // 5: logbook.v1.AppendRequest.events:type_name -> logbook.v1.Event
 	0,  // 6: logbook.v1.ReadRequest.consistency:type_name -> logbook.v1.Consistency
-	29, // 7: logbook.v1.ReadResponse.events:type_name -> logbook.v1.StoredEvent
-	24, // 8: logbook.v1.Journal.Append:input_type -> logbook.v1.AppendRequest
-	24, // 9: logbook.v1.Journal.AppendStream:input_type -> logbook.v1.AppendRequest
-	27, // 10: logbook.v1.Journal.Read:input_type -> logbook.v1.ReadRequest
-	5,  // 11: logbook.v1.Journal.Tail:input_type -> logbook.v1.TailRequest
-	7,  // 12: logbook.v1.Journal.Positions:input_type -> logbook.v1.PositionsRequest
-	9,  // 13: logbook.v1.Journal.Segments:input_type -> logbook.v1.SegmentsRequest
-	12, // 14: logbook.v1.Journal.RegisterConsumer:input_type -> logbook.v1.RegisterConsumerRequest
-	13, // 15: logbook.v1.Journal.AckConsumer:input_type -> logbook.v1.AckConsumerRequest
-	14, // 16: logbook.v1.Journal.RemoveConsumer:input_type -> logbook.v1.RemoveConsumerRequest
-	17, // 17: logbook.v1.Journal.ListConsumers:input_type -> logbook.v1.ListConsumersRequest
-	19, // 18: logbook.v1.Journal.Trim:input_type -> logbook.v1.TrimRequest
-	21, // 19: logbook.v1.Journal.Reset:input_type -> logbook.v1.ResetRequest
-	3,  // 20: logbook.v1.Journal.SetPaused:input_type -> logbook.v1.SetPausedRequest
-	1,  // 21: logbook.v1.Journal.Import:input_type -> logbook.v1.ImportRequest
-	25, // 22: logbook.v1.Journal.Append:output_type -> logbook.v1.AppendResponse
-	26, // 23: logbook.v1.Journal.AppendStream:output_type -> logbook.v1.AppendStreamResponse
-	28, // 24: logbook.v1.Journal.Read:output_type -> logbook.v1.ReadResponse
-	6,  // 25: logbook.v1.Journal.Tail:output_type -> logbook.v1.TailResponse
-	8,  // 26: logbook.v1.Journal.Positions:output_type -> logbook.v1.PositionsResponse
-	11, // 27: logbook.v1.Journal.Segments:output_type -> logbook.v1.SegmentsResponse
-	16, // 28: logbook.v1.Journal.RegisterConsumer:output_type -> logbook.v1.ConsumerResponse
-	16, // 29: logbook.v1.Journal.AckConsumer:output_type -> logbook.v1.ConsumerResponse
-	16, // 30: logbook.v1.Journal.RemoveConsumer:output_type -> logbook.v1.ConsumerResponse
-	18, // 31: logbook.v1.Journal.ListConsumers:output_type -> logbook.v1.ListConsumersResponse
-	20, // 32: logbook.v1.Journal.Trim:output_type -> logbook.v1.TrimResponse
-	22, // 33: logbook.v1.Journal.Reset:output_type -> logbook.v1.ResetResponse
-	4,  // 34: logbook.v1.Journal.SetPaused:output_type -> logbook.v1.SetPausedResponse
-	2,  // 35: logbook.v1.Journal.Import:output_type -> logbook.v1.ImportResponse
-	22, // [22:36] is the sub-list for method output_type
-	8,  // [8:22] is the sub-list for method input_type
+	31, // 7: logbook.v1.ReadResponse.events:type_name -> logbook.v1.StoredEvent
+	26, // 8: logbook.v1.Journal.Append:input_type -> logbook.v1.AppendRequest
+	26, // 9: logbook.v1.Journal.AppendStream:input_type -> logbook.v1.AppendRequest
+	29, // 10: logbook.v1.Journal.Read:input_type -> logbook.v1.ReadRequest
+	7,  // 11: logbook.v1.Journal.Tail:input_type -> logbook.v1.TailRequest
+	9,  // 12: logbook.v1.Journal.Positions:input_type -> logbook.v1.PositionsRequest
+	11, // 13: logbook.v1.Journal.Segments:input_type -> logbook.v1.SegmentsRequest
+	14, // 14: logbook.v1.Journal.RegisterConsumer:input_type -> logbook.v1.RegisterConsumerRequest
+	15, // 15: logbook.v1.Journal.AckConsumer:input_type -> logbook.v1.AckConsumerRequest
+	16, // 16: logbook.v1.Journal.RemoveConsumer:input_type -> logbook.v1.RemoveConsumerRequest
+	19, // 17: logbook.v1.Journal.ListConsumers:input_type -> logbook.v1.ListConsumersRequest
+	21, // 18: logbook.v1.Journal.Trim:input_type -> logbook.v1.TrimRequest
+	23, // 19: logbook.v1.Journal.Reset:input_type -> logbook.v1.ResetRequest
+	5,  // 20: logbook.v1.Journal.SetPaused:input_type -> logbook.v1.SetPausedRequest
+	3,  // 21: logbook.v1.Journal.Import:input_type -> logbook.v1.ImportRequest
+	1,  // 22: logbook.v1.Journal.OpenSession:input_type -> logbook.v1.OpenSessionRequest
+	27, // 23: logbook.v1.Journal.Append:output_type -> logbook.v1.AppendResponse
+	28, // 24: logbook.v1.Journal.AppendStream:output_type -> logbook.v1.AppendStreamResponse
+	30, // 25: logbook.v1.Journal.Read:output_type -> logbook.v1.ReadResponse
+	8,  // 26: logbook.v1.Journal.Tail:output_type -> logbook.v1.TailResponse
+	10, // 27: logbook.v1.Journal.Positions:output_type -> logbook.v1.PositionsResponse
+	13, // 28: logbook.v1.Journal.Segments:output_type -> logbook.v1.SegmentsResponse
+	18, // 29: logbook.v1.Journal.RegisterConsumer:output_type -> logbook.v1.ConsumerResponse
+	18, // 30: logbook.v1.Journal.AckConsumer:output_type -> logbook.v1.ConsumerResponse
+	18, // 31: logbook.v1.Journal.RemoveConsumer:output_type -> logbook.v1.ConsumerResponse
+	20, // 32: logbook.v1.Journal.ListConsumers:output_type -> logbook.v1.ListConsumersResponse
+	22, // 33: logbook.v1.Journal.Trim:output_type -> logbook.v1.TrimResponse
+	24, // 34: logbook.v1.Journal.Reset:output_type -> logbook.v1.ResetResponse
+	6,  // 35: logbook.v1.Journal.SetPaused:output_type -> logbook.v1.SetPausedResponse
+	4,  // 36: logbook.v1.Journal.Import:output_type -> logbook.v1.ImportResponse
+	2,  // 37: logbook.v1.Journal.OpenSession:output_type -> logbook.v1.OpenSessionResponse
+	23, // [23:38] is the sub-list for method output_type
+	8,  // [8:23] is the sub-list for method input_type
 	8,  // [8:8] is the sub-list for extension type_name
 	8,  // [8:8] is the sub-list for extension extendee
 	0,  // [0:8] is the sub-list for field type_name
@@ -1915,7 +2025,7 @@ func file_logbookv1_journal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_journal_proto_rawDesc), len(file_logbookv1_journal_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

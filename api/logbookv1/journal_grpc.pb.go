@@ -35,6 +35,7 @@ const (
 	Journal_Reset_FullMethodName            = "/logbook.v1.Journal/Reset"
 	Journal_SetPaused_FullMethodName        = "/logbook.v1.Journal/SetPaused"
 	Journal_Import_FullMethodName           = "/logbook.v1.Journal/Import"
+	Journal_OpenSession_FullMethodName      = "/logbook.v1.Journal/OpenSession"
 )
 
 // JournalClient is the client API for Journal service.
@@ -72,6 +73,13 @@ type JournalClient interface {
 	// Import appends the events of an export (seqs, client ids and request
 	// seqs preserved), in chunks; see coord journal import.
 	Import(ctx context.Context, in *ImportRequest, opts ...grpc.CallOption) (*ImportResponse, error)
+	// OpenSession opens a new exactly-once session for client_id (log
+	// format 7; a replicated command, answered once it is applied) and
+	// returns its id: requests carry it as client_id, with
+	// session_established set from the first on. Before log format 7:
+	// FailedPrecondition LOG_FORMAT (the client then uses client_id itself as
+	// the session, as builds before it did).
+	OpenSession(ctx context.Context, in *OpenSessionRequest, opts ...grpc.CallOption) (*OpenSessionResponse, error)
 }
 
 type journalClient struct {
@@ -234,6 +242,16 @@ func (c *journalClient) Import(ctx context.Context, in *ImportRequest, opts ...g
 	return out, nil
 }
 
+func (c *journalClient) OpenSession(ctx context.Context, in *OpenSessionRequest, opts ...grpc.CallOption) (*OpenSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OpenSessionResponse)
+	err := c.cc.Invoke(ctx, Journal_OpenSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JournalServer is the server API for Journal service.
 // All implementations must embed UnimplementedJournalServer
 // for forward compatibility.
@@ -269,6 +287,13 @@ type JournalServer interface {
 	// Import appends the events of an export (seqs, client ids and request
 	// seqs preserved), in chunks; see coord journal import.
 	Import(context.Context, *ImportRequest) (*ImportResponse, error)
+	// OpenSession opens a new exactly-once session for client_id (log
+	// format 7; a replicated command, answered once it is applied) and
+	// returns its id: requests carry it as client_id, with
+	// session_established set from the first on. Before log format 7:
+	// FailedPrecondition LOG_FORMAT (the client then uses client_id itself as
+	// the session, as builds before it did).
+	OpenSession(context.Context, *OpenSessionRequest) (*OpenSessionResponse, error)
 	mustEmbedUnimplementedJournalServer()
 }
 
@@ -320,6 +345,9 @@ func (UnimplementedJournalServer) SetPaused(context.Context, *SetPausedRequest) 
 }
 func (UnimplementedJournalServer) Import(context.Context, *ImportRequest) (*ImportResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Import not implemented")
+}
+func (UnimplementedJournalServer) OpenSession(context.Context, *OpenSessionRequest) (*OpenSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method OpenSession not implemented")
 }
 func (UnimplementedJournalServer) mustEmbedUnimplementedJournalServer() {}
 func (UnimplementedJournalServer) testEmbeddedByValue()                 {}
@@ -576,6 +604,24 @@ func _Journal_Import_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Journal_OpenSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OpenSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JournalServer).OpenSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Journal_OpenSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JournalServer).OpenSession(ctx, req.(*OpenSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Journal_ServiceDesc is the grpc.ServiceDesc for Journal service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -630,6 +676,10 @@ var Journal_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Import",
 			Handler:    _Journal_Import_Handler,
+		},
+		{
+			MethodName: "OpenSession",
+			Handler:    _Journal_OpenSession_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

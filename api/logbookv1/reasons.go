@@ -16,6 +16,9 @@ const (
 	// new session. Whether an earlier attempt of it was applied is not
 	// known.
 	ReasonSessionExpired = "SESSION_EXPIRED"
+	// ReasonLogFormat: the request needs a newer replicated log format
+	// than the cluster's (some voter runs an older build).
+	ReasonLogFormat = "LOG_FORMAT"
 
 	// ErrorInfo metadata keys.
 	MetaLeaderID   = "leader_id"

@@ -53,6 +53,10 @@ func (s *Server) toStatus(err error) error {
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, fsm.ErrEmptyAppend), errors.Is(err, fsm.ErrInvalidEvent), errors.Is(err, fsm.ErrInvalidMember):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, fsm.ErrSessionOpenFormat):
+		return s.statusErr(codes.FailedPrecondition, ReasonLogFormat, err.Error())
+	case errors.Is(err, fsm.ErrSessionClientID):
+		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, fsm.ErrSessionExpired):
 		return s.statusErr(codes.FailedPrecondition, pb.ReasonSessionExpired, err.Error())
 	case errors.Is(err, fsm.ErrSessionAcked), errors.Is(err, fsm.ErrSessionResultExpired), errors.Is(err, fsm.ErrAckBackwards):

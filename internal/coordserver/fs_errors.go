@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/raft"
+	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
 	lr "github.com/logbookhq/logbook/leaserecovery"
 	"google.golang.org/grpc/codes"
@@ -13,7 +14,7 @@ import (
 
 // ErrorInfo reasons of the file-system services.
 const (
-	ReasonLogFormat         = "LOG_FORMAT"
+	ReasonLogFormat         = pb.ReasonLogFormat
 	ReasonNodeNotRegistered = "NODE_NOT_REGISTERED"
 	ReasonNoLiveNodes       = "NO_LIVE_NODES"
 	ReasonBadRequest        = "BAD_REQUEST"

@@ -36,6 +36,7 @@ var leaderOnly = map[string]func() any{
 	pb.Journal_Reset_FullMethodName:                    func() any { return &pb.ResetResponse{} },
 	pb.Journal_SetPaused_FullMethodName:                func() any { return &pb.SetPausedResponse{} },
 	pb.Journal_Import_FullMethodName:                   func() any { return &pb.ImportResponse{} },
+	pb.Journal_OpenSession_FullMethodName:              func() any { return &pb.OpenSessionResponse{} },
 	pb.Namespace_Create_FullMethodName:                 func() any { return &pb.FileOpResponse{} },
 	pb.Namespace_AddBlock_FullMethodName:               func() any { return &pb.FileOpResponse{} },
 	pb.Namespace_Complete_FullMethodName:               func() any { return &pb.FileOpResponse{} },

@@ -34,6 +34,28 @@ func (s *Server) applyCommand(t pb.CommandType, m proto.Message) (any, error) {
 	return f.Response(), nil
 }
 
+// OpenSession proposes an OPEN_SESSION (log format 7) and answers the new
+// session's id once it is applied.
+func (j *journalService) OpenSession(ctx context.Context, req *pb.OpenSessionRequest) (*pb.OpenSessionResponse, error) {
+	s := j.s
+	if !fsm.ValidSessionClientID(req.ClientId) {
+		return nil, status.Errorf(codes.InvalidArgument, "open session: client id must be 1..%d bytes of UTF-8, got %d bytes", fsm.MaxSessionBaseBytes, len(req.ClientId))
+	}
+	if f := s.logFormat(); f < fsm.SessionOpenFormat {
+		return nil, s.statusErr(codes.FailedPrecondition, ReasonLogFormat,
+			fmt.Sprintf("opening a session needs log format %d, the cluster is at %d (every voter must be upgraded)", fsm.SessionOpenFormat, f))
+	}
+	resp, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_OPEN_SESSION, &pb.OpenSessionCommand{ClientId: req.ClientId})
+	if err != nil {
+		return nil, err
+	}
+	r := resp.(fsm.OpenSessionResult)
+	if r.Err != nil {
+		return nil, s.toStatus(r.Err)
+	}
+	return &pb.OpenSessionResponse{SessionId: r.SessionID, Index: r.Index}, nil
+}
+
 // snapshotIndex is the index of this member's newest snapshot (0: none).
 func (s *Server) snapshotIndex() uint64 {
 	list, err := s.snaps.List()

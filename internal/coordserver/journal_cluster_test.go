@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -464,10 +465,11 @@ func TestVerifyDigestsAgree(t *testing.T) {
 // client's session (here a forced import replaces every session; eviction
 // over fsm.MaxSessions is the other way), a request marked
 // session_established is refused with FailedPrecondition SESSION_EXPIRED
-// (through a follower's forward too) and applies nothing. The SDK's next
-// Append, refused at its first attempt, is sent again in a new session
-// and applied once under the new client id; a Submit future fails with
-// ErrSessionExpired and the next Submit works.
+// (through a follower's forward too) and applies nothing — the first
+// request of an opened session included. The SDK's next Append, refused at
+// its first attempt, is sent again in a newly opened session and applied
+// once; a Submit future fails with ErrSessionExpired and the next Submit
+// works.
 func TestSessionExpiredStartsNewSession(t *testing.T) {
 	tc := newTestCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -496,30 +498,45 @@ func TestSessionExpiredStartsNewSession(t *testing.T) {
 		}
 		return p.SafePos + 1
 	}
+	var first []uint64
 	for i := range 2 {
-		if _, err := j.Append(ctx, client.Event{Type: "before", Payload: []byte{byte(i)}}); err != nil {
+		seqs, err := j.Append(ctx, client.Event{Type: "before", Payload: []byte{byte(i)}})
+		if err != nil {
 			t.Fatal(err)
 		}
+		first = append(first, seqs...)
 	}
-	forceImport()
-	next := nextSeq()
+	evs, _, err := j.Read(ctx, first[0], 2)
+	if err != nil || len(evs) != 2 || !strings.HasPrefix(evs[0].ClientID, "expiring@") || evs[1].ClientID != evs[0].ClientID {
+		t.Fatalf("the SDK's opened session: %+v, %v", evs, err)
+	}
+	session := evs[0].ClientID
 	conn, err := grpc.NewClient(tc.cfgs[follower].GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	_, err = pb.NewJournalClient(conn).Append(ctx, &pb.AppendRequest{ClientId: "expiring", RequestSeq: 3, AckedSeq: 2, SessionEstablished: true, Events: []*pb.Event{{Type: "lost"}}})
+	raw := pb.NewJournalClient(conn)
+	opened, err := raw.OpenSession(ctx, &pb.OpenSessionRequest{ClientId: "raw"})
+	if err != nil || opened.SessionId != fmt.Sprintf("raw@%d", opened.Index) {
+		t.Fatalf("open through a follower: %+v, %v", opened, err)
+	}
+	forceImport()
+	next := nextSeq()
+	_, err = raw.Append(ctx, &pb.AppendRequest{ClientId: session, RequestSeq: 3, AckedSeq: 2, SessionEstablished: true, Events: []*pb.Event{{Type: "lost"}}})
 	wantCode(t, "append of an expired session through a follower", err, codes.FailedPrecondition, pb.ReasonSessionExpired)
+	_, err = raw.Append(ctx, &pb.AppendRequest{ClientId: opened.SessionId, RequestSeq: 1, SessionEstablished: true, Events: []*pb.Event{{Type: "lost"}}})
+	wantCode(t, "first append of an opened session that expired", err, codes.FailedPrecondition, pb.ReasonSessionExpired)
 	if n := nextSeq(); n != next {
-		t.Fatalf("the refused append was applied (next seq %d, was %d)", n, next)
+		t.Fatalf("a refused append was applied (next seq %d, was %d)", n, next)
 	}
 	seqs, err := j.Append(ctx, client.Event{Type: "after"})
 	if err != nil {
 		t.Fatalf("the SDK's first append after the expiry: %v", err)
 	}
-	evs, _, err := j.Read(ctx, next, 10)
-	if err != nil || len(evs) != 1 || evs[0].Seq != seqs[0] || evs[0].Type != "after" || evs[0].ClientID != "expiring.2" {
-		t.Fatalf("the journal after the expiry: %+v, %v", evs, err)
+	evs, _, err = j.Read(ctx, next, 10)
+	if err != nil || len(evs) != 1 || evs[0].Seq != seqs[0] || evs[0].Type != "after" || !strings.HasPrefix(evs[0].ClientID, "expiring@") || evs[0].ClientID == session {
+		t.Fatalf("the journal after the expiry (first session %s): %+v, %v", session, evs, err)
 	}
 
 	// The streaming path (leader only) answers the same way.
@@ -534,5 +551,81 @@ func TestSessionExpiredStartsNewSession(t *testing.T) {
 	}
 	if _, err := sj.Submit(client.Event{Type: "s2"}).Wait(ctx); err != nil {
 		t.Fatalf("submit after: %v", err)
+	}
+}
+
+// TestOpenSessionWaitsForLogFormat7: while a voter runs a build before log
+// format 7, OpenSession fails with FailedPrecondition LOG_FORMAT and the
+// SDK uses its client id as the session, as before; once every voter reads
+// format 7 the SDK opens sessions, so a client restarted with the same
+// ClientID — whose first request the old session would have answered with
+// its previous run's result, dropping the new events — gets a session of
+// its own. Bad client ids get InvalidArgument and change nothing.
+func TestOpenSessionWaitsForLogFormat7(t *testing.T) {
+	tc := newTestCluster(t, 3, func(i int, c *Config) {
+		if i == 2 {
+			c.maxLogFormat = fsm.SessionExpiryFormat
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	format := func() uint32 { return tc.server(tc.waitLeader()).logFormat() }
+	eventually(t, 20*time.Second, "format 6", func() bool { return format() == fsm.SessionExpiryFormat })
+	appendAs := func(typ string) client.StoredEvent {
+		t.Helper()
+		c, err := client.New(ctx, client.Config{Endpoints: tc.endpoints(), AttemptTimeout: 2 * time.Second, ClientID: "fixed"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		seqs, err := c.Journal().Append(ctx, client.Event{Type: typ})
+		if err != nil {
+			t.Fatalf("append %s: %v", typ, err)
+		}
+		evs, _, err := c.Journal().Read(ctx, seqs[0], 1)
+		if err != nil || len(evs) != 1 || evs[0].Type != typ {
+			t.Fatalf("read back %s: %+v, %v", typ, evs, err)
+		}
+		return evs[0]
+	}
+	if e := appendAs("old-cluster"); e.ClientID != "fixed" {
+		t.Fatalf("at format 6 the session is the client id: %+v", e)
+	}
+	conn, err := grpc.NewClient(tc.cfgs[tc.waitLeader()].GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	raw := pb.NewJournalClient(conn)
+	_, err = raw.OpenSession(ctx, &pb.OpenSessionRequest{ClientId: "x"})
+	wantCode(t, "open at format 6", err, codes.FailedPrecondition, ReasonLogFormat)
+
+	tc.cfgs[2].maxLogFormat = 0
+	tc.restart(2)
+	eventually(t, 30*time.Second, "format 7", func() bool { return format() == fsm.CommandVersion })
+	conn2, err := grpc.NewClient(tc.cfgs[tc.waitLeader()].GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn2.Close()
+	raw = pb.NewJournalClient(conn2)
+	var sessions int
+	tc.server(tc.waitLeader()).fsm.View(func(st *fsm.State) { sessions = st.SessionCount() })
+	for _, bad := range []string{"", strings.Repeat("x", fsm.MaxSessionBaseBytes+1)} {
+		_, err := raw.OpenSession(ctx, &pb.OpenSessionRequest{ClientId: bad})
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("open of a %d-byte client id: %v, want InvalidArgument", len(bad), err)
+		}
+	}
+	tc.server(tc.waitLeader()).fsm.View(func(st *fsm.State) {
+		if st.SessionCount() != sessions {
+			t.Errorf("refused opens changed the sessions: %d -> %d", sessions, st.SessionCount())
+		}
+	})
+
+	first := appendAs("first-run")
+	second := appendAs("second-run")
+	if !strings.HasPrefix(first.ClientID, "fixed@") || !strings.HasPrefix(second.ClientID, "fixed@") || first.ClientID == second.ClientID || second.Seq != first.Seq+1 {
+		t.Fatalf("two runs of client fixed: %+v, %+v", first, second)
 	}
 }
