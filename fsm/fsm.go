@@ -320,8 +320,10 @@ func (f *FSM) WaitApplied(ctx context.Context, index uint64) error {
 }
 
 // Snapshot implements raft.FSM. It captures the state in O(sessions+members)
-// time plus a pointer copy per file, block and node; events and namespace
-// records are shared (they are immutable once stored).
+// time plus a pointer copy per file, block, node and segment and a copy of
+// the event log's block table; events, namespace records, sealed segments
+// and the sessions' kept results are shared (nothing writes into them once
+// captured: see session.capture).
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()

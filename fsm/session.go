@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
@@ -24,8 +25,8 @@ type session struct {
 	id       string
 	ackedSeq uint64
 	// kept holds the results not yet acked, by ascending request seq: the
-	// oldest to drop, the acked prefix, a retry's binary search and a
-	// capture's copy all come without a scan.
+	// oldest to drop, the acked prefix and a retry's binary search come
+	// without a scan, and a capture shares the slice (see capture).
 	kept []keptResult
 	// droppedThrough is the highest request seq whose result was dropped
 	// unacknowledged (set from log format 5 on): a request at or below it
@@ -33,8 +34,11 @@ type session struct {
 	// ErrSessionResultExpired rather than applied a second time.
 	droppedThrough uint64
 	lastIndex      uint64
-	elem           *list.Element // in State.lru
-	holder         *list.Element // in State.holders while kept is not empty
+	// keptGen is sessionTable.captures when kept's array was last made
+	// anew: while they are equal no capture shares the array.
+	keptGen uint64
+	elem    *list.Element // in State.lru
+	holder  *list.Element // in State.holders while kept is not empty
 }
 
 // sessionTable is the session part of State: the sessions by client id,
@@ -47,6 +51,9 @@ type sessionTable struct {
 	holders  *list.List // sessions with kept results, in lru order
 	// keptResults is the number of results all sessions keep.
 	keptResults int
+	// captures counts the captures taken (they run side by side under the
+	// FSM's read lock, hence atomic); see session.capture.
+	captures atomic.Uint64
 }
 
 func (t *sessionTable) resetSessions() {
@@ -158,7 +165,15 @@ func (t *sessionTable) keep(sess *session, r keptResult, acked uint64, format ui
 		sess.kept = append(sess.kept, r) // the usual case: seqs rise
 	} else {
 		i, _ := slices.BinarySearchFunc(sess.kept, r.requestSeq, cmpRequestSeq)
-		sess.kept = slices.Insert(sess.kept, i, r)
+		if gen := t.captures.Load(); sess.keptGen != gen {
+			// A capture since the array was made may share it (see
+			// capture), and an insert in place would shift what it
+			// reads: insert into a new array, this session's own.
+			sess.kept = slices.Insert(slices.Clip(sess.kept), i, r)
+			sess.keptGen = gen
+		} else {
+			sess.kept = slices.Insert(sess.kept, i, r)
+		}
 	}
 	sess.ack(acked)
 	if n := len(sess.kept) - MaxResultsPerSession; n > 0 {
@@ -238,10 +253,18 @@ func (sess *session) minResultSeq() uint64 {
 	return sess.kept[0].requestSeq
 }
 
-// capture copies what a snapshot or digest needs of the session (24 bytes
-// per kept result, no allocation per result: the apply waits for it).
+// capture takes what a snapshot or digest needs of the session in O(1):
+// the kept results are shared, not copied (the caller counts the capture
+// in sessionTable.captures first). Nothing writes into them after: an ack
+// or a drop only re-slices, an append writes past the captured length (the
+// end of the results never moves back), and an insert, the one write in
+// place, first moves the results to a new array if a capture was taken
+// since the array was made (keep). So the capture may be read by another
+// goroutine (a snapshot's Persist) while the apply goes on, and capture
+// itself writes nothing of the session (captures run under the FSM's read
+// lock, side by side).
 func (sess *session) capture() sessionCapture {
-	return sessionCapture{id: sess.id, ackedSeq: sess.ackedSeq, lastIndex: sess.lastIndex, droppedThrough: sess.droppedThrough, kept: slices.Clone(sess.kept)}
+	return sessionCapture{id: sess.id, ackedSeq: sess.ackedSeq, lastIndex: sess.lastIndex, droppedThrough: sess.droppedThrough, kept: slices.Clip(sess.kept)}
 }
 
 // sessionCapture is a session as of a capture.

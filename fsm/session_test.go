@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -422,5 +423,75 @@ func TestOpenSession(t *testing.T) {
 	}
 	if s.NextSeq() != next || s.SessionCount() != sessions {
 		t.Fatal("the refused request changed the state")
+	}
+}
+
+// TestCaptureSharesKeptResults: a capture shares the sessions' kept
+// results instead of copying them, and what it read stays as it was while
+// the apply goes on — results appended after it, inserted out of order
+// into it, acked and dropped — with another goroutine reading the capture
+// all along (go test -race flags any write into the shared results).
+func TestCaptureSharesKeptResults(t *testing.T) {
+	s := NewState()
+	s.logFormat = SessionFloorFormat
+	sess := s.session("c", 1)
+	for _, seq := range []uint64{1, 2, 3, 5, 8, 13} {
+		s.keep(sess, keptResult{requestSeq: seq, firstSeq: seq * 10, count: 1}, 0, s.LogFormat())
+	}
+	sess.kept = slices.Grow(sess.kept, 64) // room to insert in place
+	c := captureSnapshot(s).sessions[0]
+	if len(c.kept) == 0 || &c.kept[0] != &sess.kept[0] {
+		t.Fatal("the capture copied the kept results")
+	}
+	want := slices.Clone(c.kept)
+	for _, seq := range []uint64{4, 21, 7, 34, 6} { // into the captured range, past it, into it
+		s.keep(sess, keptResult{requestSeq: seq, firstSeq: seq * 10, count: 1}, 0, s.LogFormat())
+	}
+	if !slices.Equal(c.kept, want) {
+		t.Fatalf("inserts changed the capture: %v, want %v", c.kept, want)
+	}
+	// Once the session's results moved to an array of their own, inserts
+	// go in place again (no copy per insert while no capture is taken).
+	sess.kept = slices.Grow(sess.kept, 8)
+	before := &sess.kept[0]
+	s.keep(sess, keptResult{requestSeq: 22, firstSeq: 220, count: 1}, 0, s.LogFormat())
+	if &sess.kept[0] != before {
+		t.Fatal("an insert with no capture since the last copy copied the results")
+	}
+	done := make(chan struct{})
+	var reads int
+	go func() {
+		defer close(done)
+		for range 2000 {
+			if !slices.Equal(c.kept, want) {
+				t.Error("a capture's kept results changed")
+				return
+			}
+			reads++
+		}
+	}()
+	rng := rand.New(rand.NewSource(1))
+	seq := uint64(36)
+	for i := range 3000 {
+		if i%500 == 250 {
+			captureSnapshot(s) // captures the apply does not keep
+		}
+		switch {
+		case i%7 == 3: // out of order, below the newest
+			r := keptResult{requestSeq: seq - 1 - uint64(rng.Intn(3)), firstSeq: 1, count: 1}
+			if _, ok := sess.result(r.requestSeq); !ok && r.requestSeq > sess.ackedSeq {
+				s.keep(sess, r, sess.ackedSeq, s.LogFormat())
+			}
+		case i%11 == 5:
+			s.keep(sess, keptResult{requestSeq: seq, firstSeq: 1, count: 1}, seq-3, s.LogFormat())
+			seq += 2
+		default:
+			s.keep(sess, keptResult{requestSeq: seq, firstSeq: 1, count: 1}, sess.ackedSeq, s.LogFormat())
+			seq += 2
+		}
+	}
+	<-done
+	if !slices.Equal(c.kept, want) {
+		t.Fatalf("capture changed: %v, want %v", c.kept, want)
 	}
 }

@@ -83,9 +83,12 @@ func captureSnapshot(s *State) *snapshot {
 		members:   s.Members(),
 		consumers: s.Consumers(),
 	}
-	// The open segment changes with every append: copy the table.
-	for _, seg := range s.segments {
-		sn.segments = append(sn.segments, proto.Clone(seg).(*pb.Segment))
+	// A sealed segment never changes again (a trim or reset replaces the
+	// table, it does not edit it): share those; the open one changes with
+	// every append: copy it.
+	sn.segments = slices.Clone(s.segments)
+	if n := len(sn.segments); n > 0 && !sn.segments[n-1].Sealed {
+		sn.segments[n-1] = proto.Clone(sn.segments[n-1]).(*pb.Segment)
 	}
 	sn.files = make([]*pb.FileRecord, 0, len(s.ns.files))
 	for _, f := range s.ns.files {
@@ -101,6 +104,7 @@ func captureSnapshot(s *State) *snapshot {
 	}
 	sn.directives = s.CacheDirectives()
 	sn.sessions = make([]sessionCapture, 0, len(s.sessions))
+	s.captures.Add(1) // before sharing the sessions' results (session.capture)
 	for e := s.lru.Front(); e != nil; e = e.Next() {
 		sn.sessions = append(sn.sessions, e.Value.(*session).capture())
 	}
