@@ -37,9 +37,10 @@ type session struct {
 	// cluster before log format 7) base, then base.2, base.3 ... after the
 	// cluster answered that it no longer holds the session.
 	id string
-	// ready: id is opened, or the cluster cannot open sessions (legacy).
-	ready, legacy bool
-	gen           int
+	// ready: id is opened, or the cluster cannot open sessions (then id
+	// is base, or base.N after expiries).
+	ready bool
+	gen   int
 	// established is set once the cluster holds session id for sure (it
 	// opened it, or kept an answer of it): from then on its requests say
 	// so (session_established), and the cluster refuses them if it lost
@@ -132,9 +133,9 @@ func (s *session) openSession(ctx context.Context, timeout time.Duration) error 
 	defer s.mu.Unlock()
 	switch {
 	case err == nil:
-		s.id, s.ready, s.legacy, s.established = id, true, false, true
+		s.id, s.ready, s.established = id, true, true
 	case errors.Is(err, errCannotOpenSessions):
-		s.ready, s.legacy = true, true
+		s.ready = true
 	default:
 		return err
 	}
@@ -218,7 +219,7 @@ func (s *session) expired(id string) {
 		s.gen++
 		suffix := "." + strconv.Itoa(s.gen)
 		s.id = s.base[:min(len(s.base), maxClientIDBytes-len(suffix))] + suffix
-		s.ready, s.legacy, s.established = false, false, false
+		s.ready, s.established = false, false
 	}
 	s.mu.Unlock()
 }

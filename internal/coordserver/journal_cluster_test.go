@@ -511,12 +511,7 @@ func TestSessionExpiredStartsNewSession(t *testing.T) {
 		t.Fatalf("the SDK's opened session: %+v, %v", evs, err)
 	}
 	session := evs[0].ClientID
-	conn, err := grpc.NewClient(tc.cfgs[follower].GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	raw := pb.NewJournalClient(conn)
+	raw := pb.NewJournalClient(dataNodeConn(t, tc.cfgs[follower].GRPCAddr))
 	opened, err := raw.OpenSession(ctx, &pb.OpenSessionRequest{ClientId: "raw"})
 	if err != nil || opened.SessionId != fmt.Sprintf("raw@%d", opened.Index) {
 		t.Fatalf("open through a follower: %+v, %v", opened, err)
@@ -591,24 +586,14 @@ func TestOpenSessionWaitsForLogFormat7(t *testing.T) {
 	if e := appendAs("old-cluster"); e.ClientID != "fixed" {
 		t.Fatalf("at format 6 the session is the client id: %+v", e)
 	}
-	conn, err := grpc.NewClient(tc.cfgs[tc.waitLeader()].GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	raw := pb.NewJournalClient(conn)
-	_, err = raw.OpenSession(ctx, &pb.OpenSessionRequest{ClientId: "x"})
+	raw := pb.NewJournalClient(dataNodeConn(t, tc.cfgs[tc.waitLeader()].GRPCAddr))
+	_, err := raw.OpenSession(ctx, &pb.OpenSessionRequest{ClientId: "x"})
 	wantCode(t, "open at format 6", err, codes.FailedPrecondition, ReasonLogFormat)
 
 	tc.cfgs[2].maxLogFormat = 0
 	tc.restart(2)
 	eventually(t, 30*time.Second, "format 7", func() bool { return format() == fsm.CommandVersion })
-	conn2, err := grpc.NewClient(tc.cfgs[tc.waitLeader()].GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn2.Close()
-	raw = pb.NewJournalClient(conn2)
+	raw = pb.NewJournalClient(dataNodeConn(t, tc.cfgs[tc.waitLeader()].GRPCAddr))
 	var sessions int
 	tc.server(tc.waitLeader()).fsm.View(func(st *fsm.State) { sessions = st.SessionCount() })
 	for _, bad := range []string{"", strings.Repeat("x", fsm.MaxSessionBaseBytes+1)} {
