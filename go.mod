@@ -53,3 +53,5 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/tools v0.49.0 // indirect
 )
+
+replace github.com/hashicorp/raft => ./third_party/hashicorp/raft

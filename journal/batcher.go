@@ -12,8 +12,10 @@ import (
 )
 
 // Sink hands a batch of ops to the replicated log. Start is called from the
-// batcher's loop, one batch at a time and in queue order, so ops enter the
-// log in the order they were submitted; it must not block for the commit.
+// batcher's loop, one batch at a time and in queue order, and hands the
+// batch on before it returns (to Raft, or onto the ordered stream to the
+// leader), so ops enter the log in the order they were submitted even with
+// several batches in flight; it must not block for the commit.
 // The returned wait blocks until the batch is safe (committed and applied)
 // or failed, and returns one Result per op, in order.
 type Sink interface {

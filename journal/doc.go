@@ -14,7 +14,10 @@
 // wait. An append is safe once its entry is committed by a quorum and
 // applied; seqs are assigned at apply, contiguous from 1. Followers forward
 // appends to the leader in batches, through the same Batcher with a
-// forwarding sink (so a follower's next forward lingers the same way).
+// forwarding sink (so a follower's next forward lingers the same way) and
+// two batches in flight on one ordered stream: the sink's Start sends in
+// queue order and the leader queues batches in arrival order, so they keep
+// their order with more than one in flight (Sink.Start must keep it).
 //
 // # Positions
 //

@@ -1418,9 +1418,10 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\fRemoveServer\x12\x1f.logbook.v1.RemoveServerRequest\x1a\x1e.logbook.v1.MembershipResponse\x12c\n" +
 	"\x12TransferLeadership\x12%.logbook.v1.TransferLeadershipRequest\x1a&.logbook.v1.TransferLeadershipResponse\x12E\n" +
 	"\bSnapshot\x12\x1b.logbook.v1.SnapshotRequest\x1a\x1c.logbook.v1.SnapshotResponse\x12?\n" +
-	"\x06Verify\x12\x19.logbook.v1.VerifyRequest\x1a\x1a.logbook.v1.VerifyResponse2\xae\x03\n" +
+	"\x06Verify\x12\x19.logbook.v1.VerifyRequest\x1a\x1a.logbook.v1.VerifyResponse2\x88\x04\n" +
 	"\x04Peer\x12T\n" +
-	"\rForwardAppend\x12 .logbook.v1.ForwardAppendRequest\x1a!.logbook.v1.ForwardAppendResponse\x12H\n" +
+	"\rForwardAppend\x12 .logbook.v1.ForwardAppendRequest\x1a!.logbook.v1.ForwardAppendResponse\x12X\n" +
+	"\rForwardStream\x12 .logbook.v1.ForwardAppendRequest\x1a!.logbook.v1.ForwardAppendResponse(\x010\x01\x12H\n" +
 	"\tReadIndex\x12\x1c.logbook.v1.ReadIndexRequest\x1a\x1d.logbook.v1.ReadIndexResponse\x12N\n" +
 	"\vLocalStatus\x12\x1e.logbook.v1.LocalStatusRequest\x1a\x1f.logbook.v1.LocalStatusResponse\x12W\n" +
 	"\x0eRegisterMember\x12!.logbook.v1.RegisterMemberRequest\x1a\".logbook.v1.RegisterMemberResponse\x12]\n" +
@@ -1481,24 +1482,26 @@ var file_logbookv1_cluster_proto_depIdxs = []int32{
 	11, // 10: logbook.v1.Cluster.Snapshot:input_type -> logbook.v1.SnapshotRequest
 	0,  // 11: logbook.v1.Cluster.Verify:input_type -> logbook.v1.VerifyRequest
 	15, // 12: logbook.v1.Peer.ForwardAppend:input_type -> logbook.v1.ForwardAppendRequest
-	18, // 13: logbook.v1.Peer.ReadIndex:input_type -> logbook.v1.ReadIndexRequest
-	20, // 14: logbook.v1.Peer.LocalStatus:input_type -> logbook.v1.LocalStatusRequest
-	22, // 15: logbook.v1.Peer.RegisterMember:input_type -> logbook.v1.RegisterMemberRequest
-	13, // 16: logbook.v1.Peer.CheckpointDigest:input_type -> logbook.v1.CheckpointDigestRequest
-	5,  // 17: logbook.v1.Cluster.Status:output_type -> logbook.v1.StatusResponse
-	8,  // 18: logbook.v1.Cluster.AddVoter:output_type -> logbook.v1.MembershipResponse
-	8,  // 19: logbook.v1.Cluster.AddNonvoter:output_type -> logbook.v1.MembershipResponse
-	8,  // 20: logbook.v1.Cluster.RemoveServer:output_type -> logbook.v1.MembershipResponse
-	10, // 21: logbook.v1.Cluster.TransferLeadership:output_type -> logbook.v1.TransferLeadershipResponse
-	12, // 22: logbook.v1.Cluster.Snapshot:output_type -> logbook.v1.SnapshotResponse
-	2,  // 23: logbook.v1.Cluster.Verify:output_type -> logbook.v1.VerifyResponse
-	17, // 24: logbook.v1.Peer.ForwardAppend:output_type -> logbook.v1.ForwardAppendResponse
-	19, // 25: logbook.v1.Peer.ReadIndex:output_type -> logbook.v1.ReadIndexResponse
-	21, // 26: logbook.v1.Peer.LocalStatus:output_type -> logbook.v1.LocalStatusResponse
-	23, // 27: logbook.v1.Peer.RegisterMember:output_type -> logbook.v1.RegisterMemberResponse
-	14, // 28: logbook.v1.Peer.CheckpointDigest:output_type -> logbook.v1.CheckpointDigestResponse
-	17, // [17:29] is the sub-list for method output_type
-	5,  // [5:17] is the sub-list for method input_type
+	15, // 13: logbook.v1.Peer.ForwardStream:input_type -> logbook.v1.ForwardAppendRequest
+	18, // 14: logbook.v1.Peer.ReadIndex:input_type -> logbook.v1.ReadIndexRequest
+	20, // 15: logbook.v1.Peer.LocalStatus:input_type -> logbook.v1.LocalStatusRequest
+	22, // 16: logbook.v1.Peer.RegisterMember:input_type -> logbook.v1.RegisterMemberRequest
+	13, // 17: logbook.v1.Peer.CheckpointDigest:input_type -> logbook.v1.CheckpointDigestRequest
+	5,  // 18: logbook.v1.Cluster.Status:output_type -> logbook.v1.StatusResponse
+	8,  // 19: logbook.v1.Cluster.AddVoter:output_type -> logbook.v1.MembershipResponse
+	8,  // 20: logbook.v1.Cluster.AddNonvoter:output_type -> logbook.v1.MembershipResponse
+	8,  // 21: logbook.v1.Cluster.RemoveServer:output_type -> logbook.v1.MembershipResponse
+	10, // 22: logbook.v1.Cluster.TransferLeadership:output_type -> logbook.v1.TransferLeadershipResponse
+	12, // 23: logbook.v1.Cluster.Snapshot:output_type -> logbook.v1.SnapshotResponse
+	2,  // 24: logbook.v1.Cluster.Verify:output_type -> logbook.v1.VerifyResponse
+	17, // 25: logbook.v1.Peer.ForwardAppend:output_type -> logbook.v1.ForwardAppendResponse
+	17, // 26: logbook.v1.Peer.ForwardStream:output_type -> logbook.v1.ForwardAppendResponse
+	19, // 27: logbook.v1.Peer.ReadIndex:output_type -> logbook.v1.ReadIndexResponse
+	21, // 28: logbook.v1.Peer.LocalStatus:output_type -> logbook.v1.LocalStatusResponse
+	23, // 29: logbook.v1.Peer.RegisterMember:output_type -> logbook.v1.RegisterMemberResponse
+	14, // 30: logbook.v1.Peer.CheckpointDigest:output_type -> logbook.v1.CheckpointDigestResponse
+	18, // [18:31] is the sub-list for method output_type
+	5,  // [5:18] is the sub-list for method input_type
 	5,  // [5:5] is the sub-list for extension type_name
 	5,  // [5:5] is the sub-list for extension extendee
 	0,  // [0:5] is the sub-list for field type_name

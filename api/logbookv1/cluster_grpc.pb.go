@@ -356,6 +356,7 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 
 const (
 	Peer_ForwardAppend_FullMethodName    = "/logbook.v1.Peer/ForwardAppend"
+	Peer_ForwardStream_FullMethodName    = "/logbook.v1.Peer/ForwardStream"
 	Peer_ReadIndex_FullMethodName        = "/logbook.v1.Peer/ReadIndex"
 	Peer_LocalStatus_FullMethodName      = "/logbook.v1.Peer/LocalStatus"
 	Peer_RegisterMember_FullMethodName   = "/logbook.v1.Peer/RegisterMember"
@@ -372,6 +373,13 @@ type PeerClient interface {
 	// ForwardAppend carries a batch of client appends from a follower to the
 	// leader; results come back in request order.
 	ForwardAppend(ctx context.Context, in *ForwardAppendRequest, opts ...grpc.CallOption) (*ForwardAppendResponse, error)
+	// ForwardStream carries a follower's batches to the leader with several
+	// in flight: the leader queues each batch for the log as it arrives, so
+	// batches enter the log in the order they were sent, and answers each,
+	// in that order, once it is safe (or failed: then every op of it carries
+	// the code). A member without it answers Unimplemented and the follower
+	// forwards with ForwardAppend, one batch at a time.
+	ForwardStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ForwardAppendRequest, ForwardAppendResponse], error)
 	// ReadIndex returns a commit index that is safe for a linearizable read
 	// after the leader confirmed its leadership.
 	ReadIndex(ctx context.Context, in *ReadIndexRequest, opts ...grpc.CallOption) (*ReadIndexResponse, error)
@@ -399,6 +407,19 @@ func (c *peerClient) ForwardAppend(ctx context.Context, in *ForwardAppendRequest
 	}
 	return out, nil
 }
+
+func (c *peerClient) ForwardStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ForwardAppendRequest, ForwardAppendResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Peer_ServiceDesc.Streams[0], Peer_ForwardStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ForwardAppendRequest, ForwardAppendResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Peer_ForwardStreamClient = grpc.BidiStreamingClient[ForwardAppendRequest, ForwardAppendResponse]
 
 func (c *peerClient) ReadIndex(ctx context.Context, in *ReadIndexRequest, opts ...grpc.CallOption) (*ReadIndexResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -450,6 +471,13 @@ type PeerServer interface {
 	// ForwardAppend carries a batch of client appends from a follower to the
 	// leader; results come back in request order.
 	ForwardAppend(context.Context, *ForwardAppendRequest) (*ForwardAppendResponse, error)
+	// ForwardStream carries a follower's batches to the leader with several
+	// in flight: the leader queues each batch for the log as it arrives, so
+	// batches enter the log in the order they were sent, and answers each,
+	// in that order, once it is safe (or failed: then every op of it carries
+	// the code). A member without it answers Unimplemented and the follower
+	// forwards with ForwardAppend, one batch at a time.
+	ForwardStream(grpc.BidiStreamingServer[ForwardAppendRequest, ForwardAppendResponse]) error
 	// ReadIndex returns a commit index that is safe for a linearizable read
 	// after the leader confirmed its leadership.
 	ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexResponse, error)
@@ -470,6 +498,9 @@ type UnimplementedPeerServer struct{}
 
 func (UnimplementedPeerServer) ForwardAppend(context.Context, *ForwardAppendRequest) (*ForwardAppendResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ForwardAppend not implemented")
+}
+func (UnimplementedPeerServer) ForwardStream(grpc.BidiStreamingServer[ForwardAppendRequest, ForwardAppendResponse]) error {
+	return status.Error(codes.Unimplemented, "method ForwardStream not implemented")
 }
 func (UnimplementedPeerServer) ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReadIndex not implemented")
@@ -521,6 +552,13 @@ func _Peer_ForwardAppend_Handler(srv interface{}, ctx context.Context, dec func(
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Peer_ForwardStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(PeerServer).ForwardStream(&grpc.GenericServerStream[ForwardAppendRequest, ForwardAppendResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Peer_ForwardStreamServer = grpc.BidiStreamingServer[ForwardAppendRequest, ForwardAppendResponse]
 
 func _Peer_ReadIndex_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ReadIndexRequest)
@@ -622,6 +660,13 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Peer_CheckpointDigest_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ForwardStream",
+			Handler:       _Peer_ForwardStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "logbookv1/cluster.proto",
 }

@@ -67,6 +67,7 @@ func addServeFlags(fs *pflag.FlagSet) *serveFlags {
 	fs.Uint64Var(&c.Raft.SnapshotThreshold, "raft-snapshot-threshold", d.Raft.SnapshotThreshold, "snapshot after this many new log entries")
 	fs.DurationVar(&c.Raft.SnapshotInterval, "raft-snapshot-interval", d.Raft.SnapshotInterval, "how often to check whether to snapshot")
 	fs.Uint64Var(&c.Raft.TrailingLogs, "raft-trailing-logs", d.Raft.TrailingLogs, "log entries kept after a snapshot, for slow followers")
+	fs.BoolVar(&c.Raft.ParallelLeaderWrite, "raft-parallel-leader-write", d.Raft.ParallelLeaderWrite, "the leader writes new log entries to its disk while it replicates them, not before (the Raft dissertation, 10.2.1); it still commits only what it has written itself")
 	fs.DurationVar(&c.NoLeaderHold, "no-leader-hold", d.NoLeaderHold, "how long a request waits for a leader before failing with Unavailable")
 	fs.DurationVar(&c.Journal.Linger, "journal-linger", d.Journal.Linger, "after an entry commits, wait up to this long for its clients' next appends before proposing the next entry (never for an entry of one append; 0: never wait)")
 	fs.Uint64Var(&c.Journal.EventsPerSegment, "journal-events-per-segment", d.Journal.EventsPerSegment, "roll a journal segment after this many events")

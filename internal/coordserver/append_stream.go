@@ -31,15 +31,19 @@ func (j *journalService) AppendStream(stream pb.Journal_AppendStreamServer) erro
 	if s.raft.State() != raft.Leader {
 		return s.statusErr(codes.Unavailable, ReasonNotLeader, "append streams go to the leader")
 	}
-	ctx := stream.Context()
-	pending := make(chan streamed, maxStreamInFlight)
-	sent := make(chan error, 1)
-	go func() {
-		var sendErr error
-		for p := range pending {
-			if sendErr != nil {
-				continue // drain: the reader stops when Recv fails
+	return answerInOrder(stream.Context(), maxStreamInFlight, stream.Recv,
+		func(req *pb.AppendRequest) streamed {
+			p := streamed{seq: req.RequestSeq, err: s.validateAppend(req)}
+			switch {
+			case p.err != nil:
+			case s.raft.State() != raft.Leader:
+				p.err = s.statusErr(codes.Unavailable, ReasonNotLeader, "leadership moved while streaming")
+			default:
+				p.wait = s.leaderB.Enqueue([]*pb.AppendOp{toOp(req)})
 			}
+			return p
+		},
+		func(ctx context.Context, p streamed) error {
 			resp := &pb.AppendStreamResponse{RequestSeq: p.seq}
 			err := p.err
 			if err == nil {
@@ -52,28 +56,48 @@ func (j *journalService) AppendStream(stream pb.Journal_AppendStreamServer) erro
 				resp.Code, resp.Message, resp.Reason = uint32(st.Code()), st.Message(), infoReason(st)
 				resp.FirstSeq, resp.Count, resp.Index = 0, 0, 0
 			}
-			sendErr = stream.Send(resp)
+			return stream.Send(resp)
+		})
+}
+
+// answerInOrder serves a stream of requests answered in request order:
+// it reads with recv until recv fails, hands each request to start (which
+// queues it and must not wait for its outcome) and, on a second goroutine,
+// answers them one after another with answer (which waits for the outcome
+// and sends the reply). At most max requests wait for their answer; past
+// that it stops reading and flow control pushes back on the sender. After
+// a failed send the rest are not answered and reading stops. It returns
+// recv's error (none for io.EOF), else the failed send's.
+func answerInOrder[R, P any](ctx context.Context, max int, recv func() (R, error), start func(R) P, answer func(context.Context, P) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pending := make(chan P, max)
+	sent := make(chan error, 1)
+	go func() {
+		var sendErr error
+		for p := range pending {
+			if sendErr != nil {
+				continue // drain: the reader stops at ctx's end
+			}
+			if sendErr = answer(ctx, p); sendErr != nil {
+				cancel()
+			}
 		}
 		sent <- sendErr
 	}()
 	var recvErr error
-	for {
-		req, err := stream.Recv()
+	for ctx.Err() == nil {
+		req, err := recv()
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				recvErr = err
 			}
 			break
 		}
-		p := streamed{seq: req.RequestSeq, err: s.validateAppend(req)}
-		switch {
-		case p.err != nil:
-		case s.raft.State() != raft.Leader:
-			p.err = s.statusErr(codes.Unavailable, ReasonNotLeader, "leadership moved while streaming")
-		default:
-			p.wait = s.leaderB.Enqueue([]*pb.AppendOp{toOp(req)})
+		select {
+		case pending <- start(req):
+		case <-ctx.Done():
 		}
-		pending <- p
 	}
 	close(pending)
 	sendErr := <-sent

@@ -254,19 +254,10 @@ type peerService struct {
 // ForwardAppend applies a follower's batch on this leader; it never
 // forwards again.
 func (p *peerService) ForwardAppend(ctx context.Context, req *pb.ForwardAppendRequest) (*pb.ForwardAppendResponse, error) {
-	s := p.s
-	if s.raft.State() != raft.Leader {
-		return nil, s.statusErr(codes.Unavailable, ReasonNotLeader, "forwarded append reached a member that is not the leader")
+	if err := p.checkForward(req.Ops); err != nil {
+		return nil, err
 	}
-	if len(req.Ops) > s.cfg.MaxEventsPerRequest*16 {
-		return nil, status.Errorf(codes.ResourceExhausted, "forward: %d ops in one batch", len(req.Ops))
-	}
-	for _, op := range req.Ops {
-		if err := s.validateAppend(&pb.AppendRequest{ClientId: op.ClientId, RequestSeq: op.RequestSeq, AckedSeq: op.AckedSeq, SessionEstablished: op.SessionEstablished, Events: toEvents(op.Events)}); err != nil {
-			return nil, err
-		}
-	}
-	return &pb.ForwardAppendResponse{Results: resultsToProto(s.submitLocal(ctx, req.Ops))}, nil
+	return &pb.ForwardAppendResponse{Results: resultsToProto(p.s.submitLocal(ctx, req.Ops))}, nil
 }
 
 func toEvents(js []*pb.JournalEvent) []*pb.Event {

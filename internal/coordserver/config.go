@@ -46,6 +46,11 @@ type RaftTiming struct {
 	SnapshotInterval   time.Duration
 	TrailingLogs       uint64
 	MaxAppendEntries   int
+	// ParallelLeaderWrite makes the leader write new entries to its own
+	// log store while it replicates them (the Raft dissertation, §10.2.1;
+	// Logbook's change to hashicorp/raft, third_party/hashicorp/raft). It
+	// still commits only what it has written itself.
+	ParallelLeaderWrite bool
 }
 
 // JournalConfig holds the segment and retention knobs.
@@ -151,14 +156,15 @@ func DefaultConfig() Config {
 		GossipAddr: "127.0.0.1:7200",
 		HTTPAddr:   "127.0.0.1:7300",
 		Raft: RaftTiming{
-			HeartbeatTimeout:   500 * time.Millisecond,
-			ElectionTimeout:    1000 * time.Millisecond,
-			LeaderLeaseTimeout: 250 * time.Millisecond,
-			CommitTimeout:      25 * time.Millisecond,
-			SnapshotThreshold:  8192,
-			SnapshotInterval:   30 * time.Second,
-			TrailingLogs:       10240,
-			MaxAppendEntries:   256,
+			HeartbeatTimeout:    500 * time.Millisecond,
+			ElectionTimeout:     1000 * time.Millisecond,
+			LeaderLeaseTimeout:  250 * time.Millisecond,
+			CommitTimeout:       25 * time.Millisecond,
+			SnapshotThreshold:   8192,
+			SnapshotInterval:    30 * time.Second,
+			TrailingLogs:        10240,
+			MaxAppendEntries:    256,
+			ParallelLeaderWrite: true,
 		},
 		Journal: JournalConfig{
 			EventsPerSegment: 1024,

@@ -39,6 +39,7 @@ func (s *Server) leaderLoop() {
 				lastLeader = lo.LeaderID
 				s.metrics.leaderChanges.Inc()
 				s.log.Info("leader changed", "leader-id", string(lo.LeaderID), "term", s.raft.CurrentTerm())
+				s.fwd.leaderChanged(string(lo.LeaderID))
 			}
 		case <-tick.C:
 		}
@@ -434,35 +435,19 @@ func (s *Server) pickLeaderSink(ctx context.Context) (journal.Sink, error) {
 	return leaderSink{s}, nil
 }
 
-// forwardSink sends a whole batch to the leader in one ForwardAppend RPC.
-type forwardSink struct {
-	s    *Server
-	addr string
-}
-
-func (f forwardSink) Start(ops []*pb.AppendOp) func() ([]fsm.Result, error) {
-	return func() ([]fsm.Result, error) {
-		conn, err := f.s.peers.get(f.addr)
-		if err != nil {
-			return nil, err
-		}
-		ctx, cancel := context.WithTimeout(f.s.ctx, f.s.cfg.ApplyTimeout)
-		defer cancel()
-		resp, err := pb.NewPeerClient(conn).ForwardAppend(ctx, &pb.ForwardAppendRequest{Ops: ops})
-		if err != nil {
-			return nil, err
-		}
-		return f.s.resultsFromProto(resp.Results), nil
-	}
-}
-
 // localSink hands ops to the local leader batcher (leadership moved here
-// between the handler's check and the batch).
+// between the handler's check and the batch). It queues them in Start, so
+// batches keep their order with several in flight.
 type localSink struct{ s *Server }
 
 func (l localSink) Start(ops []*pb.AppendOp) func() ([]fsm.Result, error) {
+	wait := l.s.leaderB.Enqueue(ops)
 	return func() ([]fsm.Result, error) {
-		return l.s.submitLocal(l.s.ctx, ops), nil
+		out := wait(l.s.ctx)
+		for i := range out {
+			out[i].Err = l.s.toStatus(out[i].Err)
+		}
+		return out, nil
 	}
 }
 
@@ -474,7 +459,7 @@ func (s *Server) pickForwardSink(ctx context.Context) (journal.Sink, error) {
 	if id == s.cfg.ID {
 		return localSink{s}, nil
 	}
-	return forwardSink{s: s, addr: addr}, nil
+	return forwardSink{f: s.fwd, id: id, addr: addr}, nil
 }
 
 // submitLocal submits ops, in order, to the leader batcher.

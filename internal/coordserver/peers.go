@@ -56,6 +56,9 @@ func (p *peerConns) get(addr string) (*grpc.ClientConn, error) {
 		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			return invoker(metadata.AppendToOutgoingContext(ctx, MDClusterID, p.clusterID), method, req, reply, cc, opts...)
 		}),
+		grpc.WithStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			return streamer(metadata.AppendToOutgoingContext(ctx, MDClusterID, p.clusterID), desc, cc, method, opts...)
+		}),
 	)...)
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "connect to member %s: %v", addr, err)

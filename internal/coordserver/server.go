@@ -59,6 +59,7 @@ type Server struct {
 	readIdx  *readIndexer
 	leaderB  *journal.Batcher // applies to the local Raft; leader only
 	forwardB *journal.Batcher // forwards to the leader in batches
+	fwd      *forwarder       // the forward batcher's way to the leader
 
 	self           pb.Member
 	inflightEvents atomic.Int64  // leader: events handed to Raft, not yet applied
@@ -126,7 +127,8 @@ func New(cfg Config) (_ *Server, err error) {
 	bc.Linger = cfg.Journal.Linger
 	s.leaderB = journal.NewBatcher(bc, s.pickLeaderSink)
 	fc := bc
-	fc.InFlight = 1 // one forward RPC at a time keeps submission order
+	fc.InFlight = forwardInFlight // in order over one ForwardStream
+	s.fwd = newForwarder(s)
 	s.forwardB = journal.NewBatcher(fc, s.pickForwardSink)
 	if err := s.startGossip(); err != nil {
 		return nil, err
@@ -258,6 +260,7 @@ func (s *Server) shutdown() error {
 	}
 	if s.forwardB != nil {
 		s.forwardB.Close()
+		s.fwd.close()
 	}
 	if s.leaderB != nil {
 		s.leaderB.Close()
@@ -334,6 +337,7 @@ func (s *Server) raftConfig() *raft.Config {
 	rc.BatchApplyCh = false
 	rc.ShutdownOnRemove = true
 	rc.NoLegacyTelemetry = true
+	rc.ParallelLeaderWrite = t.ParallelLeaderWrite
 	rc.Logger = logging.HCLog(s.log, "raft")
 	return rc
 }

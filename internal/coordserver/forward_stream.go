@@ -1,0 +1,352 @@
+package coordserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/fsm"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// A follower forwards its clients' appends to the leader in batches (its
+// forward batcher). Batches go over one ForwardStream per leader, several
+// in flight (forwardInFlight): the leader queues each for the log as it
+// arrives and answers in the same order, so batches enter the log in the
+// order the follower took them — the order a client's pipelined requests
+// (Submit) were sent in — while the next batch no longer waits for the last
+// one's commit. A leader without ForwardStream (an older build during a
+// rolling upgrade) gets ForwardAppend RPCs, one at a time.
+
+// forwardInFlight is how many forwarded batches a follower keeps awaiting
+// the leader's answer. Two measured best (docs/benchmarks.md, session 20):
+// a batch forms while the last one commits.
+const forwardInFlight = 2
+
+// maxForwardStreamQueued bounds the batches one ForwardStream keeps queued
+// on the leader; past it the leader stops reading (flow control pushes
+// back on the follower).
+const maxForwardStreamQueued = 64
+
+// ForwardStream is the leader's side: it reads batches in order, queues
+// each for the log at once and answers them in order as they become safe.
+// A batch that is refused or fails is answered with its code on every op;
+// the stream goes on.
+func (p *peerService) ForwardStream(stream pb.Peer_ForwardStreamServer) error {
+	s := p.s
+	type queued struct {
+		n    int
+		wait func(context.Context) []fsm.Result
+		err  error
+	}
+	return answerInOrder(stream.Context(), maxForwardStreamQueued, stream.Recv,
+		func(req *pb.ForwardAppendRequest) queued {
+			q := queued{n: len(req.Ops), err: p.checkForward(req.Ops)}
+			if q.err == nil {
+				q.wait = s.leaderB.Enqueue(req.Ops)
+			}
+			return q
+		},
+		func(ctx context.Context, q queued) error {
+			var res []fsm.Result
+			if q.err != nil {
+				res = make([]fsm.Result, q.n)
+				for i := range res {
+					res[i].Err = q.err
+				}
+			} else {
+				res = q.wait(ctx)
+				for i := range res {
+					res[i].Err = s.toStatus(res[i].Err)
+				}
+			}
+			return stream.Send(&pb.ForwardAppendResponse{Results: resultsToProto(res)})
+		})
+}
+
+// checkForward refuses a forwarded batch this member cannot queue: it is
+// not the leader, the batch is too large, or an op is invalid (the
+// follower checked them already; this one checks again).
+func (p *peerService) checkForward(ops []*pb.AppendOp) error {
+	s := p.s
+	if s.raft.State() != raft.Leader {
+		return s.statusErr(codes.Unavailable, ReasonNotLeader, "forwarded append reached a member that is not the leader")
+	}
+	if len(ops) > s.cfg.MaxEventsPerRequest*16 {
+		return status.Errorf(codes.ResourceExhausted, "forward: %d ops in one batch", len(ops))
+	}
+	for _, op := range ops {
+		if err := s.validateAppend(&pb.AppendRequest{ClientId: op.ClientId, RequestSeq: op.RequestSeq, AckedSeq: op.AckedSeq, SessionEstablished: op.SessionEstablished, Events: toEvents(op.Events)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// forwarder is a follower's way to the leader: the current ForwardStream,
+// and the leaders known to lack it.
+type forwarder struct {
+	s *Server
+
+	mu     sync.Mutex
+	stream *fwdStream
+	unary  map[string]bool // leader addresses that answered Unimplemented
+	prev   chan struct{}   // the last unary forward's end, to keep them in order
+}
+
+func newForwarder(s *Server) *forwarder {
+	return &forwarder{s: s, unary: make(map[string]bool)}
+}
+
+// close ends the current stream (its batches fail).
+func (f *forwarder) close() {
+	f.mu.Lock()
+	st := f.stream
+	f.stream = nil
+	f.mu.Unlock()
+	if st != nil {
+		st.fail(status.Error(codes.Unavailable, "forwarder closed"))
+	}
+}
+
+// leaderChanged fails the stream to a leader that is no longer the leader
+// (id: the new one, "" for none known): a leader cut off by a partition
+// never answers, and the forward batcher must not wait out the apply
+// timeout on its batches before it forwards to the new one. Their clients
+// retry; a batch the old leader did commit is answered from its session.
+func (f *forwarder) leaderChanged(id string) {
+	f.mu.Lock()
+	st := f.stream
+	f.mu.Unlock()
+	if st != nil && st.leaderID != id {
+		st.fail(status.Errorf(codes.Unavailable, "forward to leader %s: the leader changed", st.addr))
+	}
+}
+
+// forwardSink sends batches to the leader at addr. Start runs on the
+// forward batcher's loop, one batch at a time in queue order.
+type forwardSink struct {
+	f    *forwarder
+	id   string // the leader's member id
+	addr string
+}
+
+func (fs forwardSink) Start(ops []*pb.AppendOp) func() ([]fsm.Result, error) {
+	f := fs.f
+	st, err := f.streamTo(fs.id, fs.addr)
+	if err != nil {
+		return func() ([]fsm.Result, error) { return nil, err }
+	}
+	if st == nil {
+		return f.unaryForward(fs.addr, ops)
+	}
+	ch := st.send(ops)
+	timeout := f.s.cfg.ApplyTimeout
+	return func() ([]fsm.Result, error) {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		select {
+		case a := <-ch:
+			return a.results, a.err
+		case <-t.C:
+			// The leader holds the batch too long: give up on the stream
+			// (every batch on it fails, their clients retry; the next
+			// batch opens a new one).
+			err := status.Errorf(codes.Unavailable, "forward to leader %s: no answer in %v", fs.addr, timeout)
+			st.fail(err)
+			return nil, err
+		}
+	}
+}
+
+// streamTo returns the stream to the leader at addr, opening it (and
+// letting the stream to a previous leader finish) as needed; nil, nil when
+// that leader is known to lack ForwardStream.
+func (f *forwarder) streamTo(id, addr string) (*fwdStream, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.unary[addr] {
+		return nil, nil
+	}
+	if st := f.stream; st != nil {
+		if st.leaderID == id && st.addr == addr && !st.broken() {
+			return st, nil
+		}
+		// A new leader (or a broken stream): the old stream's batches
+		// still get their answers; it ends after them.
+		st.closeSend()
+		f.stream = nil
+	}
+	conn, err := f.s.peers.get(addr)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(f.s.ctx)
+	cs, err := pb.NewPeerClient(conn).ForwardStream(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	st := &fwdStream{f: f, leaderID: id, addr: addr, cs: cs, cancel: cancel}
+	f.stream = st
+	go st.receive()
+	return st, nil
+}
+
+// unaryForward sends ops in one ForwardAppend RPC once the previous unary
+// forward has ended, so batches stay in order with one RPC at a time.
+func (f *forwarder) unaryForward(addr string, ops []*pb.AppendOp) func() ([]fsm.Result, error) {
+	done := make(chan struct{})
+	f.mu.Lock()
+	prev := f.prev
+	f.prev = done
+	f.mu.Unlock()
+	return func() ([]fsm.Result, error) {
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		conn, err := f.s.peers.get(addr)
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(f.s.ctx, f.s.cfg.ApplyTimeout)
+		defer cancel()
+		resp, err := pb.NewPeerClient(conn).ForwardAppend(ctx, &pb.ForwardAppendRequest{Ops: ops})
+		if err != nil {
+			return nil, err
+		}
+		return f.s.resultsFromProto(resp.Results), nil
+	}
+}
+
+type fwdAnswer struct {
+	results []fsm.Result
+	err     error
+}
+
+// fwdStream is one ForwardStream: batches go out in send order and their
+// answers come back in the same order, to the waiters queued in that order.
+type fwdStream struct {
+	f        *forwarder
+	leaderID string
+	addr     string
+	cs       pb.Peer_ForwardStreamClient
+	cancel   context.CancelFunc
+
+	mu      sync.Mutex
+	waiting []chan fwdAnswer // one per batch sent and not yet answered
+	err     error            // set when the stream broke: the waiters got it
+	closing bool             // no more sends (a new leader); ends after the answers
+}
+
+// send sends a batch (on the forward batcher's loop only: one sender) and
+// returns where its answer will come.
+func (st *fwdStream) send(ops []*pb.AppendOp) <-chan fwdAnswer {
+	ch := make(chan fwdAnswer, 1)
+	st.mu.Lock()
+	if st.err != nil {
+		err := st.err
+		st.mu.Unlock()
+		ch <- fwdAnswer{err: err}
+		return ch
+	}
+	// Queued before it is sent, so its answer always finds it.
+	st.waiting = append(st.waiting, ch)
+	st.mu.Unlock()
+	if err := st.cs.Send(&pb.ForwardAppendRequest{Ops: ops}); err != nil {
+		// Send reports io.EOF when the stream ended; Recv has the reason.
+		st.fail(status.Errorf(codes.Unavailable, "forward to leader %s: %v", st.addr, err))
+	}
+	return ch
+}
+
+// receive hands each answer to the oldest waiter until the stream ends.
+func (st *fwdStream) receive() {
+	for {
+		resp, err := st.cs.Recv()
+		if err != nil {
+			st.fail(st.streamErr(err))
+			return
+		}
+		st.mu.Lock()
+		if len(st.waiting) == 0 {
+			st.mu.Unlock()
+			st.fail(status.Errorf(codes.Internal, "forward to leader %s: an answer for no batch", st.addr))
+			return
+		}
+		ch := st.waiting[0]
+		st.waiting[0] = nil
+		st.waiting = st.waiting[1:]
+		st.mu.Unlock()
+		ch <- fwdAnswer{results: st.f.s.resultsFromProto(resp.Results)}
+	}
+}
+
+// streamErr is what the batches still waiting when the stream ended fail
+// with. A leader without ForwardStream is remembered: later batches go by
+// ForwardAppend; these ones fail as Unavailable and their clients retry.
+func (st *fwdStream) streamErr(err error) error {
+	if errors.Is(err, io.EOF) {
+		return status.Errorf(codes.Unavailable, "forward to leader %s: stream ended", st.addr)
+	}
+	if status.Code(err) == codes.Unimplemented {
+		st.f.mu.Lock()
+		st.f.unary[st.addr] = true
+		st.f.mu.Unlock()
+		return status.Errorf(codes.Unavailable, "forward to leader %s: it has no ForwardStream (an older build); retry", st.addr)
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.Error(codes.Unavailable, fmt.Sprintf("forward to leader %s: %v", st.addr, err))
+}
+
+// fail ends the stream: every waiting batch gets err, later sends too.
+func (st *fwdStream) fail(err error) {
+	st.mu.Lock()
+	if st.err != nil {
+		st.mu.Unlock()
+		return
+	}
+	st.err = err
+	waiting := st.waiting
+	st.waiting = nil
+	st.mu.Unlock()
+	st.cancel()
+	for _, ch := range waiting {
+		ch <- fwdAnswer{err: err}
+	}
+	st.f.mu.Lock()
+	if st.f.stream == st {
+		st.f.stream = nil
+	}
+	st.f.mu.Unlock()
+}
+
+func (st *fwdStream) broken() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.err != nil
+}
+
+// closeSend stops sending; the leader answers what it has and ends the
+// stream, and receive ends with it.
+func (st *fwdStream) closeSend() {
+	st.mu.Lock()
+	if st.closing || st.err != nil {
+		st.mu.Unlock()
+		return
+	}
+	st.closing = true
+	st.mu.Unlock()
+	// CloseSend shares the send side with send, which only the batcher's
+	// loop calls — the loop that is calling this.
+	_ = st.cs.CloseSend()
+}
