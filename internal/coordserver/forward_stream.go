@@ -120,9 +120,13 @@ func (f *forwarder) close() {
 // never answers, and the forward batcher must not wait out the apply
 // timeout on its batches before it forwards to the new one. Their clients
 // retry; a batch the old leader did commit is answered from its session.
+//
+// It also forgets which leaders lacked ForwardStream: a leader restarted on
+// a newer build (a rolling upgrade) changes the leadership too.
 func (f *forwarder) leaderChanged(id string) {
 	f.mu.Lock()
 	st := f.stream
+	clear(f.unary)
 	f.mu.Unlock()
 	if st != nil && st.leaderID != id {
 		st.fail(status.Errorf(codes.Unavailable, "forward to leader %s: the leader changed", st.addr))
@@ -167,34 +171,43 @@ func (fs forwardSink) Start(ops []*pb.AppendOp) func() ([]fsm.Result, error) {
 
 // streamTo returns the stream to the leader at addr, opening it (and
 // letting the stream to a previous leader finish) as needed; nil, nil when
-// that leader is known to lack ForwardStream.
+// that leader is known to lack ForwardStream. Only the forward batcher's
+// loop calls it. Opening waits for the connection at most ApplyTimeout.
 func (f *forwarder) streamTo(id, addr string) (*fwdStream, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.unary[addr] {
-		return nil, nil
+	old, unary := f.stream, f.unary[addr]
+	if old != nil && old.leaderID == id && old.addr == addr && !old.broken() {
+		f.mu.Unlock()
+		return old, nil
 	}
-	if st := f.stream; st != nil {
-		if st.leaderID == id && st.addr == addr && !st.broken() {
-			return st, nil
-		}
+	f.stream = nil
+	f.mu.Unlock()
+	if old != nil {
 		// A new leader (or a broken stream): the old stream's batches
 		// still get their answers; it ends after them.
-		st.closeSend()
-		f.stream = nil
+		old.closeSend()
+	}
+	if unary {
+		return nil, nil
 	}
 	conn, err := f.s.peers.get(addr)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(f.s.ctx)
+	slow := time.AfterFunc(f.s.cfg.ApplyTimeout, cancel)
 	cs, err := pb.NewPeerClient(conn).ForwardStream(ctx)
-	if err != nil {
+	if !slow.Stop() || err != nil {
 		cancel()
+		if err == nil || ctx.Err() != nil {
+			err = status.Errorf(codes.Unavailable, "forward to leader %s: no stream within %v (%v)", addr, f.s.cfg.ApplyTimeout, err)
+		}
 		return nil, err
 	}
 	st := &fwdStream{f: f, leaderID: id, addr: addr, cs: cs, cancel: cancel}
+	f.mu.Lock()
 	f.stream = st
+	f.mu.Unlock()
 	go st.receive()
 	return st, nil
 }

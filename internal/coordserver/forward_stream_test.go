@@ -147,6 +147,15 @@ func TestForwardStreamFallsBackToUnary(t *testing.T) {
 	if n := l.unary.Load(); n != 3 {
 		t.Fatalf("%d ForwardAppend calls, want 3", n)
 	}
+	// A leader change (a restart on a newer build, say) makes the follower
+	// try the stream again.
+	fwd.leaderChanged("other")
+	if _, err := (forwardSink{f: fwd, id: "other", addr: addr}).Start(oneOp())(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("batch after a leader change: %v, want the stream tried again (Unavailable)", err)
+	}
+	if n := l.unary.Load(); n != 3 {
+		t.Fatalf("%d ForwardAppend calls after the leader change, want 3", n)
+	}
 }
 
 // A leader that holds a batch past ApplyTimeout: the batches on that
