@@ -256,7 +256,6 @@ type fwdStream struct {
 	mu      sync.Mutex
 	waiting []chan fwdAnswer // one per batch sent and not yet answered
 	err     error            // set when the stream broke: the waiters got it
-	closing bool             // no more sends (a new leader); ends after the answers
 }
 
 // send sends a batch (on the forward batcher's loop only: one sender) and
@@ -352,14 +351,8 @@ func (st *fwdStream) broken() bool {
 // closeSend stops sending; the leader answers what it has and ends the
 // stream, and receive ends with it.
 func (st *fwdStream) closeSend() {
-	st.mu.Lock()
-	if st.closing || st.err != nil {
-		st.mu.Unlock()
-		return
-	}
-	st.closing = true
-	st.mu.Unlock()
 	// CloseSend shares the send side with send, which only the batcher's
-	// loop calls — the loop that is calling this.
+	// loop calls — the loop that is calling this, once per stream (streamTo
+	// drops the stream as it closes it).
 	_ = st.cs.CloseSend()
 }

@@ -128,10 +128,7 @@ func (w *leaderWriter) run() {
 		select {
 		case <-w.wake:
 		case <-w.stop:
-			// Write whatever is still staged, then return.
-			if len(w.logs.pending()) > 0 {
-				w.write()
-			}
+			w.write() // whatever is still staged
 			return
 		}
 		if !w.write() {
@@ -166,13 +163,10 @@ func (w *leaderWriter) write() bool {
 func (w *leaderWriter) notify() { asyncNotifyCh(w.wake) }
 
 // drain waits until every staged entry is written (or a write failed) and
-// stops the writer. It returns the failed write's error.
+// stops the writer; it is called once (stopLeaderWriter drops the writer
+// first). It returns the failed write's error.
 func (w *leaderWriter) drain() error {
-	select {
-	case <-w.stop:
-	default:
-		close(w.stop)
-	}
+	close(w.stop)
 	<-w.done
 	return w.err
 }
