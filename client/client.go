@@ -157,8 +157,21 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 // ErrSessionExpired). The lease holder name stays.
 func (c *Client) ClientID() string { return c.cfg.ClientID }
 
-// Close releases every connection.
+// closeSessionTimeout bounds the CloseSession that Close makes: a client
+// closed while the cluster is unreachable must not hang in Close.
+const closeSessionTimeout = time.Second
+
+// Close ends the client's session on the cluster, if it opened one, and
+// releases every connection. Call it once no request is in flight: the
+// cluster then frees the session's kept results at once (log format 8;
+// before it, or if the cluster cannot be reached within a second, the
+// session stays until the cluster evicts it as least recently used).
 func (c *Client) Close() error {
+	if id, ok := c.session.openedID(); ok && !c.isClosed() {
+		ctx, cancel := context.WithTimeout(context.Background(), closeSessionTimeout)
+		_ = c.closeSession(ctx, id)
+		cancel()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true

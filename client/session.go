@@ -47,6 +47,9 @@ type session struct {
 	// the session (ErrSessionExpired) instead of applying a retry a
 	// second time.
 	established bool
+	// opened: id is a session the cluster opened (OpenSession), which
+	// Close ends.
+	opened      bool
 	last        uint64
 	outstanding map[uint64]struct{}
 	low         uint64 // lowest unanswered seq (last+1 when none)
@@ -133,13 +136,21 @@ func (s *session) openSession(ctx context.Context, timeout time.Duration) error 
 	defer s.mu.Unlock()
 	switch {
 	case err == nil:
-		s.id, s.ready, s.established = id, true, true
+		s.id, s.ready, s.established, s.opened = id, true, true, true
 	case errors.Is(err, errCannotOpenSessions):
 		s.ready = true
 	default:
 		return err
 	}
 	return nil
+}
+
+// openedID is the id of the session the cluster opened for this client,
+// if one is open.
+func (s *session) openedID() (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id, s.opened
 }
 
 // end marks seq answered (successfully or for good) and frees its slot.
@@ -219,7 +230,7 @@ func (s *session) expired(id string) {
 		s.gen++
 		suffix := "." + strconv.Itoa(s.gen)
 		s.id = s.base[:min(len(s.base), maxClientIDBytes-len(suffix))] + suffix
-		s.ready, s.established = false, false
+		s.ready, s.established, s.opened = false, false, false
 	}
 	s.mu.Unlock()
 }
@@ -245,4 +256,19 @@ func (c *Client) openSession(ctx context.Context, base string) (string, error) {
 		return "", err
 	}
 	return resp.SessionId, nil
+}
+
+// closeSession asks the cluster to end session id (log format 8). A
+// cluster before format 8, or a build without CloseSession, keeps the
+// session until it evicts it: not an error.
+func (c *Client) closeSession(ctx context.Context, id string) error {
+	err := c.do(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+		_, err := pb.NewJournalClient(cc).CloseSession(ctx, &pb.CloseSessionRequest{SessionId: id})
+		return err
+	})
+	var e *Error
+	if errors.As(err, &e) && (e.Code == codes.Unimplemented || e.Code == codes.FailedPrecondition && e.Reason == pb.ReasonLogFormat) {
+		return nil
+	}
+	return err
 }

@@ -35,7 +35,8 @@
 // build ignores, so the rule starts only at the SET_FORMAT; format 7
 // allows OPEN_SESSION (an older build would halt on the unknown command
 // type, so it is refused — ErrSessionOpenFormat — in entries of an older
-// format). This build reads MinCommandVersion..CommandVersion. Proposers
+// format); format 8 allows CLOSE_SESSION (likewise refused —
+// ErrSessionCloseFormat — in entries of an older format). This build reads MinCommandVersion..CommandVersion. Proposers
 // write the replicated format
 // (State.LogFormat); the leader raises it with a SET_FORMAT entry once
 // every voter has registered a build that reads the new format (Member.
@@ -98,6 +99,13 @@
 // opens a session before its first request and after SESSION_EXPIRED; an
 // op not marked established still starts a session of its own id, as
 // before (clients that do not open).
+//
+// Log format 8 lets a client end its session (CLOSE_SESSION, the
+// dissertation's session close): the session and its kept results are
+// forgotten at once, as an eviction would, so its later requests are
+// refused; closing a session not held answers Closed=false and changes
+// nothing (a retried close). The SDK closes its session in Close; a client
+// that never closes is evicted as before.
 //
 // # Namespace
 //

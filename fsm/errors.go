@@ -25,6 +25,11 @@ var (
 	ErrSessionExpired = errors.New("fsm: session expired: the state machine no longer holds this client's session; start a new one")
 	// ErrSessionOpenFormat: an OPEN_SESSION in an entry of log format < 7.
 	ErrSessionOpenFormat = errors.New("fsm: opening a session needs log format 7 (every voter upgraded)")
+	// ErrSessionCloseFormat: a CLOSE_SESSION in an entry of log format < 8.
+	ErrSessionCloseFormat = errors.New("fsm: closing a session needs log format 8 (every voter upgraded)")
+	// ErrSessionID: a CLOSE_SESSION whose session id is empty, longer than
+	// MaxClientIDBytes or not UTF-8.
+	ErrSessionID = fmt.Errorf("fsm: a session id must be 1..%d bytes of UTF-8", MaxClientIDBytes)
 	// ErrSessionClientID: an OPEN_SESSION whose client id is empty, longer
 	// than MaxSessionBaseBytes or not UTF-8.
 	ErrSessionClientID = fmt.Errorf("fsm: a session's client id must be 1..%d bytes of UTF-8", MaxSessionBaseBytes)

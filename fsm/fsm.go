@@ -29,8 +29,9 @@ const (
 	// format 4 entries; 5 changes a rule of the sessions, not the entries'
 	// content (see SessionFloorFormat); 6 refuses a request of an
 	// established session the state machine no longer holds (see
-	// SessionExpiryFormat); 7 adds OPEN_SESSION (see SessionOpenFormat).
-	CommandVersion = 7
+	// SessionExpiryFormat); 7 adds OPEN_SESSION (see SessionOpenFormat);
+	// 8 adds CLOSE_SESSION (see SessionCloseFormat).
+	CommandVersion = 8
 
 	// NamespaceFormat is the first log format whose entries may carry
 	// namespace commands.
@@ -61,11 +62,19 @@ const (
 	// its session before its first request, so every request of it is
 	// marked established and none can start a session by itself.
 	SessionOpenFormat = 7
+	// SessionCloseFormat is the first log format whose entries may carry
+	// CLOSE_SESSION, which a build before it cannot apply: a client ends
+	// its session when it is done, and the state machine frees the
+	// session's kept results at once instead of holding them until the
+	// session is the least recently used of MaxSessions.
+	SessionCloseFormat = 8
 
 	// MaxSessionBaseBytes bounds the client id an OPEN_SESSION names: the
 	// session id, "<client id>@<index>", then fits the 128 bytes a request's
 	// client id may have.
-	MaxSessionBaseBytes = 128 - len("@18446744073709551615")
+	MaxSessionBaseBytes = MaxClientIDBytes - len("@18446744073709551615")
+	// MaxClientIDBytes bounds the client id (session id) a request carries.
+	MaxClientIDBytes = 128
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

@@ -45,6 +45,9 @@ func FuzzApply(f *testing.F) {
 	if data, err := EncodeCommandVersion(SessionOpenFormat, pb.CommandType_COMMAND_TYPE_OPEN_SESSION, &pb.OpenSessionCommand{ClientId: "c"}, 0); err == nil {
 		f.Add(data)
 	}
+	if data, err := EncodeCommandVersion(SessionCloseFormat, pb.CommandType_COMMAND_TYPE_CLOSE_SESSION, &pb.CloseSessionCommand{SessionId: "c@1"}, 0); err == nil {
+		f.Add(data)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m := New(nil)
 		m.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data})

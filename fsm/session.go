@@ -129,6 +129,37 @@ func (s *State) openSession(index uint64, clientID string) OpenSessionResult {
 	return OpenSessionResult{SessionID: id, Index: index}
 }
 
+// CloseSessionResult is the result of a CLOSE_SESSION: whether the state
+// machine held the session until then, or why nothing was done.
+type CloseSessionResult struct {
+	Closed bool
+	Index  uint64
+	Err    error
+}
+
+// ValidSessionID reports whether a CLOSE_SESSION may name id: any client
+// id a request may carry (an opened session's "<client id>@<index>" or an
+// id a client used without an open).
+func ValidSessionID(id string) bool {
+	return id != "" && len(id) <= MaxClientIDBytes && utf8.ValidString(id)
+}
+
+// closeSession ends session id: it and its kept results are forgotten, and
+// its later requests, marked established, are refused (ErrSessionExpired)
+// as after an eviction. A session the state machine does not hold (closed
+// before, evicted, never opened) is not an error — a retried close finds
+// its first attempt applied — and changes nothing.
+func (s *State) closeSession(index uint64, id string) CloseSessionResult {
+	if !ValidSessionID(id) {
+		return CloseSessionResult{Index: index, Err: ErrSessionID}
+	}
+	sess, ok := s.sessions[id]
+	if ok {
+		s.remove(sess)
+	}
+	return CloseSessionResult{Closed: ok, Index: index}
+}
+
 // remove forgets a session and its results.
 func (t *sessionTable) remove(sess *session) {
 	t.lru.Remove(sess.elem)

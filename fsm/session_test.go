@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"google.golang.org/protobuf/proto"
 )
 
 // fillSessions gives n sessions (h0..h<n-1>, least recently used first)
@@ -315,13 +316,110 @@ func TestSessionExpiry(t *testing.T) {
 }
 
 func openEntry(t *testing.T, version uint32, client string) func(index uint64) *raft.Log {
+	return commandEntry(t, version, pb.CommandType_COMMAND_TYPE_OPEN_SESSION, &pb.OpenSessionCommand{ClientId: client})
+}
+
+// commandEntry encodes a command of type typ in log format version.
+func commandEntry(t *testing.T, version uint32, typ pb.CommandType, m proto.Message) func(index uint64) *raft.Log {
 	return func(index uint64) *raft.Log {
 		t.Helper()
-		data, err := EncodeCommandVersion(version, pb.CommandType_COMMAND_TYPE_OPEN_SESSION, &pb.OpenSessionCommand{ClientId: client}, 0)
+		data, err := EncodeCommandVersion(version, typ, m, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return &raft.Log{Index: index, Type: raft.LogCommand, Data: data}
+	}
+}
+
+func closeEntry(t *testing.T, version uint32, id string) func(index uint64) *raft.Log {
+	return commandEntry(t, version, pb.CommandType_COMMAND_TYPE_CLOSE_SESSION, &pb.CloseSessionCommand{SessionId: id})
+}
+
+// TestCloseSession: CLOSE_SESSION (log format 8) forgets the session and
+// the results it kept (the total the bound counts included), and its later
+// requests, marked established, are refused and apply nothing — a retry
+// of one it had answered included. Closing it again, or a session never
+// held, answers Closed=false and changes nothing; a close in an older
+// entry, or naming a bad id, changes nothing. Other sessions are left as
+// they were, and the state after a close survives a snapshot.
+func TestCloseSession(t *testing.T) {
+	s := NewState()
+	s.logFormat = SessionCloseFormat
+	idx := uint64(0)
+	apply := func(l func(index uint64) *raft.Log) any { t.Helper(); return applyNext(t, s, &idx, l) }
+	closeS := func(version uint32, id string) CloseSessionResult {
+		t.Helper()
+		return apply(closeEntry(t, version, id)).(CloseSessionResult)
+	}
+	appendOp := func(client string, seq uint64) Result {
+		t.Helper()
+		o := op(client, seq, 0, "e")
+		o.SessionEstablished = true
+		return apply(func(i uint64) *raft.Log { return appendEntry(t, i, o) }).([]Result)[0]
+	}
+	a := apply(openEntry(t, SessionOpenFormat, "a")).(OpenSessionResult)
+	b := apply(openEntry(t, SessionOpenFormat, "b")).(OpenSessionResult)
+	for seq := uint64(1); seq <= 3; seq++ {
+		if r := appendOp(a.SessionID, seq); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	if r := appendOp(b.SessionID, 1); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if s.SessionCount() != 2 || s.KeptResults() != 4 {
+		t.Fatalf("before: %d sessions, %d results", s.SessionCount(), s.KeptResults())
+	}
+
+	digest := s.digest(false)
+	for _, bad := range []struct {
+		name    string
+		version uint32
+		id      string
+		want    error
+	}{
+		{"format 7 entry", SessionOpenFormat, a.SessionID, ErrSessionCloseFormat},
+		{"empty id", SessionCloseFormat, "", ErrSessionID},
+		{"id too long", SessionCloseFormat, strings.Repeat("x", MaxClientIDBytes+1), ErrSessionID},
+	} {
+		if r := closeS(bad.version, bad.id); !errors.Is(r.Err, bad.want) || r.Closed {
+			t.Errorf("%s: %+v, want %v", bad.name, r, bad.want)
+		}
+	}
+	if s.digest(false) != digest {
+		t.Fatal("a refused close changed the state")
+	}
+
+	if r := closeS(SessionCloseFormat, a.SessionID); r.Err != nil || !r.Closed || r.Index != idx {
+		t.Fatalf("close: %+v", r)
+	}
+	if s.SessionCount() != 1 || s.KeptResults() != 1 || s.sessions[a.SessionID] != nil || s.sessions[b.SessionID] == nil {
+		t.Fatalf("after the close: %d sessions, %d results", s.SessionCount(), s.KeptResults())
+	}
+	next := s.NextSeq()
+	for _, seq := range []uint64{3, 4} { // a retry of an answered request, a new one
+		if r := appendOp(a.SessionID, seq); !errors.Is(r.Err, ErrSessionExpired) {
+			t.Fatalf("request %d of the closed session: %+v", seq, r)
+		}
+	}
+	if s.NextSeq() != next || s.SessionCount() != 1 {
+		t.Fatal("a request of the closed session changed the state")
+	}
+	digest = s.digest(false)
+	for _, id := range []string{a.SessionID, "never"} {
+		if r := closeS(SessionCloseFormat, id); r.Err != nil || r.Closed {
+			t.Fatalf("close of %s, not held: %+v", id, r)
+		}
+	}
+	if s.digest(false) != digest {
+		t.Fatal("closing a session not held changed the state")
+	}
+	if r := appendOp(b.SessionID, 1); !r.Duplicate {
+		t.Fatalf("the other session lost its results: %+v", r)
+	}
+	restored, _ := roundTrip(t, s)
+	if restored.digest(false) != s.digest(false) || restored.SessionCount() != 1 || restored.KeptResults() != 1 {
+		t.Fatal("the state after a close did not survive a snapshot")
 	}
 }
 

@@ -121,6 +121,12 @@ func (s *State) Member(id string) (*pb.Member, bool) {
 // SessionCount is the number of client sessions held.
 func (s *State) SessionCount() int { return len(s.sessions) }
 
+// HasSession reports whether the state machine holds client session id.
+func (s *State) HasSession(id string) bool {
+	_, ok := s.sessions[id]
+	return ok
+}
+
 // KeptResults is the number of request results the sessions keep for
 // retries.
 func (s *State) KeptResults() int { return s.keptResults }
@@ -233,6 +239,16 @@ func (s *State) Apply(index uint64, cmd *pb.Command) (any, error) {
 			return OpenSessionResult{Index: index, Err: ErrSessionOpenFormat}, nil
 		}
 		return s.openSession(index, c.ClientId), nil
+	case pb.CommandType_COMMAND_TYPE_CLOSE_SESSION:
+		var c pb.CloseSessionCommand
+		if err := proto.Unmarshal(cmd.Payload, &c); err != nil {
+			return nil, fmt.Errorf("fsm: decode close-session command at index %d: %w", index, err)
+		}
+		s.appliedIndex = index
+		if cmd.Version < SessionCloseFormat {
+			return CloseSessionResult{Index: index, Err: ErrSessionCloseFormat}, nil
+		}
+		return s.closeSession(index, c.SessionId), nil
 	case pb.CommandType_COMMAND_TYPE_IMPORT:
 		var c pb.ImportCommand
 		if err := proto.Unmarshal(cmd.Payload, &c); err != nil {

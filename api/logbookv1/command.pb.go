@@ -60,6 +60,9 @@ const (
 	// Payload: OpenSessionCommand. Log format 7: opens a new exactly-once
 	// session named after the client and this entry's index.
 	CommandType_COMMAND_TYPE_OPEN_SESSION CommandType = 11
+	// Payload: CloseSessionCommand. Log format 8: ends a session; its kept
+	// results are freed and its later requests refused (SESSION_EXPIRED).
+	CommandType_COMMAND_TYPE_CLOSE_SESSION CommandType = 12
 )
 
 // Enum value maps for CommandType.
@@ -77,6 +80,7 @@ var (
 		9:  "COMMAND_TYPE_SET_FORMAT",
 		10: "COMMAND_TYPE_NAMESPACE",
 		11: "COMMAND_TYPE_OPEN_SESSION",
+		12: "COMMAND_TYPE_CLOSE_SESSION",
 	}
 	CommandType_value = map[string]int32{
 		"COMMAND_TYPE_UNSPECIFIED":       0,
@@ -91,6 +95,7 @@ var (
 		"COMMAND_TYPE_SET_FORMAT":        9,
 		"COMMAND_TYPE_NAMESPACE":         10,
 		"COMMAND_TYPE_OPEN_SESSION":      11,
+		"COMMAND_TYPE_CLOSE_SESSION":     12,
 	}
 )
 
@@ -575,6 +580,50 @@ func (x *OpenSessionCommand) GetClientId() string {
 	return ""
 }
 
+type CloseSessionCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseSessionCommand) Reset() {
+	*x = CloseSessionCommand{}
+	mi := &file_logbookv1_command_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseSessionCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseSessionCommand) ProtoMessage() {}
+
+func (x *CloseSessionCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_command_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseSessionCommand.ProtoReflect.Descriptor instead.
+func (*CloseSessionCommand) Descriptor() ([]byte, []int) {
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CloseSessionCommand) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
 type SetFormatCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
@@ -584,7 +633,7 @@ type SetFormatCommand struct {
 
 func (x *SetFormatCommand) Reset() {
 	*x = SetFormatCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[6]
+	mi := &file_logbookv1_command_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -596,7 +645,7 @@ func (x *SetFormatCommand) String() string {
 func (*SetFormatCommand) ProtoMessage() {}
 
 func (x *SetFormatCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[6]
+	mi := &file_logbookv1_command_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -609,7 +658,7 @@ func (x *SetFormatCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetFormatCommand.ProtoReflect.Descriptor instead.
 func (*SetFormatCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{6}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SetFormatCommand) GetVersion() uint32 {
@@ -628,7 +677,7 @@ type RegisterMemberCommand struct {
 
 func (x *RegisterMemberCommand) Reset() {
 	*x = RegisterMemberCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[7]
+	mi := &file_logbookv1_command_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -640,7 +689,7 @@ func (x *RegisterMemberCommand) String() string {
 func (*RegisterMemberCommand) ProtoMessage() {}
 
 func (x *RegisterMemberCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[7]
+	mi := &file_logbookv1_command_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -653,7 +702,7 @@ func (x *RegisterMemberCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterMemberCommand.ProtoReflect.Descriptor instead.
 func (*RegisterMemberCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{7}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RegisterMemberCommand) GetMember() *Member {
@@ -673,7 +722,7 @@ type JournalConfig struct {
 
 func (x *JournalConfig) Reset() {
 	*x = JournalConfig{}
-	mi := &file_logbookv1_command_proto_msgTypes[8]
+	mi := &file_logbookv1_command_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +734,7 @@ func (x *JournalConfig) String() string {
 func (*JournalConfig) ProtoMessage() {}
 
 func (x *JournalConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[8]
+	mi := &file_logbookv1_command_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +747,7 @@ func (x *JournalConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JournalConfig.ProtoReflect.Descriptor instead.
 func (*JournalConfig) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{8}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *JournalConfig) GetEventsPerSegment() uint64 {
@@ -730,7 +779,7 @@ type ConsumerCommand struct {
 
 func (x *ConsumerCommand) Reset() {
 	*x = ConsumerCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[9]
+	mi := &file_logbookv1_command_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +791,7 @@ func (x *ConsumerCommand) String() string {
 func (*ConsumerCommand) ProtoMessage() {}
 
 func (x *ConsumerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[9]
+	mi := &file_logbookv1_command_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +804,7 @@ func (x *ConsumerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerCommand.ProtoReflect.Descriptor instead.
 func (*ConsumerCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{9}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ConsumerCommand) GetOp() ConsumerOp {
@@ -800,7 +849,7 @@ type TrimCommand struct {
 
 func (x *TrimCommand) Reset() {
 	*x = TrimCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[10]
+	mi := &file_logbookv1_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -812,7 +861,7 @@ func (x *TrimCommand) String() string {
 func (*TrimCommand) ProtoMessage() {}
 
 func (x *TrimCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[10]
+	mi := &file_logbookv1_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -825,7 +874,7 @@ func (x *TrimCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimCommand.ProtoReflect.Descriptor instead.
 func (*TrimCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{10}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TrimCommand) GetToSeq() uint64 {
@@ -857,7 +906,7 @@ type ResetCommand struct {
 
 func (x *ResetCommand) Reset() {
 	*x = ResetCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[11]
+	mi := &file_logbookv1_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +918,7 @@ func (x *ResetCommand) String() string {
 func (*ResetCommand) ProtoMessage() {}
 
 func (x *ResetCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[11]
+	mi := &file_logbookv1_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +931,7 @@ func (x *ResetCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetCommand.ProtoReflect.Descriptor instead.
 func (*ResetCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{11}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{12}
 }
 
 type CheckpointCommand struct {
@@ -893,7 +942,7 @@ type CheckpointCommand struct {
 
 func (x *CheckpointCommand) Reset() {
 	*x = CheckpointCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[12]
+	mi := &file_logbookv1_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +954,7 @@ func (x *CheckpointCommand) String() string {
 func (*CheckpointCommand) ProtoMessage() {}
 
 func (x *CheckpointCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[12]
+	mi := &file_logbookv1_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +967,7 @@ func (x *CheckpointCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointCommand.ProtoReflect.Descriptor instead.
 func (*CheckpointCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{12}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{13}
 }
 
 type ImportCommand struct {
@@ -935,7 +984,7 @@ type ImportCommand struct {
 
 func (x *ImportCommand) Reset() {
 	*x = ImportCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[13]
+	mi := &file_logbookv1_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +996,7 @@ func (x *ImportCommand) String() string {
 func (*ImportCommand) ProtoMessage() {}
 
 func (x *ImportCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[13]
+	mi := &file_logbookv1_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1009,7 @@ func (x *ImportCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportCommand.ProtoReflect.Descriptor instead.
 func (*ImportCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{13}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ImportCommand) GetEvents() []*StoredEvent {
@@ -1001,7 +1050,7 @@ type Segment struct {
 
 func (x *Segment) Reset() {
 	*x = Segment{}
-	mi := &file_logbookv1_command_proto_msgTypes[14]
+	mi := &file_logbookv1_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1062,7 @@ func (x *Segment) String() string {
 func (*Segment) ProtoMessage() {}
 
 func (x *Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[14]
+	mi := &file_logbookv1_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1075,7 @@ func (x *Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Segment.ProtoReflect.Descriptor instead.
 func (*Segment) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{14}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Segment) GetId() uint64 {
@@ -1095,7 +1144,7 @@ type Consumer struct {
 
 func (x *Consumer) Reset() {
 	*x = Consumer{}
-	mi := &file_logbookv1_command_proto_msgTypes[15]
+	mi := &file_logbookv1_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1156,7 @@ func (x *Consumer) String() string {
 func (*Consumer) ProtoMessage() {}
 
 func (x *Consumer) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[15]
+	mi := &file_logbookv1_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1169,7 @@ func (x *Consumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Consumer.ProtoReflect.Descriptor instead.
 func (*Consumer) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{15}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Consumer) GetName() string {
@@ -1174,7 +1223,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_logbookv1_command_proto_msgTypes[16]
+	mi := &file_logbookv1_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1186,7 +1235,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[16]
+	mi := &file_logbookv1_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1199,7 +1248,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{16}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SnapshotHeader) GetFormatVersion() uint32 {
@@ -1364,7 +1413,7 @@ type StoredEvent struct {
 
 func (x *StoredEvent) Reset() {
 	*x = StoredEvent{}
-	mi := &file_logbookv1_command_proto_msgTypes[17]
+	mi := &file_logbookv1_command_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1425,7 @@ func (x *StoredEvent) String() string {
 func (*StoredEvent) ProtoMessage() {}
 
 func (x *StoredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[17]
+	mi := &file_logbookv1_command_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1438,7 @@ func (x *StoredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredEvent.ProtoReflect.Descriptor instead.
 func (*StoredEvent) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{17}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StoredEvent) GetSeq() uint64 {
@@ -1445,7 +1494,7 @@ type SessionResult struct {
 
 func (x *SessionResult) Reset() {
 	*x = SessionResult{}
-	mi := &file_logbookv1_command_proto_msgTypes[18]
+	mi := &file_logbookv1_command_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1457,7 +1506,7 @@ func (x *SessionResult) String() string {
 func (*SessionResult) ProtoMessage() {}
 
 func (x *SessionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[18]
+	mi := &file_logbookv1_command_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1470,7 +1519,7 @@ func (x *SessionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResult.ProtoReflect.Descriptor instead.
 func (*SessionResult) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{18}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SessionResult) GetRequestSeq() uint64 {
@@ -1512,7 +1561,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_logbookv1_command_proto_msgTypes[19]
+	mi := &file_logbookv1_command_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1524,7 +1573,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[19]
+	mi := &file_logbookv1_command_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1537,7 +1586,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{19}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Session) GetClientId() string {
@@ -1595,7 +1644,7 @@ type SnapshotRecord struct {
 
 func (x *SnapshotRecord) Reset() {
 	*x = SnapshotRecord{}
-	mi := &file_logbookv1_command_proto_msgTypes[20]
+	mi := &file_logbookv1_command_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +1656,7 @@ func (x *SnapshotRecord) String() string {
 func (*SnapshotRecord) ProtoMessage() {}
 
 func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[20]
+	mi := &file_logbookv1_command_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +1669,7 @@ func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRecord.ProtoReflect.Descriptor instead.
 func (*SnapshotRecord) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{20}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SnapshotRecord) GetRecord() isSnapshotRecord_Record {
@@ -1802,7 +1851,10 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\thttp_addr\x18\x04 \x01(\tR\bhttpAddr\x12$\n" +
 	"\x0emax_log_format\x18\x05 \x01(\rR\fmaxLogFormat\"1\n" +
 	"\x12OpenSessionCommand\x12\x1b\n" +
-	"\tclient_id\x18\x01 \x01(\tR\bclientId\",\n" +
+	"\tclient_id\x18\x01 \x01(\tR\bclientId\"4\n" +
+	"\x13CloseSessionCommand\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\",\n" +
 	"\x10SetFormatCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\"C\n" +
 	"\x15RegisterMemberCommand\x12*\n" +
@@ -1899,7 +1951,7 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x05block\x18\a \x01(\v2\x17.logbook.v1.BlockRecordH\x00R\x05block\x12,\n" +
 	"\x04node\x18\b \x01(\v2\x16.logbook.v1.NodeRecordH\x00R\x04node\x12:\n" +
 	"\tdirective\x18\t \x01(\v2\x1a.logbook.v1.CacheDirectiveH\x00R\tdirectiveB\b\n" +
-	"\x06record*\xe2\x02\n" +
+	"\x06record*\x82\x03\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13COMMAND_TYPE_APPEND\x10\x01\x12 \n" +
@@ -1913,7 +1965,8 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x17COMMAND_TYPE_SET_FORMAT\x10\t\x12\x1a\n" +
 	"\x16COMMAND_TYPE_NAMESPACE\x10\n" +
 	"\x12\x1d\n" +
-	"\x19COMMAND_TYPE_OPEN_SESSION\x10\v*p\n" +
+	"\x19COMMAND_TYPE_OPEN_SESSION\x10\v\x12\x1e\n" +
+	"\x1aCOMMAND_TYPE_CLOSE_SESSION\x10\f*p\n" +
 	"\n" +
 	"ConsumerOp\x12\x1b\n" +
 	"\x17CONSUMER_OP_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -1934,7 +1987,7 @@ func file_logbookv1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_logbookv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_logbookv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_logbookv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_logbookv1_command_proto_goTypes = []any{
 	(CommandType)(0),              // 0: logbook.v1.CommandType
 	(ConsumerOp)(0),               // 1: logbook.v1.ConsumerOp
@@ -1944,25 +1997,26 @@ var file_logbookv1_command_proto_goTypes = []any{
 	(*AppendCommand)(nil),         // 5: logbook.v1.AppendCommand
 	(*Member)(nil),                // 6: logbook.v1.Member
 	(*OpenSessionCommand)(nil),    // 7: logbook.v1.OpenSessionCommand
-	(*SetFormatCommand)(nil),      // 8: logbook.v1.SetFormatCommand
-	(*RegisterMemberCommand)(nil), // 9: logbook.v1.RegisterMemberCommand
-	(*JournalConfig)(nil),         // 10: logbook.v1.JournalConfig
-	(*ConsumerCommand)(nil),       // 11: logbook.v1.ConsumerCommand
-	(*TrimCommand)(nil),           // 12: logbook.v1.TrimCommand
-	(*ResetCommand)(nil),          // 13: logbook.v1.ResetCommand
-	(*CheckpointCommand)(nil),     // 14: logbook.v1.CheckpointCommand
-	(*ImportCommand)(nil),         // 15: logbook.v1.ImportCommand
-	(*Segment)(nil),               // 16: logbook.v1.Segment
-	(*Consumer)(nil),              // 17: logbook.v1.Consumer
-	(*SnapshotHeader)(nil),        // 18: logbook.v1.SnapshotHeader
-	(*StoredEvent)(nil),           // 19: logbook.v1.StoredEvent
-	(*SessionResult)(nil),         // 20: logbook.v1.SessionResult
-	(*Session)(nil),               // 21: logbook.v1.Session
-	(*SnapshotRecord)(nil),        // 22: logbook.v1.SnapshotRecord
-	(*FileRecord)(nil),            // 23: logbook.v1.FileRecord
-	(*BlockRecord)(nil),           // 24: logbook.v1.BlockRecord
-	(*NodeRecord)(nil),            // 25: logbook.v1.NodeRecord
-	(*CacheDirective)(nil),        // 26: logbook.v1.CacheDirective
+	(*CloseSessionCommand)(nil),   // 8: logbook.v1.CloseSessionCommand
+	(*SetFormatCommand)(nil),      // 9: logbook.v1.SetFormatCommand
+	(*RegisterMemberCommand)(nil), // 10: logbook.v1.RegisterMemberCommand
+	(*JournalConfig)(nil),         // 11: logbook.v1.JournalConfig
+	(*ConsumerCommand)(nil),       // 12: logbook.v1.ConsumerCommand
+	(*TrimCommand)(nil),           // 13: logbook.v1.TrimCommand
+	(*ResetCommand)(nil),          // 14: logbook.v1.ResetCommand
+	(*CheckpointCommand)(nil),     // 15: logbook.v1.CheckpointCommand
+	(*ImportCommand)(nil),         // 16: logbook.v1.ImportCommand
+	(*Segment)(nil),               // 17: logbook.v1.Segment
+	(*Consumer)(nil),              // 18: logbook.v1.Consumer
+	(*SnapshotHeader)(nil),        // 19: logbook.v1.SnapshotHeader
+	(*StoredEvent)(nil),           // 20: logbook.v1.StoredEvent
+	(*SessionResult)(nil),         // 21: logbook.v1.SessionResult
+	(*Session)(nil),               // 22: logbook.v1.Session
+	(*SnapshotRecord)(nil),        // 23: logbook.v1.SnapshotRecord
+	(*FileRecord)(nil),            // 24: logbook.v1.FileRecord
+	(*BlockRecord)(nil),           // 25: logbook.v1.BlockRecord
+	(*NodeRecord)(nil),            // 26: logbook.v1.NodeRecord
+	(*CacheDirective)(nil),        // 27: logbook.v1.CacheDirective
 }
 var file_logbookv1_command_proto_depIdxs = []int32{
 	0,  // 0: logbook.v1.Command.type:type_name -> logbook.v1.CommandType
@@ -1970,18 +2024,18 @@ var file_logbookv1_command_proto_depIdxs = []int32{
 	4,  // 2: logbook.v1.AppendCommand.ops:type_name -> logbook.v1.AppendOp
 	6,  // 3: logbook.v1.RegisterMemberCommand.member:type_name -> logbook.v1.Member
 	1,  // 4: logbook.v1.ConsumerCommand.op:type_name -> logbook.v1.ConsumerOp
-	19, // 5: logbook.v1.ImportCommand.events:type_name -> logbook.v1.StoredEvent
-	10, // 6: logbook.v1.SnapshotHeader.journal_config:type_name -> logbook.v1.JournalConfig
-	20, // 7: logbook.v1.Session.results:type_name -> logbook.v1.SessionResult
-	19, // 8: logbook.v1.SnapshotRecord.event:type_name -> logbook.v1.StoredEvent
-	21, // 9: logbook.v1.SnapshotRecord.session:type_name -> logbook.v1.Session
+	20, // 5: logbook.v1.ImportCommand.events:type_name -> logbook.v1.StoredEvent
+	11, // 6: logbook.v1.SnapshotHeader.journal_config:type_name -> logbook.v1.JournalConfig
+	21, // 7: logbook.v1.Session.results:type_name -> logbook.v1.SessionResult
+	20, // 8: logbook.v1.SnapshotRecord.event:type_name -> logbook.v1.StoredEvent
+	22, // 9: logbook.v1.SnapshotRecord.session:type_name -> logbook.v1.Session
 	6,  // 10: logbook.v1.SnapshotRecord.member:type_name -> logbook.v1.Member
-	16, // 11: logbook.v1.SnapshotRecord.segment:type_name -> logbook.v1.Segment
-	17, // 12: logbook.v1.SnapshotRecord.consumer:type_name -> logbook.v1.Consumer
-	23, // 13: logbook.v1.SnapshotRecord.file:type_name -> logbook.v1.FileRecord
-	24, // 14: logbook.v1.SnapshotRecord.block:type_name -> logbook.v1.BlockRecord
-	25, // 15: logbook.v1.SnapshotRecord.node:type_name -> logbook.v1.NodeRecord
-	26, // 16: logbook.v1.SnapshotRecord.directive:type_name -> logbook.v1.CacheDirective
+	17, // 11: logbook.v1.SnapshotRecord.segment:type_name -> logbook.v1.Segment
+	18, // 12: logbook.v1.SnapshotRecord.consumer:type_name -> logbook.v1.Consumer
+	24, // 13: logbook.v1.SnapshotRecord.file:type_name -> logbook.v1.FileRecord
+	25, // 14: logbook.v1.SnapshotRecord.block:type_name -> logbook.v1.BlockRecord
+	26, // 15: logbook.v1.SnapshotRecord.node:type_name -> logbook.v1.NodeRecord
+	27, // 16: logbook.v1.SnapshotRecord.directive:type_name -> logbook.v1.CacheDirective
 	17, // [17:17] is the sub-list for method output_type
 	17, // [17:17] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
@@ -1995,7 +2049,7 @@ func file_logbookv1_command_proto_init() {
 		return
 	}
 	file_logbookv1_namespace_proto_init()
-	file_logbookv1_command_proto_msgTypes[20].OneofWrappers = []any{
+	file_logbookv1_command_proto_msgTypes[21].OneofWrappers = []any{
 		(*SnapshotRecord_Event)(nil),
 		(*SnapshotRecord_Session)(nil),
 		(*SnapshotRecord_Member)(nil),
@@ -2012,7 +2066,7 @@ func file_logbookv1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_command_proto_rawDesc), len(file_logbookv1_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

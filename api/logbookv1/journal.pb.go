@@ -171,6 +171,106 @@ func (x *OpenSessionResponse) GetIndex() uint64 {
 	return 0
 }
 
+type CloseSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's id: the session_id OpenSession answered, or any client
+	// id requests carried (1..128 bytes of UTF-8).
+	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseSessionRequest) Reset() {
+	*x = CloseSessionRequest{}
+	mi := &file_logbookv1_journal_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseSessionRequest) ProtoMessage() {}
+
+func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
+func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CloseSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type CloseSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the cluster held the session until this close.
+	Closed bool `protobuf:"varint,1,opt,name=closed,proto3" json:"closed,omitempty"`
+	// Raft index of the entry that closed it.
+	Index         uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseSessionResponse) Reset() {
+	*x = CloseSessionResponse{}
+	mi := &file_logbookv1_journal_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseSessionResponse) ProtoMessage() {}
+
+func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
+func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CloseSessionResponse) GetClosed() bool {
+	if x != nil {
+		return x.Closed
+	}
+	return false
+}
+
+func (x *CloseSessionResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 type ImportRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Events     []*StoredEvent         `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
@@ -185,7 +285,7 @@ type ImportRequest struct {
 
 func (x *ImportRequest) Reset() {
 	*x = ImportRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[2]
+	mi := &file_logbookv1_journal_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -197,7 +297,7 @@ func (x *ImportRequest) String() string {
 func (*ImportRequest) ProtoMessage() {}
 
 func (x *ImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[2]
+	mi := &file_logbookv1_journal_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -210,7 +310,7 @@ func (x *ImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
 func (*ImportRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{2}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ImportRequest) GetEvents() []*StoredEvent {
@@ -250,7 +350,7 @@ type ImportResponse struct {
 
 func (x *ImportResponse) Reset() {
 	*x = ImportResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[3]
+	mi := &file_logbookv1_journal_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -262,7 +362,7 @@ func (x *ImportResponse) String() string {
 func (*ImportResponse) ProtoMessage() {}
 
 func (x *ImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[3]
+	mi := &file_logbookv1_journal_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -275,7 +375,7 @@ func (x *ImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
 func (*ImportResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{3}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ImportResponse) GetNextSeq() uint64 {
@@ -294,7 +394,7 @@ type SetPausedRequest struct {
 
 func (x *SetPausedRequest) Reset() {
 	*x = SetPausedRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[4]
+	mi := &file_logbookv1_journal_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -306,7 +406,7 @@ func (x *SetPausedRequest) String() string {
 func (*SetPausedRequest) ProtoMessage() {}
 
 func (x *SetPausedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[4]
+	mi := &file_logbookv1_journal_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -319,7 +419,7 @@ func (x *SetPausedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPausedRequest.ProtoReflect.Descriptor instead.
 func (*SetPausedRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{4}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SetPausedRequest) GetPaused() bool {
@@ -339,7 +439,7 @@ type SetPausedResponse struct {
 
 func (x *SetPausedResponse) Reset() {
 	*x = SetPausedResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[5]
+	mi := &file_logbookv1_journal_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -351,7 +451,7 @@ func (x *SetPausedResponse) String() string {
 func (*SetPausedResponse) ProtoMessage() {}
 
 func (x *SetPausedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[5]
+	mi := &file_logbookv1_journal_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -364,7 +464,7 @@ func (x *SetPausedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPausedResponse.ProtoReflect.Descriptor instead.
 func (*SetPausedResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{5}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SetPausedResponse) GetPaused() bool {
@@ -392,7 +492,7 @@ type TailRequest struct {
 
 func (x *TailRequest) Reset() {
 	*x = TailRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[6]
+	mi := &file_logbookv1_journal_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -404,7 +504,7 @@ func (x *TailRequest) String() string {
 func (*TailRequest) ProtoMessage() {}
 
 func (x *TailRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[6]
+	mi := &file_logbookv1_journal_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -417,7 +517,7 @@ func (x *TailRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailRequest.ProtoReflect.Descriptor instead.
 func (*TailRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{6}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TailRequest) GetFrom() uint64 {
@@ -446,7 +546,7 @@ type TailResponse struct {
 
 func (x *TailResponse) Reset() {
 	*x = TailResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[7]
+	mi := &file_logbookv1_journal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -458,7 +558,7 @@ func (x *TailResponse) String() string {
 func (*TailResponse) ProtoMessage() {}
 
 func (x *TailResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[7]
+	mi := &file_logbookv1_journal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -471,7 +571,7 @@ func (x *TailResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailResponse.ProtoReflect.Descriptor instead.
 func (*TailResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{7}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TailResponse) GetEvents() []*StoredEvent {
@@ -503,7 +603,7 @@ type PositionsRequest struct {
 
 func (x *PositionsRequest) Reset() {
 	*x = PositionsRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[8]
+	mi := &file_logbookv1_journal_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -515,7 +615,7 @@ func (x *PositionsRequest) String() string {
 func (*PositionsRequest) ProtoMessage() {}
 
 func (x *PositionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[8]
+	mi := &file_logbookv1_journal_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -528,7 +628,7 @@ func (x *PositionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PositionsRequest.ProtoReflect.Descriptor instead.
 func (*PositionsRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{8}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{10}
 }
 
 type PositionsResponse struct {
@@ -555,7 +655,7 @@ type PositionsResponse struct {
 
 func (x *PositionsResponse) Reset() {
 	*x = PositionsResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[9]
+	mi := &file_logbookv1_journal_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -567,7 +667,7 @@ func (x *PositionsResponse) String() string {
 func (*PositionsResponse) ProtoMessage() {}
 
 func (x *PositionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[9]
+	mi := &file_logbookv1_journal_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -580,7 +680,7 @@ func (x *PositionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PositionsResponse.ProtoReflect.Descriptor instead.
 func (*PositionsResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{9}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PositionsResponse) GetWritePos() uint64 {
@@ -668,7 +768,7 @@ type SegmentsRequest struct {
 
 func (x *SegmentsRequest) Reset() {
 	*x = SegmentsRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[10]
+	mi := &file_logbookv1_journal_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +780,7 @@ func (x *SegmentsRequest) String() string {
 func (*SegmentsRequest) ProtoMessage() {}
 
 func (x *SegmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[10]
+	mi := &file_logbookv1_journal_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +793,7 @@ func (x *SegmentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentsRequest.ProtoReflect.Descriptor instead.
 func (*SegmentsRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{10}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{12}
 }
 
 type SegmentInfo struct {
@@ -714,7 +814,7 @@ type SegmentInfo struct {
 
 func (x *SegmentInfo) Reset() {
 	*x = SegmentInfo{}
-	mi := &file_logbookv1_journal_proto_msgTypes[11]
+	mi := &file_logbookv1_journal_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +826,7 @@ func (x *SegmentInfo) String() string {
 func (*SegmentInfo) ProtoMessage() {}
 
 func (x *SegmentInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[11]
+	mi := &file_logbookv1_journal_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +839,7 @@ func (x *SegmentInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentInfo.ProtoReflect.Descriptor instead.
 func (*SegmentInfo) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{11}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SegmentInfo) GetId() uint64 {
@@ -807,7 +907,7 @@ type SegmentsResponse struct {
 
 func (x *SegmentsResponse) Reset() {
 	*x = SegmentsResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[12]
+	mi := &file_logbookv1_journal_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -819,7 +919,7 @@ func (x *SegmentsResponse) String() string {
 func (*SegmentsResponse) ProtoMessage() {}
 
 func (x *SegmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[12]
+	mi := &file_logbookv1_journal_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -832,7 +932,7 @@ func (x *SegmentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentsResponse.ProtoReflect.Descriptor instead.
 func (*SegmentsResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{12}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SegmentsResponse) GetSegments() []*SegmentInfo {
@@ -853,7 +953,7 @@ type RegisterConsumerRequest struct {
 
 func (x *RegisterConsumerRequest) Reset() {
 	*x = RegisterConsumerRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[13]
+	mi := &file_logbookv1_journal_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +965,7 @@ func (x *RegisterConsumerRequest) String() string {
 func (*RegisterConsumerRequest) ProtoMessage() {}
 
 func (x *RegisterConsumerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[13]
+	mi := &file_logbookv1_journal_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +978,7 @@ func (x *RegisterConsumerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterConsumerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterConsumerRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{13}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RegisterConsumerRequest) GetName() string {
@@ -905,7 +1005,7 @@ type AckConsumerRequest struct {
 
 func (x *AckConsumerRequest) Reset() {
 	*x = AckConsumerRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[14]
+	mi := &file_logbookv1_journal_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +1017,7 @@ func (x *AckConsumerRequest) String() string {
 func (*AckConsumerRequest) ProtoMessage() {}
 
 func (x *AckConsumerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[14]
+	mi := &file_logbookv1_journal_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1030,7 @@ func (x *AckConsumerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckConsumerRequest.ProtoReflect.Descriptor instead.
 func (*AckConsumerRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{14}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AckConsumerRequest) GetName() string {
@@ -956,7 +1056,7 @@ type RemoveConsumerRequest struct {
 
 func (x *RemoveConsumerRequest) Reset() {
 	*x = RemoveConsumerRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[15]
+	mi := &file_logbookv1_journal_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1068,7 @@ func (x *RemoveConsumerRequest) String() string {
 func (*RemoveConsumerRequest) ProtoMessage() {}
 
 func (x *RemoveConsumerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[15]
+	mi := &file_logbookv1_journal_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1081,7 @@ func (x *RemoveConsumerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveConsumerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveConsumerRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{15}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RemoveConsumerRequest) GetName() string {
@@ -1003,7 +1103,7 @@ type ConsumerInfo struct {
 
 func (x *ConsumerInfo) Reset() {
 	*x = ConsumerInfo{}
-	mi := &file_logbookv1_journal_proto_msgTypes[16]
+	mi := &file_logbookv1_journal_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1015,7 +1115,7 @@ func (x *ConsumerInfo) String() string {
 func (*ConsumerInfo) ProtoMessage() {}
 
 func (x *ConsumerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[16]
+	mi := &file_logbookv1_journal_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1028,7 +1128,7 @@ func (x *ConsumerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerInfo.ProtoReflect.Descriptor instead.
 func (*ConsumerInfo) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{16}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ConsumerInfo) GetName() string {
@@ -1061,7 +1161,7 @@ type ConsumerResponse struct {
 
 func (x *ConsumerResponse) Reset() {
 	*x = ConsumerResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[17]
+	mi := &file_logbookv1_journal_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1173,7 @@ func (x *ConsumerResponse) String() string {
 func (*ConsumerResponse) ProtoMessage() {}
 
 func (x *ConsumerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[17]
+	mi := &file_logbookv1_journal_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +1186,7 @@ func (x *ConsumerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerResponse.ProtoReflect.Descriptor instead.
 func (*ConsumerResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{17}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ConsumerResponse) GetConsumer() *ConsumerInfo {
@@ -1104,7 +1204,7 @@ type ListConsumersRequest struct {
 
 func (x *ListConsumersRequest) Reset() {
 	*x = ListConsumersRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[18]
+	mi := &file_logbookv1_journal_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1116,7 +1216,7 @@ func (x *ListConsumersRequest) String() string {
 func (*ListConsumersRequest) ProtoMessage() {}
 
 func (x *ListConsumersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[18]
+	mi := &file_logbookv1_journal_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1129,7 +1229,7 @@ func (x *ListConsumersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConsumersRequest.ProtoReflect.Descriptor instead.
 func (*ListConsumersRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{18}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{20}
 }
 
 type ListConsumersResponse struct {
@@ -1141,7 +1241,7 @@ type ListConsumersResponse struct {
 
 func (x *ListConsumersResponse) Reset() {
 	*x = ListConsumersResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[19]
+	mi := &file_logbookv1_journal_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1253,7 @@ func (x *ListConsumersResponse) String() string {
 func (*ListConsumersResponse) ProtoMessage() {}
 
 func (x *ListConsumersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[19]
+	mi := &file_logbookv1_journal_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1266,7 @@ func (x *ListConsumersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConsumersResponse.ProtoReflect.Descriptor instead.
 func (*ListConsumersResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{19}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListConsumersResponse) GetConsumers() []*ConsumerInfo {
@@ -1186,7 +1286,7 @@ type TrimRequest struct {
 
 func (x *TrimRequest) Reset() {
 	*x = TrimRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[20]
+	mi := &file_logbookv1_journal_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1198,7 +1298,7 @@ func (x *TrimRequest) String() string {
 func (*TrimRequest) ProtoMessage() {}
 
 func (x *TrimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[20]
+	mi := &file_logbookv1_journal_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1211,7 +1311,7 @@ func (x *TrimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimRequest.ProtoReflect.Descriptor instead.
 func (*TrimRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{20}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TrimRequest) GetTo() uint64 {
@@ -1231,7 +1331,7 @@ type TrimResponse struct {
 
 func (x *TrimResponse) Reset() {
 	*x = TrimResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[21]
+	mi := &file_logbookv1_journal_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1243,7 +1343,7 @@ func (x *TrimResponse) String() string {
 func (*TrimResponse) ProtoMessage() {}
 
 func (x *TrimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[21]
+	mi := &file_logbookv1_journal_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1256,7 +1356,7 @@ func (x *TrimResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimResponse.ProtoReflect.Descriptor instead.
 func (*TrimResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{21}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TrimResponse) GetTrimmedPos() uint64 {
@@ -1283,7 +1383,7 @@ type ResetRequest struct {
 
 func (x *ResetRequest) Reset() {
 	*x = ResetRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[22]
+	mi := &file_logbookv1_journal_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1295,7 +1395,7 @@ func (x *ResetRequest) String() string {
 func (*ResetRequest) ProtoMessage() {}
 
 func (x *ResetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[22]
+	mi := &file_logbookv1_journal_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1308,7 +1408,7 @@ func (x *ResetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetRequest.ProtoReflect.Descriptor instead.
 func (*ResetRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{22}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ResetRequest) GetConfirm() bool {
@@ -1327,7 +1427,7 @@ type ResetResponse struct {
 
 func (x *ResetResponse) Reset() {
 	*x = ResetResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[23]
+	mi := &file_logbookv1_journal_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1339,7 +1439,7 @@ func (x *ResetResponse) String() string {
 func (*ResetResponse) ProtoMessage() {}
 
 func (x *ResetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[23]
+	mi := &file_logbookv1_journal_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1352,7 +1452,7 @@ func (x *ResetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetResponse.ProtoReflect.Descriptor instead.
 func (*ResetResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{23}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResetResponse) GetTrimmedPos() uint64 {
@@ -1372,7 +1472,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_logbookv1_journal_proto_msgTypes[24]
+	mi := &file_logbookv1_journal_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1384,7 +1484,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[24]
+	mi := &file_logbookv1_journal_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1397,7 +1497,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{24}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Event) GetType() string {
@@ -1433,7 +1533,7 @@ type AppendRequest struct {
 
 func (x *AppendRequest) Reset() {
 	*x = AppendRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[25]
+	mi := &file_logbookv1_journal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1545,7 @@ func (x *AppendRequest) String() string {
 func (*AppendRequest) ProtoMessage() {}
 
 func (x *AppendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[25]
+	mi := &file_logbookv1_journal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1558,7 @@ func (x *AppendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendRequest.ProtoReflect.Descriptor instead.
 func (*AppendRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{25}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AppendRequest) GetClientId() string {
@@ -1509,7 +1609,7 @@ type AppendResponse struct {
 
 func (x *AppendResponse) Reset() {
 	*x = AppendResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[26]
+	mi := &file_logbookv1_journal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1521,7 +1621,7 @@ func (x *AppendResponse) String() string {
 func (*AppendResponse) ProtoMessage() {}
 
 func (x *AppendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[26]
+	mi := &file_logbookv1_journal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1534,7 +1634,7 @@ func (x *AppendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResponse.ProtoReflect.Descriptor instead.
 func (*AppendResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{26}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AppendResponse) GetFirstSeq() uint64 {
@@ -1576,7 +1676,7 @@ type AppendStreamResponse struct {
 
 func (x *AppendStreamResponse) Reset() {
 	*x = AppendStreamResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[27]
+	mi := &file_logbookv1_journal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1688,7 @@ func (x *AppendStreamResponse) String() string {
 func (*AppendStreamResponse) ProtoMessage() {}
 
 func (x *AppendStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[27]
+	mi := &file_logbookv1_journal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1701,7 @@ func (x *AppendStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendStreamResponse.ProtoReflect.Descriptor instead.
 func (*AppendStreamResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{27}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AppendStreamResponse) GetRequestSeq() uint64 {
@@ -1664,7 +1764,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[28]
+	mi := &file_logbookv1_journal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1676,7 +1776,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[28]
+	mi := &file_logbookv1_journal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1689,7 +1789,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{28}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReadRequest) GetFrom() uint64 {
@@ -1726,7 +1826,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[29]
+	mi := &file_logbookv1_journal_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1738,7 +1838,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[29]
+	mi := &file_logbookv1_journal_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1751,7 +1851,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{29}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReadResponse) GetEvents() []*StoredEvent {
@@ -1786,6 +1886,12 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\x13OpenSessionResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\"4\n" +
+	"\x13CloseSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"D\n" +
+	"\x14CloseSessionResponse\x12\x16\n" +
+	"\x06closed\x18\x01 \x01(\bR\x06closed\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\"\xa3\x01\n" +
 	"\rImportRequest\x12/\n" +
 	"\x06events\x18\x01 \x03(\v2\x17.logbook.v1.StoredEventR\x06events\x12\x1f\n" +
@@ -1901,7 +2007,7 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\vConsistency\x12\x1b\n" +
 	"\x17CONSISTENCY_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x01\x12\x15\n" +
-	"\x11CONSISTENCY_STALE\x10\x022\xc5\b\n" +
+	"\x11CONSISTENCY_STALE\x10\x022\x98\t\n" +
 	"\aJournal\x12?\n" +
 	"\x06Append\x12\x19.logbook.v1.AppendRequest\x1a\x1a.logbook.v1.AppendResponse\x12O\n" +
 	"\fAppendStream\x12\x19.logbook.v1.AppendRequest\x1a .logbook.v1.AppendStreamResponse(\x010\x01\x129\n" +
@@ -1917,7 +2023,8 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\x05Reset\x12\x18.logbook.v1.ResetRequest\x1a\x19.logbook.v1.ResetResponse\x12H\n" +
 	"\tSetPaused\x12\x1c.logbook.v1.SetPausedRequest\x1a\x1d.logbook.v1.SetPausedResponse\x12?\n" +
 	"\x06Import\x12\x19.logbook.v1.ImportRequest\x1a\x1a.logbook.v1.ImportResponse\x12N\n" +
-	"\vOpenSession\x12\x1e.logbook.v1.OpenSessionRequest\x1a\x1f.logbook.v1.OpenSessionResponseB,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
+	"\vOpenSession\x12\x1e.logbook.v1.OpenSessionRequest\x1a\x1f.logbook.v1.OpenSessionResponse\x12Q\n" +
+	"\fCloseSession\x12\x1f.logbook.v1.CloseSessionRequest\x1a .logbook.v1.CloseSessionResponseB,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
 
 var (
 	file_logbookv1_journal_proto_rawDescOnce sync.Once
@@ -1932,82 +2039,86 @@ func file_logbookv1_journal_proto_rawDescGZIP() []byte {
 }
 
 var file_logbookv1_journal_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_logbookv1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_logbookv1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_logbookv1_journal_proto_goTypes = []any{
 	(Consistency)(0),                // 0: logbook.v1.Consistency
 	(*OpenSessionRequest)(nil),      // 1: logbook.v1.OpenSessionRequest
 	(*OpenSessionResponse)(nil),     // 2: logbook.v1.OpenSessionResponse
-	(*ImportRequest)(nil),           // 3: logbook.v1.ImportRequest
-	(*ImportResponse)(nil),          // 4: logbook.v1.ImportResponse
-	(*SetPausedRequest)(nil),        // 5: logbook.v1.SetPausedRequest
-	(*SetPausedResponse)(nil),       // 6: logbook.v1.SetPausedResponse
-	(*TailRequest)(nil),             // 7: logbook.v1.TailRequest
-	(*TailResponse)(nil),            // 8: logbook.v1.TailResponse
-	(*PositionsRequest)(nil),        // 9: logbook.v1.PositionsRequest
-	(*PositionsResponse)(nil),       // 10: logbook.v1.PositionsResponse
-	(*SegmentsRequest)(nil),         // 11: logbook.v1.SegmentsRequest
-	(*SegmentInfo)(nil),             // 12: logbook.v1.SegmentInfo
-	(*SegmentsResponse)(nil),        // 13: logbook.v1.SegmentsResponse
-	(*RegisterConsumerRequest)(nil), // 14: logbook.v1.RegisterConsumerRequest
-	(*AckConsumerRequest)(nil),      // 15: logbook.v1.AckConsumerRequest
-	(*RemoveConsumerRequest)(nil),   // 16: logbook.v1.RemoveConsumerRequest
-	(*ConsumerInfo)(nil),            // 17: logbook.v1.ConsumerInfo
-	(*ConsumerResponse)(nil),        // 18: logbook.v1.ConsumerResponse
-	(*ListConsumersRequest)(nil),    // 19: logbook.v1.ListConsumersRequest
-	(*ListConsumersResponse)(nil),   // 20: logbook.v1.ListConsumersResponse
-	(*TrimRequest)(nil),             // 21: logbook.v1.TrimRequest
-	(*TrimResponse)(nil),            // 22: logbook.v1.TrimResponse
-	(*ResetRequest)(nil),            // 23: logbook.v1.ResetRequest
-	(*ResetResponse)(nil),           // 24: logbook.v1.ResetResponse
-	(*Event)(nil),                   // 25: logbook.v1.Event
-	(*AppendRequest)(nil),           // 26: logbook.v1.AppendRequest
-	(*AppendResponse)(nil),          // 27: logbook.v1.AppendResponse
-	(*AppendStreamResponse)(nil),    // 28: logbook.v1.AppendStreamResponse
-	(*ReadRequest)(nil),             // 29: logbook.v1.ReadRequest
-	(*ReadResponse)(nil),            // 30: logbook.v1.ReadResponse
-	(*StoredEvent)(nil),             // 31: logbook.v1.StoredEvent
+	(*CloseSessionRequest)(nil),     // 3: logbook.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),    // 4: logbook.v1.CloseSessionResponse
+	(*ImportRequest)(nil),           // 5: logbook.v1.ImportRequest
+	(*ImportResponse)(nil),          // 6: logbook.v1.ImportResponse
+	(*SetPausedRequest)(nil),        // 7: logbook.v1.SetPausedRequest
+	(*SetPausedResponse)(nil),       // 8: logbook.v1.SetPausedResponse
+	(*TailRequest)(nil),             // 9: logbook.v1.TailRequest
+	(*TailResponse)(nil),            // 10: logbook.v1.TailResponse
+	(*PositionsRequest)(nil),        // 11: logbook.v1.PositionsRequest
+	(*PositionsResponse)(nil),       // 12: logbook.v1.PositionsResponse
+	(*SegmentsRequest)(nil),         // 13: logbook.v1.SegmentsRequest
+	(*SegmentInfo)(nil),             // 14: logbook.v1.SegmentInfo
+	(*SegmentsResponse)(nil),        // 15: logbook.v1.SegmentsResponse
+	(*RegisterConsumerRequest)(nil), // 16: logbook.v1.RegisterConsumerRequest
+	(*AckConsumerRequest)(nil),      // 17: logbook.v1.AckConsumerRequest
+	(*RemoveConsumerRequest)(nil),   // 18: logbook.v1.RemoveConsumerRequest
+	(*ConsumerInfo)(nil),            // 19: logbook.v1.ConsumerInfo
+	(*ConsumerResponse)(nil),        // 20: logbook.v1.ConsumerResponse
+	(*ListConsumersRequest)(nil),    // 21: logbook.v1.ListConsumersRequest
+	(*ListConsumersResponse)(nil),   // 22: logbook.v1.ListConsumersResponse
+	(*TrimRequest)(nil),             // 23: logbook.v1.TrimRequest
+	(*TrimResponse)(nil),            // 24: logbook.v1.TrimResponse
+	(*ResetRequest)(nil),            // 25: logbook.v1.ResetRequest
+	(*ResetResponse)(nil),           // 26: logbook.v1.ResetResponse
+	(*Event)(nil),                   // 27: logbook.v1.Event
+	(*AppendRequest)(nil),           // 28: logbook.v1.AppendRequest
+	(*AppendResponse)(nil),          // 29: logbook.v1.AppendResponse
+	(*AppendStreamResponse)(nil),    // 30: logbook.v1.AppendStreamResponse
+	(*ReadRequest)(nil),             // 31: logbook.v1.ReadRequest
+	(*ReadResponse)(nil),            // 32: logbook.v1.ReadResponse
+	(*StoredEvent)(nil),             // 33: logbook.v1.StoredEvent
 }
 var file_logbookv1_journal_proto_depIdxs = []int32{
-	31, // 0: logbook.v1.ImportRequest.events:type_name -> logbook.v1.StoredEvent
-	31, // 1: logbook.v1.TailResponse.events:type_name -> logbook.v1.StoredEvent
-	12, // 2: logbook.v1.SegmentsResponse.segments:type_name -> logbook.v1.SegmentInfo
-	17, // 3: logbook.v1.ConsumerResponse.consumer:type_name -> logbook.v1.ConsumerInfo
-	17, // 4: logbook.v1.ListConsumersResponse.consumers:type_name -> logbook.v1.ConsumerInfo
-	25, // 5: logbook.v1.AppendRequest.events:type_name -> logbook.v1.Event
+	33, // 0: logbook.v1.ImportRequest.events:type_name -> logbook.v1.StoredEvent
+	33, // 1: logbook.v1.TailResponse.events:type_name -> logbook.v1.StoredEvent
+	14, // 2: logbook.v1.SegmentsResponse.segments:type_name -> logbook.v1.SegmentInfo
+	19, // 3: logbook.v1.ConsumerResponse.consumer:type_name -> logbook.v1.ConsumerInfo
+	19, // 4: logbook.v1.ListConsumersResponse.consumers:type_name -> logbook.v1.ConsumerInfo
+	27, // 5: logbook.v1.AppendRequest.events:type_name -> logbook.v1.Event
 	0,  // 6: logbook.v1.ReadRequest.consistency:type_name -> logbook.v1.Consistency
-	31, // 7: logbook.v1.ReadResponse.events:type_name -> logbook.v1.StoredEvent
-	26, // 8: logbook.v1.Journal.Append:input_type -> logbook.v1.AppendRequest
-	26, // 9: logbook.v1.Journal.AppendStream:input_type -> logbook.v1.AppendRequest
-	29, // 10: logbook.v1.Journal.Read:input_type -> logbook.v1.ReadRequest
-	7,  // 11: logbook.v1.Journal.Tail:input_type -> logbook.v1.TailRequest
-	9,  // 12: logbook.v1.Journal.Positions:input_type -> logbook.v1.PositionsRequest
-	11, // 13: logbook.v1.Journal.Segments:input_type -> logbook.v1.SegmentsRequest
-	14, // 14: logbook.v1.Journal.RegisterConsumer:input_type -> logbook.v1.RegisterConsumerRequest
-	15, // 15: logbook.v1.Journal.AckConsumer:input_type -> logbook.v1.AckConsumerRequest
-	16, // 16: logbook.v1.Journal.RemoveConsumer:input_type -> logbook.v1.RemoveConsumerRequest
-	19, // 17: logbook.v1.Journal.ListConsumers:input_type -> logbook.v1.ListConsumersRequest
-	21, // 18: logbook.v1.Journal.Trim:input_type -> logbook.v1.TrimRequest
-	23, // 19: logbook.v1.Journal.Reset:input_type -> logbook.v1.ResetRequest
-	5,  // 20: logbook.v1.Journal.SetPaused:input_type -> logbook.v1.SetPausedRequest
-	3,  // 21: logbook.v1.Journal.Import:input_type -> logbook.v1.ImportRequest
+	33, // 7: logbook.v1.ReadResponse.events:type_name -> logbook.v1.StoredEvent
+	28, // 8: logbook.v1.Journal.Append:input_type -> logbook.v1.AppendRequest
+	28, // 9: logbook.v1.Journal.AppendStream:input_type -> logbook.v1.AppendRequest
+	31, // 10: logbook.v1.Journal.Read:input_type -> logbook.v1.ReadRequest
+	9,  // 11: logbook.v1.Journal.Tail:input_type -> logbook.v1.TailRequest
+	11, // 12: logbook.v1.Journal.Positions:input_type -> logbook.v1.PositionsRequest
+	13, // 13: logbook.v1.Journal.Segments:input_type -> logbook.v1.SegmentsRequest
+	16, // 14: logbook.v1.Journal.RegisterConsumer:input_type -> logbook.v1.RegisterConsumerRequest
+	17, // 15: logbook.v1.Journal.AckConsumer:input_type -> logbook.v1.AckConsumerRequest
+	18, // 16: logbook.v1.Journal.RemoveConsumer:input_type -> logbook.v1.RemoveConsumerRequest
+	21, // 17: logbook.v1.Journal.ListConsumers:input_type -> logbook.v1.ListConsumersRequest
+	23, // 18: logbook.v1.Journal.Trim:input_type -> logbook.v1.TrimRequest
+	25, // 19: logbook.v1.Journal.Reset:input_type -> logbook.v1.ResetRequest
+	7,  // 20: logbook.v1.Journal.SetPaused:input_type -> logbook.v1.SetPausedRequest
+	5,  // 21: logbook.v1.Journal.Import:input_type -> logbook.v1.ImportRequest
 	1,  // 22: logbook.v1.Journal.OpenSession:input_type -> logbook.v1.OpenSessionRequest
-	27, // 23: logbook.v1.Journal.Append:output_type -> logbook.v1.AppendResponse
-	28, // 24: logbook.v1.Journal.AppendStream:output_type -> logbook.v1.AppendStreamResponse
-	30, // 25: logbook.v1.Journal.Read:output_type -> logbook.v1.ReadResponse
-	8,  // 26: logbook.v1.Journal.Tail:output_type -> logbook.v1.TailResponse
-	10, // 27: logbook.v1.Journal.Positions:output_type -> logbook.v1.PositionsResponse
-	13, // 28: logbook.v1.Journal.Segments:output_type -> logbook.v1.SegmentsResponse
-	18, // 29: logbook.v1.Journal.RegisterConsumer:output_type -> logbook.v1.ConsumerResponse
-	18, // 30: logbook.v1.Journal.AckConsumer:output_type -> logbook.v1.ConsumerResponse
-	18, // 31: logbook.v1.Journal.RemoveConsumer:output_type -> logbook.v1.ConsumerResponse
-	20, // 32: logbook.v1.Journal.ListConsumers:output_type -> logbook.v1.ListConsumersResponse
-	22, // 33: logbook.v1.Journal.Trim:output_type -> logbook.v1.TrimResponse
-	24, // 34: logbook.v1.Journal.Reset:output_type -> logbook.v1.ResetResponse
-	6,  // 35: logbook.v1.Journal.SetPaused:output_type -> logbook.v1.SetPausedResponse
-	4,  // 36: logbook.v1.Journal.Import:output_type -> logbook.v1.ImportResponse
-	2,  // 37: logbook.v1.Journal.OpenSession:output_type -> logbook.v1.OpenSessionResponse
-	23, // [23:38] is the sub-list for method output_type
-	8,  // [8:23] is the sub-list for method input_type
+	3,  // 23: logbook.v1.Journal.CloseSession:input_type -> logbook.v1.CloseSessionRequest
+	29, // 24: logbook.v1.Journal.Append:output_type -> logbook.v1.AppendResponse
+	30, // 25: logbook.v1.Journal.AppendStream:output_type -> logbook.v1.AppendStreamResponse
+	32, // 26: logbook.v1.Journal.Read:output_type -> logbook.v1.ReadResponse
+	10, // 27: logbook.v1.Journal.Tail:output_type -> logbook.v1.TailResponse
+	12, // 28: logbook.v1.Journal.Positions:output_type -> logbook.v1.PositionsResponse
+	15, // 29: logbook.v1.Journal.Segments:output_type -> logbook.v1.SegmentsResponse
+	20, // 30: logbook.v1.Journal.RegisterConsumer:output_type -> logbook.v1.ConsumerResponse
+	20, // 31: logbook.v1.Journal.AckConsumer:output_type -> logbook.v1.ConsumerResponse
+	20, // 32: logbook.v1.Journal.RemoveConsumer:output_type -> logbook.v1.ConsumerResponse
+	22, // 33: logbook.v1.Journal.ListConsumers:output_type -> logbook.v1.ListConsumersResponse
+	24, // 34: logbook.v1.Journal.Trim:output_type -> logbook.v1.TrimResponse
+	26, // 35: logbook.v1.Journal.Reset:output_type -> logbook.v1.ResetResponse
+	8,  // 36: logbook.v1.Journal.SetPaused:output_type -> logbook.v1.SetPausedResponse
+	6,  // 37: logbook.v1.Journal.Import:output_type -> logbook.v1.ImportResponse
+	2,  // 38: logbook.v1.Journal.OpenSession:output_type -> logbook.v1.OpenSessionResponse
+	4,  // 39: logbook.v1.Journal.CloseSession:output_type -> logbook.v1.CloseSessionResponse
+	24, // [24:40] is the sub-list for method output_type
+	8,  // [8:24] is the sub-list for method input_type
 	8,  // [8:8] is the sub-list for extension type_name
 	8,  // [8:8] is the sub-list for extension extendee
 	0,  // [0:8] is the sub-list for field type_name
@@ -2025,7 +2136,7 @@ func file_logbookv1_journal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_journal_proto_rawDesc), len(file_logbookv1_journal_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   30,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

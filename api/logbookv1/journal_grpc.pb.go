@@ -36,6 +36,7 @@ const (
 	Journal_SetPaused_FullMethodName        = "/logbook.v1.Journal/SetPaused"
 	Journal_Import_FullMethodName           = "/logbook.v1.Journal/Import"
 	Journal_OpenSession_FullMethodName      = "/logbook.v1.Journal/OpenSession"
+	Journal_CloseSession_FullMethodName     = "/logbook.v1.Journal/CloseSession"
 )
 
 // JournalClient is the client API for Journal service.
@@ -80,6 +81,14 @@ type JournalClient interface {
 	// FailedPrecondition LOG_FORMAT (the client then uses client_id itself as
 	// the session, as builds before it did).
 	OpenSession(ctx context.Context, in *OpenSessionRequest, opts ...grpc.CallOption) (*OpenSessionResponse, error)
+	// CloseSession ends a session (log format 8; a replicated command,
+	// answered once it is applied): the state machine forgets it and its
+	// kept results at once instead of when it is evicted, and refuses its
+	// later requests with SESSION_EXPIRED. Closing a session the cluster
+	// does not hold (closed before, evicted, never opened) succeeds with
+	// closed = false, so a retried close is harmless. Before log format 8:
+	// FailedPrecondition LOG_FORMAT.
+	CloseSession(ctx context.Context, in *CloseSessionRequest, opts ...grpc.CallOption) (*CloseSessionResponse, error)
 }
 
 type journalClient struct {
@@ -252,6 +261,16 @@ func (c *journalClient) OpenSession(ctx context.Context, in *OpenSessionRequest,
 	return out, nil
 }
 
+func (c *journalClient) CloseSession(ctx context.Context, in *CloseSessionRequest, opts ...grpc.CallOption) (*CloseSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CloseSessionResponse)
+	err := c.cc.Invoke(ctx, Journal_CloseSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JournalServer is the server API for Journal service.
 // All implementations must embed UnimplementedJournalServer
 // for forward compatibility.
@@ -294,6 +313,14 @@ type JournalServer interface {
 	// FailedPrecondition LOG_FORMAT (the client then uses client_id itself as
 	// the session, as builds before it did).
 	OpenSession(context.Context, *OpenSessionRequest) (*OpenSessionResponse, error)
+	// CloseSession ends a session (log format 8; a replicated command,
+	// answered once it is applied): the state machine forgets it and its
+	// kept results at once instead of when it is evicted, and refuses its
+	// later requests with SESSION_EXPIRED. Closing a session the cluster
+	// does not hold (closed before, evicted, never opened) succeeds with
+	// closed = false, so a retried close is harmless. Before log format 8:
+	// FailedPrecondition LOG_FORMAT.
+	CloseSession(context.Context, *CloseSessionRequest) (*CloseSessionResponse, error)
 	mustEmbedUnimplementedJournalServer()
 }
 
@@ -348,6 +375,9 @@ func (UnimplementedJournalServer) Import(context.Context, *ImportRequest) (*Impo
 }
 func (UnimplementedJournalServer) OpenSession(context.Context, *OpenSessionRequest) (*OpenSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method OpenSession not implemented")
+}
+func (UnimplementedJournalServer) CloseSession(context.Context, *CloseSessionRequest) (*CloseSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CloseSession not implemented")
 }
 func (UnimplementedJournalServer) mustEmbedUnimplementedJournalServer() {}
 func (UnimplementedJournalServer) testEmbeddedByValue()                 {}
@@ -622,6 +652,24 @@ func _Journal_OpenSession_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Journal_CloseSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CloseSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JournalServer).CloseSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Journal_CloseSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JournalServer).CloseSession(ctx, req.(*CloseSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Journal_ServiceDesc is the grpc.ServiceDesc for Journal service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -680,6 +728,10 @@ var Journal_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "OpenSession",
 			Handler:    _Journal_OpenSession_Handler,
+		},
+		{
+			MethodName: "CloseSession",
+			Handler:    _Journal_CloseSession_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -2,11 +2,9 @@ package coordserver
 
 import (
 	"context"
-	"fmt"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -16,11 +14,7 @@ func (s *Server) cacheReady(ctx context.Context) error {
 	if err := s.fsReady(ctx); err != nil {
 		return err
 	}
-	if f := s.logFormat(); f < fsm.CacheFormat {
-		return s.statusErr(codes.FailedPrecondition, ReasonLogFormat,
-			fmt.Sprintf("cache directives need log format %d, the cluster is at %d (every voter must be upgraded)", fsm.CacheFormat, f))
-	}
-	return nil
+	return s.needFormat(fsm.CacheFormat, "cache directives need")
 }
 
 // AddCacheDirective journals a directive (logbook.cache.added); the cache

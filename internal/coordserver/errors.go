@@ -53,9 +53,9 @@ func (s *Server) toStatus(err error) error {
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, fsm.ErrEmptyAppend), errors.Is(err, fsm.ErrInvalidEvent), errors.Is(err, fsm.ErrInvalidMember):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, fsm.ErrSessionOpenFormat):
+	case errors.Is(err, fsm.ErrSessionOpenFormat), errors.Is(err, fsm.ErrSessionCloseFormat):
 		return s.statusErr(codes.FailedPrecondition, ReasonLogFormat, err.Error())
-	case errors.Is(err, fsm.ErrSessionClientID):
+	case errors.Is(err, fsm.ErrSessionClientID), errors.Is(err, fsm.ErrSessionID):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, fsm.ErrSessionExpired):
 		return s.statusErr(codes.FailedPrecondition, pb.ReasonSessionExpired, err.Error())

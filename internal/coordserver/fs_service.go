@@ -39,11 +39,7 @@ func (s *Server) fsReady(ctx context.Context) error {
 	if err := s.waitLeaderReady(ctx); err != nil {
 		return err
 	}
-	if s.logFormat() < fsm.NamespaceFormat {
-		return s.statusErr(codes.FailedPrecondition, ReasonLogFormat,
-			fmt.Sprintf("cluster not yet at log format %d (every voter must be upgraded)", fsm.NamespaceFormat))
-	}
-	return nil
+	return s.needFormat(fsm.NamespaceFormat, "the namespace needs")
 }
 
 func (s *Server) checkFSPath(what, p string) error {

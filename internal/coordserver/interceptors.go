@@ -37,6 +37,7 @@ var leaderOnly = map[string]func() any{
 	pb.Journal_SetPaused_FullMethodName:                func() any { return &pb.SetPausedResponse{} },
 	pb.Journal_Import_FullMethodName:                   func() any { return &pb.ImportResponse{} },
 	pb.Journal_OpenSession_FullMethodName:              func() any { return &pb.OpenSessionResponse{} },
+	pb.Journal_CloseSession_FullMethodName:             func() any { return &pb.CloseSessionResponse{} },
 	pb.Namespace_Create_FullMethodName:                 func() any { return &pb.FileOpResponse{} },
 	pb.Namespace_AddBlock_FullMethodName:               func() any { return &pb.FileOpResponse{} },
 	pb.Namespace_Complete_FullMethodName:               func() any { return &pb.FileOpResponse{} },

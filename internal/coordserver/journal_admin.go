@@ -41,9 +41,8 @@ func (j *journalService) OpenSession(ctx context.Context, req *pb.OpenSessionReq
 	if !fsm.ValidSessionClientID(req.ClientId) {
 		return nil, status.Errorf(codes.InvalidArgument, "open session: client id must be 1..%d bytes of UTF-8, got %d bytes", fsm.MaxSessionBaseBytes, len(req.ClientId))
 	}
-	if f := s.logFormat(); f < fsm.SessionOpenFormat {
-		return nil, s.statusErr(codes.FailedPrecondition, ReasonLogFormat,
-			fmt.Sprintf("opening a session needs log format %d, the cluster is at %d (every voter must be upgraded)", fsm.SessionOpenFormat, f))
+	if err := s.needFormat(fsm.SessionOpenFormat, "opening a session needs"); err != nil {
+		return nil, err
 	}
 	resp, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_OPEN_SESSION, &pb.OpenSessionCommand{ClientId: req.ClientId})
 	if err != nil {
@@ -54,6 +53,27 @@ func (j *journalService) OpenSession(ctx context.Context, req *pb.OpenSessionReq
 		return nil, s.toStatus(r.Err)
 	}
 	return &pb.OpenSessionResponse{SessionId: r.SessionID, Index: r.Index}, nil
+}
+
+// CloseSession proposes a CLOSE_SESSION (log format 8) and answers once it
+// is applied whether the cluster held the session until then.
+func (j *journalService) CloseSession(ctx context.Context, req *pb.CloseSessionRequest) (*pb.CloseSessionResponse, error) {
+	s := j.s
+	if !fsm.ValidSessionID(req.SessionId) {
+		return nil, status.Errorf(codes.InvalidArgument, "close session: session id must be 1..%d bytes of UTF-8, got %d bytes", fsm.MaxClientIDBytes, len(req.SessionId))
+	}
+	if err := s.needFormat(fsm.SessionCloseFormat, "closing a session needs"); err != nil {
+		return nil, err
+	}
+	resp, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_CLOSE_SESSION, &pb.CloseSessionCommand{SessionId: req.SessionId})
+	if err != nil {
+		return nil, err
+	}
+	r := resp.(fsm.CloseSessionResult)
+	if r.Err != nil {
+		return nil, s.toStatus(r.Err)
+	}
+	return &pb.CloseSessionResponse{Closed: r.Closed, Index: r.Index}, nil
 }
 
 // snapshotIndex is the index of this member's newest snapshot (0: none).

@@ -614,3 +614,99 @@ func TestOpenSessionWaitsForLogFormat7(t *testing.T) {
 		t.Fatalf("two runs of client fixed: %+v, %+v", first, second)
 	}
 }
+
+// TestCloseSessionWaitsForLogFormat8: the SDK's Close ends its session on
+// the cluster. While a voter runs a build before log format 8, CloseSession
+// fails with FailedPrecondition LOG_FORMAT and Close still succeeds (the
+// session stays until evicted); once every voter reads format 8, Close —
+// through a follower too — makes every member forget the session, and a
+// request of it is then refused with SESSION_EXPIRED and applies nothing.
+// A second close answers closed=false; bad ids get InvalidArgument and
+// change nothing.
+func TestCloseSessionWaitsForLogFormat8(t *testing.T) {
+	tc := newTestCluster(t, 3, func(i int, c *Config) {
+		if i == 2 {
+			c.maxLogFormat = fsm.SessionOpenFormat
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	format := func() uint32 { return tc.server(tc.waitLeader()).logFormat() }
+	eventually(t, 20*time.Second, "format 7", func() bool { return format() == fsm.SessionOpenFormat })
+	held := func(id string) (n int) {
+		for i := range tc.cfgs {
+			tc.server(i).fsm.View(func(st *fsm.State) {
+				if st.HasSession(id) {
+					n++
+				}
+			})
+		}
+		return n
+	}
+	// appendAndClose appends through endpoint and closes the client,
+	// returning the session its append carried.
+	appendAndClose := func(endpoint string) string {
+		t.Helper()
+		c, err := client.New(ctx, client.Config{Endpoints: []string{endpoint}, AttemptTimeout: 2 * time.Second, ClientID: "closing"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs, err := c.Journal().Append(ctx, client.Event{Type: "e"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, _, err := c.Journal().Read(ctx, seqs[0], 1)
+		if err != nil || len(evs) != 1 || !strings.HasPrefix(evs[0].ClientID, "closing@") {
+			t.Fatalf("read back: %+v, %v", evs, err)
+		}
+		id := evs[0].ClientID
+		eventually(t, 10*time.Second, "every member holds the session", func() bool { return held(id) == len(tc.cfgs) })
+		if err := c.Close(); err != nil {
+			t.Fatalf("close: %v", err)
+		}
+		return id
+	}
+
+	old := appendAndClose(tc.cfgs[tc.waitLeader()].GRPCAddr)
+	if n := held(old); n != len(tc.cfgs) {
+		t.Fatalf("at format 7 a closed client's session stays: held by %d members", n)
+	}
+	leaderRaw := pb.NewJournalClient(dataNodeConn(t, tc.cfgs[tc.waitLeader()].GRPCAddr))
+	_, err := leaderRaw.CloseSession(ctx, &pb.CloseSessionRequest{SessionId: old})
+	wantCode(t, "close at format 7", err, codes.FailedPrecondition, ReasonLogFormat)
+
+	tc.cfgs[2].maxLogFormat = 0
+	tc.restart(2)
+	eventually(t, 30*time.Second, "format 8", func() bool { return format() == fsm.SessionCloseFormat })
+	leader := tc.waitLeader()
+	follower := (leader + 1) % len(tc.cfgs)
+	id := appendAndClose(tc.cfgs[follower].GRPCAddr)
+	eventually(t, 10*time.Second, "no member holds the closed session", func() bool { return held(id) == 0 })
+
+	raw := pb.NewJournalClient(dataNodeConn(t, tc.cfgs[follower].GRPCAddr))
+	var next uint64
+	tc.server(leader).fsm.View(func(st *fsm.State) { next = st.NextSeq() })
+	_, err = raw.Append(ctx, &pb.AppendRequest{ClientId: id, RequestSeq: 2, AckedSeq: 1, SessionEstablished: true, Events: []*pb.Event{{Type: "late"}}})
+	wantCode(t, "append of a closed session", err, codes.FailedPrecondition, pb.ReasonSessionExpired)
+	resp, err := raw.CloseSession(ctx, &pb.CloseSessionRequest{SessionId: id})
+	if err != nil || resp.Closed || resp.Index == 0 {
+		t.Fatalf("second close: %+v, %v", resp, err)
+	}
+	// The old session, left at format 7, can be closed now.
+	if resp, err := raw.CloseSession(ctx, &pb.CloseSessionRequest{SessionId: old}); err != nil || !resp.Closed {
+		t.Fatalf("close of the session left at format 7: %+v, %v", resp, err)
+	}
+	var sessions int
+	tc.server(leader).fsm.View(func(st *fsm.State) { sessions = st.SessionCount() })
+	for _, bad := range []string{"", strings.Repeat("x", fsm.MaxClientIDBytes+1)} {
+		_, err := raw.CloseSession(ctx, &pb.CloseSessionRequest{SessionId: bad})
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("close of a bad %d-byte id: %v, want InvalidArgument", len(bad), err)
+		}
+	}
+	tc.server(leader).fsm.View(func(st *fsm.State) {
+		if st.SessionCount() != sessions || st.NextSeq() != next {
+			t.Errorf("refused requests changed the state: sessions %d -> %d, next seq %d -> %d", sessions, st.SessionCount(), next, st.NextSeq())
+		}
+	})
+}

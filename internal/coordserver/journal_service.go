@@ -16,7 +16,7 @@ import (
 
 const (
 	maxTypeLen     = 256
-	maxClientIDLen = 128
+	maxClientIDLen = fsm.MaxClientIDBytes
 )
 
 type journalService struct {

@@ -376,6 +376,17 @@ func (s *Server) encode(t pb.CommandType, m proto.Message) ([]byte, error) {
 	return fsm.EncodeCommandVersion(s.logFormat(), t, m, time.Now().UnixNano())
 }
 
+// needFormat refuses, with FailedPrecondition LOG_FORMAT, what the
+// replicated log format does not carry yet (a voter on an older build
+// would halt on it): what is what needs it, e.g. "opening a session needs".
+func (s *Server) needFormat(min uint32, what string) error {
+	if f := s.logFormat(); f < min {
+		return s.statusErr(codes.FailedPrecondition, ReasonLogFormat,
+			fmt.Sprintf("%s log format %d, the cluster is at %d (every voter must be upgraded)", what, min, f))
+	}
+	return nil
+}
+
 // maxLogFormat is the newest log format a member with config cfg reads.
 func maxLogFormat(cfg Config) uint32 {
 	if cfg.maxLogFormat != 0 {
