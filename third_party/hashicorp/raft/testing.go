@@ -694,9 +694,13 @@ func (c *cluster) getConfiguration(r *Raft) Configuration {
 // EnsureSamePeers makes sure all the rafts have the same set of peers.
 func (c *cluster) EnsureSamePeers(t *testing.T) {
 	limit := time.Now().Add(c.longstopTimeout)
-	peerSet := c.getConfiguration(c.rafts[0])
 
 CHECK:
+	// Logbook: read the first server's configuration again on every check.
+	// Read once before the loop, a configuration it had not caught up with
+	// yet was compared with the others until the limit (hashicorp/raft
+	// issue #711, TestRaft_HasExistingState).
+	peerSet := c.getConfiguration(c.rafts[0])
 	for i, raft := range c.rafts {
 		if i == 0 {
 			continue
