@@ -39,6 +39,11 @@ func (o *opener) open(_ context.Context, base string) (string, error) {
 
 func TestSessionAckedSeq(t *testing.T) {
 	s := newSession("c", cannotOpen)
+	defer func() {
+		if _, ok := s.openedID(); ok {
+			t.Error("a session the cluster could not open is one Close would end")
+		}
+	}()
 	begin := func() (uint64, uint64) {
 		tk, err := s.begin(context.Background(), 0)
 		if err != nil {
@@ -131,7 +136,8 @@ func TestSessionRunExpiry(t *testing.T) {
 // request is established from the first on; an expired session is
 // replaced by a new open (a request refused at its first attempt goes
 // again in it); a failed open fails the request without using a seq or
-// keeping its slot, and the next request opens again.
+// keeping its slot, and the next request opens again. The session Close
+// ends is the open one, none after an expiry until the next open.
 func TestSessionOpen(t *testing.T) {
 	o := &opener{}
 	s := newSession("c", o.open)
@@ -171,7 +177,13 @@ func TestSessionOpen(t *testing.T) {
 	if err != nil || len(got) != 2 || got[0].id != "c@1" || got[1].id != "c@2" || !got[1].established || got[1].seq <= got[0].seq || o.n != 2 {
 		t.Fatalf("refused at once: %v, %+v, %d opens", err, got, o.n)
 	}
+	if id, ok := s.openedID(); !ok || id != "c@2" {
+		t.Fatalf("the session Close would end: %q, %v; want c@2", id, ok)
+	}
 	s.expired("c@2")
+	if _, ok := s.openedID(); ok {
+		t.Fatal("an expired session is still the one Close would end")
+	}
 	o.fail = &Error{Code: codes.Unavailable, Reason: pb.ReasonNoLeader}
 	before := s.last
 	err = s.run(context.Background(), func(tk ticket) (bool, int, error) {
