@@ -36,8 +36,8 @@
 // allows OPEN_SESSION (an older build would halt on the unknown command
 // type, so it is refused — ErrSessionOpenFormat — in entries of an older
 // format); format 8 allows CLOSE_SESSION (likewise refused —
-// ErrSessionCloseFormat — in entries of an older format). This build reads MinCommandVersion..CommandVersion. Proposers
-// write the replicated format
+// ErrSessionCloseFormat — in entries of an older format). This build reads
+// MinCommandVersion..CommandVersion. Proposers write the replicated format
 // (State.LogFormat); the leader raises it with a SET_FORMAT entry once
 // every voter has registered a build that reads the new format (Member.
 // max_log_format), the Raft counterpart of Ceph's journal reformat: no

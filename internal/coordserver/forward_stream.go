@@ -61,10 +61,7 @@ func (p *peerService) ForwardStream(stream pb.Peer_ForwardStreamServer) error {
 					res[i].Err = q.err
 				}
 			} else {
-				res = q.wait(ctx)
-				for i := range res {
-					res[i].Err = s.toStatus(res[i].Err)
-				}
+				res = s.withStatus(q.wait(ctx))
 			}
 			return stream.Send(&pb.ForwardAppendResponse{Results: resultsToProto(res)})
 		})

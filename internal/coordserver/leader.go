@@ -454,11 +454,7 @@ type localSink struct{ s *Server }
 func (l localSink) Start(ops []*pb.AppendOp) func() ([]fsm.Result, error) {
 	wait := l.s.leaderB.Enqueue(ops)
 	return func() ([]fsm.Result, error) {
-		out := wait(l.s.ctx)
-		for i := range out {
-			out[i].Err = l.s.toStatus(out[i].Err)
-		}
-		return out, nil
+		return l.s.withStatus(wait(l.s.ctx)), nil
 	}
 }
 
@@ -475,9 +471,14 @@ func (s *Server) pickForwardSink(ctx context.Context) (journal.Sink, error) {
 
 // submitLocal submits ops, in order, to the leader batcher.
 func (s *Server) submitLocal(ctx context.Context, ops []*pb.AppendOp) []fsm.Result {
-	out := s.leaderB.SubmitAll(ctx, ops)
-	for i := range out {
-		out[i].Err = s.toStatus(out[i].Err)
+	return s.withStatus(s.leaderB.SubmitAll(ctx, ops))
+}
+
+// withStatus turns each result's error into the gRPC status a client
+// gets, in place.
+func (s *Server) withStatus(rs []fsm.Result) []fsm.Result {
+	for i := range rs {
+		rs[i].Err = s.toStatus(rs[i].Err)
 	}
-	return out
+	return rs
 }
