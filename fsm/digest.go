@@ -95,8 +95,10 @@ func (c *Checkpoint) Wait(ctx context.Context) ([32]byte, error) {
 // digest hashes a captured state. Members on different builds compare
 // digests, so the bytes hashed and their order are fixed (TestDigestIsStable
 // pins them): the applied index when asked, the seq counters, every
-// retained event, sessions in recency order, members, the log format, the
-// journal config and counters, segments, consumers, then the namespace
+// retained event, sessions in recency order (from log format 9 with their
+// last use), members, the log format, the journal config (from log format
+// 9 with the session idle timeout and the clock) and counters, segments,
+// consumers, then the namespace
 // once it has an audit trail. The fields go into a buffer hashed 64 KiB at
 // a time, not six small writes per event. It sorts the capture's namespace
 // slices in place: a capture is hashed or persisted, not both.
@@ -168,6 +170,9 @@ func (sn *snapshot) digest(withIndex bool) [32]byte {
 			put(math.MaxUint64)
 			put(sess.droppedThrough)
 		}
+		if hd.LogFormat >= SessionIdleFormat {
+			put(uint64(sess.lastUsed))
+		}
 		for _, r := range sess.kept {
 			put(r.requestSeq)
 			put(r.firstSeq)
@@ -184,6 +189,11 @@ func (sn *snapshot) digest(withIndex bool) [32]byte {
 	put(uint64(max(hd.LogFormat, MinCommandVersion)))
 	put(hd.JournalConfig.EventsPerSegment)
 	put(hd.JournalConfig.SegmentBytes)
+	if hd.LogFormat >= SessionIdleFormat {
+		// Only from log format 9 on: older states hash as before.
+		put(hd.JournalConfig.SessionIdleTimeoutSeconds)
+		put(uint64(hd.SessionClockUnixNanos))
+	}
 	put(hd.NextSegmentId)
 	put(hd.Trims)
 	for _, seg := range sn.segments {

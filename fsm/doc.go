@@ -36,7 +36,10 @@
 // allows OPEN_SESSION (an older build would halt on the unknown command
 // type, so it is refused — ErrSessionOpenFormat — in entries of an older
 // format); format 8 allows CLOSE_SESSION (likewise refused —
-// ErrSessionCloseFormat — in entries of an older format). This build reads
+// ErrSessionCloseFormat — in entries of an older format); format 9 starts
+// the state machine's clock and expires idle sessions by it (below,
+// "Sessions"; an older build would keep them, so it starts only at the
+// SET_FORMAT). This build reads
 // MinCommandVersion..CommandVersion. Proposers write the replicated format
 // (State.LogFormat); the leader raises it with a SET_FORMAT entry once
 // every voter has registered a build that reads the new format (Member.
@@ -104,8 +107,29 @@
 // dissertation's session close): the session and its kept results are
 // forgotten at once, as an eviction would, so its later requests are
 // refused; closing a session not held answers Closed=false and changes
-// nothing (a retried close). The SDK closes its session in Close; a client
-// that never closes is evicted as before.
+// nothing (a retried close). The SDK closes its session in Close.
+//
+// Log format 9 expires a session left unused (the dissertation's session
+// expiry, §6.3), so a client that exits without closing — or whose
+// OPEN_SESSION answer was lost — no longer holds its session until it is
+// the least recently used of MaxSessions. The state machine keeps a clock:
+// the latest Command.proposed_unix_nanos of the entries applied, which
+// never moves back (a new leader's clock may be behind). Every member reads
+// the same times from the same entries, so all expire the same sessions at
+// the same index. Each use of a session records the clock; before each
+// entry is applied, the sessions unused for longer than the replicated
+// idle timeout (JournalConfig.session_idle_timeout_seconds, which the
+// leader replicates from coord serve --session-idle-timeout, default one
+// hour, at most MaxSessionIdleTimeout; 0: none expire by time) are
+// forgotten with their results, least recently used first — O(1) per
+// entry plus the sessions expired. A later request of an expired session
+// is refused with ErrSessionExpired as after an eviction (the SDK opens a
+// new session and sends a request refused at its first attempt again).
+// The SET_FORMAT to 9 starts the clock at its own proposal time and marks
+// every session used then, so members that replayed the older entries and
+// members that restored an older snapshot agree; before it the clock, the
+// last uses and the timeout stay 0 (a CONFIGURE_JOURNAL's timeout is
+// ignored, as a build before 9 ignores it) and the digest is unchanged.
 //
 // # Namespace
 //
@@ -241,6 +265,14 @@
 //	              node_count nodes sorted by id, then
 //	              directive_count cache directives sorted by id
 //	crc         uint32   big endian CRC32C (Castagnoli) of all bytes above
+//
+// From log format 9 on, the header carries the state machine's clock
+// (session_clock_unix_nanos), the journal config its session idle timeout
+// and each session its last use (last_used_unix_nanos, never decreasing
+// in the records' order and never past the clock); below log format 9 all
+// are 0 (a stream with one is corrupt), so a format-5 stream written by a
+// build before log format 9 reads the same. A stream of a state at a log
+// format this build does not read is refused with ErrSnapshotVersion.
 //
 // Format 4 is the same layout without sessions' dropped_through (read as
 // 0; a format-4 stream with one is corrupt); format 3 ends after the

@@ -46,7 +46,7 @@ var ErrHalted = errors.New("fsm: halted on an undecodable committed entry")
 
 // Journal errors (part of the replicated behaviour, like the others).
 var (
-	ErrInvalidJournalConfig = errors.New("fsm: journal config needs events per segment and segment bytes >= 1")
+	ErrInvalidJournalConfig = errors.New("fsm: journal config needs events per segment and segment bytes >= 1 and a session idle timeout of at most 30 days")
 	ErrConsumerName         = errors.New("fsm: consumer name must be 1-128 of [A-Za-z0-9._-], starting alphanumeric")
 	ErrConsumerExists       = errors.New("fsm: consumer already registered")
 	ErrConsumerNotFound     = errors.New("fsm: no such consumer")

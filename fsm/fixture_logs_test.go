@@ -8,9 +8,11 @@ import (
 	"os"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"google.golang.org/protobuf/proto"
 )
 
 // format2FixtureLogs is the history testdata/snapshot-v2.bin was written
@@ -115,5 +117,40 @@ func format4FixtureLogs(t testing.TB) []*raft.Log {
 	for i := range 5 {
 		logs = append(logs, appendEntry(t, next(), op("fixture-acks", uint64(i+1), uint64(i), "after-reset")))
 	}
+	return logs
+}
+
+// format5FixtureLogs is the history testdata/snapshot-v5.bin was written
+// from (by the build before sessions expire when idle: log format 8,
+// snapshot format 5): the format-4 fixture's history, then entries of log
+// format 8 proposed one second apart (entry i at i seconds): a SET_FORMAT
+// to 8, three opened sessions, two appends in each, and a CLOSE_SESSION of
+// the second.
+func format5FixtureLogs(t testing.TB) []*raft.Log {
+	logs := format4FixtureLogs(t)
+	idx := uint64(len(logs))
+	add := func(typ pb.CommandType, m proto.Message) uint64 {
+		t.Helper()
+		idx++
+		data, err := EncodeCommandVersion(SessionCloseFormat, typ, m, int64(idx)*int64(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs = append(logs, &raft.Log{Index: idx, Type: raft.LogCommand, Data: data})
+		return idx
+	}
+	add(pb.CommandType_COMMAND_TYPE_SET_FORMAT, &pb.SetFormatCommand{Version: SessionCloseFormat})
+	var ids []string
+	for _, c := range []string{"fixture-a", "fixture-b", "fixture-c"} {
+		ids = append(ids, SessionID(c, add(pb.CommandType_COMMAND_TYPE_OPEN_SESSION, &pb.OpenSessionCommand{ClientId: c})))
+	}
+	for seq := uint64(1); seq <= 2; seq++ {
+		for _, id := range ids {
+			o := op(id, seq, seq-1, "opened")
+			o.SessionEstablished = seq > 1
+			add(pb.CommandType_COMMAND_TYPE_APPEND, &pb.AppendCommand{Ops: []*pb.AppendOp{o}})
+		}
+	}
+	add(pb.CommandType_COMMAND_TYPE_CLOSE_SESSION, &pb.CloseSessionCommand{SessionId: ids[1]})
 	return logs
 }

@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"io"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/hashicorp/raft"
@@ -30,8 +31,9 @@ const (
 	// content (see SessionFloorFormat); 6 refuses a request of an
 	// established session the state machine no longer holds (see
 	// SessionExpiryFormat); 7 adds OPEN_SESSION (see SessionOpenFormat);
-	// 8 adds CLOSE_SESSION (see SessionCloseFormat).
-	CommandVersion = 8
+	// 8 adds CLOSE_SESSION (see SessionCloseFormat); 9 expires sessions
+	// left unused (see SessionIdleFormat).
+	CommandVersion = 9
 
 	// NamespaceFormat is the first log format whose entries may carry
 	// namespace commands.
@@ -68,6 +70,20 @@ const (
 	// session's kept results at once instead of holding them until the
 	// session is the least recently used of MaxSessions.
 	SessionCloseFormat = 8
+	// SessionIdleFormat is the first log format (the replicated one) under
+	// which the state machine keeps a clock — the latest proposal time of
+	// the entries it applied, which never moves back — and forgets a
+	// session left unused for the replicated idle timeout
+	// (JournalConfig.session_idle_timeout_seconds) by that clock: the
+	// Raft dissertation's session expiry (section 6.3), deterministic
+	// because every member reads the same times from the same entries. A
+	// client that exits without closing its session no longer holds it
+	// until it is the least recently used of MaxSessions. The SET_FORMAT
+	// to 9 starts the clock at its own proposal time and marks every
+	// session used then, so members that restored older snapshots agree.
+	SessionIdleFormat = 9
+	// MaxSessionIdleTimeout bounds the replicated idle timeout.
+	MaxSessionIdleTimeout = 30 * 24 * time.Hour
 
 	// MaxSessionBaseBytes bounds the client id an OPEN_SESSION names: the
 	// session id, "<client id>@<index>", then fits the 128 bytes a request's

@@ -384,6 +384,9 @@ func checkSessions(t *testing.T, st *sessionTable) {
 	var holders []*session
 	for e := st.lru.Front(); e != nil; e = e.Next() {
 		sess := e.Value.(*session)
+		if sess.lastUsed > st.clock || e.Prev() != nil && e.Prev().Value.(*session).lastUsed > sess.lastUsed {
+			t.Fatalf("%s: last used at %d, out of lru order (clock %d)", sess.id, sess.lastUsed, st.clock)
+		}
 		for j, r := range sess.kept {
 			if (j > 0 && sess.kept[j-1].requestSeq >= r.requestSeq) || r.requestSeq <= sess.ackedSeq || r.requestSeq <= sess.droppedThrough {
 				t.Fatalf("%s: kept[%d] = %d out of place (acked %d, dropped through %d)", sess.id, j, r.requestSeq, sess.ackedSeq, sess.droppedThrough)

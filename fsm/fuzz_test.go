@@ -48,6 +48,12 @@ func FuzzApply(f *testing.F) {
 	if data, err := EncodeCommandVersion(SessionCloseFormat, pb.CommandType_COMMAND_TYPE_CLOSE_SESSION, &pb.CloseSessionCommand{SessionId: "c@1"}, 0); err == nil {
 		f.Add(data)
 	}
+	if data, err := EncodeCommandVersion(SessionIdleFormat, pb.CommandType_COMMAND_TYPE_SET_FORMAT, &pb.SetFormatCommand{Version: SessionIdleFormat}, 1); err == nil {
+		f.Add(data)
+	}
+	if data, err := EncodeCommandVersion(SessionIdleFormat, pb.CommandType_COMMAND_TYPE_CONFIGURE_JOURNAL, &pb.JournalConfig{EventsPerSegment: 1, SegmentBytes: 1, SessionIdleTimeoutSeconds: 1}, 1); err == nil {
+		f.Add(data)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m := New(nil)
 		m.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 )
@@ -76,16 +77,38 @@ func (s *State) addToSegment(seq, index uint64, bytes int) {
 	}
 }
 
+// applyConfigure replaces the journal config. The session idle timeout is
+// taken from log format 9 on; before, it is ignored, as a build before 9
+// does.
 func (s *State) applyConfigure(c *pb.JournalConfig) error {
 	if c.EventsPerSegment == 0 || c.SegmentBytes == 0 {
 		return ErrInvalidJournalConfig
 	}
-	s.config = &pb.JournalConfig{EventsPerSegment: c.EventsPerSegment, SegmentBytes: c.SegmentBytes}
+	next := &pb.JournalConfig{EventsPerSegment: c.EventsPerSegment, SegmentBytes: c.SegmentBytes}
+	if s.LogFormat() >= SessionIdleFormat {
+		if c.SessionIdleTimeoutSeconds > uint64(MaxSessionIdleTimeout/time.Second) {
+			return ErrInvalidJournalConfig
+		}
+		next.SessionIdleTimeoutSeconds = c.SessionIdleTimeoutSeconds
+	}
+	s.config = next
 	return nil
 }
 
-// JournalConfig returns the replicated segment thresholds.
+// JournalConfig returns the replicated journal config: segment thresholds
+// and, from log format 9 on, the session idle timeout.
 func (s *State) JournalConfig() *pb.JournalConfig { return s.config }
+
+// SessionIdleTimeout is how long a session may stay unused before the
+// state machine forgets it (log format 9 on; 0: never by time).
+func (s *State) SessionIdleTimeout() time.Duration {
+	return time.Duration(s.config.SessionIdleTimeoutSeconds) * time.Second
+}
+
+// SessionClock is the state machine's time (see SessionIdleFormat): the
+// latest proposal time of the entries applied since log format 9, as Unix
+// nanoseconds; 0 before.
+func (s *State) SessionClock() int64 { return s.clock }
 
 func (s *State) allAcked(seq uint64) bool {
 	for _, acked := range s.consumers {

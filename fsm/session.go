@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
@@ -34,6 +35,9 @@ type session struct {
 	// ErrSessionResultExpired rather than applied a second time.
 	droppedThrough uint64
 	lastIndex      uint64
+	// lastUsed is sessionTable.clock when the session was last used (log
+	// format 9 on; 0 before). Sessions in lru order have it non-decreasing.
+	lastUsed int64
 	// keptGen is sessionTable.captures when kept's array was last made
 	// anew: while they are equal no capture shares the array.
 	keptGen uint64
@@ -51,6 +55,10 @@ type sessionTable struct {
 	holders  *list.List // sessions with kept results, in lru order
 	// keptResults is the number of results all sessions keep.
 	keptResults int
+	// clock is the state machine's time from log format 9 on (see
+	// SessionIdleFormat): the latest proposal time of the entries applied,
+	// never moving back; 0 before format 9.
+	clock int64
 	// captures counts the captures taken (they run side by side under the
 	// FSM's read lock, hence atomic); see session.capture.
 	captures atomic.Uint64
@@ -58,6 +66,35 @@ type sessionTable struct {
 
 func (t *sessionTable) resetSessions() {
 	t.sessions, t.lru, t.holders, t.keptResults = make(map[string]*session), list.New(), list.New(), 0
+}
+
+// tick advances the clock to an entry's proposal time (never back: a new
+// leader's clock may be behind its predecessor's) and forgets the sessions
+// unused for longer than idle by it, least recently used first (0: none
+// expire by time). Log format 9 on.
+func (t *sessionTable) tick(proposed int64, idle time.Duration) {
+	t.clock = max(t.clock, proposed)
+	if idle <= 0 {
+		return
+	}
+	for e := t.lru.Front(); e != nil; e = t.lru.Front() {
+		sess := e.Value.(*session)
+		if t.clock-sess.lastUsed <= int64(idle) {
+			return // the rest were used later
+		}
+		t.remove(sess)
+	}
+}
+
+// startClock starts the clock at the proposal time of the SET_FORMAT to
+// log format 9 and marks every session used then: members that replayed
+// older entries and members that restored an older snapshot (without
+// times) agree from here on.
+func (t *sessionTable) startClock(proposed int64) {
+	t.clock = proposed
+	for e := t.lru.Front(); e != nil; e = e.Next() {
+		e.Value.(*session).lastUsed = proposed
+	}
 }
 
 // addRestored appends a session read from a snapshot (which lists them
@@ -89,7 +126,7 @@ func (t *sessionTable) session(id string, index uint64) *session {
 			t.holders.MoveToBack(sess.holder)
 		}
 	}
-	sess.lastIndex = index
+	sess.lastIndex, sess.lastUsed = index, t.clock
 	return sess
 }
 
@@ -295,19 +332,20 @@ func (sess *session) minResultSeq() uint64 {
 // itself writes nothing of the session (captures run under the FSM's read
 // lock, side by side).
 func (sess *session) capture() sessionCapture {
-	return sessionCapture{id: sess.id, ackedSeq: sess.ackedSeq, lastIndex: sess.lastIndex, droppedThrough: sess.droppedThrough, kept: slices.Clip(sess.kept)}
+	return sessionCapture{id: sess.id, ackedSeq: sess.ackedSeq, lastIndex: sess.lastIndex, droppedThrough: sess.droppedThrough, lastUsed: sess.lastUsed, kept: slices.Clip(sess.kept)}
 }
 
 // sessionCapture is a session as of a capture.
 type sessionCapture struct {
 	id                                  string
 	ackedSeq, lastIndex, droppedThrough uint64
+	lastUsed                            int64
 	kept                                []keptResult
 }
 
 // record is the snapshot record of the capture.
 func (c *sessionCapture) record() *pb.Session {
-	out := &pb.Session{ClientId: c.id, AckedSeq: c.ackedSeq, LastIndex: c.lastIndex, DroppedThrough: c.droppedThrough, Results: make([]*pb.SessionResult, len(c.kept))}
+	out := &pb.Session{ClientId: c.id, AckedSeq: c.ackedSeq, LastIndex: c.lastIndex, DroppedThrough: c.droppedThrough, LastUsedUnixNanos: c.lastUsed, Results: make([]*pb.SessionResult, len(c.kept))}
 	for i, r := range c.kept {
 		out.Results[i] = &pb.SessionResult{RequestSeq: r.requestSeq, FirstSeq: r.firstSeq, Count: r.count}
 	}

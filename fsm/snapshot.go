@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
@@ -57,27 +58,28 @@ type snapshot struct {
 func captureSnapshot(s *State) *snapshot {
 	sn := &snapshot{
 		header: &pb.SnapshotHeader{
-			FormatVersion:   SnapshotFormatVersion,
-			NextSeq:         s.nextSeq,
-			FirstSeq:        s.firstSeq,
-			EventCount:      uint64(s.EventCount()),
-			SessionCount:    uint64(len(s.sessions)),
-			MemberCount:     uint64(len(s.members)),
-			AppliedIndex:    s.appliedIndex,
-			SegmentCount:    uint64(len(s.segments)),
-			ConsumerCount:   uint64(len(s.consumers)),
-			JournalConfig:   proto.Clone(s.config).(*pb.JournalConfig),
-			NextSegmentId:   s.nextSegmentID,
-			Trims:           s.trims,
-			LogFormat:       s.logFormat,
-			FileCount:       uint64(len(s.ns.files)),
-			BlockCount:      uint64(len(s.ns.blocks)),
-			NodeCount:       uint64(len(s.ns.nodes)),
-			NextBlockId:     s.ns.nextBlockID,
-			NextGs:          s.ns.nextGS,
-			AuditFromSeq:    s.ns.auditFrom,
-			DirectiveCount:  uint64(len(s.ns.directives)),
-			NextDirectiveId: s.ns.nextDirectiveID,
+			FormatVersion:         SnapshotFormatVersion,
+			NextSeq:               s.nextSeq,
+			FirstSeq:              s.firstSeq,
+			EventCount:            uint64(s.EventCount()),
+			SessionCount:          uint64(len(s.sessions)),
+			MemberCount:           uint64(len(s.members)),
+			AppliedIndex:          s.appliedIndex,
+			SegmentCount:          uint64(len(s.segments)),
+			ConsumerCount:         uint64(len(s.consumers)),
+			JournalConfig:         proto.Clone(s.config).(*pb.JournalConfig),
+			NextSegmentId:         s.nextSegmentID,
+			Trims:                 s.trims,
+			LogFormat:             s.logFormat,
+			SessionClockUnixNanos: s.clock,
+			FileCount:             uint64(len(s.ns.files)),
+			BlockCount:            uint64(len(s.ns.blocks)),
+			NodeCount:             uint64(len(s.ns.nodes)),
+			NextBlockId:           s.ns.nextBlockID,
+			NextGs:                s.ns.nextGS,
+			AuditFromSeq:          s.ns.auditFrom,
+			DirectiveCount:        uint64(len(s.ns.directives)),
+			NextDirectiveId:       s.ns.nextDirectiveID,
 		},
 		events:    s.events.view(),
 		members:   s.Members(),
@@ -250,8 +252,19 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	if err := unmarshal(hb, &h); err != nil {
 		return nil, err
 	}
+	if h.LogFormat > CommandVersion {
+		return nil, fmt.Errorf("%w: a state at log format %d, this build reads up to %d", ErrSnapshotVersion, h.LogFormat, CommandVersion)
+	}
+	timed := h.LogFormat >= SessionIdleFormat
+	if !timed && (h.SessionClockUnixNanos != 0 || h.JournalConfig.GetSessionIdleTimeoutSeconds() != 0) {
+		return nil, fmt.Errorf("%w: a session clock or idle timeout at log format %d", ErrSnapshotCorrupt, h.LogFormat)
+	}
+	if h.JournalConfig.GetSessionIdleTimeoutSeconds() > uint64(MaxSessionIdleTimeout/time.Second) {
+		return nil, fmt.Errorf("%w: session idle timeout %d s", ErrSnapshotCorrupt, h.JournalConfig.GetSessionIdleTimeoutSeconds())
+	}
 	st := NewState()
 	st.appliedIndex, st.nextSeq, st.firstSeq = h.AppliedIndex, h.NextSeq, h.FirstSeq
+	st.clock = h.SessionClockUnixNanos
 	if st.firstSeq == 0 || st.nextSeq < st.firstSeq || h.EventCount != st.nextSeq-st.firstSeq {
 		return nil, fmt.Errorf("%w: header seqs first=%d next=%d count=%d", ErrSnapshotCorrupt, h.FirstSeq, h.NextSeq, h.EventCount)
 	}
@@ -318,6 +331,15 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			}
 			if _, dup := st.sessions[sess.id]; dup {
 				return nil, fmt.Errorf("%w: duplicate session %q", ErrSnapshotCorrupt, sess.id)
+			}
+			// Sessions come least recently used first: from log format 9
+			// their last use never decreases and is never past the clock
+			// (expiry walks them in that order); before, it is not kept.
+			switch prev := st.lru.Back(); {
+			case !timed && sess.lastUsed != 0:
+				return nil, fmt.Errorf("%w: session %q has a last use at log format %d", ErrSnapshotCorrupt, sess.id, h.LogFormat)
+			case timed && (sess.lastUsed > st.clock || prev != nil && sess.lastUsed < prev.Value.(*session).lastUsed):
+				return nil, fmt.Errorf("%w: session %q last used at %d, out of order (clock %d)", ErrSnapshotCorrupt, sess.id, sess.lastUsed, st.clock)
 			}
 			st.addRestored(sess)
 		case *pb.SnapshotRecord_Member:
@@ -398,7 +420,7 @@ func restoreSession(version uint32, s *pb.Session) (*session, error) {
 	if s.DroppedThrough != 0 && version < 5 {
 		return nil, fmt.Errorf("%w: format %d snapshot with a session's dropped results", ErrSnapshotCorrupt, version)
 	}
-	sess := &session{id: s.ClientId, ackedSeq: s.AckedSeq, lastIndex: s.LastIndex, droppedThrough: s.DroppedThrough, kept: make([]keptResult, len(s.Results))}
+	sess := &session{id: s.ClientId, ackedSeq: s.AckedSeq, lastIndex: s.LastIndex, droppedThrough: s.DroppedThrough, lastUsed: s.LastUsedUnixNanos, kept: make([]keptResult, len(s.Results))}
 	for i, r := range s.Results {
 		sess.kept[i] = keptResult{requestSeq: r.RequestSeq, firstSeq: r.FirstSeq, count: r.Count}
 	}

@@ -138,6 +138,9 @@ func (s *State) Apply(index uint64, cmd *pb.Command) (any, error) {
 	if cmd.Version < MinCommandVersion || cmd.Version > CommandVersion {
 		return nil, fmt.Errorf("fsm: log format (envelope version) %d at index %d requires an upgrade: this build reads %d..%d", cmd.Version, index, MinCommandVersion, CommandVersion)
 	}
+	if s.LogFormat() >= SessionIdleFormat {
+		s.tick(cmd.ProposedUnixNanos, s.SessionIdleTimeout())
+	}
 	switch cmd.Type {
 	case pb.CommandType_COMMAND_TYPE_APPEND:
 		a := &s.scratch
@@ -210,6 +213,9 @@ func (s *State) Apply(index uint64, cmd *pb.Command) (any, error) {
 		s.appliedIndex = index
 		if c.Version < s.LogFormat() {
 			return ErrFormatDowngrade, nil
+		}
+		if s.LogFormat() < SessionIdleFormat && c.Version >= SessionIdleFormat {
+			s.startClock(cmd.ProposedUnixNanos)
 		}
 		s.logFormat = c.Version
 		return nil, nil

@@ -716,8 +716,12 @@ type JournalConfig struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	EventsPerSegment uint64                 `protobuf:"varint,1,opt,name=events_per_segment,json=eventsPerSegment,proto3" json:"events_per_segment,omitempty"`
 	SegmentBytes     uint64                 `protobuf:"varint,2,opt,name=segment_bytes,json=segmentBytes,proto3" json:"segment_bytes,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Log format 9: a client session unused for this long, by the proposal
+	// times of the entries, is forgotten (0: never by time). Ignored by the
+	// state machine before log format 9.
+	SessionIdleTimeoutSeconds uint64 `protobuf:"varint,3,opt,name=session_idle_timeout_seconds,json=sessionIdleTimeoutSeconds,proto3" json:"session_idle_timeout_seconds,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 func (x *JournalConfig) Reset() {
@@ -760,6 +764,13 @@ func (x *JournalConfig) GetEventsPerSegment() uint64 {
 func (x *JournalConfig) GetSegmentBytes() uint64 {
 	if x != nil {
 		return x.SegmentBytes
+	}
+	return 0
+}
+
+func (x *JournalConfig) GetSessionIdleTimeoutSeconds() uint64 {
+	if x != nil {
+		return x.SessionIdleTimeoutSeconds
 	}
 	return 0
 }
@@ -1217,8 +1228,12 @@ type SnapshotHeader struct {
 	// next directive id (0 in older snapshots reads as 1).
 	DirectiveCount  uint64 `protobuf:"varint,20,opt,name=directive_count,json=directiveCount,proto3" json:"directive_count,omitempty"`
 	NextDirectiveId uint64 `protobuf:"varint,21,opt,name=next_directive_id,json=nextDirectiveId,proto3" json:"next_directive_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Log format 9: the state machine's clock, the latest proposal time
+	// (Command.proposed_unix_nanos) of the entries applied since the log
+	// format became 9 (0 before). Sessions expire by it.
+	SessionClockUnixNanos int64 `protobuf:"varint,22,opt,name=session_clock_unix_nanos,json=sessionClockUnixNanos,proto3" json:"session_clock_unix_nanos,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *SnapshotHeader) Reset() {
@@ -1398,6 +1413,13 @@ func (x *SnapshotHeader) GetNextDirectiveId() uint64 {
 	return 0
 }
 
+func (x *SnapshotHeader) GetSessionClockUnixNanos() int64 {
+	if x != nil {
+		return x.SessionClockUnixNanos
+	}
+	return 0
+}
+
 type StoredEvent struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Seq        uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
@@ -1555,8 +1577,11 @@ type Session struct {
 	// format 5 on; 0 before): a retry at or below it without a kept result
 	// is refused, never applied again. Snapshot format 5.
 	DroppedThrough uint64 `protobuf:"varint,5,opt,name=dropped_through,json=droppedThrough,proto3" json:"dropped_through,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The state machine's clock (SnapshotHeader.session_clock_unix_nanos)
+	// when the session was last used; set from log format 9 on, 0 before.
+	LastUsedUnixNanos int64 `protobuf:"varint,6,opt,name=last_used_unix_nanos,json=lastUsedUnixNanos,proto3" json:"last_used_unix_nanos,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -1620,6 +1645,13 @@ func (x *Session) GetLastIndex() uint64 {
 func (x *Session) GetDroppedThrough() uint64 {
 	if x != nil {
 		return x.DroppedThrough
+	}
+	return 0
+}
+
+func (x *Session) GetLastUsedUnixNanos() int64 {
+	if x != nil {
+		return x.LastUsedUnixNanos
 	}
 	return 0
 }
@@ -1858,10 +1890,11 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x10SetFormatCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\"C\n" +
 	"\x15RegisterMemberCommand\x12*\n" +
-	"\x06member\x18\x01 \x01(\v2\x12.logbook.v1.MemberR\x06member\"b\n" +
+	"\x06member\x18\x01 \x01(\v2\x12.logbook.v1.MemberR\x06member\"\xa3\x01\n" +
 	"\rJournalConfig\x12,\n" +
 	"\x12events_per_segment\x18\x01 \x01(\x04R\x10eventsPerSegment\x12#\n" +
-	"\rsegment_bytes\x18\x02 \x01(\x04R\fsegmentBytes\"~\n" +
+	"\rsegment_bytes\x18\x02 \x01(\x04R\fsegmentBytes\x12?\n" +
+	"\x1csession_idle_timeout_seconds\x18\x03 \x01(\x04R\x19sessionIdleTimeoutSeconds\"~\n" +
 	"\x0fConsumerCommand\x12&\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x16.logbook.v1.ConsumerOpR\x02op\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
@@ -1892,7 +1925,7 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x06sealed\x18\b \x01(\bR\x06sealed\";\n" +
 	"\bConsumer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
-	"\tacked_seq\x18\x02 \x01(\x04R\backedSeq\"\xff\x05\n" +
+	"\tacked_seq\x18\x02 \x01(\x04R\backedSeq\"\xb8\x06\n" +
 	"\x0eSnapshotHeader\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x19\n" +
 	"\bnext_seq\x18\x02 \x01(\x04R\anextSeq\x12\x1f\n" +
@@ -1920,7 +1953,8 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\anext_gs\x18\x12 \x01(\x04R\x06nextGs\x12$\n" +
 	"\x0eaudit_from_seq\x18\x13 \x01(\x04R\fauditFromSeq\x12'\n" +
 	"\x0fdirective_count\x18\x14 \x01(\x04R\x0edirectiveCount\x12*\n" +
-	"\x11next_directive_id\x18\x15 \x01(\x04R\x0fnextDirectiveId\"\xa1\x01\n" +
+	"\x11next_directive_id\x18\x15 \x01(\x04R\x0fnextDirectiveId\x127\n" +
+	"\x18session_clock_unix_nanos\x18\x16 \x01(\x03R\x15sessionClockUnixNanos\"\xa1\x01\n" +
 	"\vStoredEvent\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x18\n" +
@@ -1933,14 +1967,15 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\vrequest_seq\x18\x01 \x01(\x04R\n" +
 	"requestSeq\x12\x1b\n" +
 	"\tfirst_seq\x18\x02 \x01(\x04R\bfirstSeq\x12\x14\n" +
-	"\x05count\x18\x03 \x01(\rR\x05count\"\xc0\x01\n" +
+	"\x05count\x18\x03 \x01(\rR\x05count\"\xf1\x01\n" +
 	"\aSession\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1b\n" +
 	"\tacked_seq\x18\x02 \x01(\x04R\backedSeq\x123\n" +
 	"\aresults\x18\x03 \x03(\v2\x19.logbook.v1.SessionResultR\aresults\x12\x1d\n" +
 	"\n" +
 	"last_index\x18\x04 \x01(\x04R\tlastIndex\x12'\n" +
-	"\x0fdropped_through\x18\x05 \x01(\x04R\x0edroppedThrough\"\xd8\x03\n" +
+	"\x0fdropped_through\x18\x05 \x01(\x04R\x0edroppedThrough\x12/\n" +
+	"\x14last_used_unix_nanos\x18\x06 \x01(\x03R\x11lastUsedUnixNanos\"\xd8\x03\n" +
 	"\x0eSnapshotRecord\x12/\n" +
 	"\x05event\x18\x01 \x01(\v2\x17.logbook.v1.StoredEventH\x00R\x05event\x12/\n" +
 	"\asession\x18\x02 \x01(\v2\x13.logbook.v1.SessionH\x00R\asession\x12,\n" +

@@ -117,6 +117,10 @@ type devOptions struct {
 	// --journal-linger); the flag defaults to the coordinator default,
 	// the zero value never waits.
 	JournalLinger time.Duration
+	// SessionIdleTimeout is every coordinator's session idle timeout
+	// (coord serve --session-idle-timeout); the flag defaults to the
+	// coordinator default, the zero value expires none by time.
+	SessionIdleTimeout time.Duration
 	// SerialLeaderWrite turns off the leader's parallel write (coord serve
 	// --raft-parallel-leader-write=false).
 	SerialLeaderWrite bool
@@ -244,6 +248,7 @@ func startDev(opts devOptions) (_ *devCluster, err error) {
 		}
 		cfg.WALPrefill = opts.WALPrefill
 		cfg.Journal.Linger = opts.JournalLinger
+		cfg.Journal.SessionIdleTimeout = opts.SessionIdleTimeout
 		cfg.Raft.ParallelLeaderWrite = !opts.SerialLeaderWrite
 		if opts.LeaseSoftLimit > 0 {
 			cfg.FS.LeaseSoftLimit = opts.LeaseSoftLimit
@@ -534,6 +539,7 @@ its writers wait and resume. Ctrl-C stops them all.`,
 	fs.DurationVar(&opts.LeaseHardLimit, "lease-hard-limit", 0, "lease hard limit (default 1200s)")
 	fs.StringVar(&opts.LogStore, "raft-log-store", "auto", "coordinators' Raft log store: wal, boltdb, or auto (the one a --data-dir holds, wal in a new one)")
 	fs.DurationVar(&opts.JournalLinger, "journal-linger", coordserver.DefaultConfig().Journal.Linger, "how long the coordinators' next journal entry waits for the clients of the one that just committed (see coord serve --help)")
+	fs.DurationVar(&opts.SessionIdleTimeout, "session-idle-timeout", coordserver.DefaultConfig().Journal.SessionIdleTimeout, "forget a client session unused for this long (see coord serve --help)")
 	fs.BoolVar(&opts.WALPrefill, "raft-wal-prefill", true, "write the coordinators' raft-wal segments full of zeros ahead of use (see coord serve --help)")
 	fs.BoolVar(&parallel, "raft-parallel-leader-write", true, "the coordinators' leader writes new log entries while it replicates them (see coord serve --help)")
 	fs.DurationVar(&opts.DeadNodeInterval, "dead-node-interval", 0, "a storage node silent this long is dead and its blocks are re-replicated (default 10m; below 30s the stale interval becomes a third of it)")

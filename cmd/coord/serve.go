@@ -71,6 +71,7 @@ func addServeFlags(fs *pflag.FlagSet) *serveFlags {
 	fs.DurationVar(&c.NoLeaderHold, "no-leader-hold", d.NoLeaderHold, "how long a request waits for a leader before failing with Unavailable")
 	fs.DurationVar(&c.Journal.Linger, "journal-linger", d.Journal.Linger, "after an entry commits, wait up to this long for its clients' next appends before proposing the next entry (never for an entry of one append; 0: never wait)")
 	fs.Uint64Var(&c.Journal.EventsPerSegment, "journal-events-per-segment", d.Journal.EventsPerSegment, "roll a journal segment after this many events")
+	fs.DurationVar(&c.Journal.SessionIdleTimeout, "session-idle-timeout", d.Journal.SessionIdleTimeout, "forget a client session unused for this long, by the times the leaders proposed the log's entries, with the request results it keeps for retries (whole seconds, at most 720h; 0: only the least recently used beyond 65,536 sessions; the leader's value is replicated; log format 9)")
 	fs.Uint64Var(&c.Journal.SegmentBytes, "journal-segment-bytes", d.Journal.SegmentBytes, "roll a journal segment after this many event bytes (type + payload)")
 	fs.IntVar(&c.Journal.MaxSegments, "journal-max-segments", d.Journal.MaxSegments, "keep at most this many segments: the oldest expired ones beyond it are trimmed automatically (0: no bound)")
 	fs.IntVar(&c.Journal.MaxEvents, "journal-max-events", d.Journal.MaxEvents, "keep at most this many retained events: the oldest expired segments beyond it are trimmed automatically (0: no bound)")

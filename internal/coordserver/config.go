@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/logbookhq/logbook/fsm"
 	"github.com/logbookhq/logbook/internal/raftnet"
 	"github.com/logbookhq/logbook/journal"
 )
@@ -67,6 +68,11 @@ type JournalConfig struct {
 	// next forward) waits for the clients of the batch that just
 	// committed (journal.BatcherConfig.Linger); 0 never waits.
 	Linger time.Duration
+	// SessionIdleTimeout: a client session unused this long, by the
+	// proposal times of the log's entries, is forgotten with the results
+	// it keeps (log format 9; whole seconds; 0: only the least recently
+	// used over fsm.MaxSessions is). The leader replicates it.
+	SessionIdleTimeout time.Duration
 }
 
 // Config configures one coordinator.
@@ -172,6 +178,9 @@ func DefaultConfig() Config {
 			MaxSegments:      128,
 			MaxEvents:        0,
 			Linger:           journal.DefaultBatcherConfig().Linger,
+			// LogCabin's default: far longer than any client's retries
+			// (an expired session's retry is refused, not re-applied).
+			SessionIdleTimeout: time.Hour,
 		},
 		NoLeaderHold:        5 * time.Second,
 		ApplyTimeout:        10 * time.Second,
@@ -248,6 +257,9 @@ func (c *Config) Validate() error {
 	}
 	if l := c.Journal.Linger; l < 0 || l > maxJournalLinger {
 		errs = append(errs, fmt.Errorf("journal: linger %s: want 0..%s", l, maxJournalLinger))
+	}
+	if d := c.Journal.SessionIdleTimeout; d < 0 || d > fsm.MaxSessionIdleTimeout || d%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("journal: session idle timeout %s: want whole seconds, 0..%s", d, fsm.MaxSessionIdleTimeout))
 	}
 	if c.NoLeaderHold < 0 || c.ApplyTimeout <= 0 {
 		errs = append(errs, errors.New("timeouts: want no-leader hold >= 0 and apply timeout > 0"))

@@ -367,9 +367,10 @@ func (j *journalService) Tail(req *pb.TailRequest, stream pb.Journal_TailServer)
 }
 
 // journalLoop is the leader's journal upkeep: it replicates the configured
-// segment thresholds, and trims expired segments once the journal is over
-// its limits (taking a snapshot first when the expired segments are not yet
-// covered by one).
+// segment thresholds (and, from log format 9 on, the session idle
+// timeout), and trims expired segments once the journal is over its limits
+// (taking a snapshot first when the expired segments are not yet covered
+// by one).
 func (s *Server) journalLoop() {
 	s.every(time.Second, func() bool {
 		if !s.leaderReady() {
@@ -377,7 +378,12 @@ func (s *Server) journalLoop() {
 		}
 		want := &pb.JournalConfig{EventsPerSegment: s.cfg.Journal.EventsPerSegment, SegmentBytes: s.cfg.Journal.SegmentBytes}
 		var have *pb.JournalConfig
-		s.fsm.View(func(st *fsm.State) { have = st.JournalConfig() })
+		s.fsm.View(func(st *fsm.State) {
+			have = st.JournalConfig()
+			if st.LogFormat() >= fsm.SessionIdleFormat {
+				want.SessionIdleTimeoutSeconds = uint64(s.cfg.Journal.SessionIdleTimeout / time.Second)
+			}
+		})
 		if !proto.Equal(want, have) {
 			if _, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_CONFIGURE_JOURNAL, want); err != nil {
 				s.log.Warn("replicating journal config failed", "err", err)

@@ -186,11 +186,13 @@ func TestAutomaticTrimHeldByConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	ls := tc.server(tc.waitLeader())
-	// The leader's one-off upkeep (raising the log format) is done first.
-	eventually(t, 10*time.Second, "the log format raised", func() bool {
+	// The leader's one-off upkeep (raising the log format, then
+	// replicating the session idle timeout it brings) is done first.
+	eventually(t, 10*time.Second, "the log format raised and the idle timeout replicated", func() bool {
 		var f uint32
-		ls.fsm.View(func(st *fsm.State) { f = st.LogFormat() })
-		return f == fsm.CommandVersion
+		var idle time.Duration
+		ls.fsm.View(func(st *fsm.State) { f, idle = st.LogFormat(), st.SessionIdleTimeout() })
+		return f == fsm.CommandVersion && idle == ls.cfg.Journal.SessionIdleTimeout
 	})
 	tc.waitConverged()
 	last := ls.raft.LastIndex()
@@ -633,16 +635,7 @@ func TestCloseSessionWaitsForLogFormat8(t *testing.T) {
 	defer cancel()
 	format := func() uint32 { return tc.server(tc.waitLeader()).logFormat() }
 	eventually(t, 20*time.Second, "format 7", func() bool { return format() == fsm.SessionOpenFormat })
-	held := func(id string) (n int) {
-		for i := range tc.cfgs {
-			tc.server(i).fsm.View(func(st *fsm.State) {
-				if st.HasSession(id) {
-					n++
-				}
-			})
-		}
-		return n
-	}
+	held := func(id string) int { return membersHolding(tc, id) }
 	// appendAndClose appends through endpoint and closes the client,
 	// returning the session its append carried.
 	appendAndClose := func(endpoint string) string {
@@ -677,7 +670,7 @@ func TestCloseSessionWaitsForLogFormat8(t *testing.T) {
 
 	tc.cfgs[2].maxLogFormat = 0
 	tc.restart(2)
-	eventually(t, 30*time.Second, "format 8", func() bool { return format() == fsm.SessionCloseFormat })
+	eventually(t, 30*time.Second, "format 8 or later", func() bool { return format() >= fsm.SessionCloseFormat })
 	leader := tc.waitLeader()
 	follower := (leader + 1) % len(tc.cfgs)
 	id := appendAndClose(tc.cfgs[follower].GRPCAddr)
@@ -709,4 +702,128 @@ func TestCloseSessionWaitsForLogFormat8(t *testing.T) {
 			t.Errorf("refused requests changed the state: sessions %d -> %d, next seq %d -> %d", sessions, st.SessionCount(), next, st.NextSeq())
 		}
 	})
+}
+
+// TestSessionIdleExpiryWaitsForLogFormat9: with a voter on a build that
+// writes at most log format 8, no session expires by time and the idle
+// timeout is not replicated, however long a session sits unused; once
+// that voter is upgraded the leader raises the format to 9 and replicates
+// the timeout, and every member forgets the sessions left unused past it
+// (one opened before the upgrade and one after), while a session in use
+// stays. A late request of an expired session, marked established, is
+// refused with SESSION_EXPIRED and applies nothing; the SDK client whose
+// session expired appends again without an error, in a new session; the
+// members converge to the same state.
+func TestSessionIdleExpiryWaitsForLogFormat9(t *testing.T) {
+	const idle = 2 * time.Second
+	tc := newTestCluster(t, 3, func(i int, c *Config) {
+		c.Journal.SessionIdleTimeout = idle
+		if i == 2 {
+			c.maxLogFormat = fsm.SessionCloseFormat
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	format := func() uint32 { return tc.server(tc.waitLeader()).logFormat() }
+	eventually(t, 20*time.Second, "format 8", func() bool { return format() == fsm.SessionCloseFormat })
+	held := func(id string) int { return membersHolding(tc, id) }
+	// sessionOf appends once through c and returns the session it carried.
+	sessionOf := func(c *client.Client) string {
+		t.Helper()
+		seqs, err := c.Journal().Append(ctx, client.Event{Type: "e"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, _, err := c.Journal().Read(ctx, seqs[0], 1)
+		if err != nil || len(evs) != 1 {
+			t.Fatalf("read back: %+v, %v", evs, err)
+		}
+		return evs[0].ClientID
+	}
+	newClient := func(name string) *client.Client {
+		t.Helper()
+		c, err := client.New(ctx, client.Config{Endpoints: tc.endpoints(), AttemptTimeout: 2 * time.Second, ClientID: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	busy := newClient("busy")
+	// appendFor keeps busy appending (the log's entries carry the time)
+	// until d has passed.
+	appendFor := func(d time.Duration) {
+		t.Helper()
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			sessionOf(busy)
+		}
+	}
+
+	old := sessionOf(newClient("before"))
+	eventually(t, 10*time.Second, "every member holds the session", func() bool { return held(old) == len(tc.cfgs) })
+	appendFor(2 * idle)
+	if n := held(old); n != len(tc.cfgs) {
+		t.Fatalf("at format 8 a session unused for %s is held by %d members", 2*idle, n)
+	}
+	tc.server(tc.waitLeader()).fsm.View(func(st *fsm.State) {
+		if st.JournalConfig().SessionIdleTimeoutSeconds != 0 || st.SessionClock() != 0 {
+			t.Errorf("format 8: idle timeout %d s, clock %d", st.JournalConfig().SessionIdleTimeoutSeconds, st.SessionClock())
+		}
+	})
+
+	tc.cfgs[2].maxLogFormat = 0
+	tc.restart(2)
+	eventually(t, 30*time.Second, "format 9 and the idle timeout on every member", func() bool {
+		if format() != fsm.SessionIdleFormat {
+			return false
+		}
+		n := 0
+		for i := range tc.cfgs {
+			tc.server(i).fsm.View(func(st *fsm.State) {
+				if st.SessionIdleTimeout() == idle {
+					n++
+				}
+			})
+		}
+		return n == len(tc.cfgs)
+	})
+	idler := newClient("idler")
+	opened := sessionOf(idler)
+	inUse := sessionOf(busy)
+	eventually(t, 10*time.Second, "every member holds the new session", func() bool { return held(opened) == len(tc.cfgs) })
+	eventually(t, 30*time.Second, "no member holds the idle sessions", func() bool {
+		sessionOf(busy) // entries move the clock
+		return held(old) == 0 && held(opened) == 0
+	})
+	if n := held(inUse); n != len(tc.cfgs) {
+		t.Fatalf("the session in use is held by %d members", n)
+	}
+
+	leader := tc.waitLeader()
+	var next uint64
+	tc.server(leader).fsm.View(func(st *fsm.State) { next = st.NextSeq() })
+	raw := pb.NewJournalClient(dataNodeConn(t, tc.cfgs[leader].GRPCAddr))
+	_, err := raw.Append(ctx, &pb.AppendRequest{ClientId: opened, RequestSeq: 2, AckedSeq: 1, SessionEstablished: true, Events: []*pb.Event{{Type: "late"}}})
+	wantCode(t, "append of an expired session", err, codes.FailedPrecondition, pb.ReasonSessionExpired)
+	tc.server(leader).fsm.View(func(st *fsm.State) {
+		if st.NextSeq() != next {
+			t.Errorf("the refused append applied: next seq %d -> %d", next, st.NextSeq())
+		}
+	})
+	if again := sessionOf(idler); again == opened || !strings.HasPrefix(again, "idler") {
+		t.Fatalf("after the expiry the client appended in session %q (expired: %q)", again, opened)
+	}
+	tc.waitConverged()
+}
+
+// membersHolding is how many members' state machines hold session id.
+func membersHolding(tc *testCluster, id string) (n int) {
+	for i := range tc.cfgs {
+		tc.server(i).fsm.View(func(st *fsm.State) {
+			if st.HasSession(id) {
+				n++
+			}
+		})
+	}
+	return n
 }
