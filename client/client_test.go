@@ -16,25 +16,29 @@ import (
 )
 
 // cannotOpen is the open of a cluster before log format 7.
-func cannotOpen(context.Context, string) (string, error) { return "", errCannotOpenSessions }
+func cannotOpen(context.Context, string) (string, time.Duration, error) {
+	return "", 0, errCannotOpenSessions
+}
 
-// opener opens sessions base@1, base@2 ... and counts the opens.
+// opener opens sessions base@1, base@2 ... and counts the opens; the
+// cluster keeps them unused for idle.
 type opener struct {
 	mu    sync.Mutex
 	n     int
 	fail  error
 	bases []string
+	idle  time.Duration
 }
 
-func (o *opener) open(_ context.Context, base string) (string, error) {
+func (o *opener) open(_ context.Context, base string) (string, time.Duration, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.fail != nil {
-		return "", o.fail
+		return "", 0, o.fail
 	}
 	o.n++
 	o.bases = append(o.bases, base)
-	return base + "@" + strconv.Itoa(o.n), nil
+	return base + "@" + strconv.Itoa(o.n), o.idle, nil
 }
 
 func TestSessionAckedSeq(t *testing.T) {
@@ -201,5 +205,64 @@ func TestSessionOpen(t *testing.T) {
 	long := newSession(strings.Repeat("x", 200), o.open)
 	if _, err := long.begin(context.Background(), 0); err != nil || len(o.bases[len(o.bases)-1]) != maxSessionBaseBytes {
 		t.Fatalf("a long client id opens with its first %d bytes: %v, %q", maxSessionBaseBytes, err, o.bases)
+	}
+}
+
+// TestSessionRenewedWhenIdle: on a cluster that forgets sessions unused
+// for an idle timeout (log format 9), a request begun after the session
+// sat unused for more than half of it goes in a new session, opened first
+// (so it is not refused, which a Submit could not resend); one begun
+// sooner, or while another request of the session is unanswered, stays in
+// the session; with no timeout (0) the session is kept however long idle.
+func TestSessionRenewedWhenIdle(t *testing.T) {
+	o := &opener{idle: 10 * time.Second}
+	s := newSession("c", o.open)
+	now := time.Unix(1000, 0)
+	s.now = func() time.Time { return now }
+	request := func() ticket {
+		t.Helper()
+		tk, err := s.begin(context.Background(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.end(tk.seq)
+		return tk
+	}
+	if tk := request(); tk.id != "c@1" || !tk.established {
+		t.Fatalf("first request: %+v", tk)
+	}
+	now = now.Add(5 * time.Second) // exactly half: kept
+	if tk := request(); tk.id != "c@1" {
+		t.Fatalf("after 5 s idle: %+v", tk)
+	}
+	now = now.Add(5*time.Second + time.Millisecond)
+	tk := request()
+	if tk.id != "c@2" || !tk.established || o.n != 2 {
+		t.Fatalf("after 5.001 s idle: %+v, %d opens", tk, o.n)
+	}
+	if id, ok := s.openedID(); !ok || id != "c@2" {
+		t.Fatalf("the session Close would end: %q, %v", id, ok)
+	}
+	// A request outstanding keeps the session in use.
+	held, err := s.begin(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Hour)
+	tk, err = s.begin(context.Background(), 0)
+	if err != nil || tk.id != "c@2" || tk.acked != held.seq-1 {
+		t.Fatalf("with a request outstanding: %+v, %v", tk, err)
+	}
+	s.end(tk.seq)
+	s.end(held.seq)
+	// No timeout: never renewed.
+	o.idle = 0
+	now = now.Add(time.Hour)
+	if tk := request(); tk.id != "c@3" {
+		t.Fatalf("renewal after an hour idle: %+v", tk)
+	}
+	now = now.Add(1000 * time.Hour)
+	if tk := request(); tk.id != "c@3" || o.n != 3 {
+		t.Fatalf("with no idle timeout: %+v, %d opens", tk, o.n)
 	}
 }

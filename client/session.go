@@ -25,11 +25,17 @@ import (
 // the same ClientID does not meet the results of its previous run. A
 // cluster older than format 7 answers LOG_FORMAT (or does not know the
 // call): the session is then base itself, and established once the cluster
-// kept an answer of it, as before format 7.
+// kept an answer of it, as before format 7. From log format 9 the cluster
+// forgets a session unused for its idle timeout, which the open answers: a
+// session unused for half of it is replaced by a new open before the next
+// request.
 type session struct {
 	base string
-	// open asks the cluster to open a session for base and returns its id.
-	open func(ctx context.Context, base string) (string, error)
+	// open asks the cluster to open a session for base and returns its id
+	// and how long the cluster keeps a session unused (0: not by time).
+	open func(ctx context.Context, base string) (string, time.Duration, error)
+	// now is the clock idleness is measured by (time.Now; tests set it).
+	now func() time.Time
 	// openMu makes concurrent requests wait for one open.
 	openMu sync.Mutex
 	mu     sync.Mutex
@@ -49,7 +55,14 @@ type session struct {
 	established bool
 	// opened: id is a session the cluster opened (OpenSession), which
 	// Close ends.
-	opened      bool
+	opened bool
+	// idle is how long the cluster keeps the opened session unused (log
+	// format 9; 0: not by time), and active when the session was last used
+	// (a request begun or answered). A session idle for half of idle is
+	// not used again: the next request opens a new one, so it is not
+	// refused with SESSION_EXPIRED — which a Submit could not resend.
+	idle        time.Duration
+	active      time.Time
 	last        uint64
 	outstanding map[uint64]struct{}
 	low         uint64 // lowest unanswered seq (last+1 when none)
@@ -74,8 +87,8 @@ const maxSessionBaseBytes = maxClientIDBytes - len("@18446744073709551615")
 // beyond it Append and Submit wait for a slot.
 const MaxOutstanding = 2048
 
-func newSession(id string, open func(ctx context.Context, base string) (string, error)) *session {
-	return &session{base: id, open: open, id: id, gen: 1, outstanding: map[uint64]struct{}{}, low: 1, slots: make(chan struct{}, MaxOutstanding)}
+func newSession(id string, open func(ctx context.Context, base string) (string, time.Duration, error)) *session {
+	return &session{base: id, open: open, now: time.Now, id: id, gen: 1, outstanding: map[uint64]struct{}{}, low: 1, slots: make(chan struct{}, MaxOutstanding)}
 }
 
 // ticket is one request's place in the session: every attempt of the
@@ -98,7 +111,13 @@ func (s *session) begin(ctx context.Context, openTimeout time.Duration) (ticket,
 	}
 	for {
 		s.mu.Lock()
+		if s.ready && s.opened && s.idle > 0 && len(s.outstanding) == 0 && s.now().Sub(s.active) > s.idle/2 {
+			// Idle for half the cluster's timeout, nothing left to
+			// retry in it: start a new session (the old one expires).
+			s.ready, s.established, s.opened = false, false, false
+		}
 		if s.ready {
+			s.active = s.now()
 			s.last++
 			s.outstanding[s.last] = struct{}{}
 			if len(s.outstanding) == 1 {
@@ -131,12 +150,13 @@ func (s *session) openSession(ctx context.Context, timeout time.Duration) error 
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	id, err := s.open(ctx, base)
+	id, idle, err := s.open(ctx, base)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case err == nil:
 		s.id, s.ready, s.established, s.opened = id, true, true, true
+		s.idle, s.active = idle, s.now()
 	case errors.Is(err, errCannotOpenSessions):
 		s.ready = true
 	default:
@@ -157,6 +177,7 @@ func (s *session) openedID() (string, bool) {
 func (s *session) end(seq uint64) {
 	s.mu.Lock()
 	delete(s.outstanding, seq)
+	s.active = s.now()
 	// low is the lowest unanswered seq; answers come mostly in order, so
 	// advancing it is O(1) amortised.
 	for s.low <= s.last {
@@ -240,8 +261,9 @@ func (s *session) expired(id string) {
 var errCannotOpenSessions = errors.New("logbook: the cluster cannot open sessions")
 
 // openSession asks the cluster (its leader, or with SpreadOverMembers the
-// next endpoint, which forwards it) to open a session for base.
-func (c *Client) openSession(ctx context.Context, base string) (string, error) {
+// next endpoint, which forwards it) to open a session for base, and
+// returns its id and the cluster's session idle timeout.
+func (c *Client) openSession(ctx context.Context, base string) (string, time.Duration, error) {
 	var resp *pb.OpenSessionResponse
 	err := c.do(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
 		var err error
@@ -250,12 +272,12 @@ func (c *Client) openSession(ctx context.Context, base string) (string, error) {
 	})
 	var e *Error
 	if errors.As(err, &e) && (e.Code == codes.Unimplemented || e.Code == codes.FailedPrecondition && e.Reason == pb.ReasonLogFormat) {
-		return "", fmt.Errorf("%w: %v", errCannotOpenSessions, err)
+		return "", 0, fmt.Errorf("%w: %v", errCannotOpenSessions, err)
 	}
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
-	return resp.SessionId, nil
+	return resp.SessionId, time.Duration(resp.IdleTimeoutSeconds) * time.Second, nil
 }
 
 // closeSession asks the cluster to end session id (log format 8). A

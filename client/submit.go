@@ -62,7 +62,9 @@ func newAppender(c *Client) *appender {
 // longer holds the client's session, the futures of the submissions it
 // refused fail with ErrSessionExpired (Append would send such a request
 // again; a stream may already carry later ones, whose order a resend
-// would break) and later submissions go to a new session.
+// would break) and later submissions go to a new session. A client idle
+// for half the cluster's session idle timeout (log format 9) starts a new
+// session before its next request, so idleness alone never fails one.
 func (j *Journal) Submit(events ...Event) *Future {
 	f := &Future{done: make(chan struct{})}
 	if len(events) == 0 {

@@ -123,8 +123,10 @@
 // hour, at most MaxSessionIdleTimeout; 0: none expire by time) are
 // forgotten with their results, least recently used first — O(1) per
 // entry plus the sessions expired. A later request of an expired session
-// is refused with ErrSessionExpired as after an eviction (the SDK opens a
-// new session and sends a request refused at its first attempt again).
+// is refused with ErrSessionExpired as after an eviction. An OPEN_SESSION
+// answers the timeout (OpenSessionResult.IdleTimeout), so a client can
+// open a new session before its own expires; the SDK does so once its
+// session sat unused for half of it.
 // The SET_FORMAT to 9 starts the clock at its own proposal time and marks
 // every session used then, so members that replayed the older entries and
 // members that restored an older snapshot agree; before it the clock, the

@@ -135,7 +135,10 @@ func (t *sessionTable) session(id string, index uint64) *session {
 type OpenSessionResult struct {
 	SessionID string
 	Index     uint64
-	Err       error
+	// IdleTimeout is the replicated idle timeout when the session opened
+	// (log format 9; 0: none).
+	IdleTimeout time.Duration
+	Err         error
 }
 
 // SessionID names the session an OPEN_SESSION of clientID at index opens.
@@ -163,7 +166,7 @@ func (s *State) openSession(index uint64, clientID string) OpenSessionResult {
 		s.remove(old)
 	}
 	s.session(id, index)
-	return OpenSessionResult{SessionID: id, Index: index}
+	return OpenSessionResult{SessionID: id, Index: index, IdleTimeout: s.SessionIdleTimeout()}
 }
 
 // CloseSessionResult is the result of a CLOSE_SESSION: whether the state

@@ -122,9 +122,13 @@ type OpenSessionResponse struct {
 	// "<client_id>@<index>".
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Raft index of the entry that opened it.
-	Index         uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Index uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	// The cluster forgets a session unused for this long (log format 9;
+	// 0: not by time). A client idle for a good part of it opens a new
+	// session rather than meet SESSION_EXPIRED.
+	IdleTimeoutSeconds uint64 `protobuf:"varint,3,opt,name=idle_timeout_seconds,json=idleTimeoutSeconds,proto3" json:"idle_timeout_seconds,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *OpenSessionResponse) Reset() {
@@ -167,6 +171,13 @@ func (x *OpenSessionResponse) GetSessionId() string {
 func (x *OpenSessionResponse) GetIndex() uint64 {
 	if x != nil {
 		return x.Index
+	}
+	return 0
+}
+
+func (x *OpenSessionResponse) GetIdleTimeoutSeconds() uint64 {
+	if x != nil {
+		return x.IdleTimeoutSeconds
 	}
 	return 0
 }
@@ -1882,11 +1893,12 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\x17logbookv1/journal.proto\x12\n" +
 	"logbook.v1\x1a\x17logbookv1/command.proto\"1\n" +
 	"\x12OpenSessionRequest\x12\x1b\n" +
-	"\tclient_id\x18\x01 \x01(\tR\bclientId\"J\n" +
+	"\tclient_id\x18\x01 \x01(\tR\bclientId\"|\n" +
 	"\x13OpenSessionResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
-	"\x05index\x18\x02 \x01(\x04R\x05index\"4\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x120\n" +
+	"\x14idle_timeout_seconds\x18\x03 \x01(\x04R\x12idleTimeoutSeconds\"4\n" +
 	"\x13CloseSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"D\n" +

@@ -52,7 +52,7 @@ func (j *journalService) OpenSession(ctx context.Context, req *pb.OpenSessionReq
 	if r.Err != nil {
 		return nil, s.toStatus(r.Err)
 	}
-	return &pb.OpenSessionResponse{SessionId: r.SessionID, Index: r.Index}, nil
+	return &pb.OpenSessionResponse{SessionId: r.SessionID, Index: r.Index, IdleTimeoutSeconds: uint64(r.IdleTimeout / time.Second)}, nil
 }
 
 // CloseSession proposes a CLOSE_SESSION (log format 8) and answers once it

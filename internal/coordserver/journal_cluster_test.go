@@ -710,10 +710,12 @@ func TestCloseSessionWaitsForLogFormat8(t *testing.T) {
 // that voter is upgraded the leader raises the format to 9 and replicates
 // the timeout, and every member forgets the sessions left unused past it
 // (one opened before the upgrade and one after), while a session in use
-// stays. A late request of an expired session, marked established, is
-// refused with SESSION_EXPIRED and applies nothing; the SDK client whose
-// session expired appends again without an error, in a new session; the
-// members converge to the same state.
+// stays; an open answers the timeout. A late request of an expired
+// session, marked established, is refused with SESSION_EXPIRED and
+// applies nothing; the SDK clients whose sessions expired append again
+// without an error, in new sessions — a Submit too, which could not be
+// resent after a refusal: the SDK opens a new session once its own sat
+// unused for half the timeout. The members converge to the same state.
 func TestSessionIdleExpiryWaitsForLogFormat9(t *testing.T) {
 	const idle = 2 * time.Second
 	tc := newTestCluster(t, 3, func(i int, c *Config) {
@@ -790,10 +792,28 @@ func TestSessionIdleExpiryWaitsForLogFormat9(t *testing.T) {
 	idler := newClient("idler")
 	opened := sessionOf(idler)
 	inUse := sessionOf(busy)
-	eventually(t, 10*time.Second, "every member holds the new session", func() bool { return held(opened) == len(tc.cfgs) })
+	streamer := newClient("streamer")
+	// submitted submits one event through streamer and returns the
+	// session it went in.
+	submitted := func() string {
+		t.Helper()
+		seqs, err := streamer.Journal().Submit(client.Event{Type: "s"}).Wait(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, _, err := streamer.Journal().Read(ctx, seqs[0], 1)
+		if err != nil || len(evs) != 1 {
+			t.Fatalf("read back: %+v, %v", evs, err)
+		}
+		return evs[0].ClientID
+	}
+	streamed := submitted()
+	eventually(t, 10*time.Second, "every member holds the new sessions", func() bool {
+		return held(opened) == len(tc.cfgs) && held(streamed) == len(tc.cfgs)
+	})
 	eventually(t, 30*time.Second, "no member holds the idle sessions", func() bool {
 		sessionOf(busy) // entries move the clock
-		return held(old) == 0 && held(opened) == 0
+		return held(old) == 0 && held(opened) == 0 && held(streamed) == 0
 	})
 	if n := held(inUse); n != len(tc.cfgs) {
 		t.Fatalf("the session in use is held by %d members", n)
@@ -812,6 +832,13 @@ func TestSessionIdleExpiryWaitsForLogFormat9(t *testing.T) {
 	})
 	if again := sessionOf(idler); again == opened || !strings.HasPrefix(again, "idler") {
 		t.Fatalf("after the expiry the client appended in session %q (expired: %q)", again, opened)
+	}
+	if again := submitted(); again == streamed || !strings.HasPrefix(again, "streamer") {
+		t.Fatalf("after the expiry the client submitted in session %q (expired: %q)", again, streamed)
+	}
+	resp, err := raw.OpenSession(ctx, &pb.OpenSessionRequest{ClientId: "raw"})
+	if err != nil || resp.IdleTimeoutSeconds != uint64(idle/time.Second) {
+		t.Fatalf("open: %+v, %v; want the idle timeout, %s", resp, err, idle)
 	}
 	tc.waitConverged()
 }
