@@ -84,6 +84,8 @@ const (
 	SessionIdleFormat = 9
 	// MaxSessionIdleTimeout bounds the replicated idle timeout.
 	MaxSessionIdleTimeout = 30 * 24 * time.Hour
+	// maxSessionIdleSeconds is MaxSessionIdleTimeout as the config holds it.
+	maxSessionIdleSeconds = uint64(MaxSessionIdleTimeout / time.Second)
 
 	// MaxSessionBaseBytes bounds the client id an OPEN_SESSION names: the
 	// session id, "<client id>@<index>", then fits the 128 bytes a request's

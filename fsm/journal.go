@@ -86,7 +86,7 @@ func (s *State) applyConfigure(c *pb.JournalConfig) error {
 	}
 	next := &pb.JournalConfig{EventsPerSegment: c.EventsPerSegment, SegmentBytes: c.SegmentBytes}
 	if s.LogFormat() >= SessionIdleFormat {
-		if c.SessionIdleTimeoutSeconds > uint64(MaxSessionIdleTimeout/time.Second) {
+		if c.SessionIdleTimeoutSeconds > maxSessionIdleSeconds {
 			return ErrInvalidJournalConfig
 		}
 		next.SessionIdleTimeoutSeconds = c.SessionIdleTimeoutSeconds

@@ -8,7 +8,6 @@ import (
 	"hash/crc32"
 	"io"
 	"slices"
-	"time"
 
 	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
@@ -259,7 +258,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	if !timed && (h.SessionClockUnixNanos != 0 || h.JournalConfig.GetSessionIdleTimeoutSeconds() != 0) {
 		return nil, fmt.Errorf("%w: a session clock or idle timeout at log format %d", ErrSnapshotCorrupt, h.LogFormat)
 	}
-	if h.JournalConfig.GetSessionIdleTimeoutSeconds() > uint64(MaxSessionIdleTimeout/time.Second) {
+	if h.JournalConfig.GetSessionIdleTimeoutSeconds() > maxSessionIdleSeconds {
 		return nil, fmt.Errorf("%w: session idle timeout %d s", ErrSnapshotCorrupt, h.JournalConfig.GetSessionIdleTimeoutSeconds())
 	}
 	st := NewState()

@@ -648,11 +648,10 @@ func TestCloseSessionWaitsForLogFormat8(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		evs, _, err := c.Journal().Read(ctx, seqs[0], 1)
-		if err != nil || len(evs) != 1 || !strings.HasPrefix(evs[0].ClientID, "closing@") {
-			t.Fatalf("read back: %+v, %v", evs, err)
+		id := sessionAt(t, ctx, c, seqs[0])
+		if !strings.HasPrefix(id, "closing@") {
+			t.Fatalf("appended in session %q", id)
 		}
-		id := evs[0].ClientID
 		eventually(t, 10*time.Second, "every member holds the session", func() bool { return held(id) == len(tc.cfgs) })
 		if err := c.Close(); err != nil {
 			t.Fatalf("close: %v", err)
@@ -736,11 +735,7 @@ func TestSessionIdleExpiryWaitsForLogFormat9(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		evs, _, err := c.Journal().Read(ctx, seqs[0], 1)
-		if err != nil || len(evs) != 1 {
-			t.Fatalf("read back: %+v, %v", evs, err)
-		}
-		return evs[0].ClientID
+		return sessionAt(t, ctx, c, seqs[0])
 	}
 	newClient := func(name string) *client.Client {
 		t.Helper()
@@ -801,11 +796,7 @@ func TestSessionIdleExpiryWaitsForLogFormat9(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		evs, _, err := streamer.Journal().Read(ctx, seqs[0], 1)
-		if err != nil || len(evs) != 1 {
-			t.Fatalf("read back: %+v, %v", evs, err)
-		}
-		return evs[0].ClientID
+		return sessionAt(t, ctx, streamer, seqs[0])
 	}
 	streamed := submitted()
 	eventually(t, 10*time.Second, "every member holds the new sessions", func() bool {
@@ -853,4 +844,15 @@ func membersHolding(tc *testCluster, id string) (n int) {
 		})
 	}
 	return n
+}
+
+// sessionAt reads back the event at seq and returns the session (client
+// id) it was appended in.
+func sessionAt(t *testing.T, ctx context.Context, c *client.Client, seq uint64) string {
+	t.Helper()
+	evs, _, err := c.Journal().Read(ctx, seq, 1)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("read back %d: %+v, %v", seq, evs, err)
+	}
+	return evs[0].ClientID
 }
