@@ -34,6 +34,11 @@
 #        compare clusters past their first seconds (Logbook's heap grows
 #        for ~15 s from a fresh start; then its journal is at its limits
 #        and snapshots and trims run, see docs/benchmarks.md session 13).
+#        GEN_GOGC: the garbage-collection target (GOGC) of both load
+#        generators (default 400, coord bench's own default; etcd's
+#        benchmark runs with the same: a generator's heap is a few MB, and
+#        at Go's default of 100 its collections take CPU from the cluster
+#        it measures, see docs/benchmarks.md session 23).
 # Everything listens on 127.0.0.1 only; all processes are stopped on exit.
 set -euo pipefail
 
@@ -47,6 +52,7 @@ log_store=${LOG_STORE:-auto}
 dev_flags=${DEV_FLAGS:-}
 shape=${SHAPE:-spread}
 warm=${WARM:-0}
+gen_gogc=${GEN_GOGC:-400} # the load generators only, not the servers
 case "$shape" in
 spread) etcd_shape=--pin lb_shape=--spread ;;
 leader) etcd_shape= lb_shape= ;;
@@ -65,7 +71,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== building etcd $etcd_version, its put benchmark and coord" >&2
+echo "== building etcd $etcd_version, its put benchmark and coord (both load generators run with GOGC=$gen_gogc)" >&2
 (cd bench/etcdput && go mod download && \
 	CGO_ENABLED=0 go build -o "$bin/etcd" go.etcd.io/etcd/server/v3 && \
 	CGO_ENABLED=0 go build -o "$bin/etcdput" .)
@@ -118,19 +124,19 @@ run_once() { # $1: run number; prints the etcd and logbook JSON lines and the ra
 	done
 	for i in 1 2 3; do wait_port "127.0.0.1:2379$i"; done
 	local eps=127.0.0.1:23791,127.0.0.1:23792,127.0.0.1:23793
-	"$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total 5000 --val-size 256 --sequential-keys $etcd_shape >/dev/null # warm-up, leader elected
+	GOGC="$gen_gogc" "$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total 5000 --val-size 256 --sequential-keys $etcd_shape >/dev/null # warm-up, leader elected
 	# size the measured run to about $secs seconds from a short probe
 	local probe rate total etcd_json lb_json
-	probe=$("$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total 20000 --val-size 256 --sequential-keys $etcd_shape --json)
+	probe=$(GOGC="$gen_gogc" "$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total 20000 --val-size 256 --sequential-keys $etcd_shape --json)
 	rate=$(echo "$probe" | sed -E 's/.*"ops_per_s":([0-9.]+).*/\1/')
 	total=$(awk -v r="$rate" -v s="$secs" 'BEGIN{printf "%d", r*s}')
 	if [ "$warm" -gt 0 ]; then # unmeasured load, about $warm seconds
-		"$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total "$(awk -v r="$rate" -v s="$warm" 'BEGIN{printf "%d", r*s}')" \
+		GOGC="$gen_gogc" "$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total "$(awk -v r="$rate" -v s="$warm" 'BEGIN{printf "%d", r*s}')" \
 			--key-size 8 --val-size 256 --sequential-keys $etcd_shape >/dev/null
 	fi
 	local m0 m1
 	m0=$(cpu_mark "${pids[@]}")
-	etcd_json=$("$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total "$total" \
+	etcd_json=$(GOGC="$gen_gogc" "$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total "$total" \
 		--key-size 8 --val-size 256 --sequential-keys --key-space-size "$total" $etcd_shape --json)
 	m1=$(cpu_mark "${pids[@]}")
 	echo "etcd    $etcd_json"
@@ -151,9 +157,9 @@ run_once() { # $1: run number; prints the etcd and logbook JSON lines and the ra
 		[ $SECONDS -lt $deadline ] || { echo "logbook not ready" >&2; cat "$work/logbook.log" >&2; exit 1; }
 		sleep 0.2
 	done
-	"$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --conns "$conns" --size 256 --duration "$((2 + warm))s" $lb_shape --json >/dev/null # warm-up
+	GOGC="$gen_gogc" "$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --conns "$conns" --size 256 --duration "$((2 + warm))s" $lb_shape --json >/dev/null # warm-up
 	m0=$(cpu_mark "${pids[@]}")
-	lb_json=$("$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --conns "$conns" --size 256 --duration "${secs}s" $lb_shape --json)
+	lb_json=$(GOGC="$gen_gogc" "$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --conns "$conns" --size 256 --duration "${secs}s" $lb_shape --json)
 	m1=$(cpu_mark "${pids[@]}")
 	echo "logbook $lb_json"
 	for p in "${pids[@]}"; do kill "$p"; done

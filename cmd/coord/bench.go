@@ -337,8 +337,28 @@ no call succeeded.`,
 	fs.BoolVar(&opts.spread, "spread", false, "spread the clients over the members: SDK client i (see --conns) sends its appends to endpoint i mod n, which forwards them to the leader unless it is the leader (default: every SDK client sends to the leader)")
 	fs.IntVar(&opts.stream, "stream", 0, "submit on the streaming append with this many submissions in flight per client (0: unary Append calls)")
 	o = addClientFlags(journal, 10*time.Second, "deadline for connecting and for each Append call")
-	return groupCmd("bench", "Benchmark a running cluster", journal, newBenchTailCmd(), newBenchWriteCmd(), newBenchRecoveryCmd())
+	bench := groupCmd("bench", "Benchmark a running cluster", journal, newBenchTailCmd(), newBenchWriteCmd(), newBenchRecoveryCmd())
+	var gcPercent int
+	bench.PersistentFlags().IntVar(&gcPercent, "gc-percent", benchGCPercent, "garbage-collection target of this load generator, as GOGC (see coord serve --help); GOGC in the environment wins")
+	bench.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		if err := cmd.Root().PersistentPreRunE(cmd, args); err != nil {
+			return err
+		}
+		return setGCPercent(gcPercent)
+	}
+	return bench
 }
+
+// benchGCPercent is the load generator's garbage-collection target. A
+// generator's live heap is a few MB (its connections and callers), so at
+// Go's default of 100 it collects many times a second, and each collection
+// takes a quarter of the machine's Ps for marking and scans every caller's
+// stack: CPU taken from the cluster it measures when both share a machine.
+// At 400, 100 clients spread over a coord dev cluster cost the generator
+// 29-31 µs of CPU per append instead of 40-47 (docs/benchmarks.md,
+// session 23). bench/etcd-vs-logbook.sh runs etcd's load generator with
+// the same GOGC.
+const benchGCPercent = 400
 
 // startCPUProfile profiles this process into path until stop is called.
 func startCPUProfile(path string) (stop func(), err error) {

@@ -167,6 +167,8 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"bench", "journal", "--clients", "0"},
 		{"bench", "journal", "--clients", "4", "--conns", "5"},
 		{"bench", "journal", "--conns", "-1"},
+		{"bench", "journal", "--gc-percent", "10"},
+		{"bench", "tail", "--gc-percent", "0"},
 	} {
 		if code, _, stderr := run(t, nil, args...); code != 2 || !strings.HasPrefix(stderr, "coord: ") {
 			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
