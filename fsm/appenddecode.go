@@ -32,6 +32,7 @@ type envelope struct {
 	typ     pb.CommandType
 	payload []byte
 	nanos   int64
+	clock   int64
 }
 
 // appendOpView is one pb.AppendOp; its events are events[first:first+n] of
@@ -110,6 +111,8 @@ func decodeEnvelope(b []byte) (envelope, error) {
 			e.payload = bs
 		case num == 4 && typ == protowire.VarintType:
 			e.nanos = int64(v)
+		case num == 5 && typ == protowire.VarintType:
+			e.clock = int64(v)
 		}
 	}
 	return e, nil

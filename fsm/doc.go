@@ -39,7 +39,9 @@
 // ErrSessionCloseFormat — in entries of an older format); format 9 starts
 // the state machine's clock and expires idle sessions by it (below,
 // "Sessions"; an older build would keep them, so it starts only at the
-// SET_FORMAT). This build reads
+// SET_FORMAT); format 10 moves that clock by the leaders' measured
+// elapsed time (Command.session_clock_unix_nanos) instead of their wall
+// clocks (below, "Sessions"). This build reads
 // MinCommandVersion..CommandVersion. Proposers write the replicated format
 // (State.LogFormat); the leader raises it with a SET_FORMAT entry once
 // every voter has registered a build that reads the new format (Member.
@@ -132,6 +134,19 @@
 // members that restored an older snapshot agree; before it the clock, the
 // last uses and the timeout stay 0 (a CONFIGURE_JOURNAL's timeout is
 // ignored, as a build before 9 ignores it) and the digest is unchanged.
+//
+// Log format 10 (LeaderClockFormat) takes the clock from each entry's
+// Command.session_clock_unix_nanos instead of its proposal time. A leader
+// stamps it with the clock it found applied when its term began (or
+// later, if the applied clock is ever ahead) plus what its own monotonic
+// clock measured since (internal/coordserver, leaderClock): the time
+// between two entries is what a leader measured, not the difference of
+// two members' wall clocks, so a leader whose wall clock runs an hour
+// ahead no longer moves the clock an hour forward for good, expiring
+// every session unused for less than the timeout. Time no leader measured
+// (an election; an idle spell before a leader change) is not counted: a
+// session may outlive the timeout by it, never expire early. Nothing else
+// changes: the snapshot, the digest and the stamps' rules above.
 //
 // # Namespace
 //

@@ -32,8 +32,10 @@ const (
 	// established session the state machine no longer holds (see
 	// SessionExpiryFormat); 7 adds OPEN_SESSION (see SessionOpenFormat);
 	// 8 adds CLOSE_SESSION (see SessionCloseFormat); 9 expires sessions
-	// left unused (see SessionIdleFormat).
-	CommandVersion = 9
+	// left unused (see SessionIdleFormat); 10 moves the sessions' clock by
+	// the leaders' monotonic clocks instead of their wall clocks (see
+	// LeaderClockFormat).
+	CommandVersion = 10
 
 	// NamespaceFormat is the first log format whose entries may carry
 	// namespace commands.
@@ -82,6 +84,22 @@ const (
 	// to 9 starts the clock at its own proposal time and marks every
 	// session used then, so members that restored older snapshots agree.
 	SessionIdleFormat = 9
+	// LeaderClockFormat is the first log format (the replicated one) under
+	// which the clock of SessionIdleFormat advances by each entry's
+	// Command.session_clock_unix_nanos instead of its proposal time. A
+	// leader stamps that from the clock it finds applied and its own
+	// monotonic clock (internal/coordserver, leaderClock), so the time
+	// between two entries is what the leader measured, not the difference
+	// of two wall clocks: a leader whose wall clock runs an hour ahead
+	// would otherwise move the clock an hour forward for good and expire
+	// at once every session unused for less than the timeout (the
+	// dissertation's section 6.3 accepts that; etcd's leases, timed by the
+	// leader's monotonic clock, do not). What no leader measured — an
+	// election, the time between the last entry of a term and the next
+	// leader's first — is not counted, so sessions may live longer than
+	// the timeout, never shorter. A build before 10 would keep reading
+	// proposal times, so the rule starts at the SET_FORMAT to 10.
+	LeaderClockFormat = 10
 	// MaxSessionIdleTimeout bounds the replicated idle timeout.
 	MaxSessionIdleTimeout = 30 * 24 * time.Hour
 	// maxSessionIdleSeconds is MaxSessionIdleTimeout as the config holds it.
@@ -123,7 +141,16 @@ func EncodeCommand(t pb.CommandType, sub proto.Message, proposedUnixNanos int64)
 // EncodeCommandVersion wraps a sub-command in the envelope of log format
 // version. For format 2 and later it fills in the CRC of every event of an
 // APPEND (the caller's message is modified).
+// The session clock (LeaderClockFormat) is stamped with the proposal time
+// too: EncodeCommandAt takes it separately.
 func EncodeCommandVersion(version uint32, t pb.CommandType, sub proto.Message, proposedUnixNanos int64) ([]byte, error) {
+	return EncodeCommandAt(version, t, sub, proposedUnixNanos, proposedUnixNanos)
+}
+
+// EncodeCommandAt is EncodeCommandVersion with the session clock an entry
+// of log format 10 or later carries (Command.session_clock_unix_nanos); it
+// is not written below format 10.
+func EncodeCommandAt(version uint32, t pb.CommandType, sub proto.Message, proposedUnixNanos, sessionClockUnixNanos int64) ([]byte, error) {
 	if version < MinCommandVersion || version > CommandVersion {
 		return nil, fmt.Errorf("fsm: encode %s: log format %d not supported by this build (%d..%d)", t, version, MinCommandVersion, CommandVersion)
 	}
@@ -138,12 +165,16 @@ func EncodeCommandVersion(version uint32, t pb.CommandType, sub proto.Message, p
 	if err != nil {
 		return nil, fmt.Errorf("fsm: encode %s: %w", t, err)
 	}
-	return proto.Marshal(&pb.Command{
+	cmd := &pb.Command{
 		Version:           version,
 		Type:              t,
 		Payload:           payload,
 		ProposedUnixNanos: proposedUnixNanos,
-	})
+	}
+	if version >= LeaderClockFormat {
+		cmd.SessionClockUnixNanos = sessionClockUnixNanos
+	}
+	return proto.Marshal(cmd)
 }
 
 // DecodeCommand parses an envelope; it does not check the version (Apply does).
@@ -251,7 +282,7 @@ func (f *FSM) applyEntry(l *raft.Log) (any, error) {
 		}
 		return nil, fmt.Errorf("index %d: %w", l.Index, err)
 	}
-	return f.state.Apply(l.Index, &pb.Command{Version: env.version, Type: env.typ, Payload: env.payload, ProposedUnixNanos: env.nanos})
+	return f.state.Apply(l.Index, &pb.Command{Version: env.version, Type: env.typ, Payload: env.payload, ProposedUnixNanos: env.nanos, SessionClockUnixNanos: env.clock})
 }
 
 // computeDigests hashes the kept checkpoints' captures, oldest first,
@@ -308,6 +339,13 @@ func (f *FSM) View(fn func(*State)) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	fn(f.state)
+}
+
+// SessionClock is State.SessionClock under the read lock.
+func (f *FSM) SessionClock() int64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.state.SessionClock()
 }
 
 // AppliedIndex is the index of the last entry the FSM applied.

@@ -54,6 +54,9 @@ func FuzzApply(f *testing.F) {
 	if data, err := EncodeCommandVersion(SessionIdleFormat, pb.CommandType_COMMAND_TYPE_CONFIGURE_JOURNAL, &pb.JournalConfig{EventsPerSegment: 1, SegmentBytes: 1, SessionIdleTimeoutSeconds: 1}, 1); err == nil {
 		f.Add(data)
 	}
+	if data, err := EncodeCommandAt(LeaderClockFormat, pb.CommandType_COMMAND_TYPE_SET_FORMAT, &pb.SetFormatCommand{Version: LeaderClockFormat}, 1, 2); err == nil {
+		f.Add(data)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m := New(nil)
 		m.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data})
@@ -145,7 +148,7 @@ func FuzzDecodeAppend(f *testing.F) {
 		if (perr == nil) != (err == nil) {
 			t.Fatalf("envelope: proto says %v, decodeEnvelope %v", perr, err)
 		}
-		if err == nil && (e.version != pc.Version || e.typ != pc.Type || !bytes.Equal(e.payload, pc.Payload) || e.nanos != pc.ProposedUnixNanos) {
+		if err == nil && (e.version != pc.Version || e.typ != pc.Type || !bytes.Equal(e.payload, pc.Payload) || e.nanos != pc.ProposedUnixNanos || e.clock != pc.SessionClockUnixNanos) {
 			t.Fatalf("envelope: decoded %+v, proto %v", e, &pc)
 		}
 

@@ -106,8 +106,9 @@ func (s *State) SessionIdleTimeout() time.Duration {
 }
 
 // SessionClock is the state machine's time (see SessionIdleFormat): the
-// latest proposal time of the entries applied since log format 9, as Unix
-// nanoseconds; 0 before.
+// latest proposal time of the entries applied since log format 9 (from
+// format 10 on, the latest session clock they carry, see
+// LeaderClockFormat), as Unix nanoseconds; 0 before.
 func (s *State) SessionClock() int64 { return s.clock }
 
 func (s *State) allAcked(seq uint64) bool {

@@ -56,8 +56,9 @@ type sessionTable struct {
 	// keptResults is the number of results all sessions keep.
 	keptResults int
 	// clock is the state machine's time from log format 9 on (see
-	// SessionIdleFormat): the latest proposal time of the entries applied,
-	// never moving back; 0 before format 9.
+	// SessionIdleFormat): the latest proposal time of the entries applied
+	// (from format 10 on, the latest session clock they carry), never
+	// moving back; 0 before format 9.
 	clock int64
 	// captures counts the captures taken (they run side by side under the
 	// FSM's read lock, hence atomic); see session.capture.
@@ -68,12 +69,13 @@ func (t *sessionTable) resetSessions() {
 	t.sessions, t.lru, t.holders, t.keptResults = make(map[string]*session), list.New(), list.New(), 0
 }
 
-// tick advances the clock to an entry's proposal time (never back: a new
-// leader's clock may be behind its predecessor's) and forgets the sessions
-// unused for longer than idle by it, least recently used first (0: none
-// expire by time). Log format 9 on.
-func (t *sessionTable) tick(proposed int64, idle time.Duration) {
-	t.clock = max(t.clock, proposed)
+// tick advances the clock to an entry's time — its proposal time, from
+// log format 10 on its session clock — never back (a new leader's clock
+// may be behind its predecessor's), and forgets the sessions unused for
+// longer than idle by it, least recently used first (0: none expire by
+// time). Log format 9 on.
+func (t *sessionTable) tick(at int64, idle time.Duration) {
+	t.clock = max(t.clock, at)
 	if idle <= 0 {
 		return
 	}

@@ -323,3 +323,99 @@ func TestRestoreFormat5Fixture(t *testing.T) {
 		t.Fatal("the restored fixture and the replayed history disagree after the upgrade")
 	}
 }
+
+// TestLeaderClockFormat: under log format 9 the clock follows the entries'
+// proposal times, so one entry of a leader whose wall clock runs an hour
+// ahead expires every session at once; from the SET_FORMAT to 10 on it
+// follows the entries' session clocks (Command.session_clock_unix_nanos),
+// and a proposal time hours ahead moves nothing, while sessions unused for
+// longer than the timeout by the session clocks still expire; a session
+// clock behind, or 0, does not move the clock back; below format 10 an
+// entry carries no session clock.
+func TestLeaderClockFormat(t *testing.T) {
+	s := NewState()
+	s.logFormat = SessionCloseFormat
+	idx := uint64(0)
+	t0 := time.Unix(1_000_000, 0)
+	apply := func(version uint32, proposed, clock time.Duration, typ pb.CommandType, m proto.Message) any {
+		t.Helper()
+		return applyNext(t, s, &idx, func(index uint64) *raft.Log {
+			data, err := EncodeCommandAt(version, typ, m, t0.Add(proposed).UnixNano(), t0.Add(clock).UnixNano())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return &raft.Log{Index: index, Type: raft.LogCommand, Data: data}
+		})
+	}
+	open := func(version uint32, proposed, clock time.Duration, client string) string {
+		t.Helper()
+		r := apply(version, proposed, clock, pb.CommandType_COMMAND_TYPE_OPEN_SESSION, &pb.OpenSessionCommand{ClientId: client}).(OpenSessionResult)
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		return r.SessionID
+	}
+	member := func(version uint32, proposed, clock time.Duration) {
+		t.Helper()
+		apply(version, proposed, clock, pb.CommandType_COMMAND_TYPE_REGISTER_MEMBER, &pb.RegisterMemberCommand{Member: &pb.Member{Id: "m", RaftAddr: "r", GrpcAddr: "g"}})
+	}
+	at := func(d time.Duration) int64 { return t0.Add(d).UnixNano() }
+
+	apply(SessionCloseFormat, 0, 0, pb.CommandType_COMMAND_TYPE_SET_FORMAT, &pb.SetFormatCommand{Version: SessionIdleFormat})
+	apply(SessionIdleFormat, 0, 0, pb.CommandType_COMMAND_TYPE_CONFIGURE_JOURNAL, &pb.JournalConfig{EventsPerSegment: DefaultEventsPerSegment, SegmentBytes: DefaultSegmentBytes, SessionIdleTimeoutSeconds: 60})
+	open(SessionIdleFormat, time.Second, time.Second, "a")
+	open(SessionIdleFormat, time.Second, time.Second, "b")
+	// Format 9: the proposal time an hour ahead is the clock.
+	member(SessionIdleFormat, time.Hour, 2*time.Second)
+	if s.SessionCount() != 0 || s.SessionClock() != at(time.Hour) {
+		t.Fatalf("format 9, a proposal an hour ahead: %d sessions, clock %d (want %d)", s.SessionCount(), s.SessionClock(), at(time.Hour))
+	}
+
+	// The SET_FORMAT to 10; from here the session clocks count.
+	base := time.Hour
+	c := open(SessionIdleFormat, base, base, "c")
+	d := open(SessionIdleFormat, base, base, "d")
+	apply(SessionIdleFormat, base+time.Second, base+time.Second, pb.CommandType_COMMAND_TYPE_SET_FORMAT, &pb.SetFormatCommand{Version: LeaderClockFormat})
+	member(LeaderClockFormat, 3*time.Hour, base+10*time.Second)
+	if s.SessionCount() != 2 || s.SessionClock() != at(base+10*time.Second) {
+		t.Fatalf("format 10, a proposal two hours ahead: %d sessions, clock %d (want %d)", s.SessionCount(), s.SessionClock(), at(base+10*time.Second))
+	}
+	o := op(c, 1, 0, "e")
+	o.SessionEstablished = true
+	if r := apply(LeaderClockFormat, 3*time.Hour, base+30*time.Second, pb.CommandType_COMMAND_TYPE_APPEND, &pb.AppendCommand{Ops: []*pb.AppendOp{o}}).([]Result)[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	member(LeaderClockFormat, 0, base+61*time.Second) // d: 61 s unused by the session clocks
+	if s.SessionCount() != 1 || s.sessions[c] == nil || s.sessions[d] != nil {
+		t.Fatalf("past the timeout by the session clocks: %d sessions (c held: %v, d held: %v)", s.SessionCount(), s.sessions[c] != nil, s.sessions[d] != nil)
+	}
+	clock := s.SessionClock()
+	member(LeaderClockFormat, 4*time.Hour, 0)
+	applyNext(t, s, &idx, func(index uint64) *raft.Log {
+		data, err := EncodeCommandAt(LeaderClockFormat, pb.CommandType_COMMAND_TYPE_REGISTER_MEMBER, &pb.RegisterMemberCommand{Member: &pb.Member{Id: "m", RaftAddr: "r", GrpcAddr: "g"}}, at(5*time.Hour), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &raft.Log{Index: index, Type: raft.LogCommand, Data: data}
+	})
+	if s.SessionClock() != clock || s.SessionCount() != 1 {
+		t.Fatalf("a session clock behind, then 0: clock %d -> %d, %d sessions", clock, s.SessionClock(), s.SessionCount())
+	}
+	checkSessions(t, &s.sessionTable)
+
+	// Below format 10 the session clock is not written.
+	data, err := EncodeCommandAt(SessionIdleFormat, pb.CommandType_COMMAND_TYPE_REGISTER_MEMBER, &pb.RegisterMemberCommand{}, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmd, err := DecodeCommand(data); err != nil || cmd.SessionClockUnixNanos != 0 || cmd.ProposedUnixNanos != 1 {
+		t.Fatalf("format 9 envelope: %+v, %v", cmd, err)
+	}
+	if env, err := decodeEnvelope(data); err != nil || env.clock != 0 {
+		t.Fatalf("format 9 envelope: %+v, %v", env, err)
+	}
+	data, _ = EncodeCommandAt(LeaderClockFormat, pb.CommandType_COMMAND_TYPE_REGISTER_MEMBER, &pb.RegisterMemberCommand{}, 1, 2)
+	if env, err := decodeEnvelope(data); err != nil || env.clock != 2 || env.nanos != 1 {
+		t.Fatalf("format 10 envelope: %+v, %v", env, err)
+	}
+}

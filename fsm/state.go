@@ -138,7 +138,10 @@ func (s *State) Apply(index uint64, cmd *pb.Command) (any, error) {
 	if cmd.Version < MinCommandVersion || cmd.Version > CommandVersion {
 		return nil, fmt.Errorf("fsm: log format (envelope version) %d at index %d requires an upgrade: this build reads %d..%d", cmd.Version, index, MinCommandVersion, CommandVersion)
 	}
-	if s.LogFormat() >= SessionIdleFormat {
+	switch f := s.LogFormat(); {
+	case f >= LeaderClockFormat:
+		s.tick(cmd.SessionClockUnixNanos, s.SessionIdleTimeout())
+	case f >= SessionIdleFormat:
 		s.tick(cmd.ProposedUnixNanos, s.SessionIdleTimeout())
 	}
 	switch cmd.Type {

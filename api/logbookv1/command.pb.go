@@ -184,9 +184,11 @@ type Command struct {
 	// Envelope version (the log format). 1: the original format. 2: every
 	// JournalEvent of an APPEND carries its crc32c, checked at apply. 3: the
 	// namespace commands. 4: the cache-directive ops of the namespace. 5
-	// and 6: rules of the sessions (fsm/doc.go). 7: OPEN_SESSION. A
-	// proposer writes the replicated log format (SetFormatCommand); a reader
-	// refuses any version it does not know rather than guess.
+	// and 6: rules of the sessions (fsm/doc.go). 7: OPEN_SESSION. 8:
+	// CLOSE_SESSION. 9: sessions expire by the state machine's clock. 10:
+	// that clock advances by session_clock_unix_nanos. A proposer writes
+	// the replicated log format (SetFormatCommand); a reader refuses any
+	// version it does not know rather than guess.
 	Version uint32      `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
 	Type    CommandType `protobuf:"varint,2,opt,name=type,proto3,enum=logbook.v1.CommandType" json:"type,omitempty"`
 	// The serialized sub-message for type.
@@ -194,8 +196,15 @@ type Command struct {
 	// The proposing leader's wall clock. The FSM never reads a clock: any
 	// time-based rule uses this value, so every member decides the same.
 	ProposedUnixNanos int64 `protobuf:"varint,4,opt,name=proposed_unix_nanos,json=proposedUnixNanos,proto3" json:"proposed_unix_nanos,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Log format 10: the state machine's clock as the proposing leader
+	// advanced it — the clock it found applied when it took office (or
+	// later, whichever is greater) plus the time its monotonic clock
+	// measured since, never its wall clock — so a leader whose wall clock
+	// runs ahead cannot expire sessions early (fsm.LeaderClockFormat). 0:
+	// the clock does not move.
+	SessionClockUnixNanos int64 `protobuf:"varint,5,opt,name=session_clock_unix_nanos,json=sessionClockUnixNanos,proto3" json:"session_clock_unix_nanos,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *Command) Reset() {
@@ -252,6 +261,13 @@ func (x *Command) GetPayload() []byte {
 func (x *Command) GetProposedUnixNanos() int64 {
 	if x != nil {
 		return x.ProposedUnixNanos
+	}
+	return 0
+}
+
+func (x *Command) GetSessionClockUnixNanos() int64 {
+	if x != nil {
+		return x.SessionClockUnixNanos
 	}
 	return 0
 }
@@ -1229,7 +1245,8 @@ type SnapshotHeader struct {
 	DirectiveCount  uint64 `protobuf:"varint,20,opt,name=directive_count,json=directiveCount,proto3" json:"directive_count,omitempty"`
 	NextDirectiveId uint64 `protobuf:"varint,21,opt,name=next_directive_id,json=nextDirectiveId,proto3" json:"next_directive_id,omitempty"`
 	// Log format 9: the state machine's clock, the latest proposal time
-	// (Command.proposed_unix_nanos) of the entries applied since the log
+	// (Command.proposed_unix_nanos; from log format 10 on,
+	// Command.session_clock_unix_nanos) of the entries applied since the log
 	// format became 9 (0 before). Sessions expire by it.
 	SessionClockUnixNanos int64 `protobuf:"varint,22,opt,name=session_clock_unix_nanos,json=sessionClockUnixNanos,proto3" json:"session_clock_unix_nanos,omitempty"`
 	unknownFields         protoimpl.UnknownFields
@@ -1857,12 +1874,13 @@ var File_logbookv1_command_proto protoreflect.FileDescriptor
 const file_logbookv1_command_proto_rawDesc = "" +
 	"\n" +
 	"\x17logbookv1/command.proto\x12\n" +
-	"logbook.v1\x1a\x19logbookv1/namespace.proto\"\x9a\x01\n" +
+	"logbook.v1\x1a\x19logbookv1/namespace.proto\"\xd3\x01\n" +
 	"\aCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12+\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x17.logbook.v1.CommandTypeR\x04type\x12\x18\n" +
 	"\apayload\x18\x03 \x01(\fR\apayload\x12.\n" +
-	"\x13proposed_unix_nanos\x18\x04 \x01(\x03R\x11proposedUnixNanos\"T\n" +
+	"\x13proposed_unix_nanos\x18\x04 \x01(\x03R\x11proposedUnixNanos\x127\n" +
+	"\x18session_clock_unix_nanos\x18\x05 \x01(\x03R\x15sessionClockUnixNanos\"T\n" +
 	"\fJournalEvent\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x16\n" +

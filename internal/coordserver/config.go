@@ -145,6 +145,10 @@ type Config struct {
 	// maxLogFormat, when set (tests only), is the newest log format this
 	// member claims to read, as a member of an older build would.
 	maxLogFormat uint32
+	// wallClock, when set (tests only), replaces time.Now for the times
+	// this member stamps on the entries it proposes as leader: a member
+	// whose wall clock is off.
+	wallClock func() time.Time
 }
 
 // maxJournalLinger bounds JournalConfig.Linger: a batch that waits longer

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/fsm"
@@ -737,15 +738,7 @@ func TestSessionIdleExpiryWaitsForLogFormat9(t *testing.T) {
 		}
 		return sessionAt(t, ctx, c, seqs[0])
 	}
-	newClient := func(name string) *client.Client {
-		t.Helper()
-		c, err := client.New(ctx, client.Config{Endpoints: tc.endpoints(), AttemptTimeout: 2 * time.Second, ClientID: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
+	newClient := func(name string) *client.Client { return namedClient(t, ctx, tc, name) }
 	busy := newClient("busy")
 	// appendFor keeps busy appending (the log's entries carry the time)
 	// until d has passed.
@@ -771,7 +764,7 @@ func TestSessionIdleExpiryWaitsForLogFormat9(t *testing.T) {
 	tc.cfgs[2].maxLogFormat = 0
 	tc.restart(2)
 	eventually(t, 30*time.Second, "format 9 and the idle timeout on every member", func() bool {
-		if format() != fsm.SessionIdleFormat {
+		if format() < fsm.SessionIdleFormat {
 			return false
 		}
 		n := 0
@@ -832,6 +825,101 @@ func TestSessionIdleExpiryWaitsForLogFormat9(t *testing.T) {
 		t.Fatalf("open: %+v, %v; want the idle timeout, %s", resp, err, idle)
 	}
 	tc.waitConverged()
+}
+
+// TestSessionClockIgnoresLeadersWallClocks: at log format 10 the sessions'
+// clock moves by what each leader's monotonic clock measured, not by its
+// wall clock. The three members' wall clocks are an hour apart and each
+// leads in turn while a client appends: a session left unused meanwhile is
+// still held by every member (at format 9 the first entry of a leader an
+// hour ahead would have expired it), and the applied clock moved by no
+// more than the time that passed. Kept unused past the idle timeout, the
+// session is then forgotten by every member — not before the timeout had
+// passed since its last use. The members converge.
+func TestSessionClockIgnoresLeadersWallClocks(t *testing.T) {
+	const idle = 20 * time.Second
+	tc := newTestCluster(t, 3, func(i int, c *Config) {
+		c.Journal.SessionIdleTimeout = idle
+		skew := time.Duration(i) * time.Hour
+		c.wallClock = func() time.Time { return time.Now().Add(skew) }
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	eventually(t, 30*time.Second, "the newest log format and the idle timeout on every member", func() bool {
+		n := 0
+		for i := range tc.cfgs {
+			tc.server(i).fsm.View(func(st *fsm.State) {
+				if st.LogFormat() == fsm.CommandVersion && st.SessionIdleTimeout() == idle {
+					n++
+				}
+			})
+		}
+		return n == len(tc.cfgs)
+	})
+	newClient := func(name string) *client.Client { return namedClient(t, ctx, tc, name) }
+	appendOnce := func(c *client.Client) uint64 {
+		t.Helper()
+		seqs, err := c.Journal().Append(ctx, client.Event{Type: "e"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seqs[0]
+	}
+	busy := newClient("busy")
+	idler := newClient("idler")
+	session := sessionAt(t, ctx, idler, appendOnce(idler))
+	lastUse := time.Now()
+	clock := func() int64 { return tc.server(tc.waitLeader()).fsm.SessionClock() }
+	eventually(t, 10*time.Second, "every member holds the session", func() bool { return membersHolding(tc, session) == len(tc.cfgs) })
+	before := clock()
+
+	first := tc.waitLeader()
+	for k := 1; k <= len(tc.cfgs); k++ {
+		next := (first + k) % len(tc.cfgs)
+		if err := tc.server(tc.waitLeader()).raft.LeadershipTransferToServer(raft.ServerID(tc.cfgs[next].ID), raft.ServerAddress(tc.cfgs[next].RaftAddr)).Error(); err != nil {
+			t.Logf("transfer to %s: %v", tc.cfgs[next].ID, err)
+		}
+		eventually(t, 20*time.Second, "member "+tc.cfgs[next].ID+" leads", func() bool {
+			if tc.waitLeader() == next {
+				return true
+			}
+			tc.server(tc.waitLeader()).raft.LeadershipTransferToServer(raft.ServerID(tc.cfgs[next].ID), raft.ServerAddress(tc.cfgs[next].RaftAddr))
+			return false
+		})
+		for range 5 {
+			appendOnce(busy)
+		}
+		if since := time.Since(lastUse); since >= idle-2*time.Second {
+			t.Fatalf("the leader changes took %s, too close to the idle timeout %s to tell", since, idle)
+		}
+		if n := membersHolding(tc, session); n != len(tc.cfgs) {
+			t.Fatalf("under %s (wall clock %d h ahead), %s after its last use, the session is held by %d members", tc.cfgs[next].ID, next, time.Since(lastUse), n)
+		}
+	}
+	if moved, passed := time.Duration(clock()-before), time.Since(lastUse); moved > passed {
+		t.Fatalf("the clock moved %s in %s", moved, passed)
+	}
+
+	eventually(t, 2*idle+20*time.Second, "no member holds the idle session", func() bool {
+		appendOnce(busy)
+		return membersHolding(tc, session) == 0
+	})
+	if since := time.Since(lastUse); since < idle {
+		t.Fatalf("the session expired %s after its last use, before the idle timeout %s", since, idle)
+	}
+	tc.waitConverged()
+}
+
+// namedClient is an SDK client of tc with client id name, closed at the
+// end of the test.
+func namedClient(t *testing.T, ctx context.Context, tc *testCluster, name string) *client.Client {
+	t.Helper()
+	c, err := client.New(ctx, client.Config{Endpoints: tc.endpoints(), AttemptTimeout: 2 * time.Second, ClientID: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // membersHolding is how many members' state machines hold session id.

@@ -371,9 +371,25 @@ func (s *Server) encodeAppend(ops []*pb.AppendOp) ([]byte, error) {
 	return s.encode(pb.CommandType_COMMAND_TYPE_APPEND, &pb.AppendCommand{Ops: ops})
 }
 
-// encode wraps a command in the envelope of the replicated log format.
+// encode wraps a command in the envelope of the replicated log format,
+// stamped with this member's wall clock and, from log format 10 on, the
+// session clock (leaderClock).
 func (s *Server) encode(t pb.CommandType, m proto.Message) ([]byte, error) {
-	return fsm.EncodeCommandVersion(s.logFormat(), t, m, time.Now().UnixNano())
+	f := s.logFormat()
+	now := s.now()
+	var clock int64
+	if f >= fsm.LeaderClockFormat {
+		clock = s.clock.stamp(s.raft.CurrentTerm(), s.fsm.SessionClock(), now)
+	}
+	return fsm.EncodeCommandAt(f, t, m, now.UnixNano(), clock)
+}
+
+// now is this member's clock: wall and monotonic readings.
+func (s *Server) now() time.Time {
+	if s.cfg.wallClock != nil {
+		return s.cfg.wallClock()
+	}
+	return time.Now()
 }
 
 // needFormat refuses, with FailedPrecondition LOG_FORMAT, what the

@@ -64,6 +64,7 @@ type Server struct {
 	self           pb.Member
 	inflightEvents atomic.Int64  // leader: events handed to Raft, not yet applied
 	readyTerm      atomic.Uint64 // term in which this leader's first entry applied
+	clock          leaderClock   // the session clock this member stamps as leader
 	closing        atomic.Bool
 	fatalCh        chan error
 	ctx            context.Context
