@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -418,8 +419,31 @@ func (cl *cluster) waitCaughtUp(services ...string) {
 		return nil
 	})
 	if err != nil {
+		cl.logf("not caught up; where each member is reached:\n%s", cl.reachability(services...))
 		cl.t.Fatalf("not caught up: %v", err)
 	}
+}
+
+// reachability describes, for a failure message, how each service is
+// reached: its published gRPC address now and the one the test uses, its
+// container's address and state, and whether a TCP connection to the
+// published address opens.
+func (cl *cluster) reachability(services ...string) string {
+	var b strings.Builder
+	for _, s := range services {
+		published, perr := cl.project.port(s, grpcPort)
+		ip, ierr := cl.project.ip(s)
+		h, herr := cl.health(s)
+		dial := "connects"
+		if c, err := net.DialTimeout("tcp", cl.addr(s), 2*time.Second); err != nil {
+			dial = err.Error()
+		} else {
+			c.Close()
+		}
+		fmt.Fprintf(&b, "  %s: test uses %s, published %s (%v), container %s (%v), %s (%v), TCP: %s\n",
+			s, cl.addr(s), published, perr, ip, ierr, h, herr, dial)
+	}
+	return b.String()
 }
 
 // waitRejoined waits until the cluster is stable again with every member
