@@ -440,8 +440,14 @@ func (cl *cluster) reachability(services ...string) string {
 		} else {
 			c.Close()
 		}
-		fmt.Fprintf(&b, "  %s: test uses %s, published %s (%v), container %s (%v), %s (%v), TCP: %s\n",
-			s, cl.addr(s), published, perr, ip, ierr, h, herr, dial)
+		// The host's neighbour entry for the container's address: after
+		// two containers swap addresses, an entry still naming the MAC of
+		// the container that held it before would black-hole the
+		// published port's traffic until it is probed again.
+		neigh, nerr := execOut(context.Background(), nil, "ip", "neigh", "show", "to", ip)
+		mac, merr := docker("inspect", "--format", `{{with index .NetworkSettings.Networks "`+cl.project.network+`"}}{{.MacAddress}}{{end}}`, cl.project.ids[s])
+		fmt.Fprintf(&b, "  %s: test uses %s, published %s (%v), container %s (%v) MAC %s (%v), %s (%v), TCP: %s, host neighbour entry %q (%v)\n",
+			s, cl.addr(s), published, perr, ip, ierr, mac, merr, h, herr, dial, neigh, nerr)
 	}
 	return b.String()
 }
