@@ -37,7 +37,7 @@ func (c *leaderClock) stamp(term uint64, applied int64, now time.Time) int64 {
 		c.term, c.base, c.at, c.last = term, applied, now, applied
 		return applied
 	}
-	t := max(c.base+int64(max(now.Sub(c.at), 0)), c.last)
+	t := max(c.base+int64(now.Sub(c.at)), c.last) // an older reading: no step back
 	if applied > t {
 		c.base, c.at, t = applied, now, applied
 	}
