@@ -112,7 +112,10 @@ func TestJournalAdminJSONShapes(t *testing.T) {
 	if !strings.Contains(string(b), `"warnings":[]`) || !strings.Contains(string(b), `"members":[]`) {
 		t.Errorf("status without warnings: %s", b)
 	}
-	b, _ = json.Marshal(toStatusJSON(&pb.StatusResponse{Warnings: []string{"behind on trimming: 9/4 segments"}}))
+	b, _ = json.Marshal(toStatusJSON(&pb.StatusResponse{ResponderId: "c2", Warnings: []string{"behind on trimming: 9/4 segments"}}))
+	if !strings.Contains(string(b), `"answered_by":"c2"`) {
+		t.Errorf("status answered by c2: %s", b)
+	}
 	if !strings.Contains(string(b), `"warnings":["behind on trimming: 9/4 segments"]`) {
 		t.Errorf("status with warnings: %s", b)
 	}

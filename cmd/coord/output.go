@@ -29,13 +29,16 @@ func newTable(w io.Writer) *tabwriter.Writer {
 
 // statusJSON is the JSON shape of coord status.
 type statusJSON struct {
-	ClusterID    string       `json:"cluster_id"`
-	Leader       string       `json:"leader"`
-	Term         uint64       `json:"term"`
-	CommitIndex  uint64       `json:"commit_index"`
-	AppliedIndex uint64       `json:"applied_index"`
-	Members      []memberJSON `json:"members"`
-	Warnings     []string     `json:"warnings"`
+	ClusterID    string `json:"cluster_id"`
+	Leader       string `json:"leader"`
+	Term         uint64 `json:"term"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	// AnsweredBy is the member whose view this is (member health is as
+	// it sees its peers).
+	AnsweredBy string       `json:"answered_by"`
+	Members    []memberJSON `json:"members"`
+	Warnings   []string     `json:"warnings"`
 	// Storage is the leader's view of the storage nodes (absent when the
 	// leader could not be asked).
 	Storage *storageJSON `json:"storage,omitempty"`
@@ -86,6 +89,7 @@ func toStatusJSON(st *pb.StatusResponse) statusJSON {
 		Term:         st.GetTerm(),
 		CommitIndex:  st.GetCommitIndex(),
 		AppliedIndex: st.GetAppliedIndex(),
+		AnsweredBy:   st.GetResponderId(),
 		Members:      toMembersJSON(st.GetMembers()),
 		Warnings:     append([]string{}, st.GetWarnings()...),
 	}

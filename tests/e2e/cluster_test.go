@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -20,6 +21,8 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 const grpcPort = 7100
@@ -263,6 +266,7 @@ func (cl *cluster) waitStable(n int) *pb.StatusResponse {
 		return stable(st, n)
 	})
 	if err != nil {
+		cl.diagnose("cluster not stable")
 		cl.t.Fatalf("cluster not stable: %v", err)
 	}
 	return st
@@ -303,6 +307,7 @@ func (cl *cluster) leader(want ...string) string {
 		return nil
 	})
 	if err != nil {
+		cl.diagnose("no leader")
 		cl.t.Fatal(err)
 	}
 	return id
@@ -419,15 +424,90 @@ func (cl *cluster) waitCaughtUp(services ...string) {
 		return nil
 	})
 	if err != nil {
-		cl.logf("not caught up; where each member is reached:\n%s", cl.reachability(services...))
+		cl.diagnose("not caught up")
 		cl.t.Fatalf("not caught up: %v", err)
 	}
 }
 
+// diagnose logs, before a failure, how each member is reached and what it
+// sees: from the host through its published port (the test's path), and
+// from inside every running member, who answers at each peer's name (the
+// members' own path: Docker's DNS and the project network). A line per
+// log call, so that run.sh's recap of a failed test keeps them all.
+func (cl *cluster) diagnose(why string) {
+	cl.logf("%s; how each member is reached from the host, through its published port:", why)
+	for _, line := range strings.Split(strings.TrimRight(cl.reachability(cl.members...), "\n"), "\n") {
+		cl.logf("%s", line)
+	}
+	cl.logf("from inside each running member, who answers at each peer's name (coord status --endpoints PEER:7100):")
+	var b strings.Builder
+	type probe struct{ from, to, out string }
+	var probes []*probe
+	for _, from := range cl.members {
+		if ip, err := cl.project.ip(from); err != nil || ip == "" {
+			fmt.Fprintf(&b, "  %s: not running (%v)\n", from, err)
+			continue
+		}
+		for _, to := range cl.members {
+			if to != from {
+				probes = append(probes, &probe{from: from, to: to})
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for _, p := range probes {
+		wg.Go(func() {
+			id := cl.project.ids[p.from]
+			out, err := docker("exec", id, "/coord", "status", "--json", "--timeout", "3s",
+				"--endpoints", fmt.Sprintf("%s:%d", p.to, grpcPort))
+			if err != nil { // the command line names the container by its long id
+				err = errors.New(strings.ReplaceAll(err.Error(), id, p.from))
+			}
+			p.out = summarizeStatus(out, err)
+		})
+	}
+	wg.Wait()
+	for _, p := range probes {
+		fmt.Fprintf(&b, "  %s asks %s: %s\n", p.from, p.to, p.out)
+	}
+	for _, line := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
+		cl.logf("%s", line)
+	}
+}
+
+// summarizeStatus shortens coord status --json output (or its error) to
+// one line: who answered and what it sees.
+func summarizeStatus(out string, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	var st struct {
+		Leader       string `json:"leader"`
+		Term         uint64 `json:"term"`
+		AppliedIndex uint64 `json:"applied_index"`
+		AnsweredBy   string `json:"answered_by"`
+		Members      []struct {
+			ID      string `json:"id"`
+			Healthy bool   `json:"healthy"`
+		} `json:"members"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		return fmt.Sprintf("unreadable answer %q: %v", out, err)
+	}
+	var unhealthy []string
+	for _, m := range st.Members {
+		if !m.Healthy {
+			unhealthy = append(unhealthy, m.ID)
+		}
+	}
+	return fmt.Sprintf("answered by %s: leader %q, term %d, applied %d, unhealthy %v", st.AnsweredBy, st.Leader, st.Term, st.AppliedIndex, unhealthy)
+}
+
 // reachability describes, for a failure message, how each service is
-// reached: its published gRPC address now and the one the test uses, its
-// container's address and state, and whether a TCP connection to the
-// published address opens.
+// reached from the host: its published gRPC address now and the one the
+// test uses, its container's address, MAC and health, whether a TCP
+// connection to the published address opens, and what a Status call
+// through it answers.
 func (cl *cluster) reachability(services ...string) string {
 	var b strings.Builder
 	for _, s := range services {
@@ -440,16 +520,28 @@ func (cl *cluster) reachability(services ...string) string {
 		} else {
 			c.Close()
 		}
-		// The host's neighbour entry for the container's address: after
-		// two containers swap addresses, an entry still naming the MAC of
-		// the container that held it before would black-hole the
-		// published port's traffic until it is probed again.
-		neigh, nerr := execOut(context.Background(), nil, "ip", "neigh", "show", "to", ip)
 		mac, merr := docker("inspect", "--format", `{{with index .NetworkSettings.Networks "`+cl.project.network+`"}}{{.MacAddress}}{{end}}`, cl.project.ids[s])
-		fmt.Fprintf(&b, "  %s: test uses %s, published %s (%v), container %s (%v) MAC %s (%v), %s (%v), TCP: %s, host neighbour entry %q (%v)\n",
-			s, cl.addr(s), published, perr, ip, ierr, mac, merr, h, herr, dial, neigh, nerr)
+		fmt.Fprintf(&b, "  %s: test uses %s, published %s (%v), container %s (%v) MAC %s (%v), %s (%v), TCP: %s, Status: %s\n",
+			s, cl.addr(s), published, perr, ip, ierr, mac, merr, h, herr, dial, statusThrough(cl.addr(s)))
 	}
 	return b.String()
+}
+
+// statusThrough asks the member behind one address alone for the cluster
+// status, on a connection of its own, and says what it answered.
+func statusThrough(addr string) string {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err.Error()
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	st, err := pb.NewClusterClient(conn).Status(ctx, &pb.StatusRequest{})
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("answered by %s: leader %q, term %d, applied %d", st.ResponderId, st.LeaderId, st.Term, st.AppliedIndex)
 }
 
 // waitRejoined waits until the cluster is stable again with every member
