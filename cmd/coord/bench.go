@@ -40,6 +40,8 @@ type benchOptions struct {
 	// appends there (client.Config.SpreadOverMembers); followers forward
 	// them to the leader.
 	spread bool
+	// timeline: also report each second of the measured duration.
+	timeline bool
 }
 
 func (b benchOptions) validate() error {
@@ -83,6 +85,8 @@ type benchResult struct {
 	// generator shares the machine with the cluster in coord dev runs.
 	CPUS       float64 `json:"cpu_s"`
 	CPUUsPerOp float64 `json:"cpu_us_per_op"`
+	// Timeline is each second of the measured duration (--timeline).
+	Timeline []timelineSecond `json:"timeline,omitempty"`
 }
 
 // reservoir keeps at most cap samples, a uniform sample of all added.
@@ -120,6 +124,20 @@ type benchWorker struct {
 	ops, errs int64
 	firstErr  error
 	lat       reservoir
+	timeline  bool
+	seconds   int // of the measured duration, rounded up
+	tl        timeline
+}
+
+// done counts a successful call that started at or after the measured
+// start t0 and ended at t1, no later than the end.
+func (w *benchWorker) done(measureStart, t0, t1 time.Time) {
+	w.ops++
+	w.lat.add(t1.Sub(t0))
+	if w.timeline {
+		// A call that ends at the very end belongs to the last second.
+		w.tl.add(min(int(t1.Sub(measureStart)/time.Second), w.seconds-1), t1.Sub(t0))
+	}
 }
 
 // runBench appends with opts.clients concurrent clients spread round-robin
@@ -184,9 +202,10 @@ func runBench(ctx context.Context, cfg client.Config, opts benchOptions, callTim
 	}()
 	workers := make([]*benchWorker, opts.clients)
 	perClient := max(1, maxBenchSamples/opts.clients)
+	seconds := int((opts.duration + time.Second - 1) / time.Second)
 	for i := range workers {
 		c := clients[i%len(clients)]
-		w := &benchWorker{lat: reservoir{cap: perClient, rng: rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano())))}}
+		w := &benchWorker{lat: reservoir{cap: perClient, rng: rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano())))}, timeline: opts.timeline, seconds: seconds}
 		workers[i] = w
 		wg.Add(1)
 		go func() {
@@ -206,7 +225,9 @@ func runBench(ctx context.Context, cfg client.Config, opts benchOptions, callTim
 
 	res := benchResult{Clients: opts.clients, Conns: opts.conns, Spread: opts.spread, Size: opts.size, Batch: opts.batch, DurationS: opts.duration.Seconds()}
 	var all []time.Duration
+	var tls []timeline
 	for _, w := range workers {
+		tls = append(tls, w.tl)
 		res.Ops += w.ops
 		res.Errors += w.errs
 		if w.firstErr != nil && res.firstErr == nil {
@@ -224,6 +245,9 @@ func runBench(ctx context.Context, cfg client.Config, opts benchOptions, callTim
 	res.P50Ms = percentile(all, 0.50)
 	res.P99Ms = percentile(all, 0.99)
 	res.P999Ms = percentile(all, 0.999)
+	if opts.timeline {
+		res.Timeline = mergeTimelines(tls, seconds)
+	}
 	return res, nil
 }
 
@@ -259,8 +283,7 @@ func (w *benchWorker) loop(ctx context.Context, c *client.Client, events []clien
 			continue
 		}
 		if measured && !t1.After(end) {
-			w.ops++
-			w.lat.add(t1.Sub(t0))
+			w.done(measureStart, t0, t1)
 		}
 	}
 }
@@ -278,10 +301,13 @@ clients, each with its own SDK client (or spread round-robin over --conns
 SDK clients, as etcd's benchmark does), for --warmup and then --duration.
 By default every SDK client sends its appends to the leader; with --spread
 SDK client i sends them to endpoint i mod n, so the clients are spread over
-the members and followers forward their share to the leader. Errors are counted, not fatal. Prints calls per second, latency percentiles
-of successful calls (ms), the error count, and this process's own CPU time over
-the measured duration (the load generator's share of the machine). Exit 1 when
-no call succeeded.`,
+the members and followers forward their share to the leader. Errors are
+counted, not fatal. Prints calls per second, latency percentiles of
+successful calls (ms), the error count, and this process's own CPU time
+over the measured duration (the load generator's share of the machine);
+with --timeline also each second of the measured duration: calls ended in
+it, and their p50, p99 and maximum latency (to within 25%, from
+logarithmic buckets), to show stalls. Exit 1 when no call succeeded.`,
 		Example: `  coord bench journal --clients 16 --size 256 --duration 10s --json`,
 		Args:    cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
@@ -315,6 +341,12 @@ no call succeeded.`,
 				t := newTable(w)
 				fmt.Fprintf(t, "clients\t%d\nsize\t%d B\nbatch\t%d\nduration\t%s\nops\t%d\nops/s\t%.1f\nevents/s\t%.1f\np50\t%.3f ms\np99\t%.3f ms\np99.9\t%.3f ms\nerrors\t%d\nclient CPU\t%.2f s (%.1f µs per call)\n",
 					res.Clients, res.Size, res.Batch, opts.duration, res.Ops, res.OpsPerSec, res.EventsPerSec, res.P50Ms, res.P99Ms, res.P999Ms, res.Errors, res.CPUS, res.CPUUsPerOp)
+				if len(res.Timeline) > 0 {
+					fmt.Fprintf(t, "\nsecond\tops\tp50 ms\tp99 ms\tmax ms\n")
+					for _, s := range res.Timeline {
+						fmt.Fprintf(t, "%d\t%d\t%.3f\t%.3f\t%.3f\n", s.Second, s.Ops, s.P50Ms, s.P99Ms, s.MaxMs)
+					}
+				}
 				err = t.Flush()
 			}
 			if err != nil {
@@ -335,6 +367,7 @@ no call succeeded.`,
 	fs.DurationVar(&opts.warmup, "warmup", time.Second, "unmeasured warmup before the measured duration")
 	fs.StringVar(&opts.cpuProfile, "cpuprofile", "", "write the benchmark client's own CPU profile to this file (go tool pprof)")
 	fs.BoolVar(&opts.spread, "spread", false, "spread the clients over the members: SDK client i (see --conns) sends its appends to endpoint i mod n, which forwards them to the leader unless it is the leader (default: every SDK client sends to the leader)")
+	fs.BoolVar(&opts.timeline, "timeline", false, "also report each second of the measured duration: calls, p50, p99 and maximum latency")
 	fs.IntVar(&opts.stream, "stream", 0, "submit on the streaming append with this many submissions in flight per client (0: unary Append calls)")
 	o = addClientFlags(journal, 10*time.Second, "deadline for connecting and for each Append call")
 	bench := groupCmd("bench", "Benchmark a running cluster", journal, newBenchTailCmd(), newBenchWriteCmd(), newBenchRecoveryCmd())
@@ -392,8 +425,7 @@ func (w *benchWorker) streamLoop(ctx context.Context, c *client.Client, events [
 				w.firstErr = err
 			}
 		case err == nil && measured && !t1.After(end):
-			w.ops++
-			w.lat.add(t1.Sub(s.t0))
+			w.done(measureStart, s.t0, t1)
 		}
 	}
 	for time.Now().Before(end) && ctx.Err() == nil {

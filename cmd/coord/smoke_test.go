@@ -236,6 +236,26 @@ func TestDevClusterSmoke(t *testing.T) {
 	if bench["ops_per_sec"] <= 0 || bench["errors"] != 0 || bench["spread"] != 1 {
 		t.Errorf("bench --spread: %v", bench)
 	}
+	if _, ok := bench["timeline"]; ok {
+		t.Errorf("a timeline without --timeline: %v", bench)
+	}
+	// Second by second: the seconds' calls add up to the run's, each
+	// second's percentiles are ordered.
+	var tl struct {
+		Ops      int64            `json:"ops"`
+		Timeline []timelineSecond `json:"timeline"`
+	}
+	decode(coord(0, "bench", "journal", "--size", "16", "--warmup", "100ms", "--json", "--endpoints", eps, "--clients", "2", "--duration", "2s", "--timeline"), &tl)
+	var sum int64
+	for i, sec := range tl.Timeline {
+		sum += sec.Ops
+		if sec.Second != i+1 || sec.Ops > 0 && (sec.P50Ms <= 0 || sec.P50Ms > sec.P99Ms || sec.P99Ms > sec.MaxMs) {
+			t.Errorf("timeline second %d: %+v", i+1, sec)
+		}
+	}
+	if len(tl.Timeline) != 2 || tl.Ops == 0 || sum != tl.Ops {
+		t.Errorf("timeline of a 2 s run with %d calls: %d seconds, %d calls: %+v", tl.Ops, len(tl.Timeline), sum, tl.Timeline)
+	}
 }
 
 func TestHealthUnreachableExit1(t *testing.T) {

@@ -72,11 +72,27 @@ const (
 	spareTmpName  = "next-segment.zeroed.tmp"
 	zeroChunk     = 1 << 20
 	zeroSyncEvery = 4 << 20
-	// zeroRate paces a spare written in the background (64 MiB in a
-	// second): the log's own syncs share the disk with it, and the log
-	// gives it half a segment's worth of appends to finish.
-	zeroRate = 64 << 20
+	// A spare written in the background is paced (spareRate): the log's
+	// own syncs share the disk with it. zeroRate (64 MiB a second) is the
+	// fastest pace, minZeroRate the slowest.
+	zeroRate    = 64 << 20
+	minZeroRate = 8 << 20
 )
+
+// spareRate is the pace, in bytes a second, of a spare written while a
+// segment of size bytes fills, once its first half took halfFill: at the
+// same rate of appends the second half takes about as long, and the spare
+// is paced to be ready in half that time. Writing it at the fastest pace
+// instead puts a burst of writes on the disk in the middle of the log's
+// syncs (three members at about the same moment, when they share a disk)
+// for no gain: the spare waits unused until the segment is full.
+func spareRate(size uint64, halfFill time.Duration) uint64 {
+	if halfFill <= 0 {
+		return zeroRate
+	}
+	r := uint64(float64(size) / (halfFill.Seconds() / 2))
+	return min(max(r, minZeroRate), zeroRate)
+}
 
 // newZeroedSegments returns the file system for the WAL in dir with
 // segments of size bytes. With no complete spare it writes one before it
@@ -91,7 +107,7 @@ func newZeroedSegments(dir string, size uint64, log *slog.Logger) (*zeroedSegmen
 		return nil, err
 	}
 	if !ok {
-		if err := z.writeSpare(false); err != nil {
+		if err := z.writeSpare(0); err != nil {
 			return nil, err
 		}
 	}
@@ -117,15 +133,20 @@ func (z *zeroedSegments) spareReady() (bool, error) {
 	return false, nil
 }
 
-// writeSpare writes a zeroed file of z.size bytes and renames it to
-// spareName once it is on disk. A file system that takes O_DIRECT at open
-// but refuses the writes (an alignment it needs above directAlign) gets
-// the spare written again through the page cache.
-func (z *zeroedSegments) writeSpare(paced bool) error {
-	err := z.writeSpareFile(paced, z.size%directAlign == 0)
+// writeSpare writes a zeroed file of z.size bytes at rate bytes a second
+// (0: as fast as the disk takes it) and renames it to spareName once it is
+// on disk. A file system that takes O_DIRECT at open but refuses the
+// writes (an alignment it needs above directAlign) gets the spare written
+// again through the page cache.
+func (z *zeroedSegments) writeSpare(rate uint64) error {
+	start := time.Now()
+	err := z.writeSpareFile(rate, z.size%directAlign == 0)
 	if errors.Is(err, errDirectRefused) {
 		z.log.Info("the file system refused O_DIRECT writes of the spare WAL segment; writing it through the page cache", "err", err)
-		err = z.writeSpareFile(paced, false)
+		err = z.writeSpareFile(rate, false)
+	}
+	if err == nil {
+		z.log.Debug("spare WAL segment written", "bytes", z.size, "pace-bytes-per-s", rate, "took", time.Since(start))
 	}
 	return err
 }
@@ -133,7 +154,7 @@ func (z *zeroedSegments) writeSpare(paced bool) error {
 // errDirectRefused marks an O_DIRECT write the file system refused.
 var errDirectRefused = errors.New("O_DIRECT write refused")
 
-func (z *zeroedSegments) writeSpareFile(paced, tryDirect bool) error {
+func (z *zeroedSegments) writeSpareFile(rate uint64, tryDirect bool) error {
 	tmp := filepath.Join(z.dir, spareTmpName)
 	f, buf, direct, err := openZeroWriter(tmp, tryDirect)
 	if err != nil {
@@ -152,7 +173,10 @@ func (z *zeroedSegments) writeSpareFile(paced, tryDirect bool) error {
 		} else if direct && errors.Is(err, syscall.EINVAL) {
 			err = fmt.Errorf("%w: %w", errDirectRefused, err)
 		}
-		if ahead := time.Duration(off+zeroChunk)*time.Second/zeroRate - time.Since(start); paced && ahead > 0 {
+		if rate == 0 {
+			continue
+		}
+		if ahead := time.Duration(float64(off+zeroChunk)/float64(rate)*float64(time.Second)) - time.Since(start); ahead > 0 {
 			time.Sleep(ahead)
 		}
 	}
@@ -191,9 +215,9 @@ func (z *zeroedSegments) isClosed() bool {
 	return z.closed
 }
 
-// prepare writes the next spare in the background unless one is ready or
-// being written, or the file system is closed.
-func (z *zeroedSegments) prepare() {
+// prepare writes the next spare in the background at rate bytes a second
+// unless one is ready or being written, or the file system is closed.
+func (z *zeroedSegments) prepare(rate uint64) {
 	if ok, err := z.spareReady(); ok || err != nil {
 		return
 	}
@@ -206,7 +230,7 @@ func (z *zeroedSegments) prepare() {
 	z.wg.Add(1)
 	go func() {
 		defer z.wg.Done()
-		err := z.writeSpare(true)
+		err := z.writeSpare(rate)
 		z.mu.Lock()
 		z.preparing = false
 		z.mu.Unlock()
@@ -226,7 +250,7 @@ func (z *zeroedSegments) Create(dir, name string, size uint64) (types.WritableFi
 			return f, nil // it starts the next spare when half full
 		}
 	}
-	z.prepare()
+	z.prepare(zeroRate)
 	z.fallocated.Add(1)
 	return z.FS.Create(dir, name, size)
 }
@@ -262,7 +286,8 @@ func (z *zeroedSegments) takeSpare(name string) (types.WritableFile, error) {
 		return nil, err
 	}
 	prefetch(f, 0, prefetchAhead)
-	zf := &zeroedFile{File: f, half: int64(z.size / 2), prepare: z.prepare}
+	zf := &zeroedFile{File: f, half: int64(z.size / 2), created: time.Now(),
+		prepare: func(halfFill time.Duration) { z.prepare(spareRate(z.size, halfFill)) }}
 	zf.prefetched.Store(prefetchAhead)
 	return zf, nil
 }
@@ -292,12 +317,14 @@ func (z *zeroedSegments) Close() {
 //
 // The next spare is written once this segment is half full, not when it
 // is created: the write is spread out (a new member does not write two
-// segments at start) and the spare is recent when it is used.
+// segments at start) and the spare is recent when it is used. It is paced
+// by how long the first half took to fill (spareRate).
 type zeroedFile struct {
 	*os.File
 	prefetched atomic.Int64 // end of the range asked for so far
 	half       int64
-	prepare    func()
+	created    time.Time
+	prepare    func(halfFill time.Duration)
 	prepared   atomic.Bool
 }
 
@@ -311,7 +338,7 @@ func (f *zeroedFile) WriteAt(p []byte, off int64) (int, error) {
 		f.prefetched.Store(end + prefetchAhead)
 	}
 	if end >= f.half && !f.prepared.Swap(true) {
-		f.prepare()
+		f.prepare(time.Since(f.created))
 	}
 	return n, err
 }

@@ -172,6 +172,29 @@ func TestWALPrefillLeftovers(t *testing.T) {
 	}
 }
 
+// TestSpareRate: the spare is paced to be ready in half the time the
+// segment's second half takes to fill at the first half's rate, within
+// [minZeroRate, zeroRate].
+func TestSpareRate(t *testing.T) {
+	const seg = 64 << 20
+	for _, c := range []struct {
+		halfFill time.Duration
+		want     uint64
+	}{
+		{0, zeroRate},
+		{time.Second, zeroRate},     // would be 128 MiB/s
+		{2 * time.Second, zeroRate}, // 64 MiB in 1 s
+		{4 * time.Second, 32 << 20}, // 64 MiB in 2 s
+		{16 * time.Second, 8 << 20}, // 64 MiB in 8 s
+		{time.Hour, minZeroRate},    // an idle log
+		{-time.Second, zeroRate},    // a clock step back
+	} {
+		if got := spareRate(seg, c.halfFill); got != c.want {
+			t.Errorf("half filled in %s: %d B/s, want %d", c.halfFill, got, c.want)
+		}
+	}
+}
+
 // TestWALPrefillCloseStopsWriting: Close does not wait for a whole spare
 // to be written.
 func TestWALPrefillCloseStopsWriting(t *testing.T) {
@@ -184,7 +207,7 @@ func TestWALPrefillCloseStopsWriting(t *testing.T) {
 		t.Fatal(err)
 	}
 	z.size = 1 << 30 // a spare that would take seconds to write
-	z.prepare()
+	z.prepare(zeroRate)
 	z.Close()
 	if _, err := os.Stat(filepath.Join(dir, spareName)); !os.IsNotExist(err) {
 		t.Fatalf("a spare was completed after Close: %v", err)
