@@ -33,7 +33,8 @@
 //
 // Events are grouped in segments that roll after EventsPerSegment events or
 // SegmentBytes bytes (the leader replicates its configured thresholds as a
-// command, so every member rolls at the same seq). A segment is open until it
+// command, so every member rolls at the same seq; a coordinator configured
+// otherwise warns in coord status, since it would replace them if it led). A segment is open until it
 // rolls, then sealed; it is expiring once every registered consumer has
 // acknowledged past its last seq, and expired once a snapshot also covers its
 // last Raft index. Trim is a replicated command (the analogue of the MDLog

@@ -1159,6 +1159,9 @@ type LocalStatusResponse struct {
 	AppliedIndex  uint64                 `protobuf:"varint,5,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	LastContactMs int64                  `protobuf:"varint,6,opt,name=last_contact_ms,json=lastContactMs,proto3" json:"last_contact_ms,omitempty"`
 	LeaderId      string                 `protobuf:"bytes,7,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	// This member's own warnings, which Status adds to the cluster's: its
+	// journal settings differ from the replicated ones.
+	Warnings      []string `protobuf:"bytes,8,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1240,6 +1243,13 @@ func (x *LocalStatusResponse) GetLeaderId() string {
 		return x.LeaderId
 	}
 	return ""
+}
+
+func (x *LocalStatusResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
 }
 
 type RegisterMemberRequest struct {
@@ -1398,7 +1408,7 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\x10ReadIndexRequest\")\n" +
 	"\x11ReadIndexResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"\x14\n" +
-	"\x12LocalStatusRequest\"\xe5\x01\n" +
+	"\x12LocalStatusRequest\"\x81\x02\n" +
 	"\x13LocalStatusResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -1407,7 +1417,8 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\fcommit_index\x18\x04 \x01(\x04R\vcommitIndex\x12#\n" +
 	"\rapplied_index\x18\x05 \x01(\x04R\fappliedIndex\x12&\n" +
 	"\x0flast_contact_ms\x18\x06 \x01(\x03R\rlastContactMs\x12\x1b\n" +
-	"\tleader_id\x18\a \x01(\tR\bleaderId\"C\n" +
+	"\tleader_id\x18\a \x01(\tR\bleaderId\x12\x1a\n" +
+	"\bwarnings\x18\b \x03(\tR\bwarnings\"C\n" +
 	"\x15RegisterMemberRequest\x12*\n" +
 	"\x06member\x18\x01 \x01(\v2\x12.logbook.v1.MemberR\x06member\"\x18\n" +
 	"\x16RegisterMemberResponse2\x9f\x04\n" +

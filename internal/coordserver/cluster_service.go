@@ -3,6 +3,7 @@ package coordserver
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,7 +29,7 @@ func (s *Server) localStatus() *pb.LocalStatusResponse {
 			lc = time.Since(t).Milliseconds()
 		}
 	}
-	return &pb.LocalStatusResponse{
+	ls := &pb.LocalStatusResponse{
 		Id:            s.cfg.ID,
 		RaftState:     s.raft.State().String(),
 		Term:          s.raft.CurrentTerm(),
@@ -37,6 +38,12 @@ func (s *Server) localStatus() *pb.LocalStatusResponse {
 		LastContactMs: lc,
 		LeaderId:      string(lid),
 	}
+	s.fsm.View(func(st *fsm.State) {
+		if w := s.configWarning(st); w != "" {
+			ls.Warnings = append(ls.Warnings, w)
+		}
+	})
+	return ls
 }
 
 // Status is served by any member from its own view, plus one LocalStatus
@@ -59,8 +66,10 @@ func (c *clusterService) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.S
 			resp.Warnings = append(resp.Warnings, w)
 		}
 	})
+	resp.Warnings = append(resp.Warnings, local.Warnings...)
 	servers := f.Configuration().Servers
 	resp.Members = make([]*pb.MemberStatus, len(servers))
+	peerWarnings := make([][]string, len(servers))
 	var wg sync.WaitGroup
 	for i, srv := range servers {
 		ms := &pb.MemberStatus{Id: string(srv.ID), RaftAddr: string(srv.Address), Suffrage: suffrage(srv.Suffrage), Leader: string(srv.ID) == lid}
@@ -95,10 +104,33 @@ func (c *clusterService) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.S
 				return
 			}
 			s.fillMember(ms, ls)
+			peerWarnings[i] = boundWarnings(ls.Warnings)
 		}()
 	}
 	wg.Wait()
+	for _, w := range peerWarnings {
+		resp.Warnings = append(resp.Warnings, w...)
+	}
 	return resp, nil
+}
+
+// A peer's warnings in a Status answer are bounded: at most
+// maxPeerWarnings, each cut to maxWarningBytes.
+const (
+	maxPeerWarnings = 4
+	maxWarningBytes = 1024
+)
+
+func boundWarnings(ws []string) []string {
+	ws = ws[:min(len(ws), maxPeerWarnings)]
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		if len(w) > maxWarningBytes {
+			w = strings.ToValidUTF8(w[:maxWarningBytes], "") + "…"
+		}
+		out[i] = w
+	}
+	return out
 }
 
 func (s *Server) fillMember(ms *pb.MemberStatus, ls *pb.LocalStatusResponse) {

@@ -3,6 +3,7 @@ package coordserver
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -96,6 +97,33 @@ func (s *Server) trimWarning(st *fsm.State) string {
 		return fmt.Sprintf("behind on trimming: %d/%d segments", n, max)
 	}
 	return ""
+}
+
+// configWarning is this member's warning when its journal settings
+// differ from the replicated ones. The leader replicates its own
+// (journalLoop), so a leader change to this member would replace them for
+// the whole cluster: coordinators are meant to share them. "" when they
+// agree, and on the leader, which replicates its own within a second.
+func (s *Server) configWarning(st *fsm.State) string {
+	if s.raft == nil || s.raft.State() == raft.Leader {
+		return ""
+	}
+	have, j := st.JournalConfig(), s.cfg.Journal
+	var diffs []string
+	if have.GetEventsPerSegment() != j.EventsPerSegment {
+		diffs = append(diffs, fmt.Sprintf("--journal-events-per-segment %d here, %d replicated", j.EventsPerSegment, have.GetEventsPerSegment()))
+	}
+	if have.GetSegmentBytes() != j.SegmentBytes {
+		diffs = append(diffs, fmt.Sprintf("--journal-segment-bytes %d here, %d replicated", j.SegmentBytes, have.GetSegmentBytes()))
+	}
+	if idle := uint64(j.SessionIdleTimeout / time.Second); st.LogFormat() >= fsm.SessionIdleFormat && have.GetSessionIdleTimeoutSeconds() != idle {
+		diffs = append(diffs, fmt.Sprintf("--session-idle-timeout %s here, %s replicated", time.Duration(idle)*time.Second, time.Duration(have.GetSessionIdleTimeoutSeconds())*time.Second))
+	}
+	if len(diffs) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s: journal settings differ from the ones the leader replicated from its flags (%s); were %s to lead, it would replace them: give every coordinator the same",
+		s.cfg.ID, strings.Join(diffs, "; "), s.cfg.ID)
 }
 
 func (j *journalService) Positions(ctx context.Context, _ *pb.PositionsRequest) (*pb.PositionsResponse, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -943,4 +944,82 @@ func sessionAt(t *testing.T, ctx context.Context, c *client.Client, seq uint64) 
 		t.Fatalf("read back %d: %+v, %v", seq, evs, err)
 	}
 	return evs[0].ClientID
+}
+
+// TestJournalConfigMismatchWarning: a coordinator whose journal flags
+// differ from the ones the leader replicated says so in every member's
+// Status (and its own /metrics gauge); when it leads, its flags replace
+// the replicated ones and the others say so instead.
+func TestJournalConfigMismatchWarning(t *testing.T) {
+	tc := newTestCluster(t, 3, func(i int, c *Config) {
+		if i == 2 {
+			c.Journal.EventsPerSegment = 512
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// warnedBy is the members every member's Status names as differing.
+	warnedBy := func() (map[string][]string, error) {
+		out := map[string][]string{}
+		for i := range tc.cfgs {
+			st, err := (&clusterService{s: tc.server(i)}).Status(ctx, &pb.StatusRequest{})
+			if err != nil {
+				return nil, err
+			}
+			for _, w := range st.Warnings {
+				if id, _, ok := strings.Cut(w, ": journal settings differ"); ok {
+					out[tc.cfgs[i].ID] = append(out[tc.cfgs[i].ID], id)
+				}
+			}
+			slices.Sort(out[tc.cfgs[i].ID])
+		}
+		return out, nil
+	}
+	expect := func(leader int, want ...string) {
+		t.Helper()
+		var got map[string][]string
+		eventually(t, 20*time.Second, fmt.Sprintf("every member's status names %v (leader %s)", want, tc.cfgs[leader].ID), func() bool {
+			var err error
+			if got, err = warnedBy(); err != nil {
+				return false
+			}
+			for _, c := range tc.cfgs {
+				if !slices.Equal(got[c.ID], want) {
+					return false
+				}
+			}
+			return true
+		})
+		for i, c := range tc.cfgs {
+			var w string
+			tc.server(i).fsm.View(func(st *fsm.State) { w = tc.server(i).configWarning(st) })
+			if (w != "") != slices.Contains(want, c.ID) {
+				t.Fatalf("%s's own warning %q, want one: %v", c.ID, w, slices.Contains(want, c.ID))
+			}
+		}
+	}
+	leader := tc.waitLeader()
+	if leader == 2 {
+		expect(leader, "c1", "c2")
+	} else {
+		expect(leader, "c3")
+	}
+	next := 2
+	if leader == 2 {
+		next = 0
+	}
+	if err := tc.server(leader).raft.LeadershipTransferToServer(raft.ServerID(tc.cfgs[next].ID), raft.ServerAddress(tc.cfgs[next].RaftAddr)).Error(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the new leader", func() bool { return tc.waitLeader() == next })
+	if next == 2 {
+		expect(next, "c1", "c2")
+	} else {
+		expect(next, "c3")
+	}
+	var eps uint64
+	tc.server(next).fsm.View(func(st *fsm.State) { eps = st.JournalConfig().GetEventsPerSegment() })
+	if eps != tc.cfgs[next].Journal.EventsPerSegment {
+		t.Fatalf("replicated events per segment %d, want the new leader's %d", eps, tc.cfgs[next].Journal.EventsPerSegment)
+	}
 }
