@@ -38,11 +38,9 @@ func (s *Server) localStatus() *pb.LocalStatusResponse {
 		LastContactMs: lc,
 		LeaderId:      string(lid),
 	}
-	s.fsm.View(func(st *fsm.State) {
-		if w := s.configWarning(st); w != "" {
-			ls.Warnings = append(ls.Warnings, w)
-		}
-	})
+	if w := s.configWarning(); w != "" {
+		ls.Warnings = append(ls.Warnings, w)
+	}
 	return ls
 }
 

@@ -99,12 +99,10 @@ func (s *Server) trimWarning(st *fsm.State) string {
 	return ""
 }
 
-// configWarning is this member's warning when its journal settings
-// differ from the replicated ones. The leader replicates its own
-// (journalLoop), so a leader change to this member would replace them for
-// the whole cluster: coordinators are meant to share them. "" when they
-// agree, and on the leader, which replicates its own within a second.
-func (s *Server) configWarning(st *fsm.State) string {
+// configMismatch compares this member's journal settings with the
+// replicated ones: "" when they agree, and on the leader, which replicates
+// its own within a second (journalLoop).
+func (s *Server) configMismatch(st *fsm.State) string {
 	if s.raft == nil || s.raft.State() == raft.Leader {
 		return ""
 	}
@@ -124,6 +122,51 @@ func (s *Server) configWarning(st *fsm.State) string {
 	}
 	return fmt.Sprintf("%s: journal settings differ from the ones the leader replicated from its flags (%s); were %s to lead, it would replace them: give every coordinator the same",
 		s.cfg.ID, strings.Join(diffs, "; "), s.cfg.ID)
+}
+
+// configWarnAfter is how many checks in a row (configCheckLoop, one a
+// second) must find the same mismatch before it is reported: a cluster's
+// settings differ from its leader's for a moment after it forms, after a
+// leader change and after the log format reaches 9 (the session idle
+// timeout is replicated at the leader's next tick), and that is not worth
+// a warning.
+const configWarnAfter = 3
+
+// configCheckLoop checks every second whether this member's journal
+// settings differ from the replicated ones (configMismatch) and keeps the
+// warning configWarning reports.
+func (s *Server) configCheckLoop() {
+	var last string
+	seen := 0
+	s.every(time.Second, func() bool {
+		var cur string
+		s.fsm.View(func(st *fsm.State) { cur = s.configMismatch(st) })
+		if cur == "" || cur != last {
+			seen = 0
+		}
+		last = cur
+		if cur != "" {
+			seen++
+		}
+		w := ""
+		if seen >= configWarnAfter {
+			w = cur
+		}
+		s.configWarn.Store(&w)
+		return true
+	})
+}
+
+// configWarning is this member's warning when its journal settings have
+// differed from the replicated ones for the last configWarnAfter checks.
+// The leader replicates its own (journalLoop), so a leader change to this
+// member would replace them for the whole cluster: coordinators are meant
+// to share them.
+func (s *Server) configWarning() string {
+	if w := s.configWarn.Load(); w != nil {
+		return *w
+	}
+	return ""
 }
 
 func (j *journalService) Positions(ctx context.Context, _ *pb.PositionsRequest) (*pb.PositionsResponse, error) {

@@ -991,9 +991,7 @@ func TestJournalConfigMismatchWarning(t *testing.T) {
 			return true
 		})
 		for i, c := range tc.cfgs {
-			var w string
-			tc.server(i).fsm.View(func(st *fsm.State) { w = tc.server(i).configWarning(st) })
-			if (w != "") != slices.Contains(want, c.ID) {
+			if w := tc.server(i).configWarning(); (w != "") != slices.Contains(want, c.ID) {
 				t.Fatalf("%s's own warning %q, want one: %v", c.ID, w, slices.Contains(want, c.ID))
 			}
 		}

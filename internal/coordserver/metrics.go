@@ -130,12 +130,10 @@ func newMetrics(s *Server) *metrics {
 			})
 		}),
 		gauge("logbook_journal_config_mismatch", "1 while this member's journal settings differ from the replicated ones (a leader change to it would replace them).", func() float64 {
-			return s.journalStat(func(st *fsm.State) float64 {
-				if s.configWarning(st) != "" {
-					return 1
-				}
-				return 0
-			})
+			if s.configWarning() != "" {
+				return 1
+			}
+			return 0
 		}),
 		gauge("logbook_raft_last_contact_seconds", "Time since this member last heard from the leader.", func() float64 {
 			if s.raft == nil || s.raft.State() == raft.Leader || s.raft.LastContact().IsZero() {

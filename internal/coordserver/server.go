@@ -62,9 +62,10 @@ type Server struct {
 	fwd      *forwarder       // the forward batcher's way to the leader
 
 	self           pb.Member
-	inflightEvents atomic.Int64  // leader: events handed to Raft, not yet applied
-	readyTerm      atomic.Uint64 // term in which this leader's first entry applied
-	clock          leaderClock   // the session clock this member stamps as leader
+	inflightEvents atomic.Int64           // leader: events handed to Raft, not yet applied
+	configWarn     atomic.Pointer[string] // configCheckLoop: this member's config warning, "" or nil when none
+	readyTerm      atomic.Uint64          // term in which this leader's first entry applied
+	clock          leaderClock            // the session clock this member stamps as leader
 	closing        atomic.Bool
 	fatalCh        chan error
 	ctx            context.Context
@@ -144,6 +145,7 @@ func New(cfg Config) (_ *Server, err error) {
 	s.goLoop(s.registerLoop)
 	s.goLoop(s.watchLoop)
 	s.goLoop(s.journalLoop)
+	s.goLoop(s.configCheckLoop)
 	s.goLoop(s.leaseMonitor)
 	s.goLoop(s.replicationMonitor)
 	s.goLoop(s.cacheMonitor)
