@@ -2,15 +2,18 @@ package fsm
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"slices"
 	"sync"
 	"time"
 	"unsafe"
 
 	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -161,20 +164,57 @@ func EncodeCommandAt(version uint32, t pb.CommandType, sub proto.Message, propos
 			}
 		}
 	}
-	payload, err := proto.Marshal(sub)
+	if version < LeaderClockFormat {
+		sessionClockUnixNanos = 0
+	}
+	b, err := appendCommand(nil, version, t, sub, proposedUnixNanos, sessionClockUnixNanos)
 	if err != nil {
 		return nil, fmt.Errorf("fsm: encode %s: %w", t, err)
 	}
-	cmd := &pb.Command{
-		Version:           version,
-		Type:              t,
-		Payload:           payload,
-		ProposedUnixNanos: proposedUnixNanos,
+	return b, nil
+}
+
+// appendCommand appends the Command envelope around sub to b in one pass:
+// the same bytes as proto.Marshal of a pb.Command whose payload is
+// proto.Marshal(sub) (fields in number order, zero values left out), but
+// the sub-command is marshalled in place instead of into a payload that
+// is then copied: a batch's entry is written once, not twice.
+func appendCommand(b []byte, version uint32, t pb.CommandType, sub proto.Message, proposed, clock int64) ([]byte, error) {
+	// proto.Size computes every size afresh and caches it in the messages;
+	// MarshalAppend then reuses those (the message must not change in
+	// between, as it does not here).
+	n := proto.Size(sub)
+	opts := proto.MarshalOptions{UseCachedSize: true}
+	b = slices.Grow(b, n+4*(1+binary.MaxVarintLen64))
+	if version != 0 {
+		b = protowire.AppendTag(b, 1, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(version))
 	}
-	if version >= LeaderClockFormat {
-		cmd.SessionClockUnixNanos = sessionClockUnixNanos
+	if t != 0 {
+		b = protowire.AppendTag(b, 2, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(t))
 	}
-	return proto.Marshal(cmd)
+	if n > 0 {
+		b = protowire.AppendTag(b, 3, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(n))
+		start := len(b)
+		var err error
+		if b, err = opts.MarshalAppend(b, sub); err != nil {
+			return nil, err
+		}
+		if len(b)-start != n {
+			return nil, fmt.Errorf("sub-command changed size while marshalled (%d bytes, sized %d)", len(b)-start, n)
+		}
+	}
+	if proposed != 0 {
+		b = protowire.AppendTag(b, 4, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(proposed))
+	}
+	if clock != 0 {
+		b = protowire.AppendTag(b, 5, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(clock))
+	}
+	return b, nil
 }
 
 // DecodeCommand parses an envelope; it does not check the version (Apply does).
