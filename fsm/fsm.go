@@ -182,39 +182,30 @@ func EncodeCommandAt(version uint32, t pb.CommandType, sub proto.Message, propos
 func appendCommand(b []byte, version uint32, t pb.CommandType, sub proto.Message, proposed, clock int64) ([]byte, error) {
 	// proto.Size computes every size afresh and caches it in the messages;
 	// MarshalAppend then reuses those (the message must not change in
-	// between, as it does not here).
+	// between, as it does not here; MarshalAppend fails if it did).
 	n := proto.Size(sub)
-	opts := proto.MarshalOptions{UseCachedSize: true}
-	b = slices.Grow(b, n+4*(1+binary.MaxVarintLen64))
-	if version != 0 {
-		b = protowire.AppendTag(b, 1, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(version))
-	}
-	if t != 0 {
-		b = protowire.AppendTag(b, 2, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(t))
-	}
+	b = slices.Grow(b, n+5*(1+binary.MaxVarintLen64))
+	b = appendVarintField(b, 1, uint64(version))
+	b = appendVarintField(b, 2, uint64(t))
 	if n > 0 {
 		b = protowire.AppendTag(b, 3, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(n))
-		start := len(b)
 		var err error
-		if b, err = opts.MarshalAppend(b, sub); err != nil {
+		if b, err = (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend(b, sub); err != nil {
 			return nil, err
 		}
-		if len(b)-start != n {
-			return nil, fmt.Errorf("sub-command changed size while marshalled (%d bytes, sized %d)", len(b)-start, n)
-		}
 	}
-	if proposed != 0 {
-		b = protowire.AppendTag(b, 4, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(proposed))
+	b = appendVarintField(b, 4, uint64(proposed))
+	return appendVarintField(b, 5, uint64(clock)), nil
+}
+
+// appendVarintField appends a varint field unless v is zero, as proto3
+// leaves zero values out.
+func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return b
 	}
-	if clock != 0 {
-		b = protowire.AppendTag(b, 5, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(clock))
-	}
-	return b, nil
+	return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.VarintType), v)
 }
 
 // DecodeCommand parses an envelope; it does not check the version (Apply does).

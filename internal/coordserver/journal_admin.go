@@ -141,7 +141,7 @@ func (s *Server) configCheckLoop() {
 	s.every(time.Second, func() bool {
 		var cur string
 		s.fsm.View(func(st *fsm.State) { cur = s.configMismatch(st) })
-		if cur == "" || cur != last {
+		if cur != last {
 			seen = 0
 		}
 		last = cur
