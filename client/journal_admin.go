@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"google.golang.org/grpc"
@@ -221,4 +222,79 @@ func (j *Journal) ImportChunk(ctx context.Context, events []StoredEvent, first, 
 		return 0, err
 	}
 	return r.NextSeq, nil
+}
+
+// JournalConfig is the journal settings the cluster replicates, as one
+// member has applied them.
+type JournalConfig struct {
+	EventsPerSegment, SegmentBytes uint64
+	SessionIdleTimeout             time.Duration
+	// MaxSegments and MaxEvents are the automatic trim bounds (0: none),
+	// part of the cluster's settings from log format 11 on (0 before: each
+	// leader trims by its own flags).
+	MaxSegments, MaxEvents uint64
+	// Held: the cluster holds these settings (log format 11); only
+	// SetConfig changes them. Before, each leader replicates its flags'.
+	Held         bool
+	LogFormat    uint32
+	AppliedIndex uint64
+	MemberID     string
+}
+
+// JournalSettings is a change of the journal settings: nil fields keep
+// their values.
+type JournalSettings struct {
+	EventsPerSegment, SegmentBytes *uint64
+	// SessionIdleTimeout: whole seconds, at most 30 days; 0 expires
+	// sessions only beyond the session bound.
+	SessionIdleTimeout     *time.Duration
+	MaxSegments, MaxEvents *uint64
+}
+
+func journalConfigOf(r *pb.JournalConfigResponse) JournalConfig {
+	c := r.GetConfig()
+	return JournalConfig{
+		EventsPerSegment: c.GetEventsPerSegment(), SegmentBytes: c.GetSegmentBytes(),
+		SessionIdleTimeout: time.Duration(c.GetSessionIdleTimeoutSeconds()) * time.Second,
+		MaxSegments:        c.GetMaxSegments(), MaxEvents: c.GetMaxEvents(), Held: c.GetHeld(),
+		LogFormat: r.LogFormat, AppliedIndex: r.AppliedIndex, MemberID: r.MemberId,
+	}
+}
+
+// Config returns the journal settings as the leader has applied them.
+func (j *Journal) Config(ctx context.Context) (JournalConfig, error) {
+	var r *pb.JournalConfigResponse
+	err := j.c.do(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+		var err error
+		r, err = pb.NewJournalClient(cc).GetConfig(ctx, &pb.GetJournalConfigRequest{})
+		return err
+	})
+	if err != nil {
+		return JournalConfig{}, err
+	}
+	return journalConfigOf(r), nil
+}
+
+// SetConfig changes the journal settings the cluster holds (log format
+// 11; FailedPrecondition LOG_FORMAT before) and returns them once the
+// change is applied. Retrying it is harmless: it sets values.
+func (j *Journal) SetConfig(ctx context.Context, s JournalSettings) (JournalConfig, error) {
+	req := &pb.SetJournalConfigRequest{EventsPerSegment: s.EventsPerSegment, SegmentBytes: s.SegmentBytes, MaxSegments: s.MaxSegments, MaxEvents: s.MaxEvents}
+	if d := s.SessionIdleTimeout; d != nil {
+		if *d < 0 || *d%time.Second != 0 {
+			return JournalConfig{}, fmt.Errorf("journal config: session idle timeout %s: want whole seconds >= 0", *d)
+		}
+		secs := uint64(*d / time.Second)
+		req.SessionIdleTimeoutSeconds = &secs
+	}
+	var r *pb.JournalConfigResponse
+	err := j.c.do(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+		var err error
+		r, err = pb.NewJournalClient(cc).SetConfig(ctx, req)
+		return err
+	})
+	if err != nil {
+		return JournalConfig{}, err
+	}
+	return journalConfigOf(r), nil
 }

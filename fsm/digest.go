@@ -97,7 +97,8 @@ func (c *Checkpoint) Wait(ctx context.Context) ([32]byte, error) {
 // pins them): the applied index when asked, the seq counters, every
 // retained event, sessions in recency order (from log format 9 with their
 // last use), members, the log format, the journal config (from log format
-// 9 with the session idle timeout and the clock) and counters, segments,
+// 9 with the session idle timeout and the clock, from 11 with the trim
+// bounds and whether the cluster holds it) and counters, segments,
 // consumers, then the namespace
 // once it has an audit trail. The fields go into a buffer hashed 64 KiB at
 // a time, not six small writes per event. It sorts the capture's namespace
@@ -193,6 +194,16 @@ func (sn *snapshot) digest(withIndex bool) [32]byte {
 		// Only from log format 9 on: older states hash as before.
 		put(hd.JournalConfig.SessionIdleTimeoutSeconds)
 		put(uint64(hd.SessionClockUnixNanos))
+	}
+	if hd.LogFormat >= HeldConfigFormat {
+		// Only from log format 11 on: older states hash as before.
+		put(hd.JournalConfig.MaxSegments)
+		put(hd.JournalConfig.MaxEvents)
+		held := uint64(0)
+		if hd.JournalConfig.Held {
+			held = 1
+		}
+		put(held)
 	}
 	put(hd.NextSegmentId)
 	put(hd.Trims)

@@ -41,7 +41,11 @@
 // "Sessions"; an older build would keep them, so it starts only at the
 // SET_FORMAT); format 10 moves that clock by the leaders' measured
 // elapsed time (Command.session_clock_unix_nanos) instead of their wall
-// clocks (below, "Sessions"). This build reads
+// clocks (below, "Sessions"); format 11 allows SET_JOURNAL_CONFIG, the
+// journal settings held by the cluster (HeldConfigFormat; refused —
+// ErrJournalConfigFormat — in entries of an older format, and once the
+// cluster holds them a leader's CONFIGURE_JOURNAL is refused —
+// ErrJournalConfigHeld). This build reads
 // MinCommandVersion..CommandVersion. Proposers write the replicated format
 // (State.LogFormat); the leader raises it with a SET_FORMAT entry once
 // every voter has registered a build that reads the new format (Member.
@@ -120,9 +124,9 @@
 // the same times from the same entries, so all expire the same sessions at
 // the same index. Each use of a session records the clock; before each
 // entry is applied, the sessions unused for longer than the replicated
-// idle timeout (JournalConfig.session_idle_timeout_seconds, which the
+// idle timeout (JournalConfig.session_idle_timeout_seconds, which a
 // leader replicates from coord serve --session-idle-timeout, default one
-// hour, at most MaxSessionIdleTimeout; 0: none expire by time) are
+// hour, and from log format 11 the cluster holds, see HeldConfigFormat; at most MaxSessionIdleTimeout; 0: none expire by time) are
 // forgotten with their results, least recently used first — O(1) per
 // entry plus the sessions expired. A later request of an expired session
 // is refused with ErrSessionExpired as after an eviction. An OPEN_SESSION

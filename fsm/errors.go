@@ -46,7 +46,7 @@ var ErrHalted = errors.New("fsm: halted on an undecodable committed entry")
 
 // Journal errors (part of the replicated behaviour, like the others).
 var (
-	ErrInvalidJournalConfig = errors.New("fsm: journal config needs events per segment and segment bytes >= 1 and a session idle timeout of at most 30 days")
+	ErrInvalidJournalConfig = errors.New("fsm: journal config needs events per segment 1..2^30, segment bytes 1..2^40, a session idle timeout of at most 30 days, and trim bounds of at most 2^20 segments and 2^40 events")
 	ErrConsumerName         = errors.New("fsm: consumer name must be 1-128 of [A-Za-z0-9._-], starting alphanumeric")
 	ErrConsumerExists       = errors.New("fsm: consumer already registered")
 	ErrConsumerNotFound     = errors.New("fsm: no such consumer")
@@ -56,6 +56,15 @@ var (
 	ErrAckBeyondSafe        = errors.New("fsm: ack beyond safe_pos")
 	ErrAckBackwards         = errors.New("fsm: ack moves backwards")
 	ErrTrimFuture           = errors.New("fsm: trim beyond the end of the journal")
+)
+
+// Errors of the journal settings the cluster holds (log format 11).
+var (
+	// ErrJournalConfigFormat: SET_JOURNAL_CONFIG before log format 11.
+	ErrJournalConfigFormat = errors.New("fsm: journal settings held by the cluster need log format 11 (every voter upgraded)")
+	// ErrJournalConfigHeld: CONFIGURE_JOURNAL (a leader's flags) once the
+	// cluster holds its settings.
+	ErrJournalConfigHeld = errors.New("fsm: the cluster holds its journal settings: a leader's flags no longer replace them")
 )
 
 var (

@@ -50,7 +50,14 @@ func format3FixtureLogs(t testing.TB) []*raft.Log {
 // without change. check inspects the restored state.
 func restoreFixture(t *testing.T, version uint32, logs []*raft.Log, check func(*State)) *FSM {
 	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("testdata/snapshot-v%d.bin", version))
+	return restoreFixtureFile(t, fmt.Sprintf("testdata/snapshot-v%d.bin", version), version, logs, check)
+}
+
+// restoreFixtureFile is restoreFixture for a fixture of snapshot format
+// version stored in the file name.
+func restoreFixtureFile(t *testing.T, name string, version uint32, logs []*raft.Log, check func(*State)) *FSM {
+	t.Helper()
+	data, err := os.ReadFile(name)
 	if err != nil {
 		t.Fatal(err)
 	}

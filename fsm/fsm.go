@@ -37,8 +37,9 @@ const (
 	// 8 adds CLOSE_SESSION (see SessionCloseFormat); 9 expires sessions
 	// left unused (see SessionIdleFormat); 10 moves the sessions' clock by
 	// the leaders' monotonic clocks instead of their wall clocks (see
-	// LeaderClockFormat).
-	CommandVersion = 10
+	// LeaderClockFormat); 11 adds SET_JOURNAL_CONFIG, the journal settings
+	// held by the cluster (see HeldConfigFormat).
+	CommandVersion = 11
 
 	// NamespaceFormat is the first log format whose entries may carry
 	// namespace commands.
@@ -103,6 +104,22 @@ const (
 	// the timeout, never shorter. A build before 10 would keep reading
 	// proposal times, so the rule starts at the SET_FORMAT to 10.
 	LeaderClockFormat = 10
+	// HeldConfigFormat is the first log format whose entries may carry
+	// SET_JOURNAL_CONFIG, which a build before it cannot apply: the
+	// cluster holds its journal settings (segment thresholds, the session
+	// idle timeout, the automatic trim bounds) instead of every leader
+	// replicating its own flags. The first leader at format 11 seeds them
+	// from its flags (JournalConfig.held marks that it happened); after
+	// that only SET_JOURNAL_CONFIG (coord journal config set) changes them,
+	// so a leader change no longer does, as Ceph's central configuration
+	// holds mds_log_events_per_segment for every MDS.
+	HeldConfigFormat = 11
+	// MaxEventsPerSegment, MaxSegmentBytes, MaxTrimSegments and
+	// MaxTrimEvents bound the held journal settings (ValidJournalConfig).
+	MaxEventsPerSegment = 1 << 30
+	MaxSegmentBytes     = 1 << 40
+	MaxTrimSegments     = 1 << 20
+	MaxTrimEvents       = 1 << 40
 	// MaxSessionIdleTimeout bounds the replicated idle timeout.
 	MaxSessionIdleTimeout = 30 * 24 * time.Hour
 	// maxSessionIdleSeconds is MaxSessionIdleTimeout as the config holds it.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"google.golang.org/protobuf/proto"
 )
 
 // Journal rules that are part of the replicated behaviour.
@@ -77,14 +78,21 @@ func (s *State) addToSegment(seq, index uint64, bytes int) {
 	}
 }
 
-// applyConfigure replaces the journal config. The session idle timeout is
-// taken from log format 9 on; before, it is ignored, as a build before 9
-// does.
+// applyConfigure replaces the journal config's segment thresholds and
+// session idle timeout: the command a leader proposes from its flags
+// before log format 11. The session idle timeout is taken from log format
+// 9 on; before, it is ignored, as a build before 9 does. The trim bounds
+// and held, which only SET_JOURNAL_CONFIG sets, stay as they are; once the
+// cluster holds its settings the command is refused.
 func (s *State) applyConfigure(c *pb.JournalConfig) error {
+	if s.config.Held {
+		return ErrJournalConfigHeld
+	}
 	if c.EventsPerSegment == 0 || c.SegmentBytes == 0 {
 		return ErrInvalidJournalConfig
 	}
-	next := &pb.JournalConfig{EventsPerSegment: c.EventsPerSegment, SegmentBytes: c.SegmentBytes}
+	next := proto.CloneOf(s.config)
+	next.EventsPerSegment, next.SegmentBytes = c.EventsPerSegment, c.SegmentBytes
 	if s.LogFormat() >= SessionIdleFormat {
 		if c.SessionIdleTimeoutSeconds > maxSessionIdleSeconds {
 			return ErrInvalidJournalConfig
@@ -92,6 +100,56 @@ func (s *State) applyConfigure(c *pb.JournalConfig) error {
 		next.SessionIdleTimeoutSeconds = c.SessionIdleTimeoutSeconds
 	}
 	s.config = next
+	return nil
+}
+
+// applySetJournalConfig changes the fields c carries and marks the config
+// held by the cluster (log format 11). An invalid result changes nothing.
+func (s *State) applySetJournalConfig(c *pb.SetJournalConfigCommand) error {
+	next := MergeJournalConfig(s.config, c)
+	if err := ValidJournalConfig(next); err != nil {
+		return err
+	}
+	next.Held = true
+	s.config = next
+	return nil
+}
+
+// MergeJournalConfig returns cur with the fields c carries replaced.
+func MergeJournalConfig(cur *pb.JournalConfig, c *pb.SetJournalConfigCommand) *pb.JournalConfig {
+	next := proto.CloneOf(cur)
+	if c.EventsPerSegment != nil {
+		next.EventsPerSegment = *c.EventsPerSegment
+	}
+	if c.SegmentBytes != nil {
+		next.SegmentBytes = *c.SegmentBytes
+	}
+	if c.SessionIdleTimeoutSeconds != nil {
+		next.SessionIdleTimeoutSeconds = *c.SessionIdleTimeoutSeconds
+	}
+	if c.MaxSegments != nil {
+		next.MaxSegments = *c.MaxSegments
+	}
+	if c.MaxEvents != nil {
+		next.MaxEvents = *c.MaxEvents
+	}
+	return next
+}
+
+// ValidJournalConfig checks a journal config against the bounds every
+// member applies: events per segment 1..MaxEventsPerSegment, segment bytes
+// 1..MaxSegmentBytes, a session idle timeout of at most
+// MaxSessionIdleTimeout, trim bounds of at most MaxTrimSegments and
+// MaxTrimEvents (0: none).
+func ValidJournalConfig(c *pb.JournalConfig) error {
+	switch {
+	case c.EventsPerSegment < 1 || c.EventsPerSegment > MaxEventsPerSegment,
+		c.SegmentBytes < 1 || c.SegmentBytes > MaxSegmentBytes,
+		c.SessionIdleTimeoutSeconds > maxSessionIdleSeconds,
+		c.MaxSegments > MaxTrimSegments,
+		c.MaxEvents > MaxTrimEvents:
+		return ErrInvalidJournalConfig
+	}
 	return nil
 }
 

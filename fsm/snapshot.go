@@ -261,6 +261,12 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	if h.JournalConfig.GetSessionIdleTimeoutSeconds() > maxSessionIdleSeconds {
 		return nil, fmt.Errorf("%w: session idle timeout %d s", ErrSnapshotCorrupt, h.JournalConfig.GetSessionIdleTimeoutSeconds())
 	}
+	if jc := h.JournalConfig; h.LogFormat < HeldConfigFormat && (jc.GetHeld() || jc.GetMaxSegments() != 0 || jc.GetMaxEvents() != 0) {
+		return nil, fmt.Errorf("%w: journal settings held by the cluster at log format %d", ErrSnapshotCorrupt, h.LogFormat)
+	}
+	if jc := h.JournalConfig; jc.GetHeld() && ValidJournalConfig(jc) != nil {
+		return nil, fmt.Errorf("%w: held journal config %v out of bounds", ErrSnapshotCorrupt, jc)
+	}
 	st := NewState()
 	st.appliedIndex, st.nextSeq, st.firstSeq = h.AppliedIndex, h.NextSeq, h.FirstSeq
 	st.clock = h.SessionClockUnixNanos

@@ -258,6 +258,16 @@ func (s *State) Apply(index uint64, cmd *pb.Command) (any, error) {
 			return CloseSessionResult{Index: index, Err: ErrSessionCloseFormat}, nil
 		}
 		return s.closeSession(index, c.SessionId), nil
+	case pb.CommandType_COMMAND_TYPE_SET_JOURNAL_CONFIG:
+		var c pb.SetJournalConfigCommand
+		if err := proto.Unmarshal(cmd.Payload, &c); err != nil {
+			return nil, fmt.Errorf("fsm: decode set-journal-config command at index %d: %w", index, err)
+		}
+		s.appliedIndex = index
+		if cmd.Version < HeldConfigFormat || s.LogFormat() < HeldConfigFormat {
+			return ErrJournalConfigFormat, nil
+		}
+		return s.applySetJournalConfig(&c), nil
 	case pb.CommandType_COMMAND_TYPE_IMPORT:
 		var c pb.ImportCommand
 		if err := proto.Unmarshal(cmd.Payload, &c); err != nil {

@@ -32,9 +32,14 @@
 // # Segments, expiry and trim
 //
 // Events are grouped in segments that roll after EventsPerSegment events or
-// SegmentBytes bytes (the leader replicates its configured thresholds as a
-// command, so every member rolls at the same seq; a coordinator configured
-// otherwise warns in coord status, since it would replace them if it led). A segment is open until it
+// SegmentBytes bytes. The thresholds, like the trim bounds MaxSegments and
+// MaxEvents and the session idle timeout, are the cluster's, replicated so
+// every member rolls at the same seq: from log format 11 the cluster holds
+// them (the first leader at 11 seeds them from its flags once; coord
+// journal config set changes them, a leader change does not), before it
+// each leader replicates its own flags. A coordinator given other values
+// warns in coord status (docs/operations.md, "The journal's settings"). A
+// segment is open until it
 // rolls, then sealed; it is expiring once every registered consumer has
 // acknowledged past its last seq, and expired once a snapshot also covers its
 // last Raft index. Trim is a replicated command (the analogue of the MDLog

@@ -63,6 +63,10 @@ const (
 	// Payload: CloseSessionCommand. Log format 8: ends a session; its kept
 	// results are freed and its later requests refused (SESSION_EXPIRED).
 	CommandType_COMMAND_TYPE_CLOSE_SESSION CommandType = 12
+	// Payload: SetJournalConfigCommand. Log format 11: changes the journal
+	// settings the cluster holds (coord journal config set; the first leader
+	// at format 11 seeds them from its flags), only the fields present.
+	CommandType_COMMAND_TYPE_SET_JOURNAL_CONFIG CommandType = 13
 )
 
 // Enum value maps for CommandType.
@@ -81,21 +85,23 @@ var (
 		10: "COMMAND_TYPE_NAMESPACE",
 		11: "COMMAND_TYPE_OPEN_SESSION",
 		12: "COMMAND_TYPE_CLOSE_SESSION",
+		13: "COMMAND_TYPE_SET_JOURNAL_CONFIG",
 	}
 	CommandType_value = map[string]int32{
-		"COMMAND_TYPE_UNSPECIFIED":       0,
-		"COMMAND_TYPE_APPEND":            1,
-		"COMMAND_TYPE_REGISTER_MEMBER":   2,
-		"COMMAND_TYPE_CONFIGURE_JOURNAL": 3,
-		"COMMAND_TYPE_CONSUMER":          4,
-		"COMMAND_TYPE_TRIM":              5,
-		"COMMAND_TYPE_RESET":             6,
-		"COMMAND_TYPE_IMPORT":            7,
-		"COMMAND_TYPE_CHECKPOINT":        8,
-		"COMMAND_TYPE_SET_FORMAT":        9,
-		"COMMAND_TYPE_NAMESPACE":         10,
-		"COMMAND_TYPE_OPEN_SESSION":      11,
-		"COMMAND_TYPE_CLOSE_SESSION":     12,
+		"COMMAND_TYPE_UNSPECIFIED":        0,
+		"COMMAND_TYPE_APPEND":             1,
+		"COMMAND_TYPE_REGISTER_MEMBER":    2,
+		"COMMAND_TYPE_CONFIGURE_JOURNAL":  3,
+		"COMMAND_TYPE_CONSUMER":           4,
+		"COMMAND_TYPE_TRIM":               5,
+		"COMMAND_TYPE_RESET":              6,
+		"COMMAND_TYPE_IMPORT":             7,
+		"COMMAND_TYPE_CHECKPOINT":         8,
+		"COMMAND_TYPE_SET_FORMAT":         9,
+		"COMMAND_TYPE_NAMESPACE":          10,
+		"COMMAND_TYPE_OPEN_SESSION":       11,
+		"COMMAND_TYPE_CLOSE_SESSION":      12,
+		"COMMAND_TYPE_SET_JOURNAL_CONFIG": 13,
 	}
 )
 
@@ -186,7 +192,8 @@ type Command struct {
 	// namespace commands. 4: the cache-directive ops of the namespace. 5
 	// and 6: rules of the sessions (fsm/doc.go). 7: OPEN_SESSION. 8:
 	// CLOSE_SESSION. 9: sessions expire by the state machine's clock. 10:
-	// that clock advances by session_clock_unix_nanos. A proposer writes
+	// that clock advances by session_clock_unix_nanos. 11:
+	// SET_JOURNAL_CONFIG, the journal settings held by the cluster. A proposer writes
 	// the replicated log format (SetFormatCommand); a reader refuses any
 	// version it does not know rather than guess.
 	Version uint32      `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
@@ -736,8 +743,15 @@ type JournalConfig struct {
 	// times of the entries, is forgotten (0: never by time). Ignored by the
 	// state machine before log format 9.
 	SessionIdleTimeoutSeconds uint64 `protobuf:"varint,3,opt,name=session_idle_timeout_seconds,json=sessionIdleTimeoutSeconds,proto3" json:"session_idle_timeout_seconds,omitempty"`
-	unknownFields             protoimpl.UnknownFields
-	sizeCache                 protoimpl.SizeCache
+	// Log format 11: the automatic trim bounds (0: no bound), used by every
+	// leader instead of its flags once held is set.
+	MaxSegments uint64 `protobuf:"varint,4,opt,name=max_segments,json=maxSegments,proto3" json:"max_segments,omitempty"`
+	MaxEvents   uint64 `protobuf:"varint,5,opt,name=max_events,json=maxEvents,proto3" json:"max_events,omitempty"`
+	// Log format 11: the cluster holds these settings (set by
+	// SET_JOURNAL_CONFIG): a leader no longer replicates its flags' values.
+	Held          bool `protobuf:"varint,6,opt,name=held,proto3" json:"held,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JournalConfig) Reset() {
@@ -791,6 +805,105 @@ func (x *JournalConfig) GetSessionIdleTimeoutSeconds() uint64 {
 	return 0
 }
 
+func (x *JournalConfig) GetMaxSegments() uint64 {
+	if x != nil {
+		return x.MaxSegments
+	}
+	return 0
+}
+
+func (x *JournalConfig) GetMaxEvents() uint64 {
+	if x != nil {
+		return x.MaxEvents
+	}
+	return 0
+}
+
+func (x *JournalConfig) GetHeld() bool {
+	if x != nil {
+		return x.Held
+	}
+	return false
+}
+
+// SetJournalConfigCommand changes the fields present, leaving the others
+// as they are; the result must be a valid config (fsm.ValidJournalConfig).
+type SetJournalConfigCommand struct {
+	state                     protoimpl.MessageState `protogen:"open.v1"`
+	EventsPerSegment          *uint64                `protobuf:"varint,1,opt,name=events_per_segment,json=eventsPerSegment,proto3,oneof" json:"events_per_segment,omitempty"`
+	SegmentBytes              *uint64                `protobuf:"varint,2,opt,name=segment_bytes,json=segmentBytes,proto3,oneof" json:"segment_bytes,omitempty"`
+	SessionIdleTimeoutSeconds *uint64                `protobuf:"varint,3,opt,name=session_idle_timeout_seconds,json=sessionIdleTimeoutSeconds,proto3,oneof" json:"session_idle_timeout_seconds,omitempty"`
+	MaxSegments               *uint64                `protobuf:"varint,4,opt,name=max_segments,json=maxSegments,proto3,oneof" json:"max_segments,omitempty"`
+	MaxEvents                 *uint64                `protobuf:"varint,5,opt,name=max_events,json=maxEvents,proto3,oneof" json:"max_events,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
+}
+
+func (x *SetJournalConfigCommand) Reset() {
+	*x = SetJournalConfigCommand{}
+	mi := &file_logbookv1_command_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetJournalConfigCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetJournalConfigCommand) ProtoMessage() {}
+
+func (x *SetJournalConfigCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_command_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetJournalConfigCommand.ProtoReflect.Descriptor instead.
+func (*SetJournalConfigCommand) Descriptor() ([]byte, []int) {
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SetJournalConfigCommand) GetEventsPerSegment() uint64 {
+	if x != nil && x.EventsPerSegment != nil {
+		return *x.EventsPerSegment
+	}
+	return 0
+}
+
+func (x *SetJournalConfigCommand) GetSegmentBytes() uint64 {
+	if x != nil && x.SegmentBytes != nil {
+		return *x.SegmentBytes
+	}
+	return 0
+}
+
+func (x *SetJournalConfigCommand) GetSessionIdleTimeoutSeconds() uint64 {
+	if x != nil && x.SessionIdleTimeoutSeconds != nil {
+		return *x.SessionIdleTimeoutSeconds
+	}
+	return 0
+}
+
+func (x *SetJournalConfigCommand) GetMaxSegments() uint64 {
+	if x != nil && x.MaxSegments != nil {
+		return *x.MaxSegments
+	}
+	return 0
+}
+
+func (x *SetJournalConfigCommand) GetMaxEvents() uint64 {
+	if x != nil && x.MaxEvents != nil {
+		return *x.MaxEvents
+	}
+	return 0
+}
+
 type ConsumerCommand struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Op    ConsumerOp             `protobuf:"varint,1,opt,name=op,proto3,enum=logbook.v1.ConsumerOp" json:"op,omitempty"`
@@ -806,7 +919,7 @@ type ConsumerCommand struct {
 
 func (x *ConsumerCommand) Reset() {
 	*x = ConsumerCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[10]
+	mi := &file_logbookv1_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -818,7 +931,7 @@ func (x *ConsumerCommand) String() string {
 func (*ConsumerCommand) ProtoMessage() {}
 
 func (x *ConsumerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[10]
+	mi := &file_logbookv1_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -831,7 +944,7 @@ func (x *ConsumerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerCommand.ProtoReflect.Descriptor instead.
 func (*ConsumerCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{10}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ConsumerCommand) GetOp() ConsumerOp {
@@ -876,7 +989,7 @@ type TrimCommand struct {
 
 func (x *TrimCommand) Reset() {
 	*x = TrimCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[11]
+	mi := &file_logbookv1_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +1001,7 @@ func (x *TrimCommand) String() string {
 func (*TrimCommand) ProtoMessage() {}
 
 func (x *TrimCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[11]
+	mi := &file_logbookv1_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +1014,7 @@ func (x *TrimCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimCommand.ProtoReflect.Descriptor instead.
 func (*TrimCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{11}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TrimCommand) GetToSeq() uint64 {
@@ -933,7 +1046,7 @@ type ResetCommand struct {
 
 func (x *ResetCommand) Reset() {
 	*x = ResetCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[12]
+	mi := &file_logbookv1_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -945,7 +1058,7 @@ func (x *ResetCommand) String() string {
 func (*ResetCommand) ProtoMessage() {}
 
 func (x *ResetCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[12]
+	mi := &file_logbookv1_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -958,7 +1071,7 @@ func (x *ResetCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetCommand.ProtoReflect.Descriptor instead.
 func (*ResetCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{12}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{13}
 }
 
 type CheckpointCommand struct {
@@ -969,7 +1082,7 @@ type CheckpointCommand struct {
 
 func (x *CheckpointCommand) Reset() {
 	*x = CheckpointCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[13]
+	mi := &file_logbookv1_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -981,7 +1094,7 @@ func (x *CheckpointCommand) String() string {
 func (*CheckpointCommand) ProtoMessage() {}
 
 func (x *CheckpointCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[13]
+	mi := &file_logbookv1_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -994,7 +1107,7 @@ func (x *CheckpointCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointCommand.ProtoReflect.Descriptor instead.
 func (*CheckpointCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{13}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{14}
 }
 
 type ImportCommand struct {
@@ -1011,7 +1124,7 @@ type ImportCommand struct {
 
 func (x *ImportCommand) Reset() {
 	*x = ImportCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[14]
+	mi := &file_logbookv1_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1023,7 +1136,7 @@ func (x *ImportCommand) String() string {
 func (*ImportCommand) ProtoMessage() {}
 
 func (x *ImportCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[14]
+	mi := &file_logbookv1_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1036,7 +1149,7 @@ func (x *ImportCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportCommand.ProtoReflect.Descriptor instead.
 func (*ImportCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{14}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ImportCommand) GetEvents() []*StoredEvent {
@@ -1077,7 +1190,7 @@ type Segment struct {
 
 func (x *Segment) Reset() {
 	*x = Segment{}
-	mi := &file_logbookv1_command_proto_msgTypes[15]
+	mi := &file_logbookv1_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1202,7 @@ func (x *Segment) String() string {
 func (*Segment) ProtoMessage() {}
 
 func (x *Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[15]
+	mi := &file_logbookv1_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1215,7 @@ func (x *Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Segment.ProtoReflect.Descriptor instead.
 func (*Segment) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{15}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Segment) GetId() uint64 {
@@ -1171,7 +1284,7 @@ type Consumer struct {
 
 func (x *Consumer) Reset() {
 	*x = Consumer{}
-	mi := &file_logbookv1_command_proto_msgTypes[16]
+	mi := &file_logbookv1_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1296,7 @@ func (x *Consumer) String() string {
 func (*Consumer) ProtoMessage() {}
 
 func (x *Consumer) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[16]
+	mi := &file_logbookv1_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1309,7 @@ func (x *Consumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Consumer.ProtoReflect.Descriptor instead.
 func (*Consumer) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{16}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Consumer) GetName() string {
@@ -1255,7 +1368,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_logbookv1_command_proto_msgTypes[17]
+	mi := &file_logbookv1_command_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1267,7 +1380,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[17]
+	mi := &file_logbookv1_command_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1280,7 +1393,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{17}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SnapshotHeader) GetFormatVersion() uint32 {
@@ -1452,7 +1565,7 @@ type StoredEvent struct {
 
 func (x *StoredEvent) Reset() {
 	*x = StoredEvent{}
-	mi := &file_logbookv1_command_proto_msgTypes[18]
+	mi := &file_logbookv1_command_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +1577,7 @@ func (x *StoredEvent) String() string {
 func (*StoredEvent) ProtoMessage() {}
 
 func (x *StoredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[18]
+	mi := &file_logbookv1_command_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1477,7 +1590,7 @@ func (x *StoredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredEvent.ProtoReflect.Descriptor instead.
 func (*StoredEvent) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{18}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StoredEvent) GetSeq() uint64 {
@@ -1533,7 +1646,7 @@ type SessionResult struct {
 
 func (x *SessionResult) Reset() {
 	*x = SessionResult{}
-	mi := &file_logbookv1_command_proto_msgTypes[19]
+	mi := &file_logbookv1_command_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1545,7 +1658,7 @@ func (x *SessionResult) String() string {
 func (*SessionResult) ProtoMessage() {}
 
 func (x *SessionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[19]
+	mi := &file_logbookv1_command_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1558,7 +1671,7 @@ func (x *SessionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResult.ProtoReflect.Descriptor instead.
 func (*SessionResult) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{19}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SessionResult) GetRequestSeq() uint64 {
@@ -1603,7 +1716,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_logbookv1_command_proto_msgTypes[20]
+	mi := &file_logbookv1_command_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +1728,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[20]
+	mi := &file_logbookv1_command_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +1741,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{20}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Session) GetClientId() string {
@@ -1693,7 +1806,7 @@ type SnapshotRecord struct {
 
 func (x *SnapshotRecord) Reset() {
 	*x = SnapshotRecord{}
-	mi := &file_logbookv1_command_proto_msgTypes[21]
+	mi := &file_logbookv1_command_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1705,7 +1818,7 @@ func (x *SnapshotRecord) String() string {
 func (*SnapshotRecord) ProtoMessage() {}
 
 func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[21]
+	mi := &file_logbookv1_command_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1718,7 +1831,7 @@ func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRecord.ProtoReflect.Descriptor instead.
 func (*SnapshotRecord) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{21}
+	return file_logbookv1_command_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SnapshotRecord) GetRecord() isSnapshotRecord_Record {
@@ -1908,11 +2021,27 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x10SetFormatCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\"C\n" +
 	"\x15RegisterMemberCommand\x12*\n" +
-	"\x06member\x18\x01 \x01(\v2\x12.logbook.v1.MemberR\x06member\"\xa3\x01\n" +
+	"\x06member\x18\x01 \x01(\v2\x12.logbook.v1.MemberR\x06member\"\xf9\x01\n" +
 	"\rJournalConfig\x12,\n" +
 	"\x12events_per_segment\x18\x01 \x01(\x04R\x10eventsPerSegment\x12#\n" +
 	"\rsegment_bytes\x18\x02 \x01(\x04R\fsegmentBytes\x12?\n" +
-	"\x1csession_idle_timeout_seconds\x18\x03 \x01(\x04R\x19sessionIdleTimeoutSeconds\"~\n" +
+	"\x1csession_idle_timeout_seconds\x18\x03 \x01(\x04R\x19sessionIdleTimeoutSeconds\x12!\n" +
+	"\fmax_segments\x18\x04 \x01(\x04R\vmaxSegments\x12\x1d\n" +
+	"\n" +
+	"max_events\x18\x05 \x01(\x04R\tmaxEvents\x12\x12\n" +
+	"\x04held\x18\x06 \x01(\bR\x04held\"\xf2\x02\n" +
+	"\x17SetJournalConfigCommand\x121\n" +
+	"\x12events_per_segment\x18\x01 \x01(\x04H\x00R\x10eventsPerSegment\x88\x01\x01\x12(\n" +
+	"\rsegment_bytes\x18\x02 \x01(\x04H\x01R\fsegmentBytes\x88\x01\x01\x12D\n" +
+	"\x1csession_idle_timeout_seconds\x18\x03 \x01(\x04H\x02R\x19sessionIdleTimeoutSeconds\x88\x01\x01\x12&\n" +
+	"\fmax_segments\x18\x04 \x01(\x04H\x03R\vmaxSegments\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"max_events\x18\x05 \x01(\x04H\x04R\tmaxEvents\x88\x01\x01B\x15\n" +
+	"\x13_events_per_segmentB\x10\n" +
+	"\x0e_segment_bytesB\x1f\n" +
+	"\x1d_session_idle_timeout_secondsB\x0f\n" +
+	"\r_max_segmentsB\r\n" +
+	"\v_max_events\"~\n" +
 	"\x0fConsumerCommand\x12&\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x16.logbook.v1.ConsumerOpR\x02op\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
@@ -2004,7 +2133,7 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x05block\x18\a \x01(\v2\x17.logbook.v1.BlockRecordH\x00R\x05block\x12,\n" +
 	"\x04node\x18\b \x01(\v2\x16.logbook.v1.NodeRecordH\x00R\x04node\x12:\n" +
 	"\tdirective\x18\t \x01(\v2\x1a.logbook.v1.CacheDirectiveH\x00R\tdirectiveB\b\n" +
-	"\x06record*\x82\x03\n" +
+	"\x06record*\xa7\x03\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13COMMAND_TYPE_APPEND\x10\x01\x12 \n" +
@@ -2019,7 +2148,8 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x16COMMAND_TYPE_NAMESPACE\x10\n" +
 	"\x12\x1d\n" +
 	"\x19COMMAND_TYPE_OPEN_SESSION\x10\v\x12\x1e\n" +
-	"\x1aCOMMAND_TYPE_CLOSE_SESSION\x10\f*p\n" +
+	"\x1aCOMMAND_TYPE_CLOSE_SESSION\x10\f\x12#\n" +
+	"\x1fCOMMAND_TYPE_SET_JOURNAL_CONFIG\x10\r*p\n" +
 	"\n" +
 	"ConsumerOp\x12\x1b\n" +
 	"\x17CONSUMER_OP_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -2040,36 +2170,37 @@ func file_logbookv1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_logbookv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_logbookv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_logbookv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_logbookv1_command_proto_goTypes = []any{
-	(CommandType)(0),              // 0: logbook.v1.CommandType
-	(ConsumerOp)(0),               // 1: logbook.v1.ConsumerOp
-	(*Command)(nil),               // 2: logbook.v1.Command
-	(*JournalEvent)(nil),          // 3: logbook.v1.JournalEvent
-	(*AppendOp)(nil),              // 4: logbook.v1.AppendOp
-	(*AppendCommand)(nil),         // 5: logbook.v1.AppendCommand
-	(*Member)(nil),                // 6: logbook.v1.Member
-	(*OpenSessionCommand)(nil),    // 7: logbook.v1.OpenSessionCommand
-	(*CloseSessionCommand)(nil),   // 8: logbook.v1.CloseSessionCommand
-	(*SetFormatCommand)(nil),      // 9: logbook.v1.SetFormatCommand
-	(*RegisterMemberCommand)(nil), // 10: logbook.v1.RegisterMemberCommand
-	(*JournalConfig)(nil),         // 11: logbook.v1.JournalConfig
-	(*ConsumerCommand)(nil),       // 12: logbook.v1.ConsumerCommand
-	(*TrimCommand)(nil),           // 13: logbook.v1.TrimCommand
-	(*ResetCommand)(nil),          // 14: logbook.v1.ResetCommand
-	(*CheckpointCommand)(nil),     // 15: logbook.v1.CheckpointCommand
-	(*ImportCommand)(nil),         // 16: logbook.v1.ImportCommand
-	(*Segment)(nil),               // 17: logbook.v1.Segment
-	(*Consumer)(nil),              // 18: logbook.v1.Consumer
-	(*SnapshotHeader)(nil),        // 19: logbook.v1.SnapshotHeader
-	(*StoredEvent)(nil),           // 20: logbook.v1.StoredEvent
-	(*SessionResult)(nil),         // 21: logbook.v1.SessionResult
-	(*Session)(nil),               // 22: logbook.v1.Session
-	(*SnapshotRecord)(nil),        // 23: logbook.v1.SnapshotRecord
-	(*FileRecord)(nil),            // 24: logbook.v1.FileRecord
-	(*BlockRecord)(nil),           // 25: logbook.v1.BlockRecord
-	(*NodeRecord)(nil),            // 26: logbook.v1.NodeRecord
-	(*CacheDirective)(nil),        // 27: logbook.v1.CacheDirective
+	(CommandType)(0),                // 0: logbook.v1.CommandType
+	(ConsumerOp)(0),                 // 1: logbook.v1.ConsumerOp
+	(*Command)(nil),                 // 2: logbook.v1.Command
+	(*JournalEvent)(nil),            // 3: logbook.v1.JournalEvent
+	(*AppendOp)(nil),                // 4: logbook.v1.AppendOp
+	(*AppendCommand)(nil),           // 5: logbook.v1.AppendCommand
+	(*Member)(nil),                  // 6: logbook.v1.Member
+	(*OpenSessionCommand)(nil),      // 7: logbook.v1.OpenSessionCommand
+	(*CloseSessionCommand)(nil),     // 8: logbook.v1.CloseSessionCommand
+	(*SetFormatCommand)(nil),        // 9: logbook.v1.SetFormatCommand
+	(*RegisterMemberCommand)(nil),   // 10: logbook.v1.RegisterMemberCommand
+	(*JournalConfig)(nil),           // 11: logbook.v1.JournalConfig
+	(*SetJournalConfigCommand)(nil), // 12: logbook.v1.SetJournalConfigCommand
+	(*ConsumerCommand)(nil),         // 13: logbook.v1.ConsumerCommand
+	(*TrimCommand)(nil),             // 14: logbook.v1.TrimCommand
+	(*ResetCommand)(nil),            // 15: logbook.v1.ResetCommand
+	(*CheckpointCommand)(nil),       // 16: logbook.v1.CheckpointCommand
+	(*ImportCommand)(nil),           // 17: logbook.v1.ImportCommand
+	(*Segment)(nil),                 // 18: logbook.v1.Segment
+	(*Consumer)(nil),                // 19: logbook.v1.Consumer
+	(*SnapshotHeader)(nil),          // 20: logbook.v1.SnapshotHeader
+	(*StoredEvent)(nil),             // 21: logbook.v1.StoredEvent
+	(*SessionResult)(nil),           // 22: logbook.v1.SessionResult
+	(*Session)(nil),                 // 23: logbook.v1.Session
+	(*SnapshotRecord)(nil),          // 24: logbook.v1.SnapshotRecord
+	(*FileRecord)(nil),              // 25: logbook.v1.FileRecord
+	(*BlockRecord)(nil),             // 26: logbook.v1.BlockRecord
+	(*NodeRecord)(nil),              // 27: logbook.v1.NodeRecord
+	(*CacheDirective)(nil),          // 28: logbook.v1.CacheDirective
 }
 var file_logbookv1_command_proto_depIdxs = []int32{
 	0,  // 0: logbook.v1.Command.type:type_name -> logbook.v1.CommandType
@@ -2077,18 +2208,18 @@ var file_logbookv1_command_proto_depIdxs = []int32{
 	4,  // 2: logbook.v1.AppendCommand.ops:type_name -> logbook.v1.AppendOp
 	6,  // 3: logbook.v1.RegisterMemberCommand.member:type_name -> logbook.v1.Member
 	1,  // 4: logbook.v1.ConsumerCommand.op:type_name -> logbook.v1.ConsumerOp
-	20, // 5: logbook.v1.ImportCommand.events:type_name -> logbook.v1.StoredEvent
+	21, // 5: logbook.v1.ImportCommand.events:type_name -> logbook.v1.StoredEvent
 	11, // 6: logbook.v1.SnapshotHeader.journal_config:type_name -> logbook.v1.JournalConfig
-	21, // 7: logbook.v1.Session.results:type_name -> logbook.v1.SessionResult
-	20, // 8: logbook.v1.SnapshotRecord.event:type_name -> logbook.v1.StoredEvent
-	22, // 9: logbook.v1.SnapshotRecord.session:type_name -> logbook.v1.Session
+	22, // 7: logbook.v1.Session.results:type_name -> logbook.v1.SessionResult
+	21, // 8: logbook.v1.SnapshotRecord.event:type_name -> logbook.v1.StoredEvent
+	23, // 9: logbook.v1.SnapshotRecord.session:type_name -> logbook.v1.Session
 	6,  // 10: logbook.v1.SnapshotRecord.member:type_name -> logbook.v1.Member
-	17, // 11: logbook.v1.SnapshotRecord.segment:type_name -> logbook.v1.Segment
-	18, // 12: logbook.v1.SnapshotRecord.consumer:type_name -> logbook.v1.Consumer
-	24, // 13: logbook.v1.SnapshotRecord.file:type_name -> logbook.v1.FileRecord
-	25, // 14: logbook.v1.SnapshotRecord.block:type_name -> logbook.v1.BlockRecord
-	26, // 15: logbook.v1.SnapshotRecord.node:type_name -> logbook.v1.NodeRecord
-	27, // 16: logbook.v1.SnapshotRecord.directive:type_name -> logbook.v1.CacheDirective
+	18, // 11: logbook.v1.SnapshotRecord.segment:type_name -> logbook.v1.Segment
+	19, // 12: logbook.v1.SnapshotRecord.consumer:type_name -> logbook.v1.Consumer
+	25, // 13: logbook.v1.SnapshotRecord.file:type_name -> logbook.v1.FileRecord
+	26, // 14: logbook.v1.SnapshotRecord.block:type_name -> logbook.v1.BlockRecord
+	27, // 15: logbook.v1.SnapshotRecord.node:type_name -> logbook.v1.NodeRecord
+	28, // 16: logbook.v1.SnapshotRecord.directive:type_name -> logbook.v1.CacheDirective
 	17, // [17:17] is the sub-list for method output_type
 	17, // [17:17] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
@@ -2102,7 +2233,8 @@ func file_logbookv1_command_proto_init() {
 		return
 	}
 	file_logbookv1_namespace_proto_init()
-	file_logbookv1_command_proto_msgTypes[21].OneofWrappers = []any{
+	file_logbookv1_command_proto_msgTypes[10].OneofWrappers = []any{}
+	file_logbookv1_command_proto_msgTypes[22].OneofWrappers = []any{
 		(*SnapshotRecord_Event)(nil),
 		(*SnapshotRecord_Session)(nil),
 		(*SnapshotRecord_Member)(nil),
@@ -2119,7 +2251,7 @@ func file_logbookv1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_command_proto_rawDesc), len(file_logbookv1_command_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -396,6 +396,193 @@ func (x *ImportResponse) GetNextSeq() uint64 {
 	return 0
 }
 
+type GetJournalConfigRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetJournalConfigRequest) Reset() {
+	*x = GetJournalConfigRequest{}
+	mi := &file_logbookv1_journal_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetJournalConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetJournalConfigRequest) ProtoMessage() {}
+
+func (x *GetJournalConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetJournalConfigRequest.ProtoReflect.Descriptor instead.
+func (*GetJournalConfigRequest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{6}
+}
+
+type SetJournalConfigRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Events per segment: 1..1,073,741,824.
+	EventsPerSegment *uint64 `protobuf:"varint,1,opt,name=events_per_segment,json=eventsPerSegment,proto3,oneof" json:"events_per_segment,omitempty"`
+	// Event bytes (type + payload) per segment: 1..1 TiB.
+	SegmentBytes *uint64 `protobuf:"varint,2,opt,name=segment_bytes,json=segmentBytes,proto3,oneof" json:"segment_bytes,omitempty"`
+	// Whole seconds, 0..2,592,000 (30 days; 0: sessions expire only when
+	// over the session bound).
+	SessionIdleTimeoutSeconds *uint64 `protobuf:"varint,3,opt,name=session_idle_timeout_seconds,json=sessionIdleTimeoutSeconds,proto3,oneof" json:"session_idle_timeout_seconds,omitempty"`
+	// Automatic trim bounds, 0 for none: segments 0..1,048,576, events
+	// 0..2^40.
+	MaxSegments   *uint64 `protobuf:"varint,4,opt,name=max_segments,json=maxSegments,proto3,oneof" json:"max_segments,omitempty"`
+	MaxEvents     *uint64 `protobuf:"varint,5,opt,name=max_events,json=maxEvents,proto3,oneof" json:"max_events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetJournalConfigRequest) Reset() {
+	*x = SetJournalConfigRequest{}
+	mi := &file_logbookv1_journal_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetJournalConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetJournalConfigRequest) ProtoMessage() {}
+
+func (x *SetJournalConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetJournalConfigRequest.ProtoReflect.Descriptor instead.
+func (*SetJournalConfigRequest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SetJournalConfigRequest) GetEventsPerSegment() uint64 {
+	if x != nil && x.EventsPerSegment != nil {
+		return *x.EventsPerSegment
+	}
+	return 0
+}
+
+func (x *SetJournalConfigRequest) GetSegmentBytes() uint64 {
+	if x != nil && x.SegmentBytes != nil {
+		return *x.SegmentBytes
+	}
+	return 0
+}
+
+func (x *SetJournalConfigRequest) GetSessionIdleTimeoutSeconds() uint64 {
+	if x != nil && x.SessionIdleTimeoutSeconds != nil {
+		return *x.SessionIdleTimeoutSeconds
+	}
+	return 0
+}
+
+func (x *SetJournalConfigRequest) GetMaxSegments() uint64 {
+	if x != nil && x.MaxSegments != nil {
+		return *x.MaxSegments
+	}
+	return 0
+}
+
+func (x *SetJournalConfigRequest) GetMaxEvents() uint64 {
+	if x != nil && x.MaxEvents != nil {
+		return *x.MaxEvents
+	}
+	return 0
+}
+
+type JournalConfigResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Config *JournalConfig         `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	// The replicated log format; SetConfig needs 11.
+	LogFormat     uint32 `protobuf:"varint,2,opt,name=log_format,json=logFormat,proto3" json:"log_format,omitempty"`
+	AppliedIndex  uint64 `protobuf:"varint,3,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	MemberId      string `protobuf:"bytes,4,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JournalConfigResponse) Reset() {
+	*x = JournalConfigResponse{}
+	mi := &file_logbookv1_journal_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JournalConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JournalConfigResponse) ProtoMessage() {}
+
+func (x *JournalConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JournalConfigResponse.ProtoReflect.Descriptor instead.
+func (*JournalConfigResponse) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *JournalConfigResponse) GetConfig() *JournalConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+func (x *JournalConfigResponse) GetLogFormat() uint32 {
+	if x != nil {
+		return x.LogFormat
+	}
+	return 0
+}
+
+func (x *JournalConfigResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *JournalConfigResponse) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
 type SetPausedRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Paused        bool                   `protobuf:"varint,1,opt,name=paused,proto3" json:"paused,omitempty"`
@@ -405,7 +592,7 @@ type SetPausedRequest struct {
 
 func (x *SetPausedRequest) Reset() {
 	*x = SetPausedRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[6]
+	mi := &file_logbookv1_journal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -417,7 +604,7 @@ func (x *SetPausedRequest) String() string {
 func (*SetPausedRequest) ProtoMessage() {}
 
 func (x *SetPausedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[6]
+	mi := &file_logbookv1_journal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -430,7 +617,7 @@ func (x *SetPausedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPausedRequest.ProtoReflect.Descriptor instead.
 func (*SetPausedRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{6}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SetPausedRequest) GetPaused() bool {
@@ -450,7 +637,7 @@ type SetPausedResponse struct {
 
 func (x *SetPausedResponse) Reset() {
 	*x = SetPausedResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[7]
+	mi := &file_logbookv1_journal_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -462,7 +649,7 @@ func (x *SetPausedResponse) String() string {
 func (*SetPausedResponse) ProtoMessage() {}
 
 func (x *SetPausedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[7]
+	mi := &file_logbookv1_journal_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -475,7 +662,7 @@ func (x *SetPausedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPausedResponse.ProtoReflect.Descriptor instead.
 func (*SetPausedResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{7}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SetPausedResponse) GetPaused() bool {
@@ -503,7 +690,7 @@ type TailRequest struct {
 
 func (x *TailRequest) Reset() {
 	*x = TailRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[8]
+	mi := &file_logbookv1_journal_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -515,7 +702,7 @@ func (x *TailRequest) String() string {
 func (*TailRequest) ProtoMessage() {}
 
 func (x *TailRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[8]
+	mi := &file_logbookv1_journal_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -528,7 +715,7 @@ func (x *TailRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailRequest.ProtoReflect.Descriptor instead.
 func (*TailRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{8}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TailRequest) GetFrom() uint64 {
@@ -557,7 +744,7 @@ type TailResponse struct {
 
 func (x *TailResponse) Reset() {
 	*x = TailResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[9]
+	mi := &file_logbookv1_journal_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -569,7 +756,7 @@ func (x *TailResponse) String() string {
 func (*TailResponse) ProtoMessage() {}
 
 func (x *TailResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[9]
+	mi := &file_logbookv1_journal_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -582,7 +769,7 @@ func (x *TailResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailResponse.ProtoReflect.Descriptor instead.
 func (*TailResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{9}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TailResponse) GetEvents() []*StoredEvent {
@@ -614,7 +801,7 @@ type PositionsRequest struct {
 
 func (x *PositionsRequest) Reset() {
 	*x = PositionsRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[10]
+	mi := &file_logbookv1_journal_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -626,7 +813,7 @@ func (x *PositionsRequest) String() string {
 func (*PositionsRequest) ProtoMessage() {}
 
 func (x *PositionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[10]
+	mi := &file_logbookv1_journal_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -639,7 +826,7 @@ func (x *PositionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PositionsRequest.ProtoReflect.Descriptor instead.
 func (*PositionsRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{10}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{13}
 }
 
 type PositionsResponse struct {
@@ -666,7 +853,7 @@ type PositionsResponse struct {
 
 func (x *PositionsResponse) Reset() {
 	*x = PositionsResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[11]
+	mi := &file_logbookv1_journal_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +865,7 @@ func (x *PositionsResponse) String() string {
 func (*PositionsResponse) ProtoMessage() {}
 
 func (x *PositionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[11]
+	mi := &file_logbookv1_journal_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +878,7 @@ func (x *PositionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PositionsResponse.ProtoReflect.Descriptor instead.
 func (*PositionsResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{11}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PositionsResponse) GetWritePos() uint64 {
@@ -779,7 +966,7 @@ type SegmentsRequest struct {
 
 func (x *SegmentsRequest) Reset() {
 	*x = SegmentsRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[12]
+	mi := &file_logbookv1_journal_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +978,7 @@ func (x *SegmentsRequest) String() string {
 func (*SegmentsRequest) ProtoMessage() {}
 
 func (x *SegmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[12]
+	mi := &file_logbookv1_journal_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +991,7 @@ func (x *SegmentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentsRequest.ProtoReflect.Descriptor instead.
 func (*SegmentsRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{12}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{15}
 }
 
 type SegmentInfo struct {
@@ -825,7 +1012,7 @@ type SegmentInfo struct {
 
 func (x *SegmentInfo) Reset() {
 	*x = SegmentInfo{}
-	mi := &file_logbookv1_journal_proto_msgTypes[13]
+	mi := &file_logbookv1_journal_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +1024,7 @@ func (x *SegmentInfo) String() string {
 func (*SegmentInfo) ProtoMessage() {}
 
 func (x *SegmentInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[13]
+	mi := &file_logbookv1_journal_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +1037,7 @@ func (x *SegmentInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentInfo.ProtoReflect.Descriptor instead.
 func (*SegmentInfo) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{13}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SegmentInfo) GetId() uint64 {
@@ -918,7 +1105,7 @@ type SegmentsResponse struct {
 
 func (x *SegmentsResponse) Reset() {
 	*x = SegmentsResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[14]
+	mi := &file_logbookv1_journal_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -930,7 +1117,7 @@ func (x *SegmentsResponse) String() string {
 func (*SegmentsResponse) ProtoMessage() {}
 
 func (x *SegmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[14]
+	mi := &file_logbookv1_journal_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -943,7 +1130,7 @@ func (x *SegmentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentsResponse.ProtoReflect.Descriptor instead.
 func (*SegmentsResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{14}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SegmentsResponse) GetSegments() []*SegmentInfo {
@@ -964,7 +1151,7 @@ type RegisterConsumerRequest struct {
 
 func (x *RegisterConsumerRequest) Reset() {
 	*x = RegisterConsumerRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[15]
+	mi := &file_logbookv1_journal_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1163,7 @@ func (x *RegisterConsumerRequest) String() string {
 func (*RegisterConsumerRequest) ProtoMessage() {}
 
 func (x *RegisterConsumerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[15]
+	mi := &file_logbookv1_journal_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1176,7 @@ func (x *RegisterConsumerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterConsumerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterConsumerRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{15}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RegisterConsumerRequest) GetName() string {
@@ -1016,7 +1203,7 @@ type AckConsumerRequest struct {
 
 func (x *AckConsumerRequest) Reset() {
 	*x = AckConsumerRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[16]
+	mi := &file_logbookv1_journal_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1215,7 @@ func (x *AckConsumerRequest) String() string {
 func (*AckConsumerRequest) ProtoMessage() {}
 
 func (x *AckConsumerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[16]
+	mi := &file_logbookv1_journal_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1228,7 @@ func (x *AckConsumerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckConsumerRequest.ProtoReflect.Descriptor instead.
 func (*AckConsumerRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{16}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AckConsumerRequest) GetName() string {
@@ -1067,7 +1254,7 @@ type RemoveConsumerRequest struct {
 
 func (x *RemoveConsumerRequest) Reset() {
 	*x = RemoveConsumerRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[17]
+	mi := &file_logbookv1_journal_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1079,7 +1266,7 @@ func (x *RemoveConsumerRequest) String() string {
 func (*RemoveConsumerRequest) ProtoMessage() {}
 
 func (x *RemoveConsumerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[17]
+	mi := &file_logbookv1_journal_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1092,7 +1279,7 @@ func (x *RemoveConsumerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveConsumerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveConsumerRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{17}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RemoveConsumerRequest) GetName() string {
@@ -1114,7 +1301,7 @@ type ConsumerInfo struct {
 
 func (x *ConsumerInfo) Reset() {
 	*x = ConsumerInfo{}
-	mi := &file_logbookv1_journal_proto_msgTypes[18]
+	mi := &file_logbookv1_journal_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1313,7 @@ func (x *ConsumerInfo) String() string {
 func (*ConsumerInfo) ProtoMessage() {}
 
 func (x *ConsumerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[18]
+	mi := &file_logbookv1_journal_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1326,7 @@ func (x *ConsumerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerInfo.ProtoReflect.Descriptor instead.
 func (*ConsumerInfo) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{18}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ConsumerInfo) GetName() string {
@@ -1172,7 +1359,7 @@ type ConsumerResponse struct {
 
 func (x *ConsumerResponse) Reset() {
 	*x = ConsumerResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[19]
+	mi := &file_logbookv1_journal_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1184,7 +1371,7 @@ func (x *ConsumerResponse) String() string {
 func (*ConsumerResponse) ProtoMessage() {}
 
 func (x *ConsumerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[19]
+	mi := &file_logbookv1_journal_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1197,7 +1384,7 @@ func (x *ConsumerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerResponse.ProtoReflect.Descriptor instead.
 func (*ConsumerResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{19}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ConsumerResponse) GetConsumer() *ConsumerInfo {
@@ -1215,7 +1402,7 @@ type ListConsumersRequest struct {
 
 func (x *ListConsumersRequest) Reset() {
 	*x = ListConsumersRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[20]
+	mi := &file_logbookv1_journal_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1414,7 @@ func (x *ListConsumersRequest) String() string {
 func (*ListConsumersRequest) ProtoMessage() {}
 
 func (x *ListConsumersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[20]
+	mi := &file_logbookv1_journal_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1427,7 @@ func (x *ListConsumersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConsumersRequest.ProtoReflect.Descriptor instead.
 func (*ListConsumersRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{20}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{23}
 }
 
 type ListConsumersResponse struct {
@@ -1252,7 +1439,7 @@ type ListConsumersResponse struct {
 
 func (x *ListConsumersResponse) Reset() {
 	*x = ListConsumersResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[21]
+	mi := &file_logbookv1_journal_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1264,7 +1451,7 @@ func (x *ListConsumersResponse) String() string {
 func (*ListConsumersResponse) ProtoMessage() {}
 
 func (x *ListConsumersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[21]
+	mi := &file_logbookv1_journal_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1277,7 +1464,7 @@ func (x *ListConsumersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConsumersResponse.ProtoReflect.Descriptor instead.
 func (*ListConsumersResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{21}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListConsumersResponse) GetConsumers() []*ConsumerInfo {
@@ -1297,7 +1484,7 @@ type TrimRequest struct {
 
 func (x *TrimRequest) Reset() {
 	*x = TrimRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[22]
+	mi := &file_logbookv1_journal_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1309,7 +1496,7 @@ func (x *TrimRequest) String() string {
 func (*TrimRequest) ProtoMessage() {}
 
 func (x *TrimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[22]
+	mi := &file_logbookv1_journal_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1322,7 +1509,7 @@ func (x *TrimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimRequest.ProtoReflect.Descriptor instead.
 func (*TrimRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{22}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TrimRequest) GetTo() uint64 {
@@ -1342,7 +1529,7 @@ type TrimResponse struct {
 
 func (x *TrimResponse) Reset() {
 	*x = TrimResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[23]
+	mi := &file_logbookv1_journal_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1541,7 @@ func (x *TrimResponse) String() string {
 func (*TrimResponse) ProtoMessage() {}
 
 func (x *TrimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[23]
+	mi := &file_logbookv1_journal_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1554,7 @@ func (x *TrimResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimResponse.ProtoReflect.Descriptor instead.
 func (*TrimResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{23}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TrimResponse) GetTrimmedPos() uint64 {
@@ -1394,7 +1581,7 @@ type ResetRequest struct {
 
 func (x *ResetRequest) Reset() {
 	*x = ResetRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[24]
+	mi := &file_logbookv1_journal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1406,7 +1593,7 @@ func (x *ResetRequest) String() string {
 func (*ResetRequest) ProtoMessage() {}
 
 func (x *ResetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[24]
+	mi := &file_logbookv1_journal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1419,7 +1606,7 @@ func (x *ResetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetRequest.ProtoReflect.Descriptor instead.
 func (*ResetRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{24}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ResetRequest) GetConfirm() bool {
@@ -1438,7 +1625,7 @@ type ResetResponse struct {
 
 func (x *ResetResponse) Reset() {
 	*x = ResetResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[25]
+	mi := &file_logbookv1_journal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1637,7 @@ func (x *ResetResponse) String() string {
 func (*ResetResponse) ProtoMessage() {}
 
 func (x *ResetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[25]
+	mi := &file_logbookv1_journal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1650,7 @@ func (x *ResetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetResponse.ProtoReflect.Descriptor instead.
 func (*ResetResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{25}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ResetResponse) GetTrimmedPos() uint64 {
@@ -1483,7 +1670,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_logbookv1_journal_proto_msgTypes[26]
+	mi := &file_logbookv1_journal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1495,7 +1682,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[26]
+	mi := &file_logbookv1_journal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1508,7 +1695,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{26}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Event) GetType() string {
@@ -1544,7 +1731,7 @@ type AppendRequest struct {
 
 func (x *AppendRequest) Reset() {
 	*x = AppendRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[27]
+	mi := &file_logbookv1_journal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1556,7 +1743,7 @@ func (x *AppendRequest) String() string {
 func (*AppendRequest) ProtoMessage() {}
 
 func (x *AppendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[27]
+	mi := &file_logbookv1_journal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1569,7 +1756,7 @@ func (x *AppendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendRequest.ProtoReflect.Descriptor instead.
 func (*AppendRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{27}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AppendRequest) GetClientId() string {
@@ -1620,7 +1807,7 @@ type AppendResponse struct {
 
 func (x *AppendResponse) Reset() {
 	*x = AppendResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[28]
+	mi := &file_logbookv1_journal_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1632,7 +1819,7 @@ func (x *AppendResponse) String() string {
 func (*AppendResponse) ProtoMessage() {}
 
 func (x *AppendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[28]
+	mi := &file_logbookv1_journal_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1645,7 +1832,7 @@ func (x *AppendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResponse.ProtoReflect.Descriptor instead.
 func (*AppendResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{28}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AppendResponse) GetFirstSeq() uint64 {
@@ -1687,7 +1874,7 @@ type AppendStreamResponse struct {
 
 func (x *AppendStreamResponse) Reset() {
 	*x = AppendStreamResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[29]
+	mi := &file_logbookv1_journal_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1699,7 +1886,7 @@ func (x *AppendStreamResponse) String() string {
 func (*AppendStreamResponse) ProtoMessage() {}
 
 func (x *AppendStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[29]
+	mi := &file_logbookv1_journal_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1712,7 +1899,7 @@ func (x *AppendStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendStreamResponse.ProtoReflect.Descriptor instead.
 func (*AppendStreamResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{29}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AppendStreamResponse) GetRequestSeq() uint64 {
@@ -1775,7 +1962,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_logbookv1_journal_proto_msgTypes[30]
+	mi := &file_logbookv1_journal_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1787,7 +1974,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[30]
+	mi := &file_logbookv1_journal_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1800,7 +1987,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{30}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReadRequest) GetFrom() uint64 {
@@ -1837,7 +2024,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_logbookv1_journal_proto_msgTypes[31]
+	mi := &file_logbookv1_journal_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1849,7 +2036,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_journal_proto_msgTypes[31]
+	mi := &file_logbookv1_journal_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1862,7 +2049,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_journal_proto_rawDescGZIP(), []int{31}
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReadResponse) GetEvents() []*StoredEvent {
@@ -1912,7 +2099,26 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\x05force\x18\x03 \x01(\bR\x05force\x12*\n" +
 	"\x11source_cluster_id\x18\x04 \x01(\tR\x0fsourceClusterId\"+\n" +
 	"\x0eImportResponse\x12\x19\n" +
-	"\bnext_seq\x18\x01 \x01(\x04R\anextSeq\"*\n" +
+	"\bnext_seq\x18\x01 \x01(\x04R\anextSeq\"\x19\n" +
+	"\x17GetJournalConfigRequest\"\xf2\x02\n" +
+	"\x17SetJournalConfigRequest\x121\n" +
+	"\x12events_per_segment\x18\x01 \x01(\x04H\x00R\x10eventsPerSegment\x88\x01\x01\x12(\n" +
+	"\rsegment_bytes\x18\x02 \x01(\x04H\x01R\fsegmentBytes\x88\x01\x01\x12D\n" +
+	"\x1csession_idle_timeout_seconds\x18\x03 \x01(\x04H\x02R\x19sessionIdleTimeoutSeconds\x88\x01\x01\x12&\n" +
+	"\fmax_segments\x18\x04 \x01(\x04H\x03R\vmaxSegments\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"max_events\x18\x05 \x01(\x04H\x04R\tmaxEvents\x88\x01\x01B\x15\n" +
+	"\x13_events_per_segmentB\x10\n" +
+	"\x0e_segment_bytesB\x1f\n" +
+	"\x1d_session_idle_timeout_secondsB\x0f\n" +
+	"\r_max_segmentsB\r\n" +
+	"\v_max_events\"\xab\x01\n" +
+	"\x15JournalConfigResponse\x121\n" +
+	"\x06config\x18\x01 \x01(\v2\x19.logbook.v1.JournalConfigR\x06config\x12\x1d\n" +
+	"\n" +
+	"log_format\x18\x02 \x01(\rR\tlogFormat\x12#\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\x12\x1b\n" +
+	"\tmember_id\x18\x04 \x01(\tR\bmemberId\"*\n" +
 	"\x10SetPausedRequest\x12\x16\n" +
 	"\x06paused\x18\x01 \x01(\bR\x06paused\"H\n" +
 	"\x11SetPausedResponse\x12\x16\n" +
@@ -2019,7 +2225,8 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\vConsistency\x12\x1b\n" +
 	"\x17CONSISTENCY_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x01\x12\x15\n" +
-	"\x11CONSISTENCY_STALE\x10\x022\x98\t\n" +
+	"\x11CONSISTENCY_STALE\x10\x022\xc2\n" +
+	"\n" +
 	"\aJournal\x12?\n" +
 	"\x06Append\x12\x19.logbook.v1.AppendRequest\x1a\x1a.logbook.v1.AppendResponse\x12O\n" +
 	"\fAppendStream\x12\x19.logbook.v1.AppendRequest\x1a .logbook.v1.AppendStreamResponse(\x010\x01\x129\n" +
@@ -2033,7 +2240,9 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\rListConsumers\x12 .logbook.v1.ListConsumersRequest\x1a!.logbook.v1.ListConsumersResponse\x129\n" +
 	"\x04Trim\x12\x17.logbook.v1.TrimRequest\x1a\x18.logbook.v1.TrimResponse\x12<\n" +
 	"\x05Reset\x12\x18.logbook.v1.ResetRequest\x1a\x19.logbook.v1.ResetResponse\x12H\n" +
-	"\tSetPaused\x12\x1c.logbook.v1.SetPausedRequest\x1a\x1d.logbook.v1.SetPausedResponse\x12?\n" +
+	"\tSetPaused\x12\x1c.logbook.v1.SetPausedRequest\x1a\x1d.logbook.v1.SetPausedResponse\x12S\n" +
+	"\tGetConfig\x12#.logbook.v1.GetJournalConfigRequest\x1a!.logbook.v1.JournalConfigResponse\x12S\n" +
+	"\tSetConfig\x12#.logbook.v1.SetJournalConfigRequest\x1a!.logbook.v1.JournalConfigResponse\x12?\n" +
 	"\x06Import\x12\x19.logbook.v1.ImportRequest\x1a\x1a.logbook.v1.ImportResponse\x12N\n" +
 	"\vOpenSession\x12\x1e.logbook.v1.OpenSessionRequest\x1a\x1f.logbook.v1.OpenSessionResponse\x12Q\n" +
 	"\fCloseSession\x12\x1f.logbook.v1.CloseSessionRequest\x1a .logbook.v1.CloseSessionResponseB,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
@@ -2051,7 +2260,7 @@ func file_logbookv1_journal_proto_rawDescGZIP() []byte {
 }
 
 var file_logbookv1_journal_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_logbookv1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_logbookv1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_logbookv1_journal_proto_goTypes = []any{
 	(Consistency)(0),                // 0: logbook.v1.Consistency
 	(*OpenSessionRequest)(nil),      // 1: logbook.v1.OpenSessionRequest
@@ -2060,80 +2269,89 @@ var file_logbookv1_journal_proto_goTypes = []any{
 	(*CloseSessionResponse)(nil),    // 4: logbook.v1.CloseSessionResponse
 	(*ImportRequest)(nil),           // 5: logbook.v1.ImportRequest
 	(*ImportResponse)(nil),          // 6: logbook.v1.ImportResponse
-	(*SetPausedRequest)(nil),        // 7: logbook.v1.SetPausedRequest
-	(*SetPausedResponse)(nil),       // 8: logbook.v1.SetPausedResponse
-	(*TailRequest)(nil),             // 9: logbook.v1.TailRequest
-	(*TailResponse)(nil),            // 10: logbook.v1.TailResponse
-	(*PositionsRequest)(nil),        // 11: logbook.v1.PositionsRequest
-	(*PositionsResponse)(nil),       // 12: logbook.v1.PositionsResponse
-	(*SegmentsRequest)(nil),         // 13: logbook.v1.SegmentsRequest
-	(*SegmentInfo)(nil),             // 14: logbook.v1.SegmentInfo
-	(*SegmentsResponse)(nil),        // 15: logbook.v1.SegmentsResponse
-	(*RegisterConsumerRequest)(nil), // 16: logbook.v1.RegisterConsumerRequest
-	(*AckConsumerRequest)(nil),      // 17: logbook.v1.AckConsumerRequest
-	(*RemoveConsumerRequest)(nil),   // 18: logbook.v1.RemoveConsumerRequest
-	(*ConsumerInfo)(nil),            // 19: logbook.v1.ConsumerInfo
-	(*ConsumerResponse)(nil),        // 20: logbook.v1.ConsumerResponse
-	(*ListConsumersRequest)(nil),    // 21: logbook.v1.ListConsumersRequest
-	(*ListConsumersResponse)(nil),   // 22: logbook.v1.ListConsumersResponse
-	(*TrimRequest)(nil),             // 23: logbook.v1.TrimRequest
-	(*TrimResponse)(nil),            // 24: logbook.v1.TrimResponse
-	(*ResetRequest)(nil),            // 25: logbook.v1.ResetRequest
-	(*ResetResponse)(nil),           // 26: logbook.v1.ResetResponse
-	(*Event)(nil),                   // 27: logbook.v1.Event
-	(*AppendRequest)(nil),           // 28: logbook.v1.AppendRequest
-	(*AppendResponse)(nil),          // 29: logbook.v1.AppendResponse
-	(*AppendStreamResponse)(nil),    // 30: logbook.v1.AppendStreamResponse
-	(*ReadRequest)(nil),             // 31: logbook.v1.ReadRequest
-	(*ReadResponse)(nil),            // 32: logbook.v1.ReadResponse
-	(*StoredEvent)(nil),             // 33: logbook.v1.StoredEvent
+	(*GetJournalConfigRequest)(nil), // 7: logbook.v1.GetJournalConfigRequest
+	(*SetJournalConfigRequest)(nil), // 8: logbook.v1.SetJournalConfigRequest
+	(*JournalConfigResponse)(nil),   // 9: logbook.v1.JournalConfigResponse
+	(*SetPausedRequest)(nil),        // 10: logbook.v1.SetPausedRequest
+	(*SetPausedResponse)(nil),       // 11: logbook.v1.SetPausedResponse
+	(*TailRequest)(nil),             // 12: logbook.v1.TailRequest
+	(*TailResponse)(nil),            // 13: logbook.v1.TailResponse
+	(*PositionsRequest)(nil),        // 14: logbook.v1.PositionsRequest
+	(*PositionsResponse)(nil),       // 15: logbook.v1.PositionsResponse
+	(*SegmentsRequest)(nil),         // 16: logbook.v1.SegmentsRequest
+	(*SegmentInfo)(nil),             // 17: logbook.v1.SegmentInfo
+	(*SegmentsResponse)(nil),        // 18: logbook.v1.SegmentsResponse
+	(*RegisterConsumerRequest)(nil), // 19: logbook.v1.RegisterConsumerRequest
+	(*AckConsumerRequest)(nil),      // 20: logbook.v1.AckConsumerRequest
+	(*RemoveConsumerRequest)(nil),   // 21: logbook.v1.RemoveConsumerRequest
+	(*ConsumerInfo)(nil),            // 22: logbook.v1.ConsumerInfo
+	(*ConsumerResponse)(nil),        // 23: logbook.v1.ConsumerResponse
+	(*ListConsumersRequest)(nil),    // 24: logbook.v1.ListConsumersRequest
+	(*ListConsumersResponse)(nil),   // 25: logbook.v1.ListConsumersResponse
+	(*TrimRequest)(nil),             // 26: logbook.v1.TrimRequest
+	(*TrimResponse)(nil),            // 27: logbook.v1.TrimResponse
+	(*ResetRequest)(nil),            // 28: logbook.v1.ResetRequest
+	(*ResetResponse)(nil),           // 29: logbook.v1.ResetResponse
+	(*Event)(nil),                   // 30: logbook.v1.Event
+	(*AppendRequest)(nil),           // 31: logbook.v1.AppendRequest
+	(*AppendResponse)(nil),          // 32: logbook.v1.AppendResponse
+	(*AppendStreamResponse)(nil),    // 33: logbook.v1.AppendStreamResponse
+	(*ReadRequest)(nil),             // 34: logbook.v1.ReadRequest
+	(*ReadResponse)(nil),            // 35: logbook.v1.ReadResponse
+	(*StoredEvent)(nil),             // 36: logbook.v1.StoredEvent
+	(*JournalConfig)(nil),           // 37: logbook.v1.JournalConfig
 }
 var file_logbookv1_journal_proto_depIdxs = []int32{
-	33, // 0: logbook.v1.ImportRequest.events:type_name -> logbook.v1.StoredEvent
-	33, // 1: logbook.v1.TailResponse.events:type_name -> logbook.v1.StoredEvent
-	14, // 2: logbook.v1.SegmentsResponse.segments:type_name -> logbook.v1.SegmentInfo
-	19, // 3: logbook.v1.ConsumerResponse.consumer:type_name -> logbook.v1.ConsumerInfo
-	19, // 4: logbook.v1.ListConsumersResponse.consumers:type_name -> logbook.v1.ConsumerInfo
-	27, // 5: logbook.v1.AppendRequest.events:type_name -> logbook.v1.Event
-	0,  // 6: logbook.v1.ReadRequest.consistency:type_name -> logbook.v1.Consistency
-	33, // 7: logbook.v1.ReadResponse.events:type_name -> logbook.v1.StoredEvent
-	28, // 8: logbook.v1.Journal.Append:input_type -> logbook.v1.AppendRequest
-	28, // 9: logbook.v1.Journal.AppendStream:input_type -> logbook.v1.AppendRequest
-	31, // 10: logbook.v1.Journal.Read:input_type -> logbook.v1.ReadRequest
-	9,  // 11: logbook.v1.Journal.Tail:input_type -> logbook.v1.TailRequest
-	11, // 12: logbook.v1.Journal.Positions:input_type -> logbook.v1.PositionsRequest
-	13, // 13: logbook.v1.Journal.Segments:input_type -> logbook.v1.SegmentsRequest
-	16, // 14: logbook.v1.Journal.RegisterConsumer:input_type -> logbook.v1.RegisterConsumerRequest
-	17, // 15: logbook.v1.Journal.AckConsumer:input_type -> logbook.v1.AckConsumerRequest
-	18, // 16: logbook.v1.Journal.RemoveConsumer:input_type -> logbook.v1.RemoveConsumerRequest
-	21, // 17: logbook.v1.Journal.ListConsumers:input_type -> logbook.v1.ListConsumersRequest
-	23, // 18: logbook.v1.Journal.Trim:input_type -> logbook.v1.TrimRequest
-	25, // 19: logbook.v1.Journal.Reset:input_type -> logbook.v1.ResetRequest
-	7,  // 20: logbook.v1.Journal.SetPaused:input_type -> logbook.v1.SetPausedRequest
-	5,  // 21: logbook.v1.Journal.Import:input_type -> logbook.v1.ImportRequest
-	1,  // 22: logbook.v1.Journal.OpenSession:input_type -> logbook.v1.OpenSessionRequest
-	3,  // 23: logbook.v1.Journal.CloseSession:input_type -> logbook.v1.CloseSessionRequest
-	29, // 24: logbook.v1.Journal.Append:output_type -> logbook.v1.AppendResponse
-	30, // 25: logbook.v1.Journal.AppendStream:output_type -> logbook.v1.AppendStreamResponse
-	32, // 26: logbook.v1.Journal.Read:output_type -> logbook.v1.ReadResponse
-	10, // 27: logbook.v1.Journal.Tail:output_type -> logbook.v1.TailResponse
-	12, // 28: logbook.v1.Journal.Positions:output_type -> logbook.v1.PositionsResponse
-	15, // 29: logbook.v1.Journal.Segments:output_type -> logbook.v1.SegmentsResponse
-	20, // 30: logbook.v1.Journal.RegisterConsumer:output_type -> logbook.v1.ConsumerResponse
-	20, // 31: logbook.v1.Journal.AckConsumer:output_type -> logbook.v1.ConsumerResponse
-	20, // 32: logbook.v1.Journal.RemoveConsumer:output_type -> logbook.v1.ConsumerResponse
-	22, // 33: logbook.v1.Journal.ListConsumers:output_type -> logbook.v1.ListConsumersResponse
-	24, // 34: logbook.v1.Journal.Trim:output_type -> logbook.v1.TrimResponse
-	26, // 35: logbook.v1.Journal.Reset:output_type -> logbook.v1.ResetResponse
-	8,  // 36: logbook.v1.Journal.SetPaused:output_type -> logbook.v1.SetPausedResponse
-	6,  // 37: logbook.v1.Journal.Import:output_type -> logbook.v1.ImportResponse
-	2,  // 38: logbook.v1.Journal.OpenSession:output_type -> logbook.v1.OpenSessionResponse
-	4,  // 39: logbook.v1.Journal.CloseSession:output_type -> logbook.v1.CloseSessionResponse
-	24, // [24:40] is the sub-list for method output_type
-	8,  // [8:24] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	36, // 0: logbook.v1.ImportRequest.events:type_name -> logbook.v1.StoredEvent
+	37, // 1: logbook.v1.JournalConfigResponse.config:type_name -> logbook.v1.JournalConfig
+	36, // 2: logbook.v1.TailResponse.events:type_name -> logbook.v1.StoredEvent
+	17, // 3: logbook.v1.SegmentsResponse.segments:type_name -> logbook.v1.SegmentInfo
+	22, // 4: logbook.v1.ConsumerResponse.consumer:type_name -> logbook.v1.ConsumerInfo
+	22, // 5: logbook.v1.ListConsumersResponse.consumers:type_name -> logbook.v1.ConsumerInfo
+	30, // 6: logbook.v1.AppendRequest.events:type_name -> logbook.v1.Event
+	0,  // 7: logbook.v1.ReadRequest.consistency:type_name -> logbook.v1.Consistency
+	36, // 8: logbook.v1.ReadResponse.events:type_name -> logbook.v1.StoredEvent
+	31, // 9: logbook.v1.Journal.Append:input_type -> logbook.v1.AppendRequest
+	31, // 10: logbook.v1.Journal.AppendStream:input_type -> logbook.v1.AppendRequest
+	34, // 11: logbook.v1.Journal.Read:input_type -> logbook.v1.ReadRequest
+	12, // 12: logbook.v1.Journal.Tail:input_type -> logbook.v1.TailRequest
+	14, // 13: logbook.v1.Journal.Positions:input_type -> logbook.v1.PositionsRequest
+	16, // 14: logbook.v1.Journal.Segments:input_type -> logbook.v1.SegmentsRequest
+	19, // 15: logbook.v1.Journal.RegisterConsumer:input_type -> logbook.v1.RegisterConsumerRequest
+	20, // 16: logbook.v1.Journal.AckConsumer:input_type -> logbook.v1.AckConsumerRequest
+	21, // 17: logbook.v1.Journal.RemoveConsumer:input_type -> logbook.v1.RemoveConsumerRequest
+	24, // 18: logbook.v1.Journal.ListConsumers:input_type -> logbook.v1.ListConsumersRequest
+	26, // 19: logbook.v1.Journal.Trim:input_type -> logbook.v1.TrimRequest
+	28, // 20: logbook.v1.Journal.Reset:input_type -> logbook.v1.ResetRequest
+	10, // 21: logbook.v1.Journal.SetPaused:input_type -> logbook.v1.SetPausedRequest
+	7,  // 22: logbook.v1.Journal.GetConfig:input_type -> logbook.v1.GetJournalConfigRequest
+	8,  // 23: logbook.v1.Journal.SetConfig:input_type -> logbook.v1.SetJournalConfigRequest
+	5,  // 24: logbook.v1.Journal.Import:input_type -> logbook.v1.ImportRequest
+	1,  // 25: logbook.v1.Journal.OpenSession:input_type -> logbook.v1.OpenSessionRequest
+	3,  // 26: logbook.v1.Journal.CloseSession:input_type -> logbook.v1.CloseSessionRequest
+	32, // 27: logbook.v1.Journal.Append:output_type -> logbook.v1.AppendResponse
+	33, // 28: logbook.v1.Journal.AppendStream:output_type -> logbook.v1.AppendStreamResponse
+	35, // 29: logbook.v1.Journal.Read:output_type -> logbook.v1.ReadResponse
+	13, // 30: logbook.v1.Journal.Tail:output_type -> logbook.v1.TailResponse
+	15, // 31: logbook.v1.Journal.Positions:output_type -> logbook.v1.PositionsResponse
+	18, // 32: logbook.v1.Journal.Segments:output_type -> logbook.v1.SegmentsResponse
+	23, // 33: logbook.v1.Journal.RegisterConsumer:output_type -> logbook.v1.ConsumerResponse
+	23, // 34: logbook.v1.Journal.AckConsumer:output_type -> logbook.v1.ConsumerResponse
+	23, // 35: logbook.v1.Journal.RemoveConsumer:output_type -> logbook.v1.ConsumerResponse
+	25, // 36: logbook.v1.Journal.ListConsumers:output_type -> logbook.v1.ListConsumersResponse
+	27, // 37: logbook.v1.Journal.Trim:output_type -> logbook.v1.TrimResponse
+	29, // 38: logbook.v1.Journal.Reset:output_type -> logbook.v1.ResetResponse
+	11, // 39: logbook.v1.Journal.SetPaused:output_type -> logbook.v1.SetPausedResponse
+	9,  // 40: logbook.v1.Journal.GetConfig:output_type -> logbook.v1.JournalConfigResponse
+	9,  // 41: logbook.v1.Journal.SetConfig:output_type -> logbook.v1.JournalConfigResponse
+	6,  // 42: logbook.v1.Journal.Import:output_type -> logbook.v1.ImportResponse
+	2,  // 43: logbook.v1.Journal.OpenSession:output_type -> logbook.v1.OpenSessionResponse
+	4,  // 44: logbook.v1.Journal.CloseSession:output_type -> logbook.v1.CloseSessionResponse
+	27, // [27:45] is the sub-list for method output_type
+	9,  // [9:27] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_logbookv1_journal_proto_init() }
@@ -2142,13 +2360,14 @@ func file_logbookv1_journal_proto_init() {
 		return
 	}
 	file_logbookv1_command_proto_init()
+	file_logbookv1_journal_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_journal_proto_rawDesc), len(file_logbookv1_journal_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,6 +34,8 @@ const (
 	Journal_Trim_FullMethodName             = "/logbook.v1.Journal/Trim"
 	Journal_Reset_FullMethodName            = "/logbook.v1.Journal/Reset"
 	Journal_SetPaused_FullMethodName        = "/logbook.v1.Journal/SetPaused"
+	Journal_GetConfig_FullMethodName        = "/logbook.v1.Journal/GetConfig"
+	Journal_SetConfig_FullMethodName        = "/logbook.v1.Journal/SetConfig"
 	Journal_Import_FullMethodName           = "/logbook.v1.Journal/Import"
 	Journal_OpenSession_FullMethodName      = "/logbook.v1.Journal/OpenSession"
 	Journal_CloseSession_FullMethodName     = "/logbook.v1.Journal/CloseSession"
@@ -71,6 +73,14 @@ type JournalClient interface {
 	// appends wait, in order, nothing is lost. It is the current leader's
 	// switch: a new leader starts unpaused.
 	SetPaused(ctx context.Context, in *SetPausedRequest, opts ...grpc.CallOption) (*SetPausedResponse, error)
+	// GetConfig returns the journal settings the cluster replicates, as this
+	// member has applied them.
+	GetConfig(ctx context.Context, in *GetJournalConfigRequest, opts ...grpc.CallOption) (*JournalConfigResponse, error)
+	// SetConfig changes the journal settings the cluster holds (log format
+	// 11; a replicated command, answered once it is applied): only the
+	// fields present; the others keep their values. Before log format 11:
+	// FailedPrecondition LOG_FORMAT.
+	SetConfig(ctx context.Context, in *SetJournalConfigRequest, opts ...grpc.CallOption) (*JournalConfigResponse, error)
 	// Import appends the events of an export (seqs, client ids and request
 	// seqs preserved), in chunks; see coord journal import.
 	Import(ctx context.Context, in *ImportRequest, opts ...grpc.CallOption) (*ImportResponse, error)
@@ -241,6 +251,26 @@ func (c *journalClient) SetPaused(ctx context.Context, in *SetPausedRequest, opt
 	return out, nil
 }
 
+func (c *journalClient) GetConfig(ctx context.Context, in *GetJournalConfigRequest, opts ...grpc.CallOption) (*JournalConfigResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(JournalConfigResponse)
+	err := c.cc.Invoke(ctx, Journal_GetConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *journalClient) SetConfig(ctx context.Context, in *SetJournalConfigRequest, opts ...grpc.CallOption) (*JournalConfigResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(JournalConfigResponse)
+	err := c.cc.Invoke(ctx, Journal_SetConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *journalClient) Import(ctx context.Context, in *ImportRequest, opts ...grpc.CallOption) (*ImportResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ImportResponse)
@@ -303,6 +333,14 @@ type JournalServer interface {
 	// appends wait, in order, nothing is lost. It is the current leader's
 	// switch: a new leader starts unpaused.
 	SetPaused(context.Context, *SetPausedRequest) (*SetPausedResponse, error)
+	// GetConfig returns the journal settings the cluster replicates, as this
+	// member has applied them.
+	GetConfig(context.Context, *GetJournalConfigRequest) (*JournalConfigResponse, error)
+	// SetConfig changes the journal settings the cluster holds (log format
+	// 11; a replicated command, answered once it is applied): only the
+	// fields present; the others keep their values. Before log format 11:
+	// FailedPrecondition LOG_FORMAT.
+	SetConfig(context.Context, *SetJournalConfigRequest) (*JournalConfigResponse, error)
 	// Import appends the events of an export (seqs, client ids and request
 	// seqs preserved), in chunks; see coord journal import.
 	Import(context.Context, *ImportRequest) (*ImportResponse, error)
@@ -369,6 +407,12 @@ func (UnimplementedJournalServer) Reset(context.Context, *ResetRequest) (*ResetR
 }
 func (UnimplementedJournalServer) SetPaused(context.Context, *SetPausedRequest) (*SetPausedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetPaused not implemented")
+}
+func (UnimplementedJournalServer) GetConfig(context.Context, *GetJournalConfigRequest) (*JournalConfigResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetConfig not implemented")
+}
+func (UnimplementedJournalServer) SetConfig(context.Context, *SetJournalConfigRequest) (*JournalConfigResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetConfig not implemented")
 }
 func (UnimplementedJournalServer) Import(context.Context, *ImportRequest) (*ImportResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Import not implemented")
@@ -616,6 +660,42 @@ func _Journal_SetPaused_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Journal_GetConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetJournalConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JournalServer).GetConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Journal_GetConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JournalServer).GetConfig(ctx, req.(*GetJournalConfigRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Journal_SetConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetJournalConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JournalServer).SetConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Journal_SetConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JournalServer).SetConfig(ctx, req.(*SetJournalConfigRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Journal_Import_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ImportRequest)
 	if err := dec(in); err != nil {
@@ -720,6 +800,14 @@ var Journal_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetPaused",
 			Handler:    _Journal_SetPaused_Handler,
+		},
+		{
+			MethodName: "GetConfig",
+			Handler:    _Journal_GetConfig_Handler,
+		},
+		{
+			MethodName: "SetConfig",
+			Handler:    _Journal_SetConfig_Handler,
 		},
 		{
 			MethodName: "Import",

@@ -11,6 +11,8 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
+	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/internal/coordserver"
 	"github.com/logbookhq/logbook/internal/testports"
 )
 
@@ -44,6 +46,13 @@ func TestJournalAdminUsageErrorsExit2(t *testing.T) {
 		{[]string{"journal", "tail", "--from", "0"}, "--from 0"},
 		{[]string{"journal", "tail", "--timeout", "-1s"}, "--timeout -1s"},
 		{[]string{"journal", "positions", "--timeout", "0"}, "--timeout 0s"},
+		{[]string{"journal", "config", "set"}, "give at least one setting"},
+		{[]string{"journal", "config", "set", "--events-per-segment", "0"}, "--events-per-segment 0: want 1..1073741824"},
+		{[]string{"journal", "config", "set", "--segment-bytes", "0"}, "--segment-bytes 0"},
+		{[]string{"journal", "config", "set", "--max-segments", "1048577"}, "--max-segments 1048577"},
+		{[]string{"journal", "config", "set", "--session-idle-timeout", "1500ms"}, "want whole seconds"},
+		{[]string{"journal", "config", "set", "--session-idle-timeout", "721h"}, "want whole seconds"},
+		{[]string{"journal", "config", "extra"}, `unknown command "extra"`},
 		// reset refuses before contacting the (here unreachable) cluster.
 		{[]string{"journal", "reset"}, "reset drops every retained event"},
 	} {
@@ -386,4 +395,52 @@ func TestJournalAdminCommands(t *testing.T) {
 	}
 	coord(1, "journal", "consumers", "rm", "c1", "--endpoints", eps) // gone
 	waitConsumers("consumers after rm")
+}
+
+// TestJournalConfigCommands: coord journal config shows the settings the
+// cluster holds (once the first leader at log format 11 seeded them), and
+// config set changes only the ones given, as every later read shows.
+func TestJournalConfigCommands(t *testing.T) {
+	d, _ := startTestCluster(t)
+	eps := strings.Join(d.endpoints(), ",")
+	type config = journalConfigJSON
+	var seeded config
+	eventually(t, "the settings held", func() error {
+		out, _, err := tryCoord(t, 0, "journal", "config", "--json", "--endpoints", eps)
+		if err != nil {
+			return err
+		}
+		seeded = config{}
+		decodeJSON(t, out, &seeded)
+		if !seeded.Held {
+			return fmt.Errorf("not held yet: %+v", seeded)
+		}
+		return nil
+	})
+	def := coordserver.DefaultConfig().Journal
+	if seeded.EventsPerSegment != def.EventsPerSegment || seeded.SegmentBytes != def.SegmentBytes || seeded.MaxSegments != uint64(def.MaxSegments) ||
+		seeded.LogFormat < fsm.HeldConfigFormat || seeded.MemberID == "" {
+		t.Fatalf("seeded %+v, want the default segment and trim settings", seeded)
+	}
+	out, _, err := tryCoord(t, 0, "journal", "config", "set", "--events-per-segment", "7", "--session-idle-timeout", "90m", "--max-events", "100", "--json", "--endpoints", eps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var set config
+	decodeJSON(t, out, &set)
+	want := seeded
+	want.EventsPerSegment, want.SessionIdleTimeout, want.MaxEvents = 7, "1h30m0s", 100
+	want.AppliedIndex, want.MemberID = set.AppliedIndex, set.MemberID
+	if set != want {
+		t.Fatalf("config set answered %+v, want %+v", set, want)
+	}
+	out, _, err = tryCoord(t, 0, "journal", "config", "--endpoints", eps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"events per segment    7", "max events            100", "session idle timeout  1h30m0s", "held by the cluster   yes"} {
+		if !strings.Contains(out, line) {
+			t.Errorf("config text lacks %q:\n%s", line, out)
+		}
+	}
 }

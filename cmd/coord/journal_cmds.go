@@ -23,7 +23,7 @@ func newJournalCmd() *cobra.Command {
 		newAppendCmd(), newReadCmd(), newTailCmd(), newPositionsCmd(), newSegmentsCmd(),
 		newConsumersCmd(), newTrimCmd(), newResetCmd(),
 		newExportCmd(), newInspectCmd(), newImportCmd(), newEventsCmd(),
-		newPauseCmd(true), newPauseCmd(false), newVerifyCmd())
+		newPauseCmd(true), newPauseCmd(false), newVerifyCmd(), newJournalConfigCmd())
 	c.Long = `Append, read and tail the metadata journal, and manage its retention.
 
 Every event gets the next seq (1, 2, ...). Events are kept in segments; a

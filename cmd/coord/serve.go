@@ -21,6 +21,7 @@ import (
 // that flags set directly are bound in place; the rest are converted by
 // config.
 type serveFlags struct {
+	fs        *pflag.FlagSet
 	cfg       coordserver.Config
 	join      []string
 	peers     string
@@ -33,7 +34,7 @@ type serveFlags struct {
 // coordserver.DefaultConfig, and binds each to its LOGBOOK_* variable.
 func addServeFlags(fs *pflag.FlagSet) *serveFlags {
 	d := coordserver.DefaultConfig()
-	f := &serveFlags{cfg: d}
+	f := &serveFlags{fs: fs, cfg: d}
 	c := &f.cfg
 	fs.StringVar(&c.ID, "id", "", "member id, unique in the cluster (required)")
 	fs.StringVar(&c.ClusterID, "cluster-id", d.ClusterID, "cluster id; members and clients of another cluster are refused")
@@ -70,11 +71,11 @@ func addServeFlags(fs *pflag.FlagSet) *serveFlags {
 	fs.BoolVar(&c.Raft.ParallelLeaderWrite, "raft-parallel-leader-write", d.Raft.ParallelLeaderWrite, "the leader writes new log entries to its disk while it replicates them, not before (the Raft dissertation, 10.2.1); it still commits only what it has written itself")
 	fs.DurationVar(&c.NoLeaderHold, "no-leader-hold", d.NoLeaderHold, "how long a request waits for a leader before failing with Unavailable")
 	fs.DurationVar(&c.Journal.Linger, "journal-linger", d.Journal.Linger, "after an entry commits, wait up to this long for its clients' next appends before proposing the next entry (never for an entry of one append; 0: never wait)")
-	fs.Uint64Var(&c.Journal.EventsPerSegment, "journal-events-per-segment", d.Journal.EventsPerSegment, "roll a journal segment after this many events")
-	fs.DurationVar(&c.Journal.SessionIdleTimeout, "session-idle-timeout", d.Journal.SessionIdleTimeout, "forget a client session unused for this long, by the sessions' clock (from log format 10 the time the leaders measured, before it their proposal times), with the request results it keeps for retries (whole seconds, at most 720h; 0: only the least recently used beyond 65,536 sessions; the leader's value is replicated, and a coordinator set otherwise warns in coord status; log format 9)")
-	fs.Uint64Var(&c.Journal.SegmentBytes, "journal-segment-bytes", d.Journal.SegmentBytes, "roll a journal segment after this many event bytes (type + payload)")
-	fs.IntVar(&c.Journal.MaxSegments, "journal-max-segments", d.Journal.MaxSegments, "keep at most this many segments: the oldest expired ones beyond it are trimmed automatically (0: no bound)")
-	fs.IntVar(&c.Journal.MaxEvents, "journal-max-events", d.Journal.MaxEvents, "keep at most this many retained events: the oldest expired segments beyond it are trimmed automatically (0: no bound)")
+	fs.Uint64Var(&c.Journal.EventsPerSegment, "journal-events-per-segment", d.Journal.EventsPerSegment, "roll a journal segment after this many events (a setting of the whole cluster: from log format 11 the first leader's value seeds it and coord journal config set changes it; a coordinator given another value warns in coord status)")
+	fs.DurationVar(&c.Journal.SessionIdleTimeout, "session-idle-timeout", d.Journal.SessionIdleTimeout, "forget a client session unused for this long, by the sessions' clock (from log format 10 the time the leaders measured, before it their proposal times), with the request results it keeps for retries (whole seconds, at most 720h; 0: only the least recently used beyond 65,536 sessions; log format 9; a setting of the whole cluster, like --journal-events-per-segment)")
+	fs.Uint64Var(&c.Journal.SegmentBytes, "journal-segment-bytes", d.Journal.SegmentBytes, "roll a journal segment after this many event bytes (type + payload; a setting of the whole cluster, like --journal-events-per-segment)")
+	fs.IntVar(&c.Journal.MaxSegments, "journal-max-segments", d.Journal.MaxSegments, "keep at most this many segments: the oldest expired ones beyond it are trimmed automatically (0: no bound; before log format 11 the leader's own, from 11 a setting of the whole cluster, like --journal-events-per-segment)")
+	fs.IntVar(&c.Journal.MaxEvents, "journal-max-events", d.Journal.MaxEvents, "keep at most this many retained events: the oldest expired segments beyond it are trimmed automatically (0: no bound; like --journal-max-segments)")
 	fs.IntVar(&c.MaxEventBytes, "max-event-bytes", d.MaxEventBytes, "largest accepted journal event, in bytes (raises the request size limit if needed)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of text")
@@ -95,6 +96,11 @@ func (f *serveFlags) config(logOut io.Writer) (coordserver.Config, error) {
 		errs = append(errs, fmt.Errorf("--data-dir is required (or $%s)", envflag.Name("data-dir")))
 	}
 	cfg.Join = cleanList(f.join)
+	given := f.fs.Changed
+	cfg.Journal.Given = coordserver.JournalGiven{
+		EventsPerSegment: given("journal-events-per-segment"), SegmentBytes: given("journal-segment-bytes"),
+		MaxSegments: given("journal-max-segments"), MaxEvents: given("journal-max-events"), SessionIdleTimeout: given("session-idle-timeout"),
+	}
 	// A request must be able to carry at least one event of the largest size.
 	cfg.MaxRequestBytes = max(cfg.MaxRequestBytes, cfg.MaxEventBytes)
 	if f.peers != "" {

@@ -83,6 +83,24 @@ func TestServeFlagsToConfig(t *testing.T) {
 	}
 }
 
+// TestServeJournalFlagsGiven: the cluster-wide journal settings given on
+// the command line or in the environment are marked given (a member warns
+// when they differ from the ones the cluster holds); defaults are not.
+func TestServeJournalFlagsGiven(t *testing.T) {
+	cfg, err := serveConfig([]string{"--id", "c1", "--data-dir", "/d", "--journal-events-per-segment", "512", "--journal-max-segments", "0"},
+		map[string]string{"LOGBOOK_SESSION_IDLE_TIMEOUT": "2h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := coordserver.JournalGiven{EventsPerSegment: true, MaxSegments: true, SessionIdleTimeout: true}
+	if cfg.Journal.Given != want || cfg.Journal.EventsPerSegment != 512 || cfg.Journal.MaxSegments != 0 || cfg.Journal.SessionIdleTimeout != 2*time.Hour {
+		t.Fatalf("journal %+v, want given %+v", cfg.Journal, want)
+	}
+	if _, err := serveConfig([]string{"--id", "c1", "--data-dir", "/d", "--journal-events-per-segment", "1073741825"}, nil); err == nil {
+		t.Fatal("events per segment over the bound accepted")
+	}
+}
+
 func TestServePeersAndEnv(t *testing.T) {
 	cfg, err := serveConfig([]string{"--id", "b"}, map[string]string{
 		"LOGBOOK_ID":        "ignored", // the flag wins

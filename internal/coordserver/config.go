@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
 	"github.com/logbookhq/logbook/internal/raftnet"
 	"github.com/logbookhq/logbook/journal"
@@ -55,9 +56,15 @@ type RaftTiming struct {
 }
 
 // JournalConfig holds the segment and retention knobs.
+//
+// EventsPerSegment, SegmentBytes, MaxSegments, MaxEvents and
+// SessionIdleTimeout are settings of the whole cluster: before log format
+// 11 the leader replicates its own (so every member rolls segments
+// identically, and a leader change brings the new leader's); from 11 on
+// the first leader seeds the cluster's from its own once, and after that
+// only coord journal config set changes them (fsm.HeldConfigFormat).
 type JournalConfig struct {
-	// EventsPerSegment and SegmentBytes roll segments; the leader
-	// replicates them so every member rolls identically.
+	// EventsPerSegment and SegmentBytes roll segments.
 	EventsPerSegment uint64
 	SegmentBytes     uint64
 	// MaxSegments and MaxEvents trigger automatic trim of expired
@@ -66,13 +73,36 @@ type JournalConfig struct {
 	MaxEvents   int
 	// Linger bounds how long the leader's next batch (and a follower's
 	// next forward) waits for the clients of the batch that just
-	// committed (journal.BatcherConfig.Linger); 0 never waits.
+	// committed (journal.BatcherConfig.Linger); 0 never waits. This
+	// member's own.
 	Linger time.Duration
 	// SessionIdleTimeout: a client session unused this long, by the
-	// proposal times of the log's entries, is forgotten with the results
-	// it keeps (log format 9; whole seconds; 0: only the least recently
-	// used over fsm.MaxSessions is). The leader replicates it.
+	// sessions' clock, is forgotten with the results it keeps (log format
+	// 9; whole seconds; 0: only the least recently used over
+	// fsm.MaxSessions is).
 	SessionIdleTimeout time.Duration
+	// Given marks the settings above that were given explicitly (coord
+	// serve's flags) rather than left at their defaults: once the cluster
+	// holds its settings, a member given a value that differs from the
+	// cluster's warns that it is not used.
+	Given JournalGiven
+}
+
+// JournalGiven marks the cluster-wide journal settings given explicitly.
+type JournalGiven struct {
+	EventsPerSegment, SegmentBytes, MaxSegments, MaxEvents, SessionIdleTimeout bool
+}
+
+// seed is the command that makes these settings the cluster's.
+func (j JournalConfig) seed() *pb.SetJournalConfigCommand {
+	u := func(v uint64) *uint64 { return &v }
+	return &pb.SetJournalConfigCommand{
+		EventsPerSegment:          u(j.EventsPerSegment),
+		SegmentBytes:              u(j.SegmentBytes),
+		SessionIdleTimeoutSeconds: u(uint64(j.SessionIdleTimeout / time.Second)),
+		MaxSegments:               u(uint64(j.MaxSegments)),
+		MaxEvents:                 u(uint64(j.MaxEvents)),
+	}
 }
 
 // Config configures one coordinator.
@@ -256,8 +286,10 @@ func (c *Config) Validate() error {
 	if c.MaxEventBytes < 1 || c.MaxRequestBytes < c.MaxEventBytes || c.MaxEventsPerRequest < 1 || c.MaxReadEvents < 1 {
 		errs = append(errs, errors.New("limits: want positive limits with max request bytes >= max event bytes"))
 	}
-	if j := c.Journal; j.EventsPerSegment < 1 || j.SegmentBytes < 1 || j.MaxSegments < 0 || j.MaxEvents < 0 {
-		errs = append(errs, errors.New("journal: want events per segment and segment bytes >= 1, max segments and max events >= 0"))
+	if j := c.Journal; j.EventsPerSegment < 1 || j.EventsPerSegment > fsm.MaxEventsPerSegment || j.SegmentBytes < 1 || j.SegmentBytes > fsm.MaxSegmentBytes ||
+		j.MaxSegments < 0 || j.MaxSegments > fsm.MaxTrimSegments || j.MaxEvents < 0 || j.MaxEvents > fsm.MaxTrimEvents {
+		errs = append(errs, fmt.Errorf("journal: want events per segment 1..%d, segment bytes 1..%d, max segments 0..%d and max events 0..%d",
+			fsm.MaxEventsPerSegment, uint64(fsm.MaxSegmentBytes), fsm.MaxTrimSegments, uint64(fsm.MaxTrimEvents)))
 	}
 	if l := c.Journal.Linger; l < 0 || l > maxJournalLinger {
 		errs = append(errs, fmt.Errorf("journal: linger %s: want 0..%s", l, maxJournalLinger))

@@ -53,7 +53,7 @@ func (s *Server) toStatus(err error) error {
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, fsm.ErrEmptyAppend), errors.Is(err, fsm.ErrInvalidEvent), errors.Is(err, fsm.ErrInvalidMember):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, fsm.ErrSessionOpenFormat), errors.Is(err, fsm.ErrSessionCloseFormat):
+	case errors.Is(err, fsm.ErrSessionOpenFormat), errors.Is(err, fsm.ErrSessionCloseFormat), errors.Is(err, fsm.ErrJournalConfigFormat):
 		return s.statusErr(codes.FailedPrecondition, ReasonLogFormat, err.Error())
 	case errors.Is(err, fsm.ErrSessionClientID), errors.Is(err, fsm.ErrSessionID):
 		return status.Error(codes.InvalidArgument, err.Error())
@@ -63,7 +63,7 @@ func (s *Server) toStatus(err error) error {
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, fsm.ErrConsumerName), errors.Is(err, fsm.ErrConsumerOp), errors.Is(err, fsm.ErrTrimFuture), errors.Is(err, fsm.ErrInvalidJournalConfig):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, fsm.ErrImportNotEmpty), errors.Is(err, fsm.ErrImportGap):
+	case errors.Is(err, fsm.ErrImportNotEmpty), errors.Is(err, fsm.ErrImportGap), errors.Is(err, fsm.ErrJournalConfigHeld):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, fsm.ErrConsumerNotFound):
 		return status.Error(codes.NotFound, err.Error())

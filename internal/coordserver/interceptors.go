@@ -35,6 +35,7 @@ var leaderOnly = map[string]func() any{
 	pb.Journal_Trim_FullMethodName:                     func() any { return &pb.TrimResponse{} },
 	pb.Journal_Reset_FullMethodName:                    func() any { return &pb.ResetResponse{} },
 	pb.Journal_SetPaused_FullMethodName:                func() any { return &pb.SetPausedResponse{} },
+	pb.Journal_SetConfig_FullMethodName:                func() any { return &pb.JournalConfigResponse{} },
 	pb.Journal_Import_FullMethodName:                   func() any { return &pb.ImportResponse{} },
 	pb.Journal_OpenSession_FullMethodName:              func() any { return &pb.OpenSessionResponse{} },
 	pb.Journal_CloseSession_FullMethodName:             func() any { return &pb.CloseSessionResponse{} },

@@ -89,7 +89,7 @@ func (s *Server) snapshotIndex() uint64 {
 // trimWarning is the "behind on trimming" health warning: a lagging
 // consumer holds more than twice the segment limit.
 func (s *Server) trimWarning(st *fsm.State) string {
-	max := s.cfg.Journal.MaxSegments
+	max, _ := s.journalLimits(st)
 	if max == 0 {
 		return ""
 	}
@@ -99,26 +99,57 @@ func (s *Server) trimWarning(st *fsm.State) string {
 	return ""
 }
 
+// journalLimits are the automatic trim bounds in force: the cluster's once
+// it holds its journal settings (log format 11), before that this
+// member's own (the leader's trims by its own).
+func (s *Server) journalLimits(st *fsm.State) (maxSegments, maxEvents int) {
+	if c := st.JournalConfig(); c.GetHeld() {
+		return int(c.GetMaxSegments()), int(c.GetMaxEvents())
+	}
+	return s.cfg.Journal.MaxSegments, s.cfg.Journal.MaxEvents
+}
+
 // configMismatch compares this member's journal settings with the
-// replicated ones: "" when they agree, and on the leader, which replicates
-// its own within a second (journalLoop).
+// replicated ones: "" when they agree. Before the cluster holds its
+// settings, a non-leader compares all of its own (the leader replicates
+// its own within a second, journalLoop): were it to lead, it would replace
+// the cluster's. Once the cluster holds them, every member compares only
+// the ones given to it explicitly: they are not used.
 func (s *Server) configMismatch(st *fsm.State) string {
-	if s.raft == nil || s.raft.State() == raft.Leader {
+	if s.raft == nil {
 		return ""
 	}
 	have, j := st.JournalConfig(), s.cfg.Journal
+	held := have.GetHeld()
+	if !held && s.raft.State() == raft.Leader {
+		return ""
+	}
 	var diffs []string
-	if have.GetEventsPerSegment() != j.EventsPerSegment {
-		diffs = append(diffs, fmt.Sprintf("--journal-events-per-segment %d here, %d replicated", j.EventsPerSegment, have.GetEventsPerSegment()))
+	word := "replicated"
+	if held {
+		word = "held"
 	}
-	if have.GetSegmentBytes() != j.SegmentBytes {
-		diffs = append(diffs, fmt.Sprintf("--journal-segment-bytes %d here, %d replicated", j.SegmentBytes, have.GetSegmentBytes()))
+	differs := func(given bool, flag string, here, there any) {
+		if (given || !held) && here != there {
+			diffs = append(diffs, fmt.Sprintf("--%s %v here, %v %s", flag, here, there, word))
+		}
 	}
-	if idle := uint64(j.SessionIdleTimeout / time.Second); st.LogFormat() >= fsm.SessionIdleFormat && have.GetSessionIdleTimeoutSeconds() != idle {
-		diffs = append(diffs, fmt.Sprintf("--session-idle-timeout %s here, %s replicated", time.Duration(idle)*time.Second, time.Duration(have.GetSessionIdleTimeoutSeconds())*time.Second))
+	differs(j.Given.EventsPerSegment, "journal-events-per-segment", j.EventsPerSegment, have.GetEventsPerSegment())
+	differs(j.Given.SegmentBytes, "journal-segment-bytes", j.SegmentBytes, have.GetSegmentBytes())
+	if st.LogFormat() >= fsm.SessionIdleFormat {
+		idle := time.Duration(j.SessionIdleTimeout/time.Second) * time.Second
+		differs(j.Given.SessionIdleTimeout, "session-idle-timeout", idle, time.Duration(have.GetSessionIdleTimeoutSeconds())*time.Second)
+	}
+	if held {
+		differs(j.Given.MaxSegments, "journal-max-segments", uint64(j.MaxSegments), have.GetMaxSegments())
+		differs(j.Given.MaxEvents, "journal-max-events", uint64(j.MaxEvents), have.GetMaxEvents())
 	}
 	if len(diffs) == 0 {
 		return ""
+	}
+	if held {
+		return fmt.Sprintf("%s: journal settings differ from the ones the cluster holds (%s); the cluster's are used: change them with coord journal config set, and align or drop these flags",
+			s.cfg.ID, strings.Join(diffs, "; "))
 	}
 	return fmt.Sprintf("%s: journal settings differ from the ones the leader replicated from its flags (%s); were %s to lead, it would replace them: give every coordinator the same",
 		s.cfg.ID, strings.Join(diffs, "; "), s.cfg.ID)
@@ -158,10 +189,10 @@ func (s *Server) configCheckLoop() {
 }
 
 // configWarning is this member's warning when its journal settings have
-// differed from the replicated ones for the last configWarnAfter checks.
-// The leader replicates its own (journalLoop), so a leader change to this
-// member would replace them for the whole cluster: coordinators are meant
-// to share them.
+// differed from the replicated ones for the last configWarnAfter checks
+// (configMismatch): before log format 11 a leader change to this member
+// would replace the cluster's with them; from 11 on its explicitly given
+// flags are not used.
 func (s *Server) configWarning() string {
 	if w := s.configWarn.Load(); w != nil {
 		return *w
@@ -437,11 +468,12 @@ func (j *journalService) Tail(req *pb.TailRequest, stream pb.Journal_TailServer)
 	}
 }
 
-// journalLoop is the leader's journal upkeep: it replicates the configured
-// segment thresholds (and, from log format 9 on, the session idle
-// timeout), and trims expired segments once the journal is over its limits
-// (taking a snapshot first when the expired segments are not yet covered
-// by one).
+// journalLoop is the leader's journal upkeep. Before log format 11 it
+// replicates its own segment thresholds (and, from log format 9 on, its
+// session idle timeout); at 11, once, it seeds the settings the cluster
+// holds from its own (SET_JOURNAL_CONFIG), and never again. It trims
+// expired segments once the journal is over its limits (taking a snapshot
+// first when the expired segments are not yet covered by one).
 func (s *Server) journalLoop() {
 	s.every(time.Second, func() bool {
 		if !s.leaderReady() {
@@ -449,21 +481,33 @@ func (s *Server) journalLoop() {
 		}
 		want := &pb.JournalConfig{EventsPerSegment: s.cfg.Journal.EventsPerSegment, SegmentBytes: s.cfg.Journal.SegmentBytes}
 		var have *pb.JournalConfig
+		var format uint32
 		s.fsm.View(func(st *fsm.State) {
-			have = st.JournalConfig()
-			if st.LogFormat() >= fsm.SessionIdleFormat {
+			have, format = st.JournalConfig(), st.LogFormat()
+			if format >= fsm.SessionIdleFormat {
 				want.SessionIdleTimeoutSeconds = uint64(s.cfg.Journal.SessionIdleTimeout / time.Second)
 			}
 		})
-		if !proto.Equal(want, have) {
+		switch {
+		case format >= fsm.HeldConfigFormat && !have.GetHeld():
+			if _, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_SET_JOURNAL_CONFIG, s.cfg.Journal.seed()); err != nil {
+				s.log.Warn("seeding the cluster's journal settings failed", "err", err)
+			} else {
+				s.log.Info("the cluster's journal settings seeded from this coordinator's", "events-per-segment", s.cfg.Journal.EventsPerSegment,
+					"segment-bytes", s.cfg.Journal.SegmentBytes, "session-idle-timeout", s.cfg.Journal.SessionIdleTimeout,
+					"max-segments", s.cfg.Journal.MaxSegments, "max-events", s.cfg.Journal.MaxEvents)
+			}
+			return true
+		case format < fsm.HeldConfigFormat && !proto.Equal(want, have):
 			if _, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_CONFIGURE_JOURNAL, want); err != nil {
 				s.log.Warn("replicating journal config failed", "err", err)
 			}
 			return true
 		}
 		s.upgradeLogFormat()
+		defer s.journalUpkeeps.Add(1)
 		var to uint64
-		s.fsm.View(func(st *fsm.State) { to = st.ExcessTrimTo(s.cfg.Journal.MaxSegments, s.cfg.Journal.MaxEvents) })
+		s.fsm.View(func(st *fsm.State) { to = st.ExcessTrimTo(s.journalLimits(st)) })
 		if to == 0 {
 			return true
 		}
@@ -475,6 +519,69 @@ func (s *Server) journalLoop() {
 		}
 		return true
 	})
+}
+
+// GetConfig answers the journal settings as this member has applied them.
+func (j *journalService) GetConfig(context.Context, *pb.GetJournalConfigRequest) (*pb.JournalConfigResponse, error) {
+	return j.s.journalConfigResponse(), nil
+}
+
+func (s *Server) journalConfigResponse() *pb.JournalConfigResponse {
+	resp := &pb.JournalConfigResponse{MemberId: s.cfg.ID}
+	s.fsm.View(func(st *fsm.State) {
+		resp.Config = proto.CloneOf(st.JournalConfig())
+		resp.LogFormat, resp.AppliedIndex = st.LogFormat(), st.AppliedIndex()
+	})
+	return resp
+}
+
+// SetConfig changes the journal settings the cluster holds: the fields
+// given, checked against fsm.ValidJournalConfig's bounds here with a
+// reason (the state machine checks the result again, against the settings
+// it holds when it applies the command).
+func (j *journalService) SetConfig(ctx context.Context, req *pb.SetJournalConfigRequest) (*pb.JournalConfigResponse, error) {
+	s := j.s
+	c := &pb.SetJournalConfigCommand{
+		EventsPerSegment: req.EventsPerSegment, SegmentBytes: req.SegmentBytes, SessionIdleTimeoutSeconds: req.SessionIdleTimeoutSeconds,
+		MaxSegments: req.MaxSegments, MaxEvents: req.MaxEvents,
+	}
+	if err := checkJournalSettings(c); err != nil {
+		return nil, err
+	}
+	if err := s.needFormat(fsm.HeldConfigFormat, "journal settings held by the cluster need"); err != nil {
+		return nil, err
+	}
+	if _, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_SET_JOURNAL_CONFIG, c); err != nil {
+		return nil, err
+	}
+	s.log.Info("journal settings changed", "settings", c.String())
+	return s.journalConfigResponse(), nil
+}
+
+// checkJournalSettings refuses a change with no setting or a setting out
+// of bounds, saying which.
+func checkJournalSettings(c *pb.SetJournalConfigCommand) error {
+	bad := func(name string, v *uint64, lo, hi uint64) error {
+		if v != nil && (*v < lo || *v > hi) {
+			return status.Errorf(codes.InvalidArgument, "set journal config: %s %d: want %d..%d", name, *v, lo, hi)
+		}
+		return nil
+	}
+	if c.EventsPerSegment == nil && c.SegmentBytes == nil && c.SessionIdleTimeoutSeconds == nil && c.MaxSegments == nil && c.MaxEvents == nil {
+		return status.Error(codes.InvalidArgument, "set journal config: no setting given")
+	}
+	for _, err := range []error{
+		bad("events per segment", c.EventsPerSegment, 1, fsm.MaxEventsPerSegment),
+		bad("segment bytes", c.SegmentBytes, 1, fsm.MaxSegmentBytes),
+		bad("session idle timeout (seconds)", c.SessionIdleTimeoutSeconds, 0, uint64(fsm.MaxSessionIdleTimeout/time.Second)),
+		bad("max segments", c.MaxSegments, 0, fsm.MaxTrimSegments),
+		bad("max events", c.MaxEvents, 0, fsm.MaxTrimEvents),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (j *journalService) SetPaused(ctx context.Context, req *pb.SetPausedRequest) (*pb.SetPausedResponse, error) {

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 func smallSegments(eps uint64, maxSegs int) clusterOpt {
@@ -946,41 +947,26 @@ func sessionAt(t *testing.T, ctx context.Context, c *client.Client, seq uint64) 
 	return evs[0].ClientID
 }
 
-// TestJournalConfigMismatchWarning: a coordinator whose journal flags
-// differ from the ones the leader replicated says so in every member's
-// Status (and its own /metrics gauge); when it leads, its flags replace
-// the replicated ones and the others say so instead.
+// TestJournalConfigMismatchWarning: before log format 11 (a cluster whose
+// members read up to 10), a coordinator whose journal flags differ from
+// the ones the leader replicated says so in every member's Status (and its
+// own /metrics gauge); when it leads, its flags replace the replicated ones
+// and the others say so instead.
 func TestJournalConfigMismatchWarning(t *testing.T) {
 	tc := newTestCluster(t, 3, func(i int, c *Config) {
+		c.maxLogFormat = fsm.LeaderClockFormat
 		if i == 2 {
 			c.Journal.EventsPerSegment = 512
 		}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	// warnedBy is the members every member's Status names as differing.
-	warnedBy := func() (map[string][]string, error) {
-		out := map[string][]string{}
-		for i := range tc.cfgs {
-			st, err := (&clusterService{s: tc.server(i)}).Status(ctx, &pb.StatusRequest{})
-			if err != nil {
-				return nil, err
-			}
-			for _, w := range st.Warnings {
-				if id, _, ok := strings.Cut(w, ": journal settings differ"); ok {
-					out[tc.cfgs[i].ID] = append(out[tc.cfgs[i].ID], id)
-				}
-			}
-			slices.Sort(out[tc.cfgs[i].ID])
-		}
-		return out, nil
-	}
 	expect := func(leader int, want ...string) {
 		t.Helper()
 		var got map[string][]string
 		eventually(t, 20*time.Second, fmt.Sprintf("every member's status names %v (leader %s)", want, tc.cfgs[leader].ID), func() bool {
 			var err error
-			if got, err = warnedBy(); err != nil {
+			if got, err = configWarnedBy(ctx, tc); err != nil {
 				return false
 			}
 			for _, c := range tc.cfgs {
@@ -1020,4 +1006,178 @@ func TestJournalConfigMismatchWarning(t *testing.T) {
 	if eps != tc.cfgs[next].Journal.EventsPerSegment {
 		t.Fatalf("replicated events per segment %d, want the new leader's %d", eps, tc.cfgs[next].Journal.EventsPerSegment)
 	}
+}
+
+// configWarnedBy is, for every member, the members its Status names as
+// having journal settings that differ from the cluster's.
+func configWarnedBy(ctx context.Context, tc *testCluster) (map[string][]string, error) {
+	out := map[string][]string{}
+	for i := range tc.cfgs {
+		st, err := (&clusterService{s: tc.server(i)}).Status(ctx, &pb.StatusRequest{})
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range st.Warnings {
+			if id, _, ok := strings.Cut(w, ": journal settings differ"); ok {
+				out[tc.cfgs[i].ID] = append(out[tc.cfgs[i].ID], id)
+			}
+		}
+		slices.Sort(out[tc.cfgs[i].ID])
+	}
+	return out, nil
+}
+
+// TestJournalConfigHeld: from log format 11 the cluster holds its journal
+// settings. The first leader seeds them from its flags, once; SetConfig
+// (sent to a follower, which forwards it) changes only the fields given,
+// on every member, and the automatic trim follows the held bounds; a
+// leadership transfer to a member configured otherwise changes nothing,
+// and that member, whose flag was given explicitly, warns in every
+// member's Status that its flag is not used. Bad input (no field, a field
+// out of bounds) gets InvalidArgument and changes nothing; a cluster at
+// log format 10 refuses SetConfig with FailedPrecondition LOG_FORMAT.
+func TestJournalConfigHeld(t *testing.T) {
+	tc := newTestCluster(t, 3, func(i int, c *Config) {
+		c.Journal.MaxSegments = 0
+		if i == 2 {
+			c.Journal.EventsPerSegment = 512
+			c.Journal.Given.EventsPerSegment = true
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	configs := func() []*pb.JournalConfig {
+		var out []*pb.JournalConfig
+		for i := range tc.cfgs {
+			tc.server(i).fsm.View(func(st *fsm.State) { out = append(out, proto.CloneOf(st.JournalConfig())) })
+		}
+		return out
+	}
+	allEqual := func(want *pb.JournalConfig) bool {
+		for _, c := range configs() {
+			if !proto.Equal(c, want) {
+				return false
+			}
+		}
+		return true
+	}
+	leader := tc.waitLeader()
+	eventually(t, 30*time.Second, "every member holds the seeded settings", func() bool {
+		cs := configs()
+		return cs[0].GetHeld() && allEqual(cs[0])
+	})
+	seeded := configs()[0]
+	if eps := seeded.EventsPerSegment; eps != 1024 && eps != 512 {
+		t.Fatalf("seeded events per segment %d, want a member's flag", eps)
+	}
+	if seeded.MaxSegments != 0 || seeded.SegmentBytes != DefaultConfig().Journal.SegmentBytes || seeded.SessionIdleTimeoutSeconds != 3600 {
+		t.Fatalf("seeded %v, want the flags", seeded)
+	}
+
+	conn, err := grpc.NewClient(tc.cfgs[tc.followers(leader)[0]].GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	jc := pb.NewJournalClient(conn)
+	u := func(v uint64) *uint64 { return &v }
+	for name, req := range map[string]*pb.SetJournalConfigRequest{
+		"no field":                    {},
+		"zero events per segment":     {EventsPerSegment: u(0)},
+		"events per segment too big":  {EventsPerSegment: u(fsm.MaxEventsPerSegment + 1)},
+		"zero segment bytes":          {SegmentBytes: u(0), MaxEvents: u(5)},
+		"idle timeout over 30 days":   {SessionIdleTimeoutSeconds: u(31 * 24 * 3600)},
+		"max segments over the bound": {MaxSegments: u(fsm.MaxTrimSegments + 1)},
+	} {
+		_, err := jc.SetConfig(ctx, req)
+		wantCode(t, name, err, codes.InvalidArgument, "")
+	}
+	if !allEqual(seeded) {
+		t.Fatalf("refused changes changed the settings: %v", configs())
+	}
+
+	resp, err := jc.SetConfig(ctx, &pb.SetJournalConfigRequest{EventsPerSegment: u(4), MaxSegments: u(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := proto.CloneOf(seeded)
+	changed.EventsPerSegment, changed.MaxSegments = 4, 3
+	if !proto.Equal(resp.Config, changed) || resp.LogFormat != fsm.HeldConfigFormat {
+		t.Fatalf("SetConfig answered %v at format %d, want %v at %d", resp.Config, resp.LogFormat, changed, fsm.HeldConfigFormat)
+	}
+	eventually(t, 10*time.Second, "every member holds the change", func() bool { return allEqual(changed) })
+	got, err := (&journalService{s: tc.server(tc.followers(leader)[1])}).GetConfig(ctx, &pb.GetJournalConfigRequest{})
+	if err != nil || !proto.Equal(got.Config, changed) {
+		t.Fatalf("GetConfig on a follower: %v, %v", got, err)
+	}
+
+	// The held bounds drive the automatic trim: 40 events in 4-event
+	// segments, at most 3 kept once a consumer-free journal expires them.
+	c := tc.client(ctx)
+	for i := range 40 {
+		if _, err := c.Journal().Append(ctx, client.Event{Type: "t", Payload: []byte{byte(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 30*time.Second, "automatic trim to the held bound", func() bool {
+		n := 0
+		tc.server(tc.waitLeader()).fsm.View(func(st *fsm.State) { n = len(st.Segments()) })
+		return n <= 3
+	})
+
+	expect := func(want ...string) {
+		t.Helper()
+		var got map[string][]string
+		eventually(t, 20*time.Second, fmt.Sprintf("every member's status names %v", want), func() bool {
+			var err error
+			if got, err = configWarnedBy(ctx, tc); err != nil {
+				return false
+			}
+			for _, c := range tc.cfgs {
+				if !slices.Equal(got[c.ID], want) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	expect("c3") // its given 512 is not the held 4, whether it leads or not
+
+	next := 2
+	if leader == 2 {
+		next = 0
+	}
+	if err := tc.server(tc.waitLeader()).raft.LeadershipTransferToServer(raft.ServerID(tc.cfgs[next].ID), raft.ServerAddress(tc.cfgs[next].RaftAddr)).Error(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the new leader", func() bool { return tc.waitLeader() == next })
+	// Two upkeep rounds of the new leader: it would have replaced the
+	// settings with its flags in the first.
+	from := tc.server(next).journalUpkeeps.Load()
+	eventually(t, 20*time.Second, "two upkeep rounds of the new leader", func() bool { return tc.server(next).journalUpkeeps.Load() >= from+2 })
+	if !allEqual(changed) {
+		t.Fatalf("after a leader change: %v, want every member at %v", configs(), changed)
+	}
+	expect("c3")
+}
+
+// TestJournalConfigBeforeFormat11: a cluster whose members read up to log
+// format 10 refuses SetConfig with FailedPrecondition LOG_FORMAT, and its
+// settings stay the leader's flags, not held.
+func TestJournalConfigBeforeFormat11(t *testing.T) {
+	tc := newTestCluster(t, 3, func(i int, c *Config) { c.maxLogFormat = fsm.LeaderClockFormat })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	leader := tc.waitLeader()
+	eventually(t, 30*time.Second, "log format 10", func() bool { return tc.server(leader).logFormat() == fsm.LeaderClockFormat })
+	u := func(v uint64) *uint64 { return &v }
+	_, err := (&journalService{s: tc.server(leader)}).SetConfig(ctx, &pb.SetJournalConfigRequest{EventsPerSegment: u(4)})
+	wantCode(t, "SetConfig at format 10", err, codes.FailedPrecondition, ReasonLogFormat)
+	from := tc.server(leader).journalUpkeeps.Load()
+	eventually(t, 20*time.Second, "two upkeep rounds", func() bool { return tc.server(leader).journalUpkeeps.Load() >= from+2 })
+	tc.server(leader).fsm.View(func(st *fsm.State) {
+		if c := st.JournalConfig(); c.Held || c.EventsPerSegment != tc.cfgs[leader].Journal.EventsPerSegment || c.MaxSegments != 0 {
+			t.Fatalf("settings at format 10: %v", c)
+		}
+	})
 }

@@ -129,7 +129,7 @@ func newMetrics(s *Server) *metrics {
 				return 0
 			})
 		}),
-		gauge("logbook_journal_config_mismatch", "1 while this member's journal settings differ from the replicated ones (a leader change to it would replace them).", func() float64 {
+		gauge("logbook_journal_config_mismatch", "1 while this member's journal settings differ from the cluster's: before log format 11 a leader change to it would replace them; from 11 on its explicitly given flags are not used.", func() float64 {
 			if s.configWarning() != "" {
 				return 1
 			}

@@ -64,6 +64,7 @@ type Server struct {
 	self           pb.Member
 	inflightEvents atomic.Int64           // leader: events handed to Raft, not yet applied
 	configWarn     atomic.Pointer[string] // configCheckLoop: this member's config warning, "" or nil when none
+	journalUpkeeps atomic.Uint64          // journalLoop rounds that reached the trim check as a ready leader (tests wait on it)
 	readyTerm      atomic.Uint64          // term in which this leader's first entry applied
 	clock          leaderClock            // the session clock this member stamps as leader
 	closing        atomic.Bool
