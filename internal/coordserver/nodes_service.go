@@ -162,7 +162,7 @@ func (s *Server) nodeCommands(id string, now time.Time) []*pb.NodeCommand {
 	f := s.fsLocked()
 	locs := make([][]string, len(recs))
 	for i, b := range recs {
-		locs[i] = f.recoveryLocationsLocked(b.ExpectedLocations, now, s.fsCfg().NodeStaleInterval)
+		locs[i] = f.recoveryLocationsLocked(b.ExpectedLocations, now, s.fsCfg().NodeStaleInterval, s.fsCfg().NodeDeadInterval)
 	}
 	n := f.node(id)
 	if !n.fullReport {
@@ -429,9 +429,9 @@ func (n *namespaceService) ListNodes(ctx context.Context, _ *pb.ListNodesRequest
 	resp := &pb.ListNodesResponse{SafeMode: f.safeMode, UnderReplicatedBlocks: uint64(len(f.repl.needed)),
 		MissingBlocks: uint64(len(f.repl.missing)), PendingReplications: uint64(len(f.repl.pending))}
 	for _, r := range recs {
-		ns := &pb.StorageNodeStatus{Node: r, LastHeartbeatMs: -1, Live: f.live(r.Id, now, stale), Gossip: s.gossip.state(r.Id)}
+		ns := &pb.StorageNodeStatus{Node: r, LastHeartbeatMs: -1, Live: f.live(r.Id, now, stale), Gossip: s.gossip.state(r.Id),
+			Dead: f.deadLocked(r.Id, now, s.fsCfg().NodeDeadInterval)}
 		if soft := f.nodes[r.Id]; soft != nil {
-			ns.Dead = soft.dead
 			if !soft.lastHeartbeat.IsZero() {
 				ns.LastHeartbeatMs = now.Sub(soft.lastHeartbeat).Milliseconds()
 			}

@@ -100,6 +100,19 @@ func (f *fsSoft) live(id string, now time.Time, stale time.Duration) bool {
 	return n != nil && !n.lastHeartbeat.IsZero() && now.Sub(n.lastHeartbeat) < stale && (f.gossip == nil || !f.gossip.down(id))
 }
 
+// deadLocked reports whether node id is dead for this leader: declared
+// dead (markDeadLocked), or not heard from at all since the term began
+// longer than the dead interval ago. A new leader counts a node as heard
+// from at the term's start, so a node that died before the election is
+// dead one dead interval into the term, as it would have been for a
+// leader that had heard its last heartbeat then.
+func (f *fsSoft) deadLocked(id string, now time.Time, dead time.Duration) bool {
+	if n := f.nodes[id]; n != nil && !n.lastHeartbeat.IsZero() {
+		return n.dead
+	}
+	return now.Sub(f.termStart) >= dead
+}
+
 // recoveryLocationsLocked is the locations a recovery command names
 // (spec §3.4, §7.16, leaserecovery.RecoveryLocations): the expected
 // locations heard from within the stale interval (and not failed in
@@ -107,13 +120,13 @@ func (f *fsSoft) live(id string, now time.Time, stale time.Duration) bool {
 // heard from yet this term counts as heard from at the term's start (as
 // leases count as renewed then): a new leader does not leave a healthy
 // node out of a recovery only because its first heartbeat is still on the
-// way.
-func (f *fsSoft) recoveryLocationsLocked(expected []string, now time.Time, stale time.Duration) []string {
+// way, and lists a node that died before the election only until it is
+// dead by that count (deadLocked).
+func (f *fsSoft) recoveryLocationsLocked(expected []string, now time.Time, stale, dead time.Duration) []string {
 	ls := make([]lr.Location, 0, len(expected))
 	for _, id := range expected {
-		l := lr.Location{Node: lr.NodeID(id), Alive: true, LastHeartbeat: f.termStart}
+		l := lr.Location{Node: lr.NodeID(id), Alive: !f.deadLocked(id, now, dead), LastHeartbeat: f.termStart}
 		if n := f.nodes[id]; n != nil && !n.lastHeartbeat.IsZero() {
-			l.Alive = !n.dead
 			l.LastHeartbeat = time.Time{}
 			if f.live(id, now, stale) {
 				l.LastHeartbeat = n.lastHeartbeat

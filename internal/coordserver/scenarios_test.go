@@ -674,6 +674,21 @@ func (e *fsEnv) heartbeatAnswering(node string, reps ...*pb.ReportedReplica) []*
 	return cmds
 }
 
+// nodeDead reports whether the leader lists node as dead (false when
+// ListNodes fails, for polling).
+func (e *fsEnv) nodeDead(node string) bool {
+	r, err := e.ns.ListNodes(e.ctx, &pb.ListNodesRequest{})
+	if err != nil {
+		return false
+	}
+	for _, n := range r.Nodes {
+		if n.Node.GetId() == node {
+			return n.Dead
+		}
+	}
+	return false
+}
+
 func (e *fsEnv) nodeLive(node string) bool {
 	e.t.Helper()
 	r, err := e.ns.ListNodes(e.ctx, &pb.ListNodesRequest{})
@@ -1624,21 +1639,72 @@ func TestScenario16StaleNodeFiltering(t *testing.T) {
 	// never listed.
 	eventually(t, 30*time.Second, "n3 dead", func() bool {
 		heartbeat("n1")
-		r, err := e.ns.ListNodes(e.ctx, &pb.ListNodesRequest{})
-		if err != nil {
-			return false
-		}
-		for _, n := range r.Nodes {
-			if n.Node.GetId() == "n3" {
-				return n.Dead
-			}
-		}
-		return false
+		return e.nodeDead("n3")
 	})
 	heartbeat("n2")
 	recoverWhen("/s16c", []string{"n1"}, func() bool { return !e.nodeLive("n2") })
 	if got := command(blks[2].Id, "n1"); !slices.Equal(got, []string{"n1", "n2"}) {
 		t.Errorf("n3 dead, n2 stale: the command lists %v, want [n1 n2]", got)
+	}
+}
+
+// TestScenario16DeadBeforeLeaderChange: a node silent since before an
+// election is dead for the new leader one dead interval into its term (a
+// new leader counts every node as heard from at its term's start, so it
+// does not wait for a heartbeat that will never come): ListNodes says so,
+// and a recovery command that lists every expected location not dead —
+// the other one stale too — leaves it out (HDFS-17430), as the leader
+// that had heard it would have.
+func TestScenario16DeadBeforeLeaderChange(t *testing.T) {
+	e := newFSEnv(t, func(_ int, c *Config) {
+		c.FS.NodeStaleInterval, c.FS.NodeDeadInterval, c.FS.ReplicationCheckInterval = time.Second, 4*time.Second, 100*time.Millisecond
+		c.FS.RecoveryTimeout = time.Minute
+	})
+	e.registerNodes(3)
+	if _, err := e.ns.Create(e.ctx, &pb.CreateRequest{Path: "/s16d", Replication: 3, BlockSize: 1 << 20, ClientName: "w1"}); err != nil {
+		t.Fatal(err)
+	}
+	ab, err := e.ns.AddBlock(e.ctx, &pb.AddBlockRequest{Path: "/s16d", ClientName: "w1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := ab.Result.Block
+	for _, n := range b.ExpectedLocations {
+		e.report(n, b, 10, pb.ReplicaState_REPLICA_STATE_RBW)
+	}
+	rbw := &pb.ReportedReplica{BlockId: b.Id, Gs: b.Gs, NumBytes: 10, State: pb.ReplicaState_REPLICA_STATE_RBW}
+	// n3 is silent from here on; the leadership moves.
+	old := e.tc.waitLeader()
+	next := (old + 1) % 3
+	if err := e.tc.server(old).raft.LeadershipTransferToServer(raft.ServerID(e.tc.cfgs[next].ID), raft.ServerAddress(e.tc.cfgs[next].RaftAddr)).Error(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the new leader", func() bool { return e.tc.waitLeader() == next })
+	eventually(t, 30*time.Second, "n3 dead for the new leader", func() bool {
+		e.heartbeatAnswering("n1", rbw)
+		e.heartbeatAnswering("n2", rbw)
+		return e.nodeDead("n3") && !e.nodeDead("n1") && !e.nodeDead("n2")
+	})
+	// n2 goes stale, not dead: the command lists every location not dead.
+	eventually(t, 20*time.Second, "n2 stale", func() bool {
+		e.heartbeatAnswering("n1", rbw)
+		return !e.nodeLive("n2")
+	})
+	if _, err := e.ns.RecoverLease(e.ctx, &pb.RecoverLeaseRequest{Path: "/s16d", ClientName: "w2"}); err != nil {
+		t.Fatal(err)
+	}
+	var locs []string
+	eventually(t, 20*time.Second, "n1's recovery command", func() bool {
+		for _, r := range recoverCmds(e.heartbeatAnswering("n1", rbw)) {
+			if r.BlockId == b.Id {
+				locs = locIDs(r.Locations)
+			}
+		}
+		return locs != nil
+	})
+	slices.Sort(locs)
+	if !slices.Equal(locs, []string{"n1", "n2"}) {
+		t.Fatalf("n3 dead before the election, n2 stale: the command lists %v, want [n1 n2]", locs)
 	}
 }
 
