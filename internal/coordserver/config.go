@@ -19,6 +19,7 @@ import (
 	"github.com/logbookhq/logbook/fsm"
 	"github.com/logbookhq/logbook/internal/raftnet"
 	"github.com/logbookhq/logbook/journal"
+	"google.golang.org/protobuf/proto"
 )
 
 // Peer is one member of a static initial configuration (--peers).
@@ -91,6 +92,15 @@ type JournalConfig struct {
 // JournalGiven marks the cluster-wide journal settings given explicitly.
 type JournalGiven struct {
 	EventsPerSegment, SegmentBytes, MaxSegments, MaxEvents, SessionIdleTimeout bool
+}
+
+// seedWith is c completed with this member's settings for every field c
+// does not set: the change an administrator asks for before the cluster
+// holds its settings, so that it seeds the rest as the leader would have.
+func (j JournalConfig) seedWith(c *pb.SetJournalConfigCommand) *pb.SetJournalConfigCommand {
+	out := j.seed()
+	proto.Merge(out, c) // the fields c sets (optional: present or not)
+	return out
 }
 
 // seed is the command that makes these settings the cluster's.

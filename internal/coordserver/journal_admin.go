@@ -551,6 +551,14 @@ func (j *journalService) SetConfig(ctx context.Context, req *pb.SetJournalConfig
 	if err := s.needFormat(fsm.HeldConfigFormat, "journal settings held by the cluster need"); err != nil {
 		return nil, err
 	}
+	var held bool
+	s.fsm.View(func(st *fsm.State) { held = st.JournalConfig().GetHeld() })
+	if !held {
+		// Not seeded yet (the format just reached 11): this change seeds,
+		// with this leader's flags for the settings it leaves out, as
+		// journalLoop would have.
+		c = s.cfg.Journal.seedWith(c)
+	}
 	if _, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_SET_JOURNAL_CONFIG, c); err != nil {
 		return nil, err
 	}

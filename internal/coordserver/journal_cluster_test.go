@@ -1181,3 +1181,19 @@ func TestJournalConfigBeforeFormat11(t *testing.T) {
 		}
 	})
 }
+
+// TestJournalSeedWith: a change asked for before the cluster holds its
+// settings seeds the rest from the leader's flags; a field given as 0 is
+// given (no trim bound), not left out.
+func TestJournalSeedWith(t *testing.T) {
+	j := DefaultConfig().Journal
+	u := func(v uint64) *uint64 { return &v }
+	got := j.seedWith(&pb.SetJournalConfigCommand{EventsPerSegment: u(7), MaxSegments: u(0)})
+	want := &pb.SetJournalConfigCommand{EventsPerSegment: u(7), SegmentBytes: u(j.SegmentBytes), SessionIdleTimeoutSeconds: u(3600), MaxSegments: u(0), MaxEvents: u(0)}
+	if !proto.Equal(got, want) {
+		t.Fatalf("seedWith: %v, want %v", got, want)
+	}
+	if j.MaxSegments == 0 {
+		t.Fatal("the default max segments is 0: the test shows nothing")
+	}
+}
