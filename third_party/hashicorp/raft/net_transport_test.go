@@ -362,11 +362,18 @@ func TestNetworkTransport_AppendEntriesPipeline_CloseStreams(t *testing.T) {
 	shutdownCh := make(chan struct{})
 	defer close(shutdownCh)
 
+	// served gets one token per request the consumer answers: closing the
+	// streams before the first one could miss the connection, whose
+	// handler may not have started yet (it takes the stream context of
+	// the moment it starts).
+	served := make(chan struct{}, 1000)
+
 	// Listen for a request
 	go func() {
 		for {
 			select {
 			case rpc := <-rpcCh:
+				served <- struct{}{}
 				// Verify the command
 				req := rpc.Command.(*AppendEntriesRequest)
 				if !reflect.DeepEqual(req, &args) {
@@ -397,6 +404,11 @@ func TestNetworkTransport_AppendEntriesPipeline_CloseStreams(t *testing.T) {
 		for i := 0; i < 100; i++ {
 			// On the last one, close the streams on the transport one.
 			if cancelStreams && i == 10 {
+				select {
+				case <-served: // its handler runs with the old context
+				case <-time.After(5 * time.Second):
+					t.Fatal("no request served before closing the streams")
+				}
 				trans1.CloseStreams()
 				time.Sleep(10 * time.Millisecond)
 			}
