@@ -106,7 +106,7 @@ func (s *State) applyConfigure(c *pb.JournalConfig) error {
 // applySetJournalConfig changes the fields c carries and marks the config
 // held by the cluster (log format 11). An invalid result changes nothing.
 func (s *State) applySetJournalConfig(c *pb.SetJournalConfigCommand) error {
-	next := MergeJournalConfig(s.config, c)
+	next := mergeJournalConfig(s.config, c)
 	if err := ValidJournalConfig(next); err != nil {
 		return err
 	}
@@ -115,8 +115,8 @@ func (s *State) applySetJournalConfig(c *pb.SetJournalConfigCommand) error {
 	return nil
 }
 
-// MergeJournalConfig returns cur with the fields c carries replaced.
-func MergeJournalConfig(cur *pb.JournalConfig, c *pb.SetJournalConfigCommand) *pb.JournalConfig {
+// mergeJournalConfig returns cur with the fields c carries replaced.
+func mergeJournalConfig(cur *pb.JournalConfig, c *pb.SetJournalConfigCommand) *pb.JournalConfig {
 	next := proto.CloneOf(cur)
 	if c.EventsPerSegment != nil {
 		next.EventsPerSegment = *c.EventsPerSegment

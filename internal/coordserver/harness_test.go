@@ -159,6 +159,16 @@ func (tc *testCluster) waitLeader() int {
 	return leader
 }
 
+// transferLeadership has member from hand leadership to member to and
+// waits until to leads.
+func (tc *testCluster) transferLeadership(from, to int) {
+	tc.t.Helper()
+	if err := tc.server(from).raft.LeadershipTransferToServer(raft.ServerID(tc.cfgs[to].ID), raft.ServerAddress(tc.cfgs[to].RaftAddr)).Error(); err != nil {
+		tc.t.Fatal(err)
+	}
+	eventually(tc.t, 20*time.Second, "the new leader", func() bool { return tc.waitLeader() == to })
+}
+
 func (tc *testCluster) followers(leader int) []int {
 	var out []int
 	for i := range tc.servers {

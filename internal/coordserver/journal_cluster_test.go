@@ -963,19 +963,7 @@ func TestJournalConfigMismatchWarning(t *testing.T) {
 	defer cancel()
 	expect := func(leader int, want ...string) {
 		t.Helper()
-		var got map[string][]string
-		eventually(t, 20*time.Second, fmt.Sprintf("every member's status names %v (leader %s)", want, tc.cfgs[leader].ID), func() bool {
-			var err error
-			if got, err = configWarnedBy(ctx, tc); err != nil {
-				return false
-			}
-			for _, c := range tc.cfgs {
-				if !slices.Equal(got[c.ID], want) {
-					return false
-				}
-			}
-			return true
-		})
+		waitConfigWarnedBy(ctx, t, tc, fmt.Sprintf(" (leader %s)", tc.cfgs[leader].ID), want...)
 		for i, c := range tc.cfgs {
 			if w := tc.server(i).configWarning(); (w != "") != slices.Contains(want, c.ID) {
 				t.Fatalf("%s's own warning %q, want one: %v", c.ID, w, slices.Contains(want, c.ID))
@@ -992,10 +980,7 @@ func TestJournalConfigMismatchWarning(t *testing.T) {
 	if leader == 2 {
 		next = 0
 	}
-	if err := tc.server(leader).raft.LeadershipTransferToServer(raft.ServerID(tc.cfgs[next].ID), raft.ServerAddress(tc.cfgs[next].RaftAddr)).Error(); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 20*time.Second, "the new leader", func() bool { return tc.waitLeader() == next })
+	tc.transferLeadership(leader, next)
 	if next == 2 {
 		expect(next, "c1", "c2")
 	} else {
@@ -1025,6 +1010,24 @@ func configWarnedBy(ctx context.Context, tc *testCluster) (map[string][]string, 
 		slices.Sort(out[tc.cfgs[i].ID])
 	}
 	return out, nil
+}
+
+// waitConfigWarnedBy waits until every member's Status names exactly want
+// (sorted) as having journal settings that differ from the cluster's.
+func waitConfigWarnedBy(ctx context.Context, t *testing.T, tc *testCluster, when string, want ...string) {
+	t.Helper()
+	eventually(t, 20*time.Second, fmt.Sprintf("every member's status names %v%s", want, when), func() bool {
+		got, err := configWarnedBy(ctx, tc)
+		if err != nil {
+			return false
+		}
+		for _, c := range tc.cfgs {
+			if !slices.Equal(got[c.ID], want) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // TestJournalConfigHeld: from log format 11 the cluster holds its journal
@@ -1127,19 +1130,7 @@ func TestJournalConfigHeld(t *testing.T) {
 
 	expect := func(want ...string) {
 		t.Helper()
-		var got map[string][]string
-		eventually(t, 20*time.Second, fmt.Sprintf("every member's status names %v", want), func() bool {
-			var err error
-			if got, err = configWarnedBy(ctx, tc); err != nil {
-				return false
-			}
-			for _, c := range tc.cfgs {
-				if !slices.Equal(got[c.ID], want) {
-					return false
-				}
-			}
-			return true
-		})
+		waitConfigWarnedBy(ctx, t, tc, "", want...)
 	}
 	expect("c3") // its given 512 is not the held 4, whether it leads or not
 
@@ -1147,10 +1138,7 @@ func TestJournalConfigHeld(t *testing.T) {
 	if leader == 2 {
 		next = 0
 	}
-	if err := tc.server(tc.waitLeader()).raft.LeadershipTransferToServer(raft.ServerID(tc.cfgs[next].ID), raft.ServerAddress(tc.cfgs[next].RaftAddr)).Error(); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 20*time.Second, "the new leader", func() bool { return tc.waitLeader() == next })
+	tc.transferLeadership(tc.waitLeader(), next)
 	// Two upkeep rounds of the new leader: it would have replaced the
 	// settings with its flags in the first.
 	from := tc.server(next).journalUpkeeps.Load()

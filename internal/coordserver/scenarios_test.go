@@ -88,7 +88,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
 	"github.com/logbookhq/logbook/internal/nodeserver"
@@ -1676,10 +1675,7 @@ func TestScenario16DeadBeforeLeaderChange(t *testing.T) {
 	// n3 is silent from here on; the leadership moves.
 	old := e.tc.waitLeader()
 	next := (old + 1) % 3
-	if err := e.tc.server(old).raft.LeadershipTransferToServer(raft.ServerID(e.tc.cfgs[next].ID), raft.ServerAddress(e.tc.cfgs[next].RaftAddr)).Error(); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 20*time.Second, "the new leader", func() bool { return e.tc.waitLeader() == next })
+	e.tc.transferLeadership(old, next)
 	eventually(t, 30*time.Second, "n3 dead for the new leader", func() bool {
 		e.heartbeatAnswering("n1", rbw)
 		e.heartbeatAnswering("n2", rbw)
@@ -1862,10 +1858,7 @@ func testScenario17NoLiveLocationFirstAttempt(t *testing.T, leaderChange bool) {
 	if leaderChange {
 		old := e.leader
 		next := (old + 1) % 3
-		if err := e.tc.server(old).raft.LeadershipTransferToServer(raft.ServerID(e.tc.cfgs[next].ID), raft.ServerAddress(e.tc.cfgs[next].RaftAddr)).Error(); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, 20*time.Second, "the new leader", func() bool { return e.tc.waitLeader() == next })
+		e.tc.transferLeadership(old, next)
 	}
 	eventually(t, 20*time.Second, "n2's recovery command", func() bool {
 		for _, c := range recoverCmds(e.heartbeatAnswering("n2", rbw)) {
