@@ -153,8 +153,9 @@ func ValidJournalConfig(c *pb.JournalConfig) error {
 	return nil
 }
 
-// JournalConfig returns the replicated journal config: segment thresholds
-// and, from log format 9 on, the session idle timeout.
+// JournalConfig returns the replicated journal config: segment thresholds,
+// from log format 9 on the session idle timeout, and from 11 on the trim
+// bounds and whether the cluster holds them.
 func (s *State) JournalConfig() *pb.JournalConfig { return s.config }
 
 // SessionIdleTimeout is how long a session may stay unused before the
