@@ -39,6 +39,11 @@
 #        benchmark runs with the same: a generator's heap is a few MB, and
 #        at Go's default of 100 its collections take CPU from the cluster
 #        it measures, see docs/benchmarks.md session 23).
+#        FLOOR=1: after each pair, also run bench/grpcfloor (a Journal
+#        service whose Append answers at once, client and server in one
+#        process, same clients, connections and payload, GOGC=GEN_GOGC)
+#        for as long, and print its calls/s against etcd's puts/s and
+#        Logbook's appends/s: the most any unary gRPC service reaches here.
 # Everything listens on 127.0.0.1 only; all processes are stopped on exit.
 set -euo pipefail
 
@@ -52,6 +57,7 @@ log_store=${LOG_STORE:-auto}
 dev_flags=${DEV_FLAGS:-}
 shape=${SHAPE:-spread}
 warm=${WARM:-0}
+floor=${FLOOR:-0}
 gen_gogc=${GEN_GOGC:-400} # the load generators only, not the servers
 case "$shape" in
 spread) etcd_shape=--pin lb_shape=--spread ;;
@@ -78,6 +84,7 @@ echo "== building etcd $etcd_version, its put benchmark and coord (both load gen
 grep -q "go.etcd.io/etcd/server/v3 $etcd_version" bench/etcdput/go.mod || \
 	echo "note: bench/etcdput/go.mod pins $(grep 'go.etcd.io/etcd/server/v3 ' bench/etcdput/go.mod | awk '{print $2}'), not $etcd_version" >&2
 CGO_ENABLED=0 go build -o "$bin/coord" ./cmd/coord
+if [ "$floor" = 1 ]; then CGO_ENABLED=0 go build -o "$bin/grpcfloor" ./bench/grpcfloor; fi
 
 wait_port() { # host:port
 	local deadline=$((SECONDS + 30))
@@ -174,6 +181,16 @@ run_once() { # $1: run number; prints the etcd and logbook JSON lines and the ra
 	}' 2>>"$work/ratios"
 	echo "$etcd_cpu"
 	cpu_report logbook "$(num "$lb_json" ops_per_sec)" "$(num "$lb_json" cpu_us_per_op)" "$m0" "$m1"
+	if [ "$floor" = 1 ]; then
+		local floor_json
+		sync
+		floor_json=$(GOGC="$gen_gogc" "$bin/grpcfloor" --clients "$clients" --conns "$conns" --size 256 --duration "${secs}s")
+		echo "floor   $floor_json"
+		awk -v f="$(num "$floor_json" ops_per_sec)" -v fc="$(num "$floor_json" cpu_us_per_op)" \
+			-v eo="$(num "$etcd_json" ops_per_s)" -v lo="$(num "$lb_json" ops_per_sec)" 'BEGIN{
+			printf "floor:      bare gRPC %.0f calls/s (%.0f µs/call) = %.2fx etcd; logbook = %.0f%% of it (3x etcd = %.0f%%)\n", f, fc, f/eo, 100*lo/f, 300*eo/f
+		}'
+	fi
 }
 
 num() { echo "$1" | tr -d " \n" | sed -E "s/.*\"$2\":([0-9.e+-]+).*/\1/"; }
