@@ -361,6 +361,17 @@ func (c *Client) target(ctx context.Context, route int) (string, *grpc.ClientCon
 	return addr, cc, err
 }
 
+// attemptContext bounds one attempt by AttemptTimeout. A caller whose own
+// deadline comes first already bounds it: its context is used as it is,
+// which spares a context and a timer per call (context.WithTimeout would
+// give the same deadline).
+func (c *Client) attemptContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= c.cfg.AttemptTimeout {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.cfg.AttemptTimeout)
+}
+
 // do runs one call with retries: on a leader hint it switches at once, on
 // other retryable errors it backs off and rediscovers. fn gets a
 // per-attempt context.
@@ -375,7 +386,7 @@ func (c *Client) do(ctx context.Context, leader bool, fn func(ctx context.Contex
 		if err != nil {
 			return err
 		}
-		actx, cancel := context.WithTimeout(ctx, c.cfg.AttemptTimeout)
+		actx, cancel := c.attemptContext(ctx)
 		err = fromStatus(fn(actx, cc))
 		cancel()
 		if err == nil {

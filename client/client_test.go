@@ -266,3 +266,38 @@ func TestSessionRenewedWhenIdle(t *testing.T) {
 		t.Fatalf("with no idle timeout: %+v, %d opens", tk, o.n)
 	}
 }
+
+// TestAttemptContext: an attempt is bounded by AttemptTimeout unless the
+// caller's own deadline comes first, in which case the caller's context is
+// the attempt's as it is.
+func TestAttemptContext(t *testing.T) {
+	c := &Client{cfg: Config{AttemptTimeout: time.Second}}
+
+	short, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	actx, acancel := c.attemptContext(short)
+	acancel()
+	if actx != short {
+		t.Fatal("a caller deadline before the attempt timeout: want the caller's context")
+	}
+	if short.Err() != nil {
+		t.Fatal("the attempt's cancel must not cancel the caller's context")
+	}
+
+	for _, parent := range []context.Context{context.Background(), func() context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		t.Cleanup(cancel)
+		return ctx
+	}()} {
+		before := time.Now()
+		actx, acancel := c.attemptContext(parent)
+		dl, ok := actx.Deadline()
+		if actx == parent || !ok || dl.Before(before.Add(time.Second)) || dl.After(time.Now().Add(time.Second)) {
+			t.Fatalf("no caller deadline or a later one: want a deadline one attempt timeout away, got %v (%v)", dl, ok)
+		}
+		acancel()
+		if actx.Err() == nil || parent.Err() != nil {
+			t.Fatal("the attempt's cancel ends the attempt's context only")
+		}
+	}
+}

@@ -369,7 +369,7 @@ logarithmic buckets), to show stalls. Exit 1 when no call succeeded.`,
 	fs.BoolVar(&opts.spread, "spread", false, "spread the clients over the members: SDK client i (see --conns) sends its appends to endpoint i mod n, which forwards them to the leader unless it is the leader (default: every SDK client sends to the leader)")
 	fs.BoolVar(&opts.timeline, "timeline", false, "also report each second of the measured duration: calls, p50, p99 and maximum latency")
 	fs.IntVar(&opts.stream, "stream", 0, "submit on the streaming append with this many submissions in flight per client (0: unary Append calls)")
-	o = addClientFlags(journal, 10*time.Second, "deadline for connecting and for each Append call")
+	o = addClientFlags(journal, 5*time.Second, "deadline for connecting and for each Append call, its retries included")
 	bench := groupCmd("bench", "Benchmark a running cluster", journal, newBenchTailCmd(), newBenchWriteCmd(), newBenchRecoveryCmd())
 	var gcPercent int
 	bench.PersistentFlags().IntVar(&gcPercent, "gc-percent", benchGCPercent, "garbage-collection target of this load generator, as GOGC (see coord serve --help); GOGC in the environment wins")
