@@ -153,8 +153,13 @@ func (j *Journal) Tail(ctx context.Context, from uint64, fn func(StoredEvent) er
 	next := from
 	for {
 		err := j.c.do(ctx, false, func(actx context.Context, cc *grpc.ClientConn) error {
-			// The attempt timeout bounds opening the stream, not following it.
-			stream, err := pb.NewJournalClient(cc).Tail(ctx, &pb.TailRequest{From: next})
+			// The attempt timeout bounds opening the stream, not following
+			// it. The stream ends with the attempt, whatever ends that (a
+			// callback error, a gap): left open, the member would go on
+			// serving a stream no one reads until ctx ended.
+			sctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			stream, err := pb.NewJournalClient(cc).Tail(sctx, &pb.TailRequest{From: next})
 			if err != nil {
 				return err
 			}

@@ -417,6 +417,8 @@ func (j *journalService) Reset(ctx context.Context, req *pb.ResetRequest) (*pb.R
 // fails with OutOfRange if the journal was trimmed past its position.
 func (j *journalService) Tail(req *pb.TailRequest, stream pb.Journal_TailServer) error {
 	s := j.s
+	s.tailStreams.Add(1)
+	defer s.tailStreams.Add(-1)
 	ctx := stream.Context()
 	next := req.From
 	if next == 0 {

@@ -285,6 +285,46 @@ func TestTailAcrossLeaderChangeNoGapNoDuplicate(t *testing.T) {
 	}
 }
 
+// TestTailCallbackErrorEndsStream: a tail the callback stops (here at seq
+// 2, with the caller's context still live) ends its stream: no member goes
+// on serving it. Before the fix the SDK left the stream open until the
+// caller's context ended.
+func TestTailCallbackErrorEndsStream(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := tc.client(ctx)
+	for range 3 {
+		if _, err := c.Journal().Append(ctx, client.Event{Type: "t", Payload: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	serving := func() (n int64) {
+		for i := range tc.servers {
+			n += tc.server(i).tailStreams.Load()
+		}
+		return n
+	}
+	errStop := errors.New("stop here")
+	for round := range 3 {
+		var seen []uint64
+		err := c.Journal().Tail(ctx, 1, func(e client.StoredEvent) error {
+			seen = append(seen, e.Seq)
+			if e.Seq == 2 {
+				return errStop
+			}
+			return nil
+		})
+		if !errors.Is(err, errStop) || !slices.Equal(seen, []uint64{1, 2}) {
+			t.Fatalf("round %d: tail returned %v after %v; want the callback's error after seqs 1, 2", round, err, seen)
+		}
+		eventually(t, 10*time.Second, "no member serving the stopped tail", func() bool { return serving() == 0 })
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the caller's context ended: the check above proves nothing")
+	}
+}
+
 func TestJournalAdminBadInput(t *testing.T) {
 	tc := newTestCluster(t, 3, smallSegments(4, 0))
 	leader := tc.waitLeader()

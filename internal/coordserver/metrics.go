@@ -121,6 +121,7 @@ func newMetrics(s *Server) *metrics {
 		gauge("logbook_journal_session_results", "Request results the sessions keep for retries, all sessions together (at most 1,048,576 from log format 5 on).", func() float64 {
 			return s.journalStat(func(st *fsm.State) float64 { return float64(st.KeptResults()) })
 		}),
+		gauge("logbook_journal_tail_streams", "Journal tail streams this member is serving.", func() float64 { return float64(s.tailStreams.Load()) }),
 		gauge("logbook_journal_behind_on_trimming", "1 while a lagging consumer holds over twice the segment limit.", func() float64 {
 			return s.journalStat(func(st *fsm.State) float64 {
 				if s.trimWarning(st) != "" {

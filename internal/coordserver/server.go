@@ -65,6 +65,7 @@ type Server struct {
 	inflightEvents atomic.Int64           // leader: events handed to Raft, not yet applied
 	configWarn     atomic.Pointer[string] // configCheckLoop: this member's config warning, "" or nil when none
 	journalUpkeeps atomic.Uint64          // journalLoop rounds that reached the trim check as a ready leader (tests wait on it)
+	tailStreams    atomic.Int64           // journal Tail streams being served (logbook_journal_tail_streams)
 	readyTerm      atomic.Uint64          // term in which this leader's first entry applied
 	clock          leaderClock            // the session clock this member stamps as leader
 	closing        atomic.Bool
