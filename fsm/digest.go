@@ -271,11 +271,18 @@ func (sn *snapshot) hashNamespace(put func(uint64), putBytes func([]byte)) {
 	}
 }
 
-// sortRecords puts the namespace records in key order (the state keeps
-// them in maps), so equal states hash and write equal bytes. It runs after
-// the capture, off the apply path. Directives come sorted by id from the
-// capture, sessions' results in request order.
+// sortRecords puts the namespace records in key order, so equal states
+// hash and write equal bytes. It runs after the capture, off the apply
+// path. Files and blocks come in key order from the captured tables
+// (filled in here, once), nodes from a map (sorted here), directives
+// sorted by id from the capture, sessions' results in request order.
 func (sn *snapshot) sortRecords() {
+	if sn.files == nil && sn.fileTab.t != nil {
+		sn.files = sn.fileTab.sorted()
+	}
+	if sn.blocks == nil && sn.blockTab.t != nil {
+		sn.blocks = sn.blockTab.sorted()
+	}
 	sort.Slice(sn.files, func(i, j int) bool { return sn.files[i].Path < sn.files[j].Path })
 	sort.Slice(sn.blocks, func(i, j int) bool { return sn.blocks[i].Id < sn.blocks[j].Id })
 	sort.Slice(sn.nodes, func(i, j int) bool { return sn.nodes[i].Id < sn.nodes[j].Id })

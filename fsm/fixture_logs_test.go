@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"maps"
 	"os"
-	"slices"
 	"testing"
 	"time"
 
@@ -106,7 +104,7 @@ func format4FixtureLogs(t testing.TB) []*raft.Log {
 	f.ApplyBatch(logs)
 	var paths []string
 	f.View(func(s *State) {
-		paths = slices.Sorted(maps.Keys(s.ns.files))[:3]
+		paths = s.ns.files.keys()[:3]
 	})
 	for i, p := range paths {
 		logs = append(logs, nsEntry(t, next(), int64(i+1), &pb.NamespaceCommand{Op: opAddCache(p, uint32(i+1))}))

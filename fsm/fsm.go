@@ -433,10 +433,11 @@ func (f *FSM) WaitApplied(ctx context.Context, index uint64) error {
 }
 
 // Snapshot implements raft.FSM. It captures the state in O(sessions+members)
-// time plus a pointer copy per file, block, node and segment and a copy of
-// the event log's block table; events, namespace records, sealed segments
-// and the sessions' kept results are shared (nothing writes into them once
-// captured: see session.capture).
+// time plus a pointer copy per node and segment and a copy of the event
+// log's block table; the namespace's files and blocks are taken in O(1)
+// (copy-on-write clones, see cowTable), and events, namespace records,
+// sealed segments and the sessions' kept results are shared (nothing
+// writes into them once captured: see session.capture).
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()

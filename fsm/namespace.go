@@ -75,12 +75,14 @@ var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]*$`)
 
 // namespace is the replicated namespace and its derived indexes.
 //
-// Records stored in the maps are never modified: a change stores a new
+// Records stored in the tables are never modified: a change stores a new
 // record (copy on write), so readers and a snapshot being persisted keep a
-// consistent view of the records they hold.
+// consistent view of the records they hold. Files and blocks are in
+// cowTables, which a capture clones in O(1); nodes and directives (a few
+// hundred, a few thousand) in maps, which a capture copies.
 type namespace struct {
-	files       map[string]*pb.FileRecord
-	blocks      map[uint64]*pb.BlockRecord
+	files       cowTable[string, *pb.FileRecord]
+	blocks      cowTable[uint64, *pb.BlockRecord]
 	nodes       map[string]*pb.NodeRecord
 	nextBlockID uint64
 	nextGS      uint64
@@ -101,8 +103,8 @@ type namespace struct {
 
 func newNamespace() namespace {
 	return namespace{
-		files:       make(map[string]*pb.FileRecord),
-		blocks:      make(map[uint64]*pb.BlockRecord),
+		files:       newCOWTable[string, *pb.FileRecord](),
+		blocks:      newCOWTable[uint64, *pb.BlockRecord](),
 		nodes:       make(map[string]*pb.NodeRecord),
 		nextBlockID: FirstBlockID,
 		nextGS:      FirstGS,
@@ -221,14 +223,14 @@ func (ns *namespace) setLease(path, old, holder string) {
 
 // putFile stores f (a new record) under its path, keeping the indexes.
 func (ns *namespace) putFile(f *pb.FileRecord) {
-	old, ok := ns.files[f.Path]
+	old, ok := ns.files.get(f.Path)
 	if !ok {
 		ns.linkFile(f.Path)
 		ns.setLease(f.Path, "", f.LeaseHolder)
 	} else {
 		ns.setLease(f.Path, old.LeaseHolder, f.LeaseHolder)
 	}
-	ns.files[f.Path] = f
+	ns.files.put(f.Path, f)
 }
 
 // removeFile drops a file and its blocks.
@@ -237,12 +239,12 @@ func (ns *namespace) removeFile(f *pb.FileRecord) {
 		ns.removeBlock(id)
 	}
 	ns.setLease(f.Path, f.LeaseHolder, "")
-	delete(ns.files, f.Path)
+	ns.files.del(f.Path)
 	ns.unlinkFile(f.Path)
 }
 
 func (ns *namespace) putBlock(b *pb.BlockRecord) {
-	ns.blocks[b.Id] = b
+	ns.blocks.put(b.Id, b)
 	if b.State == pb.BlockState_BLOCK_STATE_UNDER_RECOVERY {
 		ns.recovering[b.Id] = struct{}{}
 	} else {
@@ -251,7 +253,7 @@ func (ns *namespace) putBlock(b *pb.BlockRecord) {
 }
 
 func (ns *namespace) removeBlock(id uint64) {
-	delete(ns.blocks, id)
+	ns.blocks.del(id)
 	delete(ns.recovering, id)
 }
 
@@ -273,7 +275,7 @@ func (ns *namespace) fileStatus(f *pb.FileRecord) *pb.FileStatus {
 		BlockCount: uint32(len(f.BlockIds)), CtimeUnixNanos: f.CtimeUnixNanos, MtimeUnixNanos: f.MtimeUnixNanos,
 	}
 	for _, id := range f.BlockIds {
-		if b := ns.blocks[id]; b != nil {
+		if b := ns.blocks.at(id); b != nil {
 			st.Length += b.NumBytes
 		}
 	}
@@ -282,7 +284,7 @@ func (ns *namespace) fileStatus(f *pb.FileRecord) *pb.FileStatus {
 
 // filesUnder returns every file at or below p, sorted by path.
 func (ns *namespace) filesUnder(p string) []*pb.FileRecord {
-	if f, ok := ns.files[p]; ok {
+	if f, ok := ns.files.get(p); ok {
 		return []*pb.FileRecord{f}
 	}
 	var out []*pb.FileRecord
@@ -290,7 +292,7 @@ func (ns *namespace) filesUnder(p string) []*pb.FileRecord {
 	walk = func(dir string) {
 		for _, name := range sortedKeys(ns.dirs[dir]) {
 			c := childPath(dir, name)
-			if f, ok := ns.files[c]; ok {
+			if f, ok := ns.files.get(c); ok {
 				out = append(out, f)
 			} else {
 				walk(c)
@@ -319,13 +321,13 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // File returns the file at path.
 func (s *State) File(path string) (*pb.FileRecord, bool) {
-	f, ok := s.ns.files[path]
+	f, ok := s.ns.files.get(path)
 	return f, ok
 }
 
 // FileStatus returns the attributes of the file at path.
 func (s *State) FileStatus(path string) (*pb.FileStatus, bool) {
-	f, ok := s.ns.files[path]
+	f, ok := s.ns.files.get(path)
 	if !ok {
 		return nil, false
 	}
@@ -349,7 +351,7 @@ func (s *State) List(dir, after string, limit int) ([]ListEntry, error) {
 	if err := ValidPath(dir); err != nil {
 		return nil, err
 	}
-	if f, ok := s.ns.files[dir]; ok {
+	if f, ok := s.ns.files.get(dir); ok {
 		_, name := parentDir(dir)
 		if after != "" && name <= after {
 			return nil, nil
@@ -371,7 +373,7 @@ func (s *State) List(dir, after string, limit int) ([]ListEntry, error) {
 			break
 		}
 		p := childPath(dir, name)
-		if f, ok := s.ns.files[p]; ok {
+		if f, ok := s.ns.files.get(p); ok {
 			out = append(out, ListEntry{Path: p, File: s.ns.fileStatus(f)})
 		} else {
 			out = append(out, ListEntry{Path: p, Dir: true})
@@ -381,26 +383,25 @@ func (s *State) List(dir, after string, limit int) ([]ListEntry, error) {
 }
 
 // FileCount is the number of files.
-func (s *State) FileCount() int { return len(s.ns.files) }
+func (s *State) FileCount() int { return s.ns.files.len() }
 
 // Block returns the block with id.
 func (s *State) Block(id uint64) (*pb.BlockRecord, bool) {
-	b, ok := s.ns.blocks[id]
-	return b, ok
+	return s.ns.blocks.get(id)
 }
 
 // BlockCount is the number of blocks.
-func (s *State) BlockCount() int { return len(s.ns.blocks) }
+func (s *State) BlockCount() int { return s.ns.blocks.len() }
 
 // BlocksOfFile returns the blocks of the file at path, in order.
 func (s *State) BlocksOfFile(path string) ([]*pb.BlockRecord, bool) {
-	f, ok := s.ns.files[path]
+	f, ok := s.ns.files.get(path)
 	if !ok {
 		return nil, false
 	}
 	out := make([]*pb.BlockRecord, 0, len(f.BlockIds))
 	for _, id := range f.BlockIds {
-		out = append(out, s.ns.blocks[id])
+		out = append(out, s.ns.blocks.at(id))
 	}
 	return out, true
 }
@@ -453,10 +454,10 @@ func (s *State) FilesOfHolder(holder string) []OpenFile {
 }
 
 func (s *State) openFile(p string) OpenFile {
-	f := s.ns.files[p]
+	f := s.ns.files.at(p)
 	o := OpenFile{Path: p, Holder: f.LeaseHolder}
 	if n := len(f.BlockIds); n > 0 {
-		o.Last = s.ns.blocks[f.BlockIds[n-1]]
+		o.Last = s.ns.blocks.at(f.BlockIds[n-1])
 	}
 	return o
 }
@@ -471,7 +472,7 @@ func (s *State) BlocksUnderRecovery() []*pb.BlockRecord {
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	out := make([]*pb.BlockRecord, len(ids))
 	for i, id := range ids {
-		out[i] = s.ns.blocks[id]
+		out[i] = s.ns.blocks.at(id)
 	}
 	return out
 }
@@ -480,7 +481,7 @@ func (s *State) BlocksUnderRecovery() []*pb.BlockRecord {
 func (s *State) RecoveryLoad() map[string]int {
 	out := map[string]int{}
 	for id := range s.ns.recovering {
-		out[s.ns.blocks[id].GetRecovery().GetPrimary()]++
+		out[s.ns.blocks.at(id).GetRecovery().GetPrimary()]++
 	}
 	return out
 }
@@ -518,12 +519,12 @@ func (ns *namespace) rebuild() error {
 	corrupt := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrSnapshotCorrupt}, args...)...)
 	}
-	if ns.auditFrom == 0 && (len(ns.files)+len(ns.blocks)+len(ns.nodes) > 0 || ns.nextBlockID != FirstBlockID || ns.nextGS != FirstGS) {
+	if ns.auditFrom == 0 && (ns.files.len()+ns.blocks.len()+len(ns.nodes) > 0 || ns.nextBlockID != FirstBlockID || ns.nextGS != FirstGS) {
 		return corrupt("namespace records without an audit trail")
 	}
-	owner := make(map[uint64]string, len(ns.blocks))
-	for _, p := range sortedKeys(ns.files) {
-		f := ns.files[p]
+	owner := make(map[uint64]string, ns.blocks.len())
+	for _, p := range ns.files.keys() {
+		f := ns.files.at(p)
 		if err := validFilePath(p); err != nil {
 			return corrupt("file %q: %v", p, err)
 		}
@@ -531,7 +532,7 @@ func (ns *namespace) rebuild() error {
 			return corrupt("file %q: under construction %v with lease holder %q", p, f.UnderConstruction, f.LeaseHolder)
 		}
 		for i, id := range f.BlockIds {
-			b, ok := ns.blocks[id]
+			b, ok := ns.blocks.get(id)
 			if !ok || b.Path != p {
 				return corrupt("file %q lists block %d it does not own", p, id)
 			}
@@ -546,24 +547,28 @@ func (ns *namespace) rebuild() error {
 		ns.linkFile(p)
 		ns.setLease(p, "", f.LeaseHolder)
 	}
-	for _, p := range sortedKeys(ns.files) {
+	for _, p := range ns.files.keys() {
 		if _, ok := ns.dirs[p]; ok {
 			return corrupt("%q is both a file and a directory", p)
 		}
 	}
-	for id, b := range ns.blocks {
-		if _, ok := owner[id]; !ok {
-			return corrupt("block %d belongs to no file", id)
-		}
-		if id >= ns.nextBlockID || b.Gs >= ns.nextGS || b.Recovery.GetRecoveryId() >= ns.nextGS {
-			return corrupt("block %d (GS %d) at or above the counters %d, %d", id, b.Gs, ns.nextBlockID, ns.nextGS)
-		}
-		if (b.State == stateRecovery) != (b.Recovery != nil) {
-			return corrupt("block %d is %s with recovery %v", id, stateName(b.State), b.Recovery)
-		}
-		if b.State == stateRecovery {
+	var bad error
+	ns.blocks.each(func(id uint64, b *pb.BlockRecord) bool {
+		_, owned := owner[id]
+		switch {
+		case !owned:
+			bad = corrupt("block %d belongs to no file", id)
+		case id >= ns.nextBlockID || b.Gs >= ns.nextGS || b.Recovery.GetRecoveryId() >= ns.nextGS:
+			bad = corrupt("block %d (GS %d) at or above the counters %d, %d", id, b.Gs, ns.nextBlockID, ns.nextGS)
+		case (b.State == stateRecovery) != (b.Recovery != nil):
+			bad = corrupt("block %d is %s with recovery %v", id, stateName(b.State), b.Recovery)
+		case b.State == stateRecovery:
 			ns.recovering[id] = struct{}{}
 		}
+		return bad == nil
+	})
+	if bad != nil {
+		return bad
 	}
 	for id, n := range ns.nodes {
 		if n.Id != id || id == "" {

@@ -253,7 +253,7 @@ func (s *State) openForWrite(path, client string) (*pb.FileRecord, error) {
 	if err := checkClient(client); err != nil {
 		return nil, err
 	}
-	f, ok := s.ns.files[path]
+	f, ok := s.ns.files.get(path)
 	switch {
 	case !ok:
 		return nil, errorf(ErrFileNotFound, "%s", path)
@@ -281,14 +281,14 @@ func (s *State) competingWriter(f *pb.FileRecord, client string) error {
 
 func (s *State) lastBlock(f *pb.FileRecord) *pb.BlockRecord {
 	if n := len(f.BlockIds); n > 0 {
-		return s.ns.blocks[f.BlockIds[n-1]]
+		return s.ns.blocks.at(f.BlockIds[n-1])
 	}
 	return nil
 }
 
 // blockOfFile finds a block of f by id.
 func (s *State) blockOfFile(f *pb.FileRecord, id uint64) (*pb.BlockRecord, error) {
-	b, ok := s.ns.blocks[id]
+	b, ok := s.ns.blocks.get(id)
 	if !ok || b.Path != f.Path {
 		return nil, errorf(ErrBlockNotFound, "block %d of %s", id, f.Path)
 	}
@@ -302,7 +302,7 @@ func removedBlock(b *pb.BlockRecord) *pb.RemovedBlock {
 func (s *State) removedBlocks(f *pb.FileRecord) []*pb.RemovedBlock {
 	out := make([]*pb.RemovedBlock, 0, len(f.BlockIds))
 	for _, id := range f.BlockIds {
-		out = append(out, removedBlock(s.ns.blocks[id]))
+		out = append(out, removedBlock(s.ns.blocks.at(id)))
 	}
 	return out
 }
@@ -315,7 +315,7 @@ func (s *State) get(st staged, id uint64) *pb.BlockRecord {
 	if b, ok := st[id]; ok {
 		return b
 	}
-	return s.ns.blocks[id]
+	return s.ns.blocks.at(id)
 }
 
 // own returns a staged (writable) copy of block id.
@@ -323,7 +323,7 @@ func (s *State) own(st staged, id uint64) *pb.BlockRecord {
 	if b, ok := st[id]; ok {
 		return b
 	}
-	b := cloneBlock(s.ns.blocks[id])
+	b := cloneBlock(s.ns.blocks.at(id))
 	st[id] = b
 	return b
 }

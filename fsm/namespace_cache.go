@@ -41,7 +41,7 @@ func (s *State) opAddCacheDirective(now int64, op *pb.AddCacheDirectiveOp) (*pb.
 	if op.Replication == 0 || op.Replication > MaxCacheReplication {
 		return nil, errorf(ErrInvalidCacheReplication, "replication %d, want 1..%d", op.Replication, MaxCacheReplication)
 	}
-	f, ok := s.ns.files[op.Path]
+	f, ok := s.ns.files.get(op.Path)
 	if !ok {
 		return nil, errorf(ErrFileNotFound, "%s (a cache directive names a file)", op.Path)
 	}

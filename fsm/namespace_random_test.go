@@ -229,12 +229,13 @@ func TestNamespaceRandomInvariants(t *testing.T) {
 					accepted[evs[0].Type]++
 				}
 			}
-			for id, b := range d.s.ns.blocks {
+			d.s.ns.blocks.each(func(id uint64, b *pb.BlockRecord) bool {
 				if b.Gs < gs[id] || b.Gs >= d.s.NextGS() || b.Recovery.GetRecoveryId() >= d.s.NextGS() {
 					t.Fatalf("seed %d entry %d: block %d GS %d after %d (next %d)", seed, i, id, b.Gs, gs[id], d.s.NextGS())
 				}
 				gs[id] = b.Gs
-			}
+				return true
+			})
 			if i%100 == 99 || i == len(logs)-1 {
 				f := &FSM{state: d.s}
 				g := New(nil)
@@ -325,6 +326,7 @@ func TestSnapshotNamespaceCorruptionRefused(t *testing.T) {
 	d := newBase(t)
 	d.ok(EventCacheAdded, opAddCache("/closed/f", 2))
 	good := captureSnapshot(d.s)
+	good.sortRecords() // the records as written, for the cases to edit
 	for _, tc := range []struct {
 		name string
 		mut  func(sn *snapshot)

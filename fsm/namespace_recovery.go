@@ -38,7 +38,7 @@ func (s *State) opStartRecovery(now int64, op *pb.StartRecoveryOp) (*pb.Namespac
 	if op.DeadlineUnixNanos <= now {
 		return nil, errorf(ErrInvalidRecovery, "deadline %d is not after the proposed time %d", op.DeadlineUnixNanos, now)
 	}
-	f, ok := s.ns.files[op.Path]
+	f, ok := s.ns.files.get(op.Path)
 	if !ok {
 		return nil, errorf(ErrFileNotFound, "%s", op.Path)
 	}
@@ -122,12 +122,12 @@ func (s *State) opCommitBlockSync(now int64, op *pb.CommitBlockSyncOp) (*pb.Name
 	if len(op.Targets) > MaxReplication {
 		return nil, errorf(ErrInvalidTargets, "%d targets, at most %d", len(op.Targets), MaxReplication)
 	}
-	b, ok := s.ns.blocks[op.BlockId]
+	b, ok := s.ns.blocks.get(op.BlockId)
 	var f *pb.FileRecord
 	var rf *lr.File
 	st := staged{}
 	if ok {
-		f = s.ns.files[b.Path]
+		f = s.ns.files.at(b.Path)
 		if err := s.markReplicated(f, op.ReplicatedBlocks, st); err != nil {
 			return nil, err
 		}
@@ -199,7 +199,7 @@ func (s *State) opReleaseLease(now int64, op *pb.ReleaseLeaseOp) (*pb.NamespaceR
 	if len(op.ReplicatedBlocks) > MaxBlocksPerFile {
 		return nil, errorf(ErrInvalidNamespaceOp, "%d replicated blocks listed", len(op.ReplicatedBlocks))
 	}
-	f, ok := s.ns.files[op.Path]
+	f, ok := s.ns.files.get(op.Path)
 	switch {
 	case !ok:
 		return nil, errorf(ErrFileNotFound, "%s", op.Path)
@@ -236,7 +236,7 @@ func (s *State) opReleaseLease(now int64, op *pb.ReleaseLeaseOp) (*pb.NamespaceR
 	// vouched for (DecideRelease closes only then).
 	st := staged{}
 	for _, id := range nf.BlockIds {
-		switch b := s.ns.blocks[id]; {
+		switch b := s.ns.blocks.at(id); {
 		case b.State == stateComplete:
 		case b.State == stateCommitted && live[id]:
 			s.own(st, id).State = stateComplete

@@ -33,7 +33,7 @@ func (s *State) opCreate(now int64, op *pb.CreateFileOp) (*pb.NamespaceResult, e
 	}
 	for d := op.Path; d != "/"; {
 		d, _ = parentDir(d)
-		if _, ok := s.ns.files[d]; ok {
+		if _, ok := s.ns.files.get(d); ok {
 			return nil, errorf(ErrParentNotDirectory, "%s is a file", d)
 		}
 	}
@@ -41,7 +41,7 @@ func (s *State) opCreate(now int64, op *pb.CreateFileOp) (*pb.NamespaceResult, e
 		return nil, errorf(ErrIsDirectory, "%s", op.Path)
 	}
 	res := &pb.NamespaceResult{}
-	if old, ok := s.ns.files[op.Path]; ok {
+	if old, ok := s.ns.files.get(op.Path); ok {
 		switch {
 		case !op.Overwrite:
 			return nil, errorf(ErrFileExists, "%s", op.Path)
@@ -118,7 +118,7 @@ func (s *State) opComplete(now int64, op *pb.CompleteFileOp) (*pb.NamespaceResul
 	if err := checkClient(op.ClientName); err != nil {
 		return nil, err
 	}
-	f, ok := s.ns.files[op.Path]
+	f, ok := s.ns.files.get(op.Path)
 	if !ok {
 		return nil, errorf(ErrFileNotFound, "%s", op.Path)
 	}
@@ -175,7 +175,7 @@ func (s *State) opAppend(op *pb.AppendFileOp) (*pb.NamespaceResult, error) {
 	if err := checkClient(op.ClientName); err != nil {
 		return nil, err
 	}
-	f, ok := s.ns.files[op.Path]
+	f, ok := s.ns.files.get(op.Path)
 	if !ok {
 		return nil, errorf(ErrFileNotFound, "%s", op.Path)
 	}
@@ -188,7 +188,7 @@ func (s *State) opAppend(op *pb.AppendFileOp) (*pb.NamespaceResult, error) {
 		}
 	}
 	for _, id := range f.BlockIds {
-		if b := s.ns.blocks[id]; b.State != stateComplete {
+		if b := s.ns.blocks.at(id); b.State != stateComplete {
 			return nil, errorf(ErrBlockState, "block %d of closed file %s is %s", id, f.Path, stateName(b.State))
 		}
 	}
@@ -217,7 +217,7 @@ func (s *State) opDelete(op *pb.DeleteFileOp) (*pb.NamespaceResult, error) {
 		return nil, err
 	}
 	files := s.ns.filesUnder(op.Path)
-	_, isFile := s.ns.files[op.Path]
+	_, isFile := s.ns.files.get(op.Path)
 	switch {
 	case len(files) == 0 && op.Path == "/":
 		return &pb.NamespaceResult{Unchanged: true}, nil
@@ -275,7 +275,7 @@ func (s *State) pipelineFile(path, client string) (*pb.FileRecord, error) {
 	if err := checkClient(client); err != nil {
 		return nil, err
 	}
-	f, ok := s.ns.files[path]
+	f, ok := s.ns.files.get(path)
 	if !ok {
 		return nil, errorf(ErrFileNotFound, "%s", path)
 	}
@@ -294,7 +294,7 @@ func (s *State) opUpdateBlockForPipeline(op *pb.UpdateBlockForPipelineOp) (*pb.N
 	if err := lr.CheckUpdateBlockForPipeline(s.ruleFile(f, nil, nil), op.BlockId, op.ClientName); err != nil {
 		return nil, fromRules(err)
 	}
-	return &pb.NamespaceResult{Block: s.ns.blocks[op.BlockId], NewGs: s.ns.allocGS()}, nil
+	return &pb.NamespaceResult{Block: s.ns.blocks.at(op.BlockId), NewGs: s.ns.allocGS()}, nil
 }
 
 // opUpdatePipeline records a recovered pipeline (spec §5.3 step 8, §9.4,
@@ -321,7 +321,7 @@ func (s *State) opUpdatePipeline(op *pb.UpdatePipelineOp) (*pb.NamespaceResult, 
 	if err := s.checkTargets(op.NewNodes, f.Replication); err != nil {
 		return nil, err
 	}
-	nb := cloneBlock(s.ns.blocks[op.BlockId])
+	nb := cloneBlock(s.ns.blocks.at(op.BlockId))
 	nb.Gs, nb.NumBytes, nb.ExpectedLocations = rb.GS, uint64(rb.NumBytes), fromNodeIDs(rb.Expected)
 	s.ns.putBlock(nb)
 	return &pb.NamespaceResult{Block: nb}, nil

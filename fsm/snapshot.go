@@ -48,6 +48,11 @@ type snapshot struct {
 	consumers []*pb.Consumer
 	// Namespace records are immutable once stored (copy on write): the
 	// snapshot shares them and sorts its own slices in write.
+	// fileTab and blockTab are the tables as captured (clones, O(1));
+	// files and blocks are filled from them in key order off the apply
+	// path (sortRecords).
+	fileTab    cowTable[string, *pb.FileRecord]
+	blockTab   cowTable[uint64, *pb.BlockRecord]
 	files      []*pb.FileRecord
 	blocks     []*pb.BlockRecord
 	nodes      []*pb.NodeRecord
@@ -71,8 +76,8 @@ func captureSnapshot(s *State) *snapshot {
 			Trims:                 s.trims,
 			LogFormat:             s.logFormat,
 			SessionClockUnixNanos: s.clock,
-			FileCount:             uint64(len(s.ns.files)),
-			BlockCount:            uint64(len(s.ns.blocks)),
+			FileCount:             uint64(s.ns.files.len()),
+			BlockCount:            uint64(s.ns.blocks.len()),
 			NodeCount:             uint64(len(s.ns.nodes)),
 			NextBlockId:           s.ns.nextBlockID,
 			NextGs:                s.ns.nextGS,
@@ -91,14 +96,8 @@ func captureSnapshot(s *State) *snapshot {
 	if n := len(sn.segments); n > 0 && !sn.segments[n-1].Sealed {
 		sn.segments[n-1] = proto.Clone(sn.segments[n-1]).(*pb.Segment)
 	}
-	sn.files = make([]*pb.FileRecord, 0, len(s.ns.files))
-	for _, f := range s.ns.files {
-		sn.files = append(sn.files, f)
-	}
-	sn.blocks = make([]*pb.BlockRecord, 0, len(s.ns.blocks))
-	for _, b := range s.ns.blocks {
-		sn.blocks = append(sn.blocks, b)
-	}
+	sn.fileTab = s.ns.files.clone()
+	sn.blockTab = s.ns.blocks.clone()
 	sn.nodes = make([]*pb.NodeRecord, 0, len(s.ns.nodes))
 	for _, n := range s.ns.nodes {
 		sn.nodes = append(sn.nodes, n)
@@ -366,18 +365,18 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			if i < journalEnd || i >= filesEnd {
 				return nil, fmt.Errorf("%w: file record out of place", ErrSnapshotCorrupt)
 			}
-			if _, dup := st.ns.files[x.File.Path]; dup {
+			if _, dup := st.ns.files.get(x.File.Path); dup {
 				return nil, fmt.Errorf("%w: duplicate file %q", ErrSnapshotCorrupt, x.File.Path)
 			}
-			st.ns.files[x.File.Path] = x.File
+			st.ns.files.put(x.File.Path, x.File)
 		case *pb.SnapshotRecord_Block:
 			if i < filesEnd || i >= blocksEnd {
 				return nil, fmt.Errorf("%w: block record out of place", ErrSnapshotCorrupt)
 			}
-			if _, dup := st.ns.blocks[x.Block.Id]; dup {
+			if _, dup := st.ns.blocks.get(x.Block.Id); dup {
 				return nil, fmt.Errorf("%w: duplicate block %d", ErrSnapshotCorrupt, x.Block.Id)
 			}
-			st.ns.blocks[x.Block.Id] = x.Block
+			st.ns.blocks.put(x.Block.Id, x.Block)
 		case *pb.SnapshotRecord_Node:
 			if i < blocksEnd || i >= nodesEnd {
 				return nil, fmt.Errorf("%w: node record out of place", ErrSnapshotCorrupt)
