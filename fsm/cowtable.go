@@ -97,13 +97,3 @@ func (ct cowTable[K, V]) sorted() []V {
 	})
 	return out
 }
-
-// keys returns the keys in order.
-func (ct cowTable[K, V]) keys() []K {
-	out := make([]K, 0, ct.len())
-	ct.each(func(k K, _ V) bool {
-		out = append(out, k)
-		return true
-	})
-	return out
-}

@@ -104,7 +104,9 @@ func format4FixtureLogs(t testing.TB) []*raft.Log {
 	f.ApplyBatch(logs)
 	var paths []string
 	f.View(func(s *State) {
-		paths = s.ns.files.keys()[:3]
+		for _, f := range s.ns.files.sorted()[:3] {
+			paths = append(paths, f.Path)
+		}
 	})
 	for i, p := range paths {
 		logs = append(logs, nsEntry(t, next(), int64(i+1), &pb.NamespaceCommand{Op: opAddCache(p, uint32(i+1))}))

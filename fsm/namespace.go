@@ -523,8 +523,9 @@ func (ns *namespace) rebuild() error {
 		return corrupt("namespace records without an audit trail")
 	}
 	owner := make(map[uint64]string, ns.blocks.len())
-	for _, p := range ns.files.keys() {
-		f := ns.files.at(p)
+	files := ns.files.sorted()
+	for _, f := range files {
+		p := f.Path
 		if err := validFilePath(p); err != nil {
 			return corrupt("file %q: %v", p, err)
 		}
@@ -547,9 +548,9 @@ func (ns *namespace) rebuild() error {
 		ns.linkFile(p)
 		ns.setLease(p, "", f.LeaseHolder)
 	}
-	for _, p := range ns.files.keys() {
-		if _, ok := ns.dirs[p]; ok {
-			return corrupt("%q is both a file and a directory", p)
+	for _, f := range files {
+		if _, ok := ns.dirs[f.Path]; ok {
+			return corrupt("%q is both a file and a directory", f.Path)
 		}
 	}
 	var bad error

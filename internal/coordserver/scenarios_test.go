@@ -1659,18 +1659,7 @@ func TestScenario16DeadBeforeLeaderChange(t *testing.T) {
 		c.FS.NodeStaleInterval, c.FS.NodeDeadInterval, c.FS.ReplicationCheckInterval = time.Second, 4*time.Second, 100*time.Millisecond
 		c.FS.RecoveryTimeout = time.Minute
 	})
-	e.registerNodes(3)
-	if _, err := e.ns.Create(e.ctx, &pb.CreateRequest{Path: "/s16d", Replication: 3, BlockSize: 1 << 20, ClientName: "w1"}); err != nil {
-		t.Fatal(err)
-	}
-	ab, err := e.ns.AddBlock(e.ctx, &pb.AddBlockRequest{Path: "/s16d", ClientName: "w1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := ab.Result.Block
-	for _, n := range b.ExpectedLocations {
-		e.report(n, b, 10, pb.ReplicaState_REPLICA_STATE_RBW)
-	}
+	b := e.startAbandonedWrite() // /w: one block, RBW on n1-n3
 	rbw := &pb.ReportedReplica{BlockId: b.Id, Gs: b.Gs, NumBytes: 10, State: pb.ReplicaState_REPLICA_STATE_RBW}
 	// n3 is silent from here on; the leadership moves.
 	old := e.tc.waitLeader()
@@ -1686,7 +1675,7 @@ func TestScenario16DeadBeforeLeaderChange(t *testing.T) {
 		e.heartbeatAnswering("n1", rbw)
 		return !e.nodeLive("n2")
 	})
-	if _, err := e.ns.RecoverLease(e.ctx, &pb.RecoverLeaseRequest{Path: "/s16d", ClientName: "w2"}); err != nil {
+	if _, err := e.ns.RecoverLease(e.ctx, &pb.RecoverLeaseRequest{Path: "/w", ClientName: "w2"}); err != nil {
 		t.Fatal(err)
 	}
 	var locs []string
