@@ -251,6 +251,8 @@ type FSM struct {
 	// its capture, so at most keepCheckpoints captures are ever held.
 	checkpoints []*Checkpoint
 	digesting   bool
+	// removals: the block ids the state removed (removals.go).
+	removals blockRemovals
 }
 
 const keepCheckpoints = 16
@@ -268,7 +270,9 @@ func New(onHalt func(error)) *FSM {
 	if onHalt == nil {
 		onHalt = func(error) {}
 	}
-	return &FSM{state: NewState(), applied: make(chan struct{}), onHalt: onHalt}
+	f := &FSM{state: NewState(), applied: make(chan struct{}), onHalt: onHalt}
+	f.state.ns.removals = &f.removals
+	return f
 }
 
 // Apply implements raft.FSM.
@@ -457,6 +461,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	f.state = st
+	st.ns.removals = &f.removals
+	f.removals.floor = f.removals.next // what the snapshot removed is unknown
 	close(f.applied)
 	f.applied = make(chan struct{})
 	f.mu.Unlock()

@@ -99,6 +99,10 @@ type namespace struct {
 	leases          map[string]map[string]struct{}
 	recovering      map[uint64]struct{}
 	directiveOfPath map[string]uint64
+
+	// removals is the FSM's feed of removed block ids (removals.go; nil
+	// in a State outside an FSM).
+	removals *blockRemovals
 }
 
 func newNamespace() namespace {
@@ -253,6 +257,9 @@ func (ns *namespace) putBlock(b *pb.BlockRecord) {
 }
 
 func (ns *namespace) removeBlock(id uint64) {
+	if ns.removals != nil {
+		ns.removals.add(id)
+	}
 	ns.blocks.del(id)
 	delete(ns.recovering, id)
 }

@@ -409,8 +409,9 @@ func (n *namespaceService) Delete(ctx context.Context, req *pb.DeleteRequest) (*
 	if err := s.fsReady(ctx); err != nil {
 		return nil, err
 	}
-	// The removed blocks' replicas are invalidated from the nodes'
-	// reports (an unknown block), see nodeCommands.
+	// The removed blocks' replicas are invalidated at the nodes' next
+	// heartbeats (an unknown block; the state machine's removal feed
+	// marks them, see readRemovals).
 	return s.fileOp(req.Session, "", nsOp(&pb.DeleteFileOp{Path: req.Path, Recursive: req.Recursive}))
 }
 

@@ -25,7 +25,16 @@ const (
 	// maxReplChecksPerCycle bounds the dirty blocks one replication cycle
 	// checks (the rest wait for the next).
 	maxReplChecksPerCycle = 100000
+	// lookupChunk bounds the block lookups made under one hold of the
+	// state machine's read lock, which applies wait for.
+	lookupChunk = 4096
 )
+
+// invalidateChecksPerBeat bounds the replicas a heartbeat checks for
+// invalidation, from each source (rechecks, the sweep): a node with a
+// million replicas has each swept every ~31 heartbeats, one with at most
+// this many at every heartbeat. A variable for tests.
+var invalidateChecksPerBeat = 1 << 15
 
 // nodeLinkService is the storage nodes' API: registration (replicated),
 // heartbeats and block reports (leader soft state), recovery commits
@@ -100,7 +109,7 @@ func (l *nodeLinkService) Register(ctx context.Context, req *pb.NodeRegisterRequ
 	// A (re-)registered node sends a full report before its replicas
 	// count again.
 	n.fullReport = false
-	n.replicas = map[uint64]softReplica{}
+	n.setReplicas(map[uint64]softReplica{})
 	f.mu.Unlock()
 	s.log.Info("storage node registered", "node", node.Id, "grpc-addr", node.GrpcAddr)
 	return &pb.NodeRegisterResponse{Node: proto.Clone(r.Result.GetNode()).(*pb.NodeRecord), ClusterId: s.cfg.ClusterID}, nil
@@ -149,6 +158,7 @@ func (l *nodeLinkService) Heartbeat(ctx context.Context, req *pb.NodeHeartbeatRe
 // whose primary it is) and from the leader's soft state (full report
 // request, invalidations outside safe mode).
 func (s *Server) nodeCommands(id string, now time.Time) []*pb.NodeCommand {
+	s.readRemovals()
 	var out []*pb.NodeCommand
 	var recs []*pb.BlockRecord
 	nodes := map[string]*pb.NodeRecord{}
@@ -171,12 +181,9 @@ func (s *Server) nodeCommands(id string, now time.Time) []*pb.NodeCommand {
 	safe := f.safeMode
 	transfers, excess := n.takeWorkLocked()
 	cache, uncache := n.cache.takeWork(now, s.fsCfg().CacheTimeout)
-	var reps map[uint64]softReplica
+	var check []replicaCheck
 	if !safe && n.fullReport {
-		reps = make(map[uint64]softReplica, len(n.replicas))
-		for k, v := range n.replicas {
-			reps[k] = v
-		}
+		check = n.takeChecksLocked(invalidateChecksPerBeat)
 	}
 	f.mu.Unlock()
 	for i, b := range recs {
@@ -188,36 +195,79 @@ func (s *Server) nodeCommands(id string, now time.Time) []*pb.NodeCommand {
 	for _, t := range transfers {
 		out = append(out, &pb.NodeCommand{Command: &pb.NodeCommand_Transfer{Transfer: t}})
 	}
-	if inv := append(excess, s.invalidations(id, reps, now)...); len(inv) > 0 {
+	if inv := append(excess, s.invalidations(id, check, now)...); len(inv) > 0 {
 		out = append(out, &pb.NodeCommand{Command: &pb.NodeCommand_Invalidate{Invalidate: &pb.InvalidateCommand{Blocks: inv}}})
 	}
 	return append(out, cacheCommands(cache, uncache)...)
 }
 
-// invalidations classifies node id's reported replicas with
+// readRemovals reads the state machine's removal feed on from where this
+// term read to and marks every node's replica of a removed block for a
+// recheck, so that a deleted file's replicas are invalidated at the next
+// heartbeats however large the sweep. Removals the feed lost (to its bound
+// or a restore) are left to the sweep.
+func (s *Server) readRemovals() {
+	f := s.fsLocked()
+	term, from, started := f.term, f.removedAt, f.removedFrom
+	f.mu.Unlock()
+	var ids []uint64
+	next := from
+	s.fsm.View(func(st *fsm.State) {
+		if !started {
+			next = st.RemovalFeedEnd()
+			return
+		}
+		ids, next, _ = st.RemovedBlocks(from, 1<<16)
+	})
+	f = s.fsLocked()
+	defer f.mu.Unlock()
+	if f.term != term || (f.removedFrom && f.removedAt >= next) {
+		return // a new term, or another heartbeat read as far
+	}
+	f.removedAt, f.removedFrom = next, true
+	for _, id := range ids {
+		for _, n := range f.nodes {
+			if _, ok := n.replicas[id]; ok {
+				n.markRecheck(id)
+			}
+		}
+	}
+}
+
+// invalidations classifies node id's replicas check with
 // leaserecovery.ReconcileReplica: replicas of deleted (unknown) blocks,
 // and replicas whose GS is older than their COMMITTED/COMPLETE block's
-// while another live node holds a good copy, are invalidated.
-func (s *Server) invalidations(id string, reps map[uint64]softReplica, now time.Time) []*pb.BlockRef {
-	if len(reps) == 0 {
+// while another live node holds a good copy, are invalidated. Those left
+// unjudged by the per-heartbeat bound are rechecked at the next heartbeat.
+func (s *Server) invalidations(id string, check []replicaCheck, now time.Time) []*pb.BlockRef {
+	if len(check) == 0 {
 		return nil
 	}
 	stale := s.fsCfg().NodeStaleInterval
-	blocks := make(map[uint64]*pb.BlockRecord, len(reps))
+	blocks := make([]*pb.BlockRecord, len(check))
 	var maxGS uint64
-	s.fsm.View(func(st *fsm.State) {
-		for bid := range reps {
-			if b, ok := st.Block(bid); ok {
-				blocks[bid] = b
+	for i := 0; i < len(check); i += lookupChunk {
+		end := min(i+lookupChunk, len(check))
+		s.fsm.View(func(st *fsm.State) {
+			for j := i; j < end; j++ {
+				blocks[j], _ = st.Block(check[j].id)
 			}
-		}
-		maxGS = st.NextGS() - 1 // the highest GS allocated; NextGS is not yet
-	})
+			// The highest GS allocated (NextGS is not yet), read with the
+			// last lookups: no block looked up has a newer one.
+			maxGS = st.NextGS() - 1
+		})
+	}
 	var out []*pb.BlockRef
 	f := s.fsLocked()
 	defer f.mu.Unlock()
-	for bid, r := range reps {
+	n := f.node(id)
+	for i, r := range check {
 		if len(out) >= maxInvalidatePerBeat {
+			for _, rest := range check[i:] {
+				if _, ok := n.replicas[rest.id]; ok {
+					n.markRecheck(rest.id)
+				}
+			}
 			break
 		}
 		rs, ok := toRuleReplicaState(r.state)
@@ -225,21 +275,21 @@ func (s *Server) invalidations(id string, reps map[uint64]softReplica, now time.
 			continue
 		}
 		var stored *lr.Block
-		b := blocks[bid]
+		b := blocks[i]
 		if b != nil {
 			rb := ruleBlock(b, 0)
 			stored = &rb
 		}
-		rep := lr.ReportedReplica{Node: lr.NodeID(id), ID: bid, GS: r.gs, NumBytes: r.numBytes, State: rs}
+		rep := lr.ReportedReplica{Node: lr.NodeID(id), ID: r.id, GS: r.gs, NumBytes: r.numBytes, State: rs}
 		rc := lr.ReconcileReplica(stored, rep, lr.ReportContext{MaxGS: maxGS, Location: true})
 		switch {
 		case rc.Action == lr.ReportInvalidate:
-			out = append(out, &pb.BlockRef{Id: bid, Gs: r.gs, NumBytes: uint64(max(r.numBytes, 0))})
+			out = append(out, &pb.BlockRef{Id: r.id, Gs: r.gs, NumBytes: uint64(max(r.numBytes, 0))})
 		case rc.Action == lr.ReportMarkCorrupt && b != nil && r.gs < b.Gs &&
 			(b.State == pb.BlockState_BLOCK_STATE_COMPLETE || b.State == pb.BlockState_BLOCK_STATE_COMMITTED):
 			// Never the last good copy.
-			if f.finalizedAt(bid, b.Gs, int64(b.NumBytes), now, stale) >= 1 {
-				out = append(out, &pb.BlockRef{Id: bid, Gs: r.gs, NumBytes: uint64(max(r.numBytes, 0))})
+			if f.finalizedAt(r.id, b.Gs, int64(b.NumBytes), now, stale) >= 1 {
+				out = append(out, &pb.BlockRef{Id: r.id, Gs: r.gs, NumBytes: uint64(max(r.numBytes, 0))})
 			}
 		}
 	}
@@ -297,7 +347,7 @@ func (l *nodeLinkService) BlockReport(ctx context.Context, req *pb.NodeBlockRepo
 	for bid := range n.replicas {
 		f.markDirty(bid)
 	}
-	n.replicas = make(map[uint64]softReplica, total)
+	n.setReplicas(make(map[uint64]softReplica, total))
 	n.invalidating = nil
 	for _, st := range req.Storages {
 		if st.Failed {
@@ -354,6 +404,15 @@ func (l *nodeLinkService) IncrementalReport(ctx context.Context, req *pb.NodeInc
 			continue
 		}
 		n.replicas[r.BlockId] = softReplica{storage: c.StorageId, gs: r.Gs, numBytes: r.NumBytes, state: r.State}
+		n.markRecheck(r.BlockId)
+		if r.State == pb.ReplicaState_REPLICA_STATE_FINALIZED {
+			// A new good copy: the others' older ones may go now.
+			for oid, o := range f.nodes {
+				if _, ok := o.replicas[r.BlockId]; ok && oid != req.NodeId {
+					o.markRecheck(r.BlockId)
+				}
+			}
+		}
 	}
 	f.mu.Unlock()
 	return &pb.NodeReportResponse{}, nil

@@ -28,6 +28,11 @@ type fsSoft struct {
 	// gossip is the server's node gossip state (its own lock, taken after
 	// mu).
 	gossip *nodeGossip
+	// removedAt: the state machine's removal feed position this term has
+	// read to (removedFrom: set at the term's first read; removals before
+	// it are found by the sweep, as the nodes report in full).
+	removedAt   uint64
+	removedFrom bool
 }
 
 // nodeSoft is what the leader learned from one storage node this term.
@@ -50,6 +55,13 @@ type nodeSoft struct {
 	invalidating map[uint64]struct{}
 	// cache: the node's cache report and cache work (cache_monitor.go).
 	cache nodeCache
+	// Which replicas the next heartbeat checks for invalidation
+	// (nodeCommands): recheck holds those reported since, or whose block
+	// the state machine removed; sweep is a pass over all of them, walked
+	// a bounded slice per heartbeat from sweepAt.
+	recheck map[uint64]struct{}
+	sweep   []uint64
+	sweepAt int
 }
 
 type softReplica struct {
@@ -57,6 +69,69 @@ type softReplica struct {
 	gs       uint64
 	numBytes int64
 	state    pb.ReplicaState
+}
+
+// setReplicas replaces the node's replicas (a full report, or none) and
+// starts its invalidation sweep over.
+func (n *nodeSoft) setReplicas(reps map[uint64]softReplica) {
+	n.replicas = reps
+	n.recheck = nil
+	n.sweep, n.sweepAt = n.sweep[:0], 0
+}
+
+// markRecheck has the next heartbeat check the node's replica of block id.
+func (n *nodeSoft) markRecheck(id uint64) {
+	if n.recheck == nil {
+		n.recheck = map[uint64]struct{}{}
+	}
+	n.recheck[id] = struct{}{}
+}
+
+// replicaCheck is a replica a heartbeat checks for invalidation.
+type replicaCheck struct {
+	id uint64
+	softReplica
+}
+
+// takeChecksLocked returns the replicas this heartbeat checks for
+// invalidation, without repeats: up to limit of those marked for a
+// recheck, then the sweep's next limit. A pass that reached its end starts
+// over from the current replicas at the next heartbeat, so a node with at
+// most limit replicas has all of them checked at every heartbeat, and one
+// with more has each checked every len/limit heartbeats.
+func (n *nodeSoft) takeChecksLocked(limit int) []replicaCheck {
+	var rechecked map[uint64]struct{}
+	if len(n.recheck) > 0 {
+		rechecked = make(map[uint64]struct{}, min(len(n.recheck), limit))
+	}
+	out := make([]replicaCheck, 0, min(len(n.recheck), limit)+min(len(n.replicas), limit))
+	for id := range n.recheck {
+		if len(rechecked) == limit {
+			break
+		}
+		rechecked[id] = struct{}{}
+		delete(n.recheck, id)
+		if r, ok := n.replicas[id]; ok {
+			out = append(out, replicaCheck{id, r})
+		}
+	}
+	if n.sweepAt >= len(n.sweep) {
+		n.sweep, n.sweepAt = n.sweep[:0], 0
+		for id := range n.replicas {
+			n.sweep = append(n.sweep, id)
+		}
+	}
+	end := min(n.sweepAt+limit, len(n.sweep))
+	for _, id := range n.sweep[n.sweepAt:end] {
+		if _, dup := rechecked[id]; dup {
+			continue
+		}
+		if r, ok := n.replicas[id]; ok {
+			out = append(out, replicaCheck{id, r})
+		}
+	}
+	n.sweepAt = end
+	return out
 }
 
 // reset starts a new term: empty soft state, safe mode on.
@@ -67,6 +142,7 @@ func (f *fsSoft) reset(term uint64, now time.Time, safeTimeout time.Duration) {
 	f.safeMode, f.safeUntil = true, now.Add(safeTimeout)
 	f.repl = newReplState()
 	f.cacheCursor = 0
+	f.removedAt, f.removedFrom = 0, false
 }
 
 // fs returns the soft state locked for term (reset when the term moved

@@ -213,7 +213,7 @@ func (s *Server) markDeadLocked(f *fsSoft, now time.Time, dead time.Duration) {
 		}
 		s.log.Warn("storage node dead: its replicas no longer count", "node", id, "replicas", len(n.replicas),
 			"silent-for", now.Sub(n.lastHeartbeat).Round(time.Millisecond))
-		n.replicas = map[uint64]softReplica{}
+		n.setReplicas(map[uint64]softReplica{})
 		n.fullReport = false
 		n.transfers, n.invalidate, n.invalidating = nil, nil, nil
 		for bid, p := range f.repl.pending {

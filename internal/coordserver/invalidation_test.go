@@ -1,0 +1,205 @@
+package coordserver
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/fsm"
+)
+
+// TestTakeChecksSweep: a heartbeat checks the replicas marked for a
+// recheck and the sweep's next slice, each at most once; the sweep covers
+// every replica in ceil(n/limit) heartbeats, then starts over; a full
+// report starts it over at once.
+func TestTakeChecksSweep(t *testing.T) {
+	n := &nodeSoft{}
+	reps := map[uint64]softReplica{}
+	for id := uint64(1); id <= 10; id++ {
+		reps[id] = softReplica{gs: id}
+	}
+	n.setReplicas(reps)
+	ids := func(checks []replicaCheck) []uint64 {
+		var out []uint64
+		for _, c := range checks {
+			if c.softReplica != reps[c.id] {
+				t.Fatalf("replica %d is %+v, want %+v", c.id, c.softReplica, reps[c.id])
+			}
+			out = append(out, c.id)
+		}
+		return out
+	}
+	seen := map[uint64]int{}
+	for beat := 0; beat < 3; beat++ {
+		got := ids(n.takeChecksLocked(4))
+		if want := []int{4, 4, 2}[beat]; len(got) != want {
+			t.Fatalf("beat %d: %d checks, want %d", beat, len(got), want)
+		}
+		for _, id := range got {
+			seen[id]++
+		}
+	}
+	if len(seen) != 10 {
+		t.Fatalf("one pass checked %d distinct replicas, want 10: %v", len(seen), seen)
+	}
+	for id, c := range seen {
+		if c != 1 {
+			t.Fatalf("replica %d checked %d times in one pass", id, c)
+		}
+	}
+
+	// Rechecks come first, without repeats, and ids the node no longer
+	// holds are dropped.
+	n.markRecheck(3)
+	n.markRecheck(99)
+	got := ids(n.takeChecksLocked(4))
+	want := 4 // the new pass's first four
+	if !slices.Contains(n.sweep[:4], 3) {
+		want++
+	}
+	sorted := slices.Sorted(slices.Values(got))
+	if len(got) != want || got[0] != 3 || slices.Contains(got, 99) || len(slices.Compact(sorted)) != len(got) {
+		t.Fatalf("recheck of 3 and 99 then a new pass's first 4 (%v): %v", n.sweep[:4], got)
+	}
+	if len(n.recheck) != 0 {
+		t.Fatalf("rechecks left: %v", n.recheck)
+	}
+
+	// A full report starts the pass over from its replicas.
+	reps = map[uint64]softReplica{42: {}}
+	n.setReplicas(reps)
+	if got := ids(n.takeChecksLocked(4)); !slices.Equal(got, []uint64{42}) {
+		t.Fatalf("after a full report: %v", got)
+	}
+}
+
+// TestInvalidationSweepAndRemovals: with a node holding far more replicas
+// than a heartbeat checks, a replica of an unknown block at an old GS is
+// invalidated once per pass of the sweep, a replica reported since is
+// judged at the next heartbeat, and a deleted file's replica is
+// invalidated at the next heartbeat (the state machine's removal feed)
+// rather than when the sweep reaches it.
+func TestInvalidationSweepAndRemovals(t *testing.T) {
+	defer func(n int) { invalidateChecksPerBeat = n }(invalidateChecksPerBeat)
+	invalidateChecksPerBeat = 8
+	e := newFSEnv(t)
+	e.registerNodes(1)
+	if _, err := e.ns.Create(e.ctx, &pb.CreateRequest{Path: "/inv", Replication: 1, BlockSize: 1 << 20, ClientName: "w1"}); err != nil {
+		t.Fatal(err)
+	}
+	ab, err := e.ns.AddBlock(e.ctx, &pb.AddBlockRequest{Path: "/inv", ClientName: "w1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk := ab.Result.Block
+	var nextID, nextGS uint64
+	e.tc.server(e.leader).fsm.View(func(st *fsm.State) { nextID, nextGS = st.NextBlockID(), st.NextGS() })
+	// 400 replicas ahead of the metadata (kept), the open block's (kept
+	// while the file exists) and one of an unknown block at an old GS.
+	const ahead = 400
+	old := nextID + 10_000
+	reps := []*pb.ReportedReplica{
+		{BlockId: blk.Id, Gs: blk.Gs, NumBytes: 0, State: pb.ReplicaState_REPLICA_STATE_RBW},
+		{BlockId: old, Gs: 1, NumBytes: 10, State: pb.ReplicaState_REPLICA_STATE_FINALIZED},
+	}
+	for i := range uint64(ahead) {
+		reps = append(reps, &pb.ReportedReplica{BlockId: nextID + 100 + i, Gs: nextGS + 100, NumBytes: 10, State: pb.ReplicaState_REPLICA_STATE_FINALIZED})
+	}
+	if _, err := e.nl.BlockReport(e.ctx, &pb.NodeBlockReportRequest{NodeId: "n1", Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "out of safe mode", func() bool {
+		r, err := e.ns.ListNodes(e.ctx, &pb.ListNodesRequest{})
+		return err == nil && !r.SafeMode
+	})
+	invalidated := func() []uint64 {
+		var ids []uint64
+		for _, c := range e.fakeHeartbeat("n1") {
+			for _, b := range c.GetInvalidate().GetBlocks() {
+				ids = append(ids, b.Id)
+			}
+		}
+		return ids
+	}
+
+	// One pass: ceil(402/8) heartbeats, the old replica invalidated once,
+	// nothing else.
+	passLen := (len(reps) + invalidateChecksPerBeat - 1) / invalidateChecksPerBeat
+	var got []uint64
+	for range passLen {
+		got = append(got, invalidated()...)
+	}
+	if !slices.Equal(got, []uint64{old}) {
+		t.Fatalf("one pass of the sweep invalidated %v, want [%d]", got, old)
+	}
+
+	// Into the next pass: a replica reported now is judged at once.
+	invalidated()
+	old2 := old + 1
+	e.report("n1", &pb.BlockRecord{Id: old2, Gs: 1}, 10, pb.ReplicaState_REPLICA_STATE_FINALIZED)
+	if got := invalidated(); !slices.Contains(got, old2) {
+		t.Fatalf("after an incremental report of %d: invalidated %v", old2, got)
+	}
+
+	// The file goes: its block's replica is invalidated at the next
+	// heartbeat (the sweep alone would take up to a pass).
+	if _, err := e.ns.Delete(e.ctx, &pb.DeleteRequest{Path: "/inv"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := invalidated(); !slices.Contains(got, blk.Id) {
+		t.Fatalf("the heartbeat after the delete invalidated %v, not the deleted block %d", got, blk.Id)
+	}
+}
+
+// BenchmarkHeartbeatLargeNode: one heartbeat at the leader from a node
+// holding LOGBOOK_BENCH_NODE_REPLICAS replicas (default 1,000,000), out of
+// safe mode, called in process (no gRPC). The replicas are of block ids
+// ahead of the metadata, which are kept, so every heartbeat finds nothing
+// to invalidate, as in a steady state.
+func BenchmarkHeartbeatLargeNode(b *testing.B) {
+	n := 1_000_000
+	if v, err := strconv.Atoi(os.Getenv("LOGBOOK_BENCH_NODE_REPLICAS")); err == nil && v > 0 {
+		n = v
+	}
+	tc := newTestCluster(b, 1)
+	s := tc.server(tc.waitLeader())
+	eventually(b, 20*time.Second, "log format 3", func() bool { return s.logFormat() >= fsm.NamespaceFormat })
+	ctx := context.Background()
+	l, ns := &nodeLinkService{s: s}, &namespaceService{s: s}
+	st := []*pb.StorageReport{{StorageId: "s1", Capacity: 1 << 40, Free: 1 << 40}}
+	eventually(b, 20*time.Second, "node registered", func() bool {
+		_, err := l.Register(ctx, &pb.NodeRegisterRequest{Node: &pb.NodeRecord{Id: "n1", GrpcAddr: "127.0.0.1:9001", StorageIds: []string{"s1"}, InstanceId: "i1"}, Storages: st})
+		return err == nil
+	})
+	var nextID, nextGS uint64
+	s.fsm.View(func(st *fsm.State) { nextID, nextGS = st.NextBlockID(), st.NextGS() })
+	reps := make([]*pb.ReportedReplica, n)
+	for i := range reps {
+		reps[i] = &pb.ReportedReplica{BlockId: nextID + 100 + uint64(i), Gs: nextGS + 100, NumBytes: 1 << 20, State: pb.ReplicaState_REPLICA_STATE_FINALIZED}
+	}
+	if _, err := l.BlockReport(ctx, &pb.NodeBlockReportRequest{NodeId: "n1", Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}}); err != nil {
+		b.Fatal(err)
+	}
+	hb := &pb.NodeHeartbeatRequest{NodeId: "n1", Storages: st}
+	eventually(b, 20*time.Second, "out of safe mode", func() bool {
+		l.Heartbeat(ctx, hb)
+		r, err := ns.ListNodes(ctx, &pb.ListNodesRequest{})
+		return err == nil && !r.SafeMode
+	})
+	b.ResetTimer()
+	for b.Loop() {
+		r, err := l.Heartbeat(ctx, hb)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range r.Commands {
+			if c.GetInvalidate() != nil {
+				b.Fatalf("invalidated %d replicas", len(c.GetInvalidate().Blocks))
+			}
+		}
+	}
+}
