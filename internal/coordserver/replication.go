@@ -156,18 +156,24 @@ func (s *Server) replicationCycle(now time.Time) {
 func (s *Server) blockInfos(ids []uint64) (map[uint64]blockInfo, map[string]*pb.NodeRecord) {
 	infos := make(map[uint64]blockInfo, len(ids))
 	nodes := map[string]*pb.NodeRecord{}
+	// In holds of the read lock of lookupChunk blocks: a cycle checks up
+	// to maxReplChecksPerCycle, and applies wait while the lock is held.
+	for i := 0; i < len(ids); i += lookupChunk {
+		s.fsm.View(func(st *fsm.State) {
+			for _, id := range ids[i:min(i+lookupChunk, len(ids))] {
+				b, ok := st.Block(id)
+				if !ok {
+					continue
+				}
+				rep := 0
+				if fr, ok := st.File(b.Path); ok {
+					rep = int(fr.Replication)
+				}
+				infos[id] = blockInfo{block: b, replication: rep}
+			}
+		})
+	}
 	s.fsm.View(func(st *fsm.State) {
-		for _, id := range ids {
-			b, ok := st.Block(id)
-			if !ok {
-				continue
-			}
-			rep := 0
-			if fr, ok := st.File(b.Path); ok {
-				rep = int(fr.Replication)
-			}
-			infos[id] = blockInfo{block: b, replication: rep}
-		}
 		for _, n := range st.Nodes() {
 			nodes[n.Id] = n
 		}
