@@ -155,12 +155,12 @@ func TestInvalidationSweepAndRemovals(t *testing.T) {
 	}
 }
 
-// BenchmarkHeartbeatLargeNode: one heartbeat at the leader from a node
-// holding LOGBOOK_BENCH_NODE_REPLICAS replicas (default 1,000,000), out of
-// safe mode, called in process (no gRPC). The replicas are of block ids
-// ahead of the metadata, which are kept, so every heartbeat finds nothing
-// to invalidate, as in a steady state.
-func BenchmarkHeartbeatLargeNode(b *testing.B) {
+// largeNode starts one coordinator and registers node n1 on it, and
+// returns the node's full block report of LOGBOOK_BENCH_NODE_REPLICAS
+// replicas (default 1,000,000) of block ids ahead of the metadata, which
+// are kept: every heartbeat finds nothing to invalidate, as in a steady
+// state. The calls are made in process (no gRPC).
+func largeNode(b *testing.B) (*nodeLinkService, *namespaceService, *pb.NodeBlockReportRequest, *pb.NodeHeartbeatRequest) {
 	n := 1_000_000
 	if v, err := strconv.Atoi(os.Getenv("LOGBOOK_BENCH_NODE_REPLICAS")); err == nil && v > 0 {
 		n = v
@@ -181,10 +181,18 @@ func BenchmarkHeartbeatLargeNode(b *testing.B) {
 	for i := range reps {
 		reps[i] = &pb.ReportedReplica{BlockId: nextID + 100 + uint64(i), Gs: nextGS + 100, NumBytes: 1 << 20, State: pb.ReplicaState_REPLICA_STATE_FINALIZED}
 	}
-	if _, err := l.BlockReport(ctx, &pb.NodeBlockReportRequest{NodeId: "n1", Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}}); err != nil {
+	report := &pb.NodeBlockReportRequest{NodeId: "n1", Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}}
+	return l, ns, report, &pb.NodeHeartbeatRequest{NodeId: "n1", Storages: st}
+}
+
+// BenchmarkHeartbeatLargeNode: one heartbeat at the leader from a node
+// holding a million replicas (largeNode), out of safe mode.
+func BenchmarkHeartbeatLargeNode(b *testing.B) {
+	l, ns, report, hb := largeNode(b)
+	ctx := context.Background()
+	if _, err := l.BlockReport(ctx, report); err != nil {
 		b.Fatal(err)
 	}
-	hb := &pb.NodeHeartbeatRequest{NodeId: "n1", Storages: st}
 	eventually(b, 20*time.Second, "out of safe mode", func() bool {
 		l.Heartbeat(ctx, hb)
 		r, err := ns.ListNodes(ctx, &pb.ListNodesRequest{})
@@ -200,6 +208,20 @@ func BenchmarkHeartbeatLargeNode(b *testing.B) {
 			if c.GetInvalidate() != nil {
 				b.Fatalf("invalidated %d replicas", len(c.GetInvalidate().Blocks))
 			}
+		}
+	}
+}
+
+// BenchmarkBlockReportLargeNode: the leader taking a full block report of
+// a million replicas (largeNode), during which it holds its soft state's
+// lock: every other node's heartbeats and reports wait.
+func BenchmarkBlockReportLargeNode(b *testing.B) {
+	l, _, report, _ := largeNode(b)
+	ctx := context.Background()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := l.BlockReport(ctx, report); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -341,23 +341,30 @@ func (l *nodeLinkService) BlockReport(ctx context.Context, req *pb.NodeBlockRepo
 			registered = append(registered, n.Id)
 		}
 	})
-	now := time.Now()
-	f := s.fsLocked()
-	n := f.node(req.NodeId)
-	for bid := range n.replicas {
-		f.markDirty(bid)
-	}
-	n.setReplicas(make(map[uint64]softReplica, total))
-	n.invalidating = nil
+	// The report's replicas are gathered before the soft state is locked
+	// (every node's heartbeats and reports wait while it is).
+	reps := make(map[uint64]softReplica, total)
 	for _, st := range req.Storages {
 		if st.Failed {
 			continue
 		}
 		for _, r := range st.Replicas {
-			n.replicas[r.BlockId] = softReplica{storage: st.StorageId, gs: r.Gs, numBytes: r.NumBytes, state: r.State}
-			f.markDirty(r.BlockId)
+			reps[r.BlockId] = softReplica{storage: st.StorageId, gs: r.Gs, numBytes: r.NumBytes, state: r.State}
 		}
 	}
+	now := time.Now()
+	f := s.fsLocked()
+	n := f.node(req.NodeId)
+	for bid := range n.replicas {
+		if _, ok := reps[bid]; !ok {
+			f.markDirty(bid) // dropped
+		}
+	}
+	for bid := range reps {
+		f.markDirty(bid)
+	}
+	n.setReplicas(reps)
+	n.invalidating = nil
 	n.fullReport = true
 	n.dead = false
 	f.updateSafeMode(registered, now, s.fsCfg().NodeStaleInterval)
