@@ -341,35 +341,62 @@ func (l *nodeLinkService) BlockReport(ctx context.Context, req *pb.NodeBlockRepo
 			registered = append(registered, n.Id)
 		}
 	})
-	// The report's replicas are gathered before the soft state is locked
-	// (every node's heartbeats and reports wait while it is).
+	// The soft state's lock, which every node's heartbeats and reports
+	// wait for, is held only to swap the node's replicas: they are
+	// gathered before, and the blocks that changed are marked for the
+	// replication check after, a chunk at a time.
 	reps := make(map[uint64]softReplica, total)
+	ids := make([]uint64, 0, total)
 	for _, st := range req.Storages {
 		if st.Failed {
 			continue
 		}
 		for _, r := range st.Replicas {
+			if _, dup := reps[r.BlockId]; !dup {
+				ids = append(ids, r.BlockId)
+			}
 			reps[r.BlockId] = softReplica{storage: st.StorageId, gs: r.Gs, numBytes: r.NumBytes, state: r.State}
 		}
 	}
 	now := time.Now()
 	f := s.fsLocked()
+	term := f.term
 	n := f.node(req.NodeId)
-	for bid := range n.replicas {
-		if _, ok := reps[bid]; !ok {
-			f.markDirty(bid) // dropped
-		}
-	}
-	for bid := range reps {
-		f.markDirty(bid)
-	}
+	old := n.replicas // no longer written once replaced
 	n.setReplicas(reps)
 	n.invalidating = nil
 	n.fullReport = true
 	n.dead = false
 	f.updateSafeMode(registered, now, s.fsCfg().NodeStaleInterval)
 	f.mu.Unlock()
+
+	s.markDirtyChunked(term, ids)
+	slices.Sort(ids)
+	var dropped []uint64
+	for bid := range old {
+		if _, found := slices.BinarySearch(ids, bid); !found {
+			dropped = append(dropped, bid)
+		}
+	}
+	s.markDirtyChunked(term, dropped)
 	return &pb.NodeReportResponse{}, nil
+}
+
+// markDirtyChunked marks blocks ids for the replication check, locking
+// the soft state for lookupChunk of them at a time, while the term is
+// still term.
+func (s *Server) markDirtyChunked(term uint64, ids []uint64) {
+	for i := 0; i < len(ids); i += lookupChunk {
+		f := s.fsLocked()
+		if f.term != term {
+			f.mu.Unlock()
+			return
+		}
+		for _, id := range ids[i:min(i+lookupChunk, len(ids))] {
+			f.markDirty(id)
+		}
+		f.mu.Unlock()
+	}
 }
 
 func (l *nodeLinkService) IncrementalReport(ctx context.Context, req *pb.NodeIncrementalReportRequest) (*pb.NodeReportResponse, error) {

@@ -120,26 +120,32 @@ func (s *Server) replicationCycle(now time.Time) {
 	f.mu.Unlock()
 
 	infos, _ := s.blockInfos(ids)
-	f = s.fsLocked()
-	for _, id := range ids {
-		if _, ok := f.repl.dirty[id]; !ok {
-			continue
+	// Checked a chunk per hold of the lock: heartbeats and reports wait
+	// while it is held.
+	for i := 0; i < len(ids); i += lookupChunk {
+		f = s.fsLocked()
+		for _, id := range ids[i:min(i+lookupChunk, len(ids))] {
+			if _, ok := f.repl.dirty[id]; !ok {
+				continue
+			}
+			delete(f.repl.dirty, id)
+			info, ok := infos[id]
+			switch {
+			case !ok: // deleted
+				delete(f.repl.needed, id)
+				delete(f.repl.missing, id)
+				delete(f.repl.pending, id)
+				delete(f.repl.corrupt, id)
+			case info.block.State != pb.BlockState_BLOCK_STATE_COMPLETE:
+				delete(f.repl.needed, id)
+				f.markDirty(id) // judged once it completes
+			default:
+				s.checkBlockLocked(f, info, now, cfg)
+			}
 		}
-		delete(f.repl.dirty, id)
-		info, ok := infos[id]
-		switch {
-		case !ok: // deleted
-			delete(f.repl.needed, id)
-			delete(f.repl.missing, id)
-			delete(f.repl.pending, id)
-			delete(f.repl.corrupt, id)
-		case info.block.State != pb.BlockState_BLOCK_STATE_COMPLETE:
-			delete(f.repl.needed, id)
-			f.markDirty(id) // judged once it completes
-		default:
-			s.checkBlockLocked(f, info, now, cfg)
-		}
+		f.mu.Unlock()
 	}
+	f = s.fsLocked()
 	cands := f.neediestLocked(cfg.ReplicationStreams * max(len(f.nodes), 1))
 	f.mu.Unlock()
 	if len(cands) == 0 {
