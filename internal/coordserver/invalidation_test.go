@@ -225,3 +225,53 @@ func BenchmarkBlockReportLargeNode(b *testing.B) {
 		}
 	}
 }
+
+// TestFullReportDropsReplica: a full report that no longer lists a
+// replica takes it out of its block's count, so the block becomes
+// under-replicated, and a report that lists it again puts it back (the
+// blocks a report changes are marked for the replication check after the
+// report is taken).
+func TestFullReportDropsReplica(t *testing.T) {
+	e := newFSEnv(t, func(_ int, c *Config) { c.FS.ReplicationCheckInterval = 100 * time.Millisecond })
+	e.registerNodes(3)
+	if _, err := e.ns.Create(e.ctx, &pb.CreateRequest{Path: "/drop", Replication: 2, BlockSize: 1 << 20, ClientName: "w1"}); err != nil {
+		t.Fatal(err)
+	}
+	ab, err := e.ns.AddBlock(e.ctx, &pb.AddBlockRequest{Path: "/drop", ClientName: "w1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := ab.Result.Block
+	rep := &pb.ReportedReplica{BlockId: b.Id, Gs: b.Gs, NumBytes: 100, State: pb.ReplicaState_REPLICA_STATE_FINALIZED}
+	full := func(node string, reps ...*pb.ReportedReplica) {
+		t.Helper()
+		if _, err := e.nl.BlockReport(e.ctx, &pb.NodeBlockReportRequest{NodeId: node, Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full("n1", rep)
+	full("n2", rep)
+	if c, err := e.ns.Complete(e.ctx, &pb.CompleteRequest{Path: "/drop", ClientName: "w1", Last: &pb.BlockRef{Id: b.Id, Gs: b.Gs, NumBytes: 100}}); err != nil || !c.Result.Closed {
+		t.Fatalf("complete: %v, %v", c, err)
+	}
+	under := func(want uint64) func() bool {
+		return func() bool {
+			r, err := e.ns.ListNodes(e.ctx, &pb.ListNodesRequest{})
+			return err == nil && !r.SafeMode && r.UnderReplicatedBlocks == want
+		}
+	}
+	judged := func() bool {
+		f := e.tc.server(e.leader).fsLocked()
+		defer f.mu.Unlock()
+		_, dirty := f.repl.dirty[b.Id]
+		return !dirty
+	}
+	eventually(t, 20*time.Second, "the complete block judged", judged)
+	if !under(0)() {
+		t.Fatal("under-replicated on n1 and n2")
+	}
+	full("n1")
+	eventually(t, 20*time.Second, "under-replicated after n1's report without it", under(1))
+	full("n1", rep)
+	eventually(t, 20*time.Second, "replicated again after n1's report with it", under(0))
+}
