@@ -220,17 +220,28 @@ func (s *Server) readRemovals() {
 		ids, next, _ = st.RemovedBlocks(from, 1<<16)
 	})
 	f = s.fsLocked()
-	defer f.mu.Unlock()
 	if f.term != term || (f.removedFrom && f.removedAt >= next) {
+		f.mu.Unlock()
 		return // a new term, or another heartbeat read as far
 	}
 	f.removedAt, f.removedFrom = next, true
-	for _, id := range ids {
-		for _, n := range f.nodes {
-			if _, ok := n.replicas[id]; ok {
-				n.markRecheck(id)
+	f.mu.Unlock()
+	// A chunk per hold of the lock: each id is looked up on every node.
+	const chunk = 1024
+	for i := 0; i < len(ids); i += chunk {
+		f = s.fsLocked()
+		if f.term != term {
+			f.mu.Unlock()
+			return
+		}
+		for _, id := range ids[i:min(i+chunk, len(ids))] {
+			for _, n := range f.nodes {
+				if _, ok := n.replicas[id]; ok {
+					n.markRecheck(id)
+				}
 			}
 		}
+		f.mu.Unlock()
 	}
 }
 
