@@ -265,6 +265,14 @@
 // members must not diverge over a log written before the upgrade. Every
 // "logbook." event at or after AuditFromSeq is the state machine's own.
 //
+// Removal feed. Each member's FSM keeps the ids of the blocks its state
+// removed (a delete, an abandoned block, an empty last block a recovery
+// dropped) in a bounded feed, State.RemovedBlocks, which the leader reads
+// to have their replicas invalidated at the nodes' next heartbeats. It is
+// local bookkeeping, not state: not hashed, not in snapshots; a restore
+// marks what came before it as lost (the leader's sweep of every replica
+// still finds those).
+//
 // Upgrade. A build without the namespace halts on a NAMESPACE entry
 // (unknown command type): the leader must not propose one until every voter
 // runs a build with it. The state digest of a state without a namespace is
