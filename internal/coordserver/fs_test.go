@@ -123,7 +123,7 @@ func (e *fsEnv) stat(path string) *pb.StatResponse {
 // writes an audit event).
 func (e *fsEnv) nextSeq() uint64 {
 	var seq uint64
-	e.tc.server(e.leader).fsm.View(func(st *fsm.State) { seq = st.NextSeq() })
+	e.tc.server(e.tc.waitLeader()).fsm.View(func(st *fsm.State) { seq = st.NextSeq() })
 	return seq
 }
 

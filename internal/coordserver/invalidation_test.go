@@ -97,7 +97,7 @@ func TestInvalidationSweepAndRemovals(t *testing.T) {
 	}
 	blk := ab.Result.Block
 	var nextID, nextGS uint64
-	e.tc.server(e.leader).fsm.View(func(st *fsm.State) { nextID, nextGS = st.NextBlockID(), st.NextGS() })
+	e.tc.server(e.tc.waitLeader()).fsm.View(func(st *fsm.State) { nextID, nextGS = st.NextBlockID(), st.NextGS() })
 	// 400 replicas ahead of the metadata (kept), the open block's (kept
 	// while the file exists) and one of an unknown block at an old GS.
 	const ahead = 400
@@ -261,7 +261,7 @@ func TestFullReportDropsReplica(t *testing.T) {
 		}
 	}
 	judged := func() bool {
-		f := e.tc.server(e.leader).fsLocked()
+		f := e.tc.server(e.tc.waitLeader()).fsLocked()
 		defer f.mu.Unlock()
 		_, dirty := f.repl.dirty[b.Id]
 		return !dirty

@@ -374,9 +374,13 @@ func (s *scen) waitClosed(path string, d time.Duration) *pb.StatResponse {
 }
 
 // nextGS is the leader's GS counter (every GS allocation advances it).
+// nextGS is the next GS the current leader hands out. It reads the
+// leader's state machine, which has applied every op answered so far: the
+// member the test dialled may no longer lead (an election under load), and
+// a follower may not have applied the last op yet.
 func (e *fsEnv) nextGS() uint64 {
 	var gs uint64
-	e.tc.server(e.leader).fsm.View(func(st *fsm.State) { gs = st.NextGS() })
+	e.tc.server(e.tc.waitLeader()).fsm.View(func(st *fsm.State) { gs = st.NextGS() })
 	return gs
 }
 
@@ -384,7 +388,7 @@ func (e *fsEnv) nextGS() uint64 {
 func (e *fsEnv) journalEvents(typ string) []*pb.NamespaceEvent {
 	e.t.Helper()
 	var out []*pb.NamespaceEvent
-	e.tc.server(e.leader).fsm.View(func(st *fsm.State) {
+	e.tc.server(e.tc.waitLeader()).fsm.View(func(st *fsm.State) {
 		for from := st.FirstSeq(); from < st.NextSeq(); {
 			batch := st.Read(from, 1000)
 			if len(batch) == 0 {
@@ -2174,7 +2178,7 @@ func TestScenario32ReportAheadOfMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	var nextID, nextGS uint64
-	e.tc.server(e.leader).fsm.View(func(st *fsm.State) { nextID, nextGS = st.NextBlockID(), st.NextGS() })
+	e.tc.server(e.tc.waitLeader()).fsm.View(func(st *fsm.State) { nextID, nextGS = st.NextBlockID(), st.NextGS() })
 	// The next GS to allocate: the first one not yet allocated (the
 	// boundary a "GS above the highest allocated" check must get right).
 	ahead := &pb.BlockRecord{Id: nextID, Gs: nextGS}
