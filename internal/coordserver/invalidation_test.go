@@ -77,6 +77,27 @@ func TestTakeChecksSweep(t *testing.T) {
 	}
 }
 
+// openWithBlock creates path, open by writer w1, with one block allocated.
+func (e *fsEnv) openWithBlock(path string, replication uint32) *pb.BlockRecord {
+	e.t.Helper()
+	if _, err := e.ns.Create(e.ctx, &pb.CreateRequest{Path: path, Replication: replication, BlockSize: 1 << 20, ClientName: "w1"}); err != nil {
+		e.t.Fatal(err)
+	}
+	ab, err := e.ns.AddBlock(e.ctx, &pb.AddBlockRequest{Path: path, ClientName: "w1"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ab.Result.Block
+}
+
+// fullReport sends node's full block report of reps on storage s1.
+func (e *fsEnv) fullReport(node string, reps ...*pb.ReportedReplica) {
+	e.t.Helper()
+	if _, err := e.nl.BlockReport(e.ctx, &pb.NodeBlockReportRequest{NodeId: node, Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}}); err != nil {
+		e.t.Fatalf("full report of %s: %v", node, err)
+	}
+}
+
 // TestInvalidationSweepAndRemovals: with a node holding far more replicas
 // than a heartbeat checks, a replica of an unknown block at an old GS is
 // invalidated once per pass of the sweep, a replica reported since is
@@ -88,14 +109,7 @@ func TestInvalidationSweepAndRemovals(t *testing.T) {
 	invalidateChecksPerBeat = 8
 	e := newFSEnv(t)
 	e.registerNodes(1)
-	if _, err := e.ns.Create(e.ctx, &pb.CreateRequest{Path: "/inv", Replication: 1, BlockSize: 1 << 20, ClientName: "w1"}); err != nil {
-		t.Fatal(err)
-	}
-	ab, err := e.ns.AddBlock(e.ctx, &pb.AddBlockRequest{Path: "/inv", ClientName: "w1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	blk := ab.Result.Block
+	blk := e.openWithBlock("/inv", 1)
 	var nextID, nextGS uint64
 	e.tc.server(e.tc.waitLeader()).fsm.View(func(st *fsm.State) { nextID, nextGS = st.NextBlockID(), st.NextGS() })
 	// 400 replicas ahead of the metadata (kept), the open block's (kept
@@ -109,9 +123,7 @@ func TestInvalidationSweepAndRemovals(t *testing.T) {
 	for i := range uint64(ahead) {
 		reps = append(reps, &pb.ReportedReplica{BlockId: nextID + 100 + i, Gs: nextGS + 100, NumBytes: 10, State: pb.ReplicaState_REPLICA_STATE_FINALIZED})
 	}
-	if _, err := e.nl.BlockReport(e.ctx, &pb.NodeBlockReportRequest{NodeId: "n1", Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}}); err != nil {
-		t.Fatal(err)
-	}
+	e.fullReport("n1", reps...)
 	eventually(t, 20*time.Second, "out of safe mode", func() bool {
 		r, err := e.ns.ListNodes(e.ctx, &pb.ListNodesRequest{})
 		return err == nil && !r.SafeMode
@@ -234,23 +246,10 @@ func BenchmarkBlockReportLargeNode(b *testing.B) {
 func TestFullReportDropsReplica(t *testing.T) {
 	e := newFSEnv(t, func(_ int, c *Config) { c.FS.ReplicationCheckInterval = 100 * time.Millisecond })
 	e.registerNodes(3)
-	if _, err := e.ns.Create(e.ctx, &pb.CreateRequest{Path: "/drop", Replication: 2, BlockSize: 1 << 20, ClientName: "w1"}); err != nil {
-		t.Fatal(err)
-	}
-	ab, err := e.ns.AddBlock(e.ctx, &pb.AddBlockRequest{Path: "/drop", ClientName: "w1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := ab.Result.Block
+	b := e.openWithBlock("/drop", 2)
 	rep := &pb.ReportedReplica{BlockId: b.Id, Gs: b.Gs, NumBytes: 100, State: pb.ReplicaState_REPLICA_STATE_FINALIZED}
-	full := func(node string, reps ...*pb.ReportedReplica) {
-		t.Helper()
-		if _, err := e.nl.BlockReport(e.ctx, &pb.NodeBlockReportRequest{NodeId: node, Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	full("n1", rep)
-	full("n2", rep)
+	e.fullReport("n1", rep)
+	e.fullReport("n2", rep)
 	if c, err := e.ns.Complete(e.ctx, &pb.CompleteRequest{Path: "/drop", ClientName: "w1", Last: &pb.BlockRef{Id: b.Id, Gs: b.Gs, NumBytes: 100}}); err != nil || !c.Result.Closed {
 		t.Fatalf("complete: %v, %v", c, err)
 	}
@@ -270,8 +269,8 @@ func TestFullReportDropsReplica(t *testing.T) {
 	if !under(0)() {
 		t.Fatal("under-replicated on n1 and n2")
 	}
-	full("n1")
+	e.fullReport("n1")
 	eventually(t, 20*time.Second, "under-replicated after n1's report without it", under(1))
-	full("n1", rep)
+	e.fullReport("n1", rep)
 	eventually(t, 20*time.Second, "replicated again after n1's report with it", under(0))
 }

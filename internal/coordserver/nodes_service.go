@@ -208,7 +208,7 @@ func (s *Server) nodeCommands(id string, now time.Time) []*pb.NodeCommand {
 // or a restore) are left to the sweep.
 func (s *Server) readRemovals() {
 	f := s.fsLocked()
-	term, from, started := f.term, f.removedAt, f.removedFrom
+	term, from, started := f.term, f.removedAt, f.removedRead
 	f.mu.Unlock()
 	var ids []uint64
 	next := from
@@ -220,26 +220,21 @@ func (s *Server) readRemovals() {
 		ids, next, _ = st.RemovedBlocks(from, 1<<16)
 	})
 	f = s.fsLocked()
-	if f.term != term || (f.removedFrom && f.removedAt >= next) {
+	if f.term != term || (f.removedRead && f.removedAt >= next) {
 		f.mu.Unlock()
 		return // a new term, or another heartbeat read as far
 	}
-	f.removedAt, f.removedFrom = next, true
+	f.removedAt, f.removedRead = next, true
 	f.mu.Unlock()
 	// A chunk per hold of the lock: each id is looked up on every node.
-	const chunk = 1024
-	for i := 0; i < len(ids); i += chunk {
+	for chunk := range slices.Chunk(ids, 1024) {
 		f = s.fsLocked()
 		if f.term != term {
 			f.mu.Unlock()
 			return
 		}
-		for _, id := range ids[i:min(i+chunk, len(ids))] {
-			for _, n := range f.nodes {
-				if _, ok := n.replicas[id]; ok {
-					n.markRecheck(id)
-				}
-			}
+		for _, id := range chunk {
+			f.recheckHolders(id, "")
 		}
 		f.mu.Unlock()
 	}
@@ -397,13 +392,13 @@ func (l *nodeLinkService) BlockReport(ctx context.Context, req *pb.NodeBlockRepo
 // the soft state for lookupChunk of them at a time, while the term is
 // still term.
 func (s *Server) markDirtyChunked(term uint64, ids []uint64) {
-	for i := 0; i < len(ids); i += lookupChunk {
+	for chunk := range slices.Chunk(ids, lookupChunk) {
 		f := s.fsLocked()
 		if f.term != term {
 			f.mu.Unlock()
 			return
 		}
-		for _, id := range ids[i:min(i+lookupChunk, len(ids))] {
+		for _, id := range chunk {
 			f.markDirty(id)
 		}
 		f.mu.Unlock()
@@ -452,11 +447,7 @@ func (l *nodeLinkService) IncrementalReport(ctx context.Context, req *pb.NodeInc
 		n.markRecheck(r.BlockId)
 		if r.State == pb.ReplicaState_REPLICA_STATE_FINALIZED {
 			// A new good copy: the others' older ones may go now.
-			for oid, o := range f.nodes {
-				if _, ok := o.replicas[r.BlockId]; ok && oid != req.NodeId {
-					o.markRecheck(r.BlockId)
-				}
-			}
+			f.recheckHolders(r.BlockId, req.NodeId)
 		}
 	}
 	f.mu.Unlock()

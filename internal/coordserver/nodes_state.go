@@ -29,10 +29,10 @@ type fsSoft struct {
 	// mu).
 	gossip *nodeGossip
 	// removedAt: the state machine's removal feed position this term has
-	// read to (removedFrom: set at the term's first read; removals before
+	// read to (removedRead: set at the term's first read; removals before
 	// it are found by the sweep, as the nodes report in full).
 	removedAt   uint64
-	removedFrom bool
+	removedRead bool
 }
 
 // nodeSoft is what the leader learned from one storage node this term.
@@ -85,6 +85,16 @@ func (n *nodeSoft) markRecheck(id uint64) {
 		n.recheck = map[uint64]struct{}{}
 	}
 	n.recheck[id] = struct{}{}
+}
+
+// recheckHolders marks block id for a recheck on every node that reported
+// a replica of it, but node except.
+func (f *fsSoft) recheckHolders(id uint64, except string) {
+	for nid, n := range f.nodes {
+		if _, ok := n.replicas[id]; ok && nid != except {
+			n.markRecheck(id)
+		}
+	}
 }
 
 // replicaCheck is a replica a heartbeat checks for invalidation.
@@ -142,7 +152,7 @@ func (f *fsSoft) reset(term uint64, now time.Time, safeTimeout time.Duration) {
 	f.safeMode, f.safeUntil = true, now.Add(safeTimeout)
 	f.repl = newReplState()
 	f.cacheCursor = 0
-	f.removedAt, f.removedFrom = 0, false
+	f.removedAt, f.removedRead = 0, false
 }
 
 // fs returns the soft state locked for term (reset when the term moved

@@ -122,9 +122,9 @@ func (s *Server) replicationCycle(now time.Time) {
 	infos, _ := s.blockInfos(ids)
 	// Checked a chunk per hold of the lock: heartbeats and reports wait
 	// while it is held.
-	for i := 0; i < len(ids); i += lookupChunk {
+	for chunk := range slices.Chunk(ids, lookupChunk) {
 		f = s.fsLocked()
-		for _, id := range ids[i:min(i+lookupChunk, len(ids))] {
+		for _, id := range chunk {
 			if _, ok := f.repl.dirty[id]; !ok {
 				continue
 			}
@@ -164,9 +164,9 @@ func (s *Server) blockInfos(ids []uint64) (map[uint64]blockInfo, map[string]*pb.
 	nodes := map[string]*pb.NodeRecord{}
 	// In holds of the read lock of lookupChunk blocks: a cycle checks up
 	// to maxReplChecksPerCycle, and applies wait while the lock is held.
-	for i := 0; i < len(ids); i += lookupChunk {
+	for chunk := range slices.Chunk(ids, lookupChunk) {
 		s.fsm.View(func(st *fsm.State) {
-			for _, id := range ids[i:min(i+lookupChunk, len(ids))] {
+			for _, id := range chunk {
 				b, ok := st.Block(id)
 				if !ok {
 					continue
