@@ -238,20 +238,19 @@ func BenchmarkBlockReportLargeNode(b *testing.B) {
 	}
 }
 
-// TestFullReportDropsReplica: a full report that no longer lists a
-// replica takes it out of its block's count, so the block becomes
-// under-replicated, and a report that lists it again puts it back (the
-// blocks a report changes are marked for the replication check after the
-// report is taken).
-func TestFullReportDropsReplica(t *testing.T) {
-	e := newFSEnv(t, func(_ int, c *Config) { c.FS.ReplicationCheckInterval = 100 * time.Millisecond })
+// replicatedOnTwo registers three nodes, completes path (replication 2)
+// with its block reported FINALIZED by n1 and n2, and waits until the
+// leader has judged it replicated. It returns the block's replica and a
+// condition for its under-replicated count.
+func (e *fsEnv) replicatedOnTwo(path string) (*pb.ReportedReplica, func(want uint64) func() bool) {
+	e.t.Helper()
 	e.registerNodes(3)
-	b := e.openWithBlock("/drop", 2)
+	b := e.openWithBlock(path, 2)
 	rep := &pb.ReportedReplica{BlockId: b.Id, Gs: b.Gs, NumBytes: 100, State: pb.ReplicaState_REPLICA_STATE_FINALIZED}
 	e.fullReport("n1", rep)
 	e.fullReport("n2", rep)
-	if c, err := e.ns.Complete(e.ctx, &pb.CompleteRequest{Path: "/drop", ClientName: "w1", Last: &pb.BlockRef{Id: b.Id, Gs: b.Gs, NumBytes: 100}}); err != nil || !c.Result.Closed {
-		t.Fatalf("complete: %v, %v", c, err)
+	if c, err := e.ns.Complete(e.ctx, &pb.CompleteRequest{Path: path, ClientName: "w1", Last: &pb.BlockRef{Id: b.Id, Gs: b.Gs, NumBytes: 100}}); err != nil || !c.Result.Closed {
+		e.t.Fatalf("complete: %v, %v", c, err)
 	}
 	under := func(want uint64) func() bool {
 		return func() bool {
@@ -259,18 +258,54 @@ func TestFullReportDropsReplica(t *testing.T) {
 			return err == nil && !r.SafeMode && r.UnderReplicatedBlocks == want
 		}
 	}
-	judged := func() bool {
+	eventually(e.t, 20*time.Second, "the complete block judged", func() bool {
 		f := e.tc.server(e.tc.waitLeader()).fsLocked()
-		defer f.mu.Unlock()
 		_, dirty := f.repl.dirty[b.Id]
+		f.mu.Unlock()
 		return !dirty
-	}
-	eventually(t, 20*time.Second, "the complete block judged", judged)
+	})
 	if !under(0)() {
-		t.Fatal("under-replicated on n1 and n2")
+		e.t.Fatal("under-replicated on n1 and n2")
 	}
+	return rep, under
+}
+
+// TestFullReportDropsReplica: a full report that no longer lists a
+// replica takes it out of its block's count, so the block becomes
+// under-replicated, and a report that lists it again puts it back (the
+// blocks a report changes are marked for the replication check after the
+// report is taken).
+func TestFullReportDropsReplica(t *testing.T) {
+	e := newFSEnv(t, func(_ int, c *Config) { c.FS.ReplicationCheckInterval = 100 * time.Millisecond })
+	rep, under := e.replicatedOnTwo("/drop")
 	e.fullReport("n1")
 	eventually(t, 20*time.Second, "under-replicated after n1's report without it", under(1))
 	e.fullReport("n1", rep)
 	eventually(t, 20*time.Second, "replicated again after n1's report with it", under(0))
+}
+
+// TestReregisterDropsReplicas: a node that registers again (a restart, a
+// wiped disk) has its replicas forgotten until it reports in full; its
+// blocks are judged without them at once, so a block it held becomes
+// under-replicated even if its next report lists nothing, and is
+// replicated again when a report lists it.
+func TestReregisterDropsReplicas(t *testing.T) {
+	e := newFSEnv(t, func(_ int, c *Config) { c.FS.ReplicationCheckInterval = 100 * time.Millisecond })
+	rep, under := e.replicatedOnTwo("/rereg")
+	e.reregister("n1")
+	e.fullReport("n1")
+	eventually(t, 20*time.Second, "under-replicated after n1 registered again and reported nothing", under(1))
+	e.fullReport("n1", rep)
+	eventually(t, 20*time.Second, "replicated again after n1's report with it", under(0))
+}
+
+// reregister registers node again, as after a restart.
+func (e *fsEnv) reregister(node string) {
+	e.t.Helper()
+	st := []*pb.StorageReport{{StorageId: "s1", Capacity: 1000, Free: 100}}
+	if _, err := e.nl.Register(e.ctx, &pb.NodeRegisterRequest{Node: &pb.NodeRecord{
+		Id: node, GrpcAddr: "127.0.0.1:9001", StorageIds: []string{"s1"}, InstanceId: "inst-" + node + "-again",
+	}, Storages: st}); err != nil {
+		e.t.Fatal(err)
+	}
 }

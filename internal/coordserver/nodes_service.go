@@ -3,6 +3,7 @@ package coordserver
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/logbookhq/logbook/fsm"
 	lr "github.com/logbookhq/logbook/leaserecovery"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -25,10 +27,13 @@ const (
 	// maxReplChecksPerCycle bounds the dirty blocks one replication cycle
 	// checks (the rest wait for the next).
 	maxReplChecksPerCycle = 100000
-	// lookupChunk bounds the block lookups made under one hold of the
-	// state machine's read lock, which applies wait for.
-	lookupChunk = 4096
 )
+
+// lookupChunk bounds the block lookups made under one hold of the state
+// machine's read lock, which applies wait for, and the blocks handled
+// under one hold of the soft state's lock, which every node's heartbeats
+// and reports wait for. A variable for tests.
+var lookupChunk = 4096
 
 // invalidateChecksPerBeat bounds the replicas a heartbeat checks for
 // invalidation, from each source (rechecks, the sweep): a node with a
@@ -103,14 +108,17 @@ func (l *nodeLinkService) Register(ctx context.Context, req *pb.NodeRegisterRequ
 		return nil, err
 	}
 	f := s.fsLocked()
+	term := f.term
 	n := f.node(node.Id)
 	n.lastHeartbeat = time.Now()
 	n.setStorages(req.Storages)
 	// A (re-)registered node sends a full report before its replicas
-	// count again.
+	// count again; its blocks are judged without them meanwhile.
 	n.fullReport = false
+	old := n.replicas // no longer written once replaced
 	n.setReplicas(map[uint64]softReplica{})
 	f.mu.Unlock()
+	s.forgetChunked(term, n, slices.Collect(maps.Keys(old)))
 	s.log.Info("storage node registered", "node", node.Id, "grpc-addr", node.GrpcAddr)
 	return &pb.NodeRegisterResponse{Node: proto.Clone(r.Result.GetNode()).(*pb.NodeRecord), ClusterId: s.cfg.ClusterID}, nil
 }
@@ -202,10 +210,10 @@ func (s *Server) nodeCommands(id string, now time.Time) []*pb.NodeCommand {
 }
 
 // readRemovals reads the state machine's removal feed on from where this
-// term read to and marks every node's replica of a removed block for a
-// recheck, so that a deleted file's replicas are invalidated at the next
-// heartbeats however large the sweep. Removals the feed lost (to its bound
-// or a restore) are left to the sweep.
+// term read to and marks each replica of a removed block for a recheck,
+// so that a deleted file's replicas are invalidated at the next heartbeats
+// however large the sweep. Removals the feed lost (to its bound or a
+// restore) are left to the sweep.
 func (s *Server) readRemovals() {
 	f := s.fsLocked()
 	term, from, started := f.term, f.removedAt, f.removedRead
@@ -226,18 +234,7 @@ func (s *Server) readRemovals() {
 	}
 	f.removedAt, f.removedRead = next, true
 	f.mu.Unlock()
-	// A chunk per hold of the lock: each id is looked up on every node.
-	for chunk := range slices.Chunk(ids, 1024) {
-		f = s.fsLocked()
-		if f.term != term {
-			f.mu.Unlock()
-			return
-		}
-		for _, id := range chunk {
-			f.recheckHolders(id, "")
-		}
-		f.mu.Unlock()
-	}
+	s.eachChunked(term, ids, func(f *fsSoft, id uint64) { f.recheckHolders(id, "") })
 }
 
 // invalidations classifies node id's replicas check with
@@ -349,8 +346,8 @@ func (l *nodeLinkService) BlockReport(ctx context.Context, req *pb.NodeBlockRepo
 	})
 	// The soft state's lock, which every node's heartbeats and reports
 	// wait for, is held only to swap the node's replicas: they are
-	// gathered before, and the blocks that changed are marked for the
-	// replication check after, a chunk at a time.
+	// gathered and indexed before, and the blocks that changed are marked
+	// for the replication check after, a chunk at a time.
 	reps := make(map[uint64]softReplica, total)
 	ids := make([]uint64, 0, total)
 	for _, st := range req.Storages {
@@ -364,19 +361,11 @@ func (l *nodeLinkService) BlockReport(ctx context.Context, req *pb.NodeBlockRepo
 			reps[r.BlockId] = softReplica{storage: st.StorageId, gs: r.Gs, numBytes: r.NumBytes, state: r.State}
 		}
 	}
-	now := time.Now()
-	f := s.fsLocked()
-	term := f.term
-	n := f.node(req.NodeId)
-	old := n.replicas // no longer written once replaced
-	n.setReplicas(reps)
-	n.invalidating = nil
-	n.fullReport = true
-	n.dead = false
-	f.updateSafeMode(registered, now, s.fsCfg().NodeStaleInterval)
-	f.mu.Unlock()
-
-	s.markDirtyChunked(term, ids)
+	term, n, old, err := s.installReport(ctx, req.NodeId, reps, ids, registered)
+	if err != nil {
+		return nil, err
+	}
+	s.eachChunked(term, ids, (*fsSoft).markDirty)
 	slices.Sort(ids)
 	var dropped []uint64
 	for bid := range old {
@@ -384,25 +373,68 @@ func (l *nodeLinkService) BlockReport(ctx context.Context, req *pb.NodeBlockRepo
 			dropped = append(dropped, bid)
 		}
 	}
-	s.markDirtyChunked(term, dropped)
+	s.forgetChunked(term, n, dropped)
 	return &pb.NodeReportResponse{}, nil
 }
 
-// markDirtyChunked marks blocks ids for the replication check, locking
-// the soft state for lookupChunk of them at a time, while the term is
-// still term.
-func (s *Server) markDirtyChunked(term uint64, ids []uint64) {
+// installReport makes reps (of block ids) node id's replicas: it lists the
+// node under each block in the holder index, lookupChunk per hold of the
+// soft state's lock, then swaps the map in. It returns the term it did so
+// in, the node's soft record and its previous replicas. One full report
+// is installed at a time (Server.fullReports): a report's holders must
+// stay listed until its swap, which a concurrent one for the same node
+// could undo. A term that moves on meanwhile starts it over (the new
+// term's index is empty).
+func (s *Server) installReport(ctx context.Context, id string, reps map[uint64]softReplica, ids []uint64, registered []string) (uint64, *nodeSoft, map[uint64]softReplica, error) {
+	s.fullReports.Lock()
+	defer s.fullReports.Unlock()
+	if err := ctx.Err(); err != nil {
+		return 0, nil, nil, status.FromContextError(err).Err() // the node gave up waiting
+	}
+	for range 3 {
+		f := s.fsLocked()
+		term := f.term
+		n := f.node(id)
+		n.incoming = reps
+		f.mu.Unlock()
+		if !s.eachChunked(term, ids, func(f *fsSoft, bid uint64) { f.indexHolder(bid, n) }) {
+			continue
+		}
+		f = s.fsLocked()
+		if f.term != term {
+			f.mu.Unlock()
+			continue
+		}
+		old := n.replicas // no longer written once replaced
+		n.setReplicas(reps)
+		n.incoming = nil
+		n.invalidating = nil
+		n.fullReport = true
+		n.dead = false
+		f.updateSafeMode(registered, time.Now(), s.fsCfg().NodeStaleInterval)
+		f.mu.Unlock()
+		return term, n, old, nil
+	}
+	return 0, nil, nil, status.Error(codes.Unavailable, "leadership changed during the block report; send it again")
+}
+
+// eachChunked calls fn on each of ids with the soft state locked,
+// lookupChunk ids per hold of its lock (which every node's heartbeats and
+// reports wait for), while the term is still term. It reports whether it
+// got through them all.
+func (s *Server) eachChunked(term uint64, ids []uint64, fn func(f *fsSoft, id uint64)) bool {
 	for chunk := range slices.Chunk(ids, lookupChunk) {
 		f := s.fsLocked()
 		if f.term != term {
 			f.mu.Unlock()
-			return
+			return false
 		}
 		for _, id := range chunk {
-			f.markDirty(id)
+			fn(f, id)
 		}
 		f.mu.Unlock()
 	}
+	return true
 }
 
 func (l *nodeLinkService) IncrementalReport(ctx context.Context, req *pb.NodeIncrementalReportRequest) (*pb.NodeReportResponse, error) {
@@ -439,11 +471,11 @@ func (l *nodeLinkService) IncrementalReport(ctx context.Context, req *pb.NodeInc
 		r := c.Replica
 		f.markDirty(r.BlockId)
 		if c.Change == pb.ReplicaChange_REPLICA_CHANGE_DELETED {
-			delete(n.replicas, r.BlockId)
+			f.deleteReplica(n, r.BlockId)
 			delete(n.invalidating, r.BlockId)
 			continue
 		}
-		n.replicas[r.BlockId] = softReplica{storage: c.StorageId, gs: r.Gs, numBytes: r.NumBytes, state: r.State}
+		f.setReplica(n, r.BlockId, softReplica{storage: c.StorageId, gs: r.Gs, numBytes: r.NumBytes, state: r.State})
 		n.markRecheck(r.BlockId)
 		if r.State == pb.ReplicaState_REPLICA_STATE_FINALIZED {
 			// A new good copy: the others' older ones may go now.

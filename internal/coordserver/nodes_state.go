@@ -33,16 +33,26 @@ type fsSoft struct {
 	// it are found by the sweep, as the nodes report in full).
 	removedAt   uint64
 	removedRead bool
+	// holders: block id → the nodes holding a replica of it
+	// (holders.go); byIndex: the nodes by their index there.
+	holders     map[uint64]holderSet
+	moreHolders map[uint64][]int32
+	byIndex     []*nodeSoft
 }
 
 // nodeSoft is what the leader learned from one storage node this term.
 type nodeSoft struct {
+	id            string
+	index         int32 // in fsSoft.byIndex
 	lastHeartbeat time.Time
 	storages      map[string]*pb.StorageReport
 	free          uint64
 	fullReport    bool // a full report arrived in this term
 	// replicas: block id → the replica the node reported.
 	replicas map[uint64]softReplica
+	// incoming: the full report being installed (indexed ahead of its
+	// swap into replicas; nil otherwise).
+	incoming map[uint64]softReplica
 	// dead: silent for longer than the dead interval; its replicas were
 	// dropped and it must report in full again.
 	dead bool
@@ -90,9 +100,9 @@ func (n *nodeSoft) markRecheck(id uint64) {
 // recheckHolders marks block id for a recheck on every node that reported
 // a replica of it, but node except.
 func (f *fsSoft) recheckHolders(id uint64, except string) {
-	for nid, n := range f.nodes {
-		if _, ok := n.replicas[id]; ok && nid != except {
-			n.markRecheck(id)
+	for h := range f.holdersOf(id) {
+		if h.id != except {
+			h.node.markRecheck(id)
 		}
 	}
 }
@@ -153,6 +163,7 @@ func (f *fsSoft) reset(term uint64, now time.Time, safeTimeout time.Duration) {
 	f.repl = newReplState()
 	f.cacheCursor = 0
 	f.removedAt, f.removedRead = 0, false
+	f.holders, f.moreHolders, f.byIndex = map[uint64]holderSet{}, map[uint64][]int32{}, nil
 }
 
 // fs returns the soft state locked for term (reset when the term moved
@@ -173,8 +184,9 @@ func (s *Server) fsCfg() FSConfig { return s.cfg.FS.withDefaults() }
 func (f *fsSoft) node(id string) *nodeSoft {
 	n := f.nodes[id]
 	if n == nil {
-		n = &nodeSoft{storages: map[string]*pb.StorageReport{}, replicas: map[uint64]softReplica{}}
+		n = &nodeSoft{id: id, index: int32(len(f.byIndex)), storages: map[string]*pb.StorageReport{}, replicas: map[uint64]softReplica{}}
 		f.nodes[id] = n
+		f.byIndex = append(f.byIndex, n)
 	}
 	return n
 }
@@ -241,10 +253,10 @@ func (f *fsSoft) renewed(holder string) time.Time {
 // and length n.
 func (f *fsSoft) finalizedAt(id, gs uint64, n int64, now time.Time, stale time.Duration) int {
 	c := 0
-	for nid, ns := range f.nodes {
-		r, ok := ns.replicas[id]
-		if ok && r.state == pb.ReplicaState_REPLICA_STATE_FINALIZED && r.gs == gs && r.numBytes == n && f.live(nid, now, stale) &&
-			!f.corruptLocked(id, nid, r) {
+	for h := range f.holdersOf(id) {
+		r := h.replica
+		if r.state == pb.ReplicaState_REPLICA_STATE_FINALIZED && r.gs == gs && r.numBytes == n && f.live(h.id, now, stale) &&
+			!f.corruptLocked(id, h.id, r) {
 			c++
 		}
 	}
@@ -254,10 +266,8 @@ func (f *fsSoft) finalizedAt(id, gs uint64, n int64, now time.Time, stale time.D
 // reporters returns the nodes that reported block id, sorted.
 func (f *fsSoft) reporters(id uint64) []string {
 	var out []string
-	for nid, ns := range f.nodes {
-		if _, ok := ns.replicas[id]; ok {
-			out = append(out, nid)
-		}
+	for h := range f.holdersOf(id) {
+		out = append(out, h.id)
 	}
 	sort.Strings(out)
 	return out

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -98,7 +99,8 @@ func (s *Server) replicationMonitor() {
 func (s *Server) replicationCycle(now time.Time) {
 	cfg := s.fsCfg()
 	f := s.fsLocked()
-	s.markDeadLocked(f, now, cfg.NodeDeadInterval)
+	term := f.term
+	dead := s.markDeadLocked(f, now, cfg.NodeDeadInterval)
 	for id, p := range f.repl.pending {
 		if now.After(p.expires) {
 			delete(f.repl.pending, id)
@@ -106,10 +108,15 @@ func (s *Server) replicationCycle(now time.Time) {
 			s.log.Warn("transfer not reported in time; rescheduling", "block-id", id, "source", p.source, "targets", p.targets)
 		}
 	}
-	if f.safeMode {
-		f.mu.Unlock()
+	safe := f.safeMode
+	f.mu.Unlock()
+	for n, old := range dead {
+		s.forgetChunked(term, n, slices.Collect(maps.Keys(old)))
+	}
+	if safe {
 		return
 	}
+	f = s.fsLocked()
 	ids := make([]uint64, 0, min(len(f.repl.dirty), maxReplChecksPerCycle))
 	for id := range f.repl.dirty {
 		if len(ids) >= maxReplChecksPerCycle {
@@ -212,19 +219,23 @@ func (f *fsSoft) neediestLocked(limit int) []uint64 {
 }
 
 // markDeadLocked declares dead every node silent for longer than dead: its
-// replicas stop counting (their blocks are checked), its queued work is
-// dropped and, if it returns, it must send a full report again.
-func (s *Server) markDeadLocked(f *fsSoft, now time.Time, dead time.Duration) {
+// replicas stop counting, its queued work is dropped and, if it returns,
+// it must send a full report again. It returns the dead nodes' replicas,
+// whose blocks the caller marks for the check (forgetChunked) once it
+// has unlocked f.
+func (s *Server) markDeadLocked(f *fsSoft, now time.Time, dead time.Duration) map[*nodeSoft]map[uint64]softReplica {
+	var out map[*nodeSoft]map[uint64]softReplica
 	for id, n := range f.nodes {
 		if n.dead || n.lastHeartbeat.IsZero() || now.Sub(n.lastHeartbeat) < dead {
 			continue
 		}
 		n.dead = true
-		for bid := range n.replicas {
-			f.markDirty(bid)
-		}
 		s.log.Warn("storage node dead: its replicas no longer count", "node", id, "replicas", len(n.replicas),
 			"silent-for", now.Sub(n.lastHeartbeat).Round(time.Millisecond))
+		if out == nil {
+			out = map[*nodeSoft]map[uint64]softReplica{}
+		}
+		out[n] = n.replicas // no longer written once replaced
 		n.setReplicas(map[uint64]softReplica{})
 		n.fullReport = false
 		n.transfers, n.invalidate, n.invalidating = nil, nil, nil
@@ -235,6 +246,18 @@ func (s *Server) markDeadLocked(f *fsSoft, now time.Time, dead time.Duration) {
 			}
 		}
 	}
+	return out
+}
+
+// forgetChunked finishes taking replicas off node n (dropped from its
+// replicas, which the caller swapped): it marks their blocks ids for the
+// replication check and takes n off their holders, lookupChunk ids per
+// hold of the soft state's lock, while the term is still term.
+func (s *Server) forgetChunked(term uint64, n *nodeSoft, ids []uint64) {
+	s.eachChunked(term, ids, func(f *fsSoft, id uint64) {
+		f.markDirty(id)
+		f.unindexHolder(id, n)
+	})
 }
 
 // checkBlockLocked classifies one COMPLETE block: enough, needed, missing
@@ -242,9 +265,9 @@ func (s *Server) markDeadLocked(f *fsSoft, now time.Time, dead time.Duration) {
 func (s *Server) checkBlockLocked(f *fsSoft, info blockInfo, now time.Time, cfg FSConfig) {
 	b := info.block
 	var good []string
-	for nid := range f.nodes {
-		if f.goodReplicaLocked(nid, b, now, cfg.NodeDeadInterval) {
-			good = append(good, nid)
+	for h := range f.holdersOf(b.Id) {
+		if f.goodReplicaLocked(h.id, b, now, cfg.NodeDeadInterval) {
+			good = append(good, h.id)
 		}
 	}
 	if _, ok := f.repl.corrupt[b.Id]; ok {
@@ -300,7 +323,7 @@ func (s *Server) invalidateExcessLocked(f *fsSoft, b *pb.BlockRecord, good []str
 		return cmp.Compare(x, y)
 	})
 	for _, nid := range good[:len(good)-want] {
-		f.nodes[nid].dropReplicaLocked(b.Id, b.Gs, int64(b.NumBytes))
+		f.dropReplicaLocked(f.nodes[nid], b.Id, b.Gs, int64(b.NumBytes))
 		s.metrics.replExcess.Inc()
 		s.log.Info("excess replica invalidated", "block-id", b.Id, "gs", b.Gs, "node", nid, "replicas", len(good), "replication", want)
 	}
@@ -333,11 +356,8 @@ func (s *Server) scheduleTransfersLocked(f *fsSoft, ids []uint64, nodes map[stri
 		b := info.block
 		var source string
 		var holders []string
-		for nid, n := range f.nodes {
-			r, ok := n.replicas[id]
-			if !ok {
-				continue
-			}
+		for h := range f.holdersOf(id) {
+			nid, r := h.id, h.replica
 			holders = append(holders, nid)
 			if r.state == pb.ReplicaState_REPLICA_STATE_FINALIZED && r.gs == b.Gs && r.numBytes == int64(b.NumBytes) &&
 				f.live(nid, now, cfg.NodeStaleInterval) && streams[nid] < cfg.ReplicationStreams && !f.corruptLocked(id, nid, r) &&
@@ -385,8 +405,8 @@ func (s *Server) scheduleTransfersLocked(f *fsSoft, ids []uint64, nodes map[stri
 
 // dropReplicaLocked forgets n's replica of block id and queues its
 // deletion at gs.
-func (n *nodeSoft) dropReplicaLocked(id, gs uint64, numBytes int64) {
-	delete(n.replicas, id)
+func (f *fsSoft) dropReplicaLocked(n *nodeSoft, id, gs uint64, numBytes int64) {
+	f.deleteReplica(n, id)
 	n.invalidate = append(n.invalidate, &pb.BlockRef{Id: id, Gs: gs, NumBytes: uint64(max(numBytes, 0))})
 	if n.invalidating == nil {
 		n.invalidating = map[uint64]struct{}{}
@@ -534,7 +554,7 @@ func (s *Server) dropCorruptLocked(f *fsSoft, b *pb.BlockRecord, good, want int,
 			continue
 		}
 		if good >= want && good >= 1 {
-			n.dropReplicaLocked(b.Id, gs, r.numBytes)
+			f.dropReplicaLocked(n, b.Id, gs, r.numBytes)
 			delete(marks, nid)
 			s.log.Info("corrupt replica invalidated", "block-id", b.Id, "gs", gs, "node", nid, "good", good)
 		}

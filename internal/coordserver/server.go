@@ -80,6 +80,9 @@ type Server struct {
 	formed atomic.Bool
 	// fsSoft is the leader's file-system soft state (nodes_state.go).
 	fsSoft fsSoft
+	// fullReports: one storage node's full block report is installed at
+	// a time (installReport).
+	fullReports sync.Mutex
 	// gossip is the storage nodes' gossip state (nodes_gossip.go).
 	gossip nodeGossip
 }
