@@ -173,12 +173,13 @@ func (s *Server) cacheCycle(now time.Time) {
 	for nid, n := range f.nodes {
 		c := &n.cache
 		if n.dead {
-			n.cache = nodeCache{}
+			f.forgetCache(n)
 			continue
 		}
 		for id, cmd := range c.pending {
 			if cmd.sent && now.After(cmd.expires) {
 				delete(c.pending, id)
+				f.unindexCacher(id, n)
 				s.log.Warn("cache command not reported in time; judging the block again", "block-id", id, "node", nid, "uncache", cmd.uncache)
 			}
 		}
@@ -265,8 +266,8 @@ func (s *Server) checkCacheLocked(f *fsSoft, id uint64, t cacheTarget, now time.
 		ref = &pb.BlockRef{Id: id, Gs: t.block.Gs, NumBytes: t.block.NumBytes}
 	}
 	var cachedOn, candidates []string
-	for nid, n := range f.nodes {
-		c := &n.cache
+	for _, n := range f.cacheCandidates(id) {
+		nid, c := n.id, &n.cache
 		good := t.want > 0 && f.goodReplicaLocked(nid, t.block, now, cfg.NodeDeadInterval)
 		if good && !c.reported {
 			// A holder that has not heartbeated to this leader yet (a new
@@ -277,7 +278,7 @@ func (s *Server) checkCacheLocked(f *fsSoft, id uint64, t cacheTarget, now time.
 		}
 		switch {
 		case c.caching(id) && !good:
-			if c.queue(ref, true) {
+			if f.queueCache(n, ref, true) {
 				s.log.Info("uncaching block: no directive wants it there", "block-id", id, "node", nid)
 			}
 		case c.caching(id):
@@ -300,7 +301,7 @@ func (s *Server) checkCacheLocked(f *fsSoft, id uint64, t cacheTarget, now time.
 			return cmp.Or(cmp.Compare(f.nodes[x].cache.free(), f.nodes[y].cache.free()), cmp.Compare(x, y))
 		})
 		for _, nid := range cachedOn[:len(cachedOn)-t.want] {
-			f.nodes[nid].cache.queue(ref, true)
+			f.queueCache(f.nodes[nid], ref, true)
 			s.log.Info("uncaching excess cached replica", "block-id", id, "node", nid, "cached", len(cachedOn), "replication", t.want)
 		}
 	case len(cachedOn) < t.want:
@@ -310,7 +311,7 @@ func (s *Server) checkCacheLocked(f *fsSoft, id uint64, t cacheTarget, now time.
 		}
 		slices.SortFunc(candidates, func(x, y string) int { return cmp.Or(cmp.Compare(free[y], free[x]), cmp.Compare(x, y)) })
 		for _, nid := range candidates[:min(len(candidates), t.want-len(cachedOn))] {
-			f.nodes[nid].cache.queue(ref, false)
+			f.queueCache(f.nodes[nid], ref, false)
 			s.log.Info("caching block", "block-id", id, "gs", ref.Gs, "path", t.block.Path, "node", nid, "cached", len(cachedOn), "replication", t.want)
 		}
 	}
@@ -332,10 +333,76 @@ func (f *fsSoft) goodReplicaLocked(nid string, b *pb.BlockRecord, now time.Time,
 // report lists block id cached.
 func (f *fsSoft) cachedCountLocked(id uint64) int {
 	c := 0
-	for _, n := range f.nodes {
-		if !n.dead && n.cache.has(id) {
+	for x := range f.cachers.each(id) {
+		if n := f.byIndex[x-1]; !n.dead && n.cache.has(id) {
 			c++
 		}
 	}
 	return c
+}
+
+// cacheCandidates returns the nodes a cache check of block id looks at:
+// its holders, then the other nodes caching it or asked to (the rest can
+// neither cache it nor need uncaching).
+func (f *fsSoft) cacheCandidates(id uint64) []*nodeSoft {
+	var out []*nodeSoft
+	for h := range f.holdersOf(id) {
+		out = append(out, h.node)
+	}
+	for x := range f.cachers.each(id) {
+		if n := f.byIndex[x-1]; !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// queueCache asks node n to cache (or uncache) block b, as
+// nodeCache.queue, and lists n among b's cachers.
+func (f *fsSoft) queueCache(n *nodeSoft, b *pb.BlockRef, uncache bool) bool {
+	f.cachers.add(b.Id, n.index+1)
+	return n.cache.queue(b, uncache)
+}
+
+// unindexCacher takes node n off block id's cachers unless its report
+// lists the block cached or a command for it is pending.
+func (f *fsSoft) unindexCacher(id uint64, n *nodeSoft) {
+	if _, pending := n.cache.pending[id]; !pending && !n.cache.has(id) {
+		f.cachers.remove(id, n.index+1)
+	}
+}
+
+// setCacheReport records node n's cache report (nodeCache.setReport) and
+// brings its cachers entries up to date.
+func (f *fsSoft) setCacheReport(n *nodeSoft, r *pb.CacheReport) {
+	c := &n.cache
+	old := c.cached
+	var settled []uint64
+	for id := range c.pending {
+		settled = append(settled, id)
+	}
+	c.setReport(r)
+	for id := range c.cached {
+		if _, was := old[id]; !was {
+			f.cachers.add(id, n.index+1)
+		}
+	}
+	for id := range old {
+		f.unindexCacher(id, n)
+	}
+	for _, id := range settled {
+		f.unindexCacher(id, n)
+	}
+}
+
+// forgetCache drops a dead node's cache state and its cachers entries.
+func (f *fsSoft) forgetCache(n *nodeSoft) {
+	old := n.cache
+	n.cache = nodeCache{}
+	for id := range old.cached {
+		f.unindexCacher(id, n)
+	}
+	for id := range old.pending {
+		f.unindexCacher(id, n)
+	}
 }

@@ -5,7 +5,9 @@ import "iter"
 // The leader's block → holders index, the analogue of HDFS's BlocksMap:
 // for every block, the nodes that reported a replica of it this term, so
 // that judging a block (its good replicas, a transfer's source, the other
-// holders to recheck) costs its replicas, not a pass over every node.
+// holders to recheck) costs its replicas, not a pass over every node. A
+// second index of the same kind lists the nodes caching each block
+// (cache_monitor.go).
 //
 // Invariant (TestHolderIndex, checkHolderIndex in the tests): a node whose
 // replicas hold block id, or whose full report being installed does
@@ -14,24 +16,25 @@ import "iter"
 // listed node's replica up, so a node listed ahead of its report's swap
 // is skipped until then.
 
-// holderSet lists up to four holders of a block inline, each as its
-// node's index + 1 (0: a free slot); a block with more keeps the rest in
-// fsSoft.moreHolders. The inline sets hold no pointer, so the collector
-// does not scan their map; the index costs ~55 bytes a block (measured
-// with three holders each).
-type holderSet [4]int32
-
-// holder is one node holding a replica of a block.
-type holder struct {
-	id      string
-	node    *nodeSoft
-	replica softReplica
+// nodeSet maps block ids to sets of nodes, each node as its index in
+// fsSoft.byIndex + 1: up to four inline (holderSet; 0 is a free slot),
+// the rest of a block's in more. The inline sets hold no pointer, so the
+// collector does not scan their map; the holder index costs ~55 bytes a
+// block (measured with three holders each).
+type nodeSet struct {
+	inline map[uint64]holderSet
+	more   map[uint64][]int32
 }
 
-// indexHolder lists node n under block id.
-func (f *fsSoft) indexHolder(id uint64, n *nodeSoft) {
-	x := n.index + 1
-	h := f.holders[id]
+type holderSet [4]int32
+
+func newNodeSet() nodeSet {
+	return nodeSet{inline: map[uint64]holderSet{}, more: map[uint64][]int32{}}
+}
+
+// add puts node x in block id's set.
+func (s nodeSet) add(id uint64, x int32) {
+	h := s.inline[id]
 	free := -1
 	for i, y := range h {
 		switch {
@@ -41,7 +44,7 @@ func (f *fsSoft) indexHolder(id uint64, n *nodeSoft) {
 			free = i
 		}
 	}
-	more := f.moreHolders[id]
+	more := s.more[id]
 	for _, y := range more {
 		if y == x {
 			return
@@ -49,27 +52,19 @@ func (f *fsSoft) indexHolder(id uint64, n *nodeSoft) {
 	}
 	if free >= 0 {
 		h[free] = x
-		f.holders[id] = h
+		s.inline[id] = h
 		return
 	}
-	f.moreHolders[id] = append(more, x)
+	s.more[id] = append(more, x)
 }
 
-// unindexHolder takes node n off block id's holders unless it still holds
-// a replica of it, reported or in the full report it is installing.
-func (f *fsSoft) unindexHolder(id uint64, n *nodeSoft) {
-	if _, ok := n.replicas[id]; ok {
-		return
-	}
-	if _, ok := n.incoming[id]; ok {
-		return
-	}
-	x := n.index + 1
-	h, ok := f.holders[id]
+// remove takes node x out of block id's set.
+func (s nodeSet) remove(id uint64, x int32) {
+	h, ok := s.inline[id]
 	if !ok {
 		return
 	}
-	more := f.moreHolders[id]
+	more := s.more[id]
 	found := false
 	for i, y := range h {
 		if y == x {
@@ -84,7 +79,7 @@ func (f *fsSoft) unindexHolder(id uint64, n *nodeSoft) {
 	if !found {
 		for i, y := range more {
 			if y == x {
-				// A new slice: holdersOf may be walking the old one.
+				// A new slice: each may be walking the old one.
 				more = append(append(make([]int32, 0, len(more)-1), more[:i]...), more[i+1:]...)
 				break
 			}
@@ -92,39 +87,68 @@ func (f *fsSoft) unindexHolder(id uint64, n *nodeSoft) {
 	}
 	switch {
 	case len(more) > 0:
-		f.moreHolders[id] = more
-	case f.moreHolders[id] != nil:
-		delete(f.moreHolders, id)
+		s.more[id] = more
+	case s.more[id] != nil:
+		delete(s.more, id)
 	}
 	if h == (holderSet{}) {
-		delete(f.holders, id)
+		delete(s.inline, id)
 	} else {
-		f.holders[id] = h
+		s.inline[id] = h
 	}
+}
+
+// each yields the nodes in block id's set. The caller may remove nodes
+// while it walks.
+func (s nodeSet) each(id uint64) iter.Seq[int32] {
+	return func(yield func(int32) bool) {
+		h, more := s.inline[id], s.more[id]
+		for _, x := range h {
+			if x != 0 && !yield(x) {
+				return
+			}
+		}
+		for _, x := range more {
+			if !yield(x) {
+				return
+			}
+		}
+	}
+}
+
+// holder is one node holding a replica of a block.
+type holder struct {
+	id      string
+	node    *nodeSoft
+	replica softReplica
+}
+
+// indexHolder lists node n under block id.
+func (f *fsSoft) indexHolder(id uint64, n *nodeSoft) { f.holders.add(id, n.index+1) }
+
+// unindexHolder takes node n off block id's holders unless it still holds
+// a replica of it, reported or in the full report it is installing.
+func (f *fsSoft) unindexHolder(id uint64, n *nodeSoft) {
+	if _, ok := n.replicas[id]; ok {
+		return
+	}
+	if _, ok := n.incoming[id]; ok {
+		return
+	}
+	f.holders.remove(id, n.index+1)
 }
 
 // holdersOf yields the nodes holding a replica of block id, with it. The
 // caller may change the index while it walks (drop a replica it yielded).
 func (f *fsSoft) holdersOf(id uint64) iter.Seq[holder] {
 	return func(yield func(holder) bool) {
-		h, more := f.holders[id], f.moreHolders[id]
-		for _, x := range h {
-			if x != 0 && !f.yieldHolder(id, x, yield) {
-				return
-			}
-		}
-		for _, x := range more {
-			if !f.yieldHolder(id, x, yield) {
+		for x := range f.holders.each(id) {
+			n := f.byIndex[x-1]
+			if r, ok := n.replicas[id]; ok && !yield(holder{id: n.id, node: n, replica: r}) {
 				return
 			}
 		}
 	}
-}
-
-func (f *fsSoft) yieldHolder(id uint64, x int32, yield func(holder) bool) bool {
-	n := f.byIndex[x-1]
-	r, ok := n.replicas[id]
-	return !ok || yield(holder{id: n.id, node: n, replica: r})
 }
 
 // setReplica records node n's replica of block id (an incremental

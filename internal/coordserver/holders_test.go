@@ -1,8 +1,10 @@
 package coordserver
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -22,7 +24,7 @@ import (
 // block.
 func (f *fsSoft) checkHolderIndex(indexed bool) error {
 	listed := map[uint64][]int32{}
-	for id, h := range f.holders {
+	for id, h := range f.holders.inline {
 		if h == (holderSet{}) {
 			return fmt.Errorf("block %d: an empty inline set kept", id)
 		}
@@ -32,11 +34,11 @@ func (f *fsSoft) checkHolderIndex(indexed bool) error {
 			}
 		}
 	}
-	for id, more := range f.moreHolders {
+	for id, more := range f.holders.more {
 		if len(more) == 0 {
 			return fmt.Errorf("block %d: an empty overflow kept", id)
 		}
-		if _, ok := f.holders[id]; !ok {
+		if _, ok := f.holders.inline[id]; !ok {
 			return fmt.Errorf("block %d: overflow %v without an inline set", id, more)
 		}
 		listed[id] = append(listed[id], more...)
@@ -143,10 +145,67 @@ func TestHolderIndex(t *testing.T) {
 		if err := f.checkHolderIndex(true); err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}
-		overflowed = overflowed || len(f.moreHolders) > 0
+		overflowed = overflowed || len(f.holders.more) > 0
 	}
 	if !overflowed {
 		t.Fatal("no block had more than four holders: the overflow went untested")
+	}
+}
+
+// checkCacherIndex checks the cachers index against the nodes' cache
+// state: a node whose report lists a block cached, or with a command for
+// it pending, is listed under it, and a listed node has one or the other.
+func (f *fsSoft) checkCacherIndex() error {
+	for _, n := range f.byIndex {
+		for _, ids := range [][]uint64{slices.Collect(maps.Keys(n.cache.cached)), slices.Collect(maps.Keys(n.cache.pending))} {
+			for _, id := range ids {
+				if !slices.Contains(slices.Collect(f.cachers.each(id)), n.index+1) {
+					return fmt.Errorf("node %s caches block %d, not listed", n.id, id)
+				}
+			}
+		}
+	}
+	for id := range f.cachers.inline {
+		for x := range f.cachers.each(id) {
+			n := f.byIndex[x-1]
+			if _, pending := n.cache.pending[id]; !pending && !n.cache.has(id) {
+				return fmt.Errorf("node %s listed as caching block %d: neither cached nor pending", n.id, id)
+			}
+		}
+	}
+	return nil
+}
+
+// TestCacherIndex drives the cachers index through random cache reports,
+// cache and uncache commands, expiries and dead nodes on up to nine
+// nodes, checking it after every step.
+func TestCacherIndex(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	f := &fsSoft{}
+	f.reset(1, time.Now(), time.Minute)
+	for step := 0; step < 20000; step++ {
+		n := f.node(nodeID(1 + rng.IntN(9)))
+		id := uint64(1 + rng.IntN(12))
+		switch k := rng.IntN(10); {
+		case k < 3:
+			r := &pb.CacheReport{Capacity: 1 << 30}
+			for range rng.IntN(6) {
+				r.BlockIds = append(r.BlockIds, uint64(1+rng.IntN(12)))
+			}
+			f.setCacheReport(n, r)
+		case k < 7:
+			f.queueCache(n, &pb.BlockRef{Id: id, NumBytes: 1}, rng.IntN(2) == 0)
+		case k < 9:
+			if _, ok := n.cache.pending[id]; ok {
+				delete(n.cache.pending, id)
+				f.unindexCacher(id, n)
+			}
+		default:
+			f.forgetCache(n)
+		}
+		if err := f.checkCacherIndex(); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
 	}
 }
 
@@ -241,7 +300,7 @@ func TestHolderIndexReports(t *testing.T) {
 		if err := f.checkHolderIndex(true); err != nil {
 			t.Fatalf("%s: %v", when, err)
 		}
-		if len(f.holders) == 0 {
+		if len(f.holders.inline) == 0 {
 			t.Fatalf("%s: the index is empty", when)
 		}
 	}
@@ -250,34 +309,109 @@ func TestHolderIndexReports(t *testing.T) {
 	check("after n1 registered again")
 }
 
-// BenchmarkCheckBlocks: the replication monitor judging blocks of three
-// replicas each, spread over LOGBOOK_BENCH_NODES live nodes (default 100),
-// 100,000 blocks per op in holds of lookupChunk, as a cycle does (the
-// soft state only: no state machine lookups). Before the holder index
-// each block's check looked at every node.
-func BenchmarkCheckBlocks(b *testing.B) {
+// TestTargetPicker: the B-tree picker hands out the same targets as
+// sorting every live node for each block (the way the monitor picked them
+// before: eligible nodes by id, stably sorted by targeted count, then free
+// space descending, the first need taken), over random nodes with tied
+// free space, holders, deletions and sizes.
+func TestTargetPicker(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for round := range 200 {
+		f := &fsSoft{}
+		f.reset(1, time.Now(), time.Minute)
+		var live []string
+		for i := range 2 + rng.IntN(30) {
+			n := f.node(nodeID(i + 1))
+			n.free = uint64(rng.IntN(4)) * 100
+			live = append(live, n.id)
+		}
+		slices.Sort(live)
+		targeted := map[string]int{}
+		for _, id := range live {
+			if rng.IntN(3) == 0 {
+				targeted[id] = rng.IntN(3)
+			}
+		}
+		want := maps.Clone(targeted)
+		p := newTargetPicker(f, live, targeted)
+		for blk := range uint64(50) {
+			var holders []string
+			for range rng.IntN(4) {
+				holders = append(holders, live[rng.IntN(len(live))])
+			}
+			if rng.IntN(5) == 0 {
+				n := f.nodes[live[rng.IntN(len(live))]]
+				n.invalidating = map[uint64]struct{}{blk: {}}
+			}
+			size, need := uint64(rng.IntN(350)), rng.IntN(4)
+			var ref []string
+			for _, nid := range live {
+				_, deleting := f.nodes[nid].invalidating[blk]
+				if !slices.Contains(holders, nid) && !deleting && f.nodes[nid].free >= size {
+					ref = append(ref, nid)
+				}
+			}
+			slices.SortStableFunc(ref, func(x, y string) int {
+				return cmp.Or(cmp.Compare(want[x], want[y]), cmp.Compare(f.nodes[y].free, f.nodes[x].free))
+			})
+			ref = ref[:max(0, min(len(ref), need))]
+			for _, id := range ref {
+				want[id]++
+			}
+			if got := p.pick(blk, holders, size, need); !slices.Equal(got, ref) {
+				t.Fatalf("round %d, block %d (need %d, size %d, holders %v): picked %v, want %v", round, blk, need, size, holders, got, ref)
+			}
+		}
+	}
+}
+
+// benchSoftState starts one coordinator and fills its leader's soft
+// state: LOGBOOK_BENCH_NODES live nodes (default 100) with free space,
+// and blocks 1..blocks(nodes) with a FINALIZED replica (GS 1, 1 MiB) on
+// each of replicas consecutive nodes, round robin. It returns the server
+// and the number of blocks.
+func benchSoftState(b *testing.B, blocks func(nodes int) int, replicas int) (*Server, int) {
 	nodes := 100
 	if v, err := strconv.Atoi(os.Getenv("LOGBOOK_BENCH_NODES")); err == nil && v >= 3 {
 		nodes = v
 	}
-	const blocks = 100_000
 	tc := newTestCluster(b, 1)
 	s := tc.server(tc.waitLeader())
-	cfg := s.fsCfg()
 	now := time.Now()
-	infos := make([]blockInfo, blocks)
 	f := s.fsLocked()
+	defer f.mu.Unlock()
 	for i := range nodes {
-		f.node(nodeID(i + 1)).lastHeartbeat = now
+		n := f.node(nodeID(i + 1))
+		n.lastHeartbeat, n.free = now, 1<<40
 	}
-	for i := range infos {
-		id := uint64(i + 1)
-		infos[i] = blockInfo{block: &pb.BlockRecord{Id: id, Gs: 1, NumBytes: 1 << 20, State: pb.BlockState_BLOCK_STATE_COMPLETE}, replication: 3}
-		for k := range 3 {
-			f.setReplica(f.nodes[nodeID(1+(i+k)%nodes)], id, softReplica{storage: "s1", gs: 1, numBytes: 1 << 20, state: pb.ReplicaState_REPLICA_STATE_FINALIZED})
+	nb := blocks(nodes)
+	for i := range nb {
+		for k := range replicas {
+			f.setReplica(f.nodes[nodeID(1+(i+k)%nodes)], uint64(i+1), softReplica{storage: "s1", gs: 1, numBytes: 1 << 20, state: pb.ReplicaState_REPLICA_STATE_FINALIZED})
 		}
 	}
-	f.mu.Unlock()
+	return s, nb
+}
+
+func fixed(n int) func(int) int { return func(int) int { return n } }
+
+// completeBlock is block id as the benchmarks' state machine would have
+// it: COMPLETE at GS 1, 1 MiB.
+func completeBlock(id uint64) *pb.BlockRecord {
+	return &pb.BlockRecord{Id: id, Gs: 1, NumBytes: 1 << 20, State: pb.BlockState_BLOCK_STATE_COMPLETE, Path: "/b"}
+}
+
+// BenchmarkCheckBlocks: the replication monitor judging 100,000 blocks
+// of three replicas each (benchSoftState) per op, in holds of lookupChunk,
+// as a cycle does (the soft state only: no state machine lookups). Before
+// the holder index each block's check looked at every node.
+func BenchmarkCheckBlocks(b *testing.B) {
+	s, blocks := benchSoftState(b, fixed(100_000), 3)
+	cfg, now := s.fsCfg(), time.Now()
+	infos := make([]blockInfo, blocks)
+	for i := range infos {
+		infos[i] = blockInfo{block: completeBlock(uint64(i + 1)), replication: 3}
+	}
 	b.ResetTimer()
 	for b.Loop() {
 		for chunk := range slices.Chunk(infos, lookupChunk) {
@@ -289,9 +423,89 @@ func BenchmarkCheckBlocks(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	f = s.fsLocked()
+	f := s.fsLocked()
 	defer f.mu.Unlock()
 	if len(f.repl.needed) != 0 || len(f.repl.missing) != 0 {
 		b.Fatalf("%d blocks needed, %d missing: want all replicated", len(f.repl.needed), len(f.repl.missing))
+	}
+}
+
+// BenchmarkCheckCache: the cache monitor judging 10,000 blocks of a
+// directive wanting two cached replicas, each held by three nodes
+// (benchSoftState) and cached on two of them already (so nothing
+// changes), in one hold of the lock, as a cycle does. Before the holder
+// and cachers indexes each block's check looked at every node.
+func BenchmarkCheckCache(b *testing.B) {
+	s, blocks := benchSoftState(b, fixed(10_000), 3)
+	cfg, now := s.fsCfg(), time.Now()
+	f := s.fsLocked()
+	nodes := len(f.nodes)
+	f.mu.Unlock()
+	cached := make([]*pb.CacheReport, nodes)
+	for i := range cached {
+		cached[i] = &pb.CacheReport{Capacity: 1 << 40}
+	}
+	for i := range blocks {
+		for k := range 2 {
+			r := cached[(i+k)%nodes]
+			r.BlockIds = append(r.BlockIds, uint64(i+1))
+		}
+	}
+	f = s.fsLocked()
+	for i, r := range cached {
+		f.setCacheReport(f.nodes[nodeID(i+1)], r)
+	}
+	f.mu.Unlock()
+	b.ResetTimer()
+	for b.Loop() {
+		f := s.fsLocked()
+		for i := range blocks {
+			s.checkCacheLocked(f, uint64(i+1), cacheTarget{block: completeBlock(uint64(i + 1)), want: 2}, now, cfg)
+		}
+		f.mu.Unlock()
+	}
+	b.StopTimer()
+	f = s.fsLocked()
+	defer f.mu.Unlock()
+	for _, n := range f.nodes {
+		if len(n.cache.pending) != 0 {
+			b.Fatalf("node %s has %d cache commands: want none", n.id, len(n.cache.pending))
+		}
+	}
+}
+
+// BenchmarkScheduleTransfers: one replication cycle's scheduling of
+// ReplicationStreams × nodes / 2 blocks with two good replicas of three
+// wanted (benchSoftState): a target picked per block.
+func BenchmarkScheduleTransfers(b *testing.B) {
+	// Every block finds a source with a stream free.
+	s, blocks := benchSoftState(b, func(nodes int) int { return DefaultFSConfig().ReplicationStreams * nodes / 2 }, 2)
+	cfg, now := s.fsCfg(), time.Now()
+	recs := map[string]*pb.NodeRecord{}
+	ids := make([]uint64, blocks)
+	infos := map[uint64]blockInfo{}
+	f := s.fsLocked()
+	for id := range f.nodes {
+		recs[id] = &pb.NodeRecord{Id: id, GrpcAddr: "127.0.0.1:1"}
+	}
+	for i := range ids {
+		id := uint64(i + 1)
+		ids[i] = id
+		infos[id] = blockInfo{block: completeBlock(id), replication: 3}
+		f.repl.needed[id] = 2
+	}
+	f.mu.Unlock()
+	b.ResetTimer()
+	for b.Loop() {
+		f := s.fsLocked()
+		clear(f.repl.pending)
+		for _, n := range f.nodes {
+			n.transfers = nil
+		}
+		s.scheduleTransfersLocked(f, ids, recs, infos, now, cfg)
+		if len(f.repl.pending) != blocks {
+			b.Fatalf("%d transfers scheduled, want %d", len(f.repl.pending), blocks)
+		}
+		f.mu.Unlock()
 	}
 }

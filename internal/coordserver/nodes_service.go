@@ -147,7 +147,7 @@ func (l *nodeLinkService) Heartbeat(ctx context.Context, req *pb.NodeHeartbeatRe
 	n.lastHeartbeat = now
 	n.dead = false
 	n.setStorages(req.Storages)
-	n.cache.setReport(req.Cache)
+	f.setCacheReport(n, req.Cache)
 	safe := f.safeMode
 	f.mu.Unlock()
 	resp := &pb.NodeHeartbeatResponse{SafeMode: safe}

@@ -33,11 +33,12 @@ type fsSoft struct {
 	// it are found by the sweep, as the nodes report in full).
 	removedAt   uint64
 	removedRead bool
-	// holders: block id → the nodes holding a replica of it
-	// (holders.go); byIndex: the nodes by their index there.
-	holders     map[uint64]holderSet
-	moreHolders map[uint64][]int32
-	byIndex     []*nodeSoft
+	// holders: block id → the nodes holding a replica of it; cachers:
+	// → the nodes caching it or asked to (holders.go); byIndex: the nodes
+	// by their index there.
+	holders nodeSet
+	cachers nodeSet
+	byIndex []*nodeSoft
 }
 
 // nodeSoft is what the leader learned from one storage node this term.
@@ -163,7 +164,7 @@ func (f *fsSoft) reset(term uint64, now time.Time, safeTimeout time.Duration) {
 	f.repl = newReplState()
 	f.cacheCursor = 0
 	f.removedAt, f.removedRead = 0, false
-	f.holders, f.moreHolders, f.byIndex = map[uint64]holderSet{}, map[uint64][]int32{}, nil
+	f.holders, f.cachers, f.byIndex = newNodeSet(), newNodeSet(), nil
 }
 
 // fs returns the soft state locked for term (reset when the term moved

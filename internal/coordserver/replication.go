@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/google/btree"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
 )
@@ -346,7 +347,7 @@ func (s *Server) scheduleTransfersLocked(f *fsSoft, ids []uint64, nodes map[stri
 			live = append(live, id)
 		}
 	}
-	slices.Sort(live)
+	picker := newTargetPicker(f, live, targeted)
 	for _, id := range ids {
 		info, ok := infos[id]
 		good, needed := f.repl.needed[id]
@@ -368,29 +369,12 @@ func (s *Server) scheduleTransfersLocked(f *fsSoft, ids []uint64, nodes map[stri
 		if source == "" {
 			continue
 		}
-		need := info.replication - good
-		var cands []string
-		for _, nid := range live {
-			_, deleting := f.nodes[nid].invalidating[id]
-			if !slices.Contains(holders, nid) && !deleting && f.nodes[nid].free >= b.NumBytes {
-				cands = append(cands, nid)
-			}
-		}
-		slices.SortStableFunc(cands, func(x, y string) int {
-			if c := cmp.Compare(targeted[x], targeted[y]); c != 0 {
-				return c
-			}
-			return cmp.Compare(f.nodes[y].free, f.nodes[x].free)
-		})
-		if len(cands) > need {
-			cands = cands[:need]
-		}
+		cands := picker.pick(id, holders, b.NumBytes, info.replication-good)
 		if len(cands) == 0 {
 			continue
 		}
 		targets := make([]*pb.NodeLocation, 0, len(cands))
 		for _, t := range cands {
-			targeted[t]++
 			targets = append(targets, &pb.NodeLocation{NodeId: t, GrpcAddr: nodes[t].GrpcAddr})
 		}
 		streams[source]++
@@ -401,6 +385,67 @@ func (s *Server) scheduleTransfersLocked(f *fsSoft, ids []uint64, nodes map[stri
 		s.log.Info("re-replicating block", "block-id", id, "gs", b.Gs, "path", b.Path, "good", good,
 			"replication", info.replication, "source", source, "targets", cands)
 	}
+}
+
+// targetPicker hands out one cycle's transfer targets: the live nodes
+// with the fewest transfers targeted at them first, then the most free
+// space, then by id. It keeps them in that order (a B-tree), so a block
+// costs its targets and the nodes it skips (its holders, nodes deleting
+// it or without space for it), not a sort of every node.
+type targetPicker struct {
+	f        *fsSoft
+	order    *btree.BTreeG[targetKey]
+	targeted map[string]int // transfers in flight or picked this cycle, by target
+}
+
+type targetKey struct {
+	targeted int
+	free     uint64 // bytes
+	id       string
+}
+
+func targetLess(a, b targetKey) bool {
+	if a.targeted != b.targeted {
+		return a.targeted < b.targeted
+	}
+	if a.free != b.free {
+		return a.free > b.free
+	}
+	return a.id < b.id
+}
+
+func newTargetPicker(f *fsSoft, live []string, targeted map[string]int) *targetPicker {
+	p := &targetPicker{f: f, order: btree.NewG(16, targetLess), targeted: targeted}
+	for _, id := range live {
+		p.order.ReplaceOrInsert(p.key(id))
+	}
+	return p
+}
+
+func (p *targetPicker) key(id string) targetKey {
+	return targetKey{p.targeted[id], p.f.nodes[id].free, id}
+}
+
+// pick returns up to need targets for block id of size bytes, none of
+// them a holder or a node deleting it, and counts them targeted.
+func (p *targetPicker) pick(id uint64, holders []string, size uint64, need int) []string {
+	if need <= 0 {
+		return nil
+	}
+	var out []string
+	p.order.Ascend(func(k targetKey) bool {
+		_, deleting := p.f.nodes[k.id].invalidating[id]
+		if !slices.Contains(holders, k.id) && !deleting && k.free >= size {
+			out = append(out, k.id)
+		}
+		return len(out) < need
+	})
+	for _, t := range out {
+		p.order.Delete(p.key(t))
+		p.targeted[t]++
+		p.order.ReplaceOrInsert(p.key(t))
+	}
+	return out
 }
 
 // dropReplicaLocked forgets n's replica of block id and queues its
