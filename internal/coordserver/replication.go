@@ -41,6 +41,10 @@ import (
 // Nothing here is replicated: transfers and excess invalidations are not
 // journal events (they change no FSM state), and a new leader starts over
 // from the nodes' full reports (safe mode holds all of it until then).
+//
+// A check costs the block's replicas, not the cluster's nodes: the holder
+// index (holders.go) gives a block's holders, and transfer targets come
+// from the live nodes kept in picking order (targetPicker).
 
 // pendingTransfer is a transfer the leader sent and waits to see reported.
 type pendingTransfer struct {
