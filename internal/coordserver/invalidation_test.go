@@ -2,6 +2,8 @@ package coordserver
 
 import (
 	"context"
+	"maps"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -74,6 +76,55 @@ func TestTakeChecksSweep(t *testing.T) {
 	n.setReplicas(reps)
 	if got := ids(n.takeChecksLocked(4)); !slices.Equal(got, []uint64{42}) {
 		t.Fatalf("after a full report: %v", got)
+	}
+}
+
+// TestSweepFollowsReplicas: with replicas reported and deleted between
+// heartbeats, every pass of the sweep checks each replica held throughout
+// the pass, checks only held ones, and its list stays bounded by the
+// replicas.
+func TestSweepFollowsReplicas(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	f := &fsSoft{}
+	f.reset(1, time.Now(), time.Minute)
+	n := f.node("n1")
+	reps := map[uint64]softReplica{}
+	for id := uint64(1); id <= 100; id++ {
+		reps[id] = softReplica{gs: 1}
+	}
+	n.setReplicas(reps)
+	const limit = 7
+	for pass := range 200 {
+		held := maps.Clone(n.replicas)
+		touched, seen := map[uint64]bool{}, map[uint64]bool{}
+		for beat := 0; ; beat++ {
+			for range rng.IntN(4) {
+				id := uint64(1 + rng.IntN(150)) // re-adds and new ids
+				touched[id] = true
+				if rng.IntN(2) == 0 {
+					f.deleteReplica(n, id)
+				} else {
+					f.setReplica(n, id, softReplica{gs: 2})
+				}
+			}
+			for _, c := range n.takeChecksLocked(limit) {
+				if _, ok := n.replicas[c.id]; !ok {
+					t.Fatalf("pass %d: checked %d, not held", pass, c.id)
+				}
+				seen[c.id] = true
+			}
+			if beat == 0 && len(n.sweep) > 2*len(n.replicas)+2*limit {
+				t.Fatalf("pass %d: a sweep of %d ids for %d replicas", pass, len(n.sweep), len(n.replicas))
+			}
+			if n.sweepAt >= len(n.sweep) { // the pass is done
+				break
+			}
+		}
+		for id := range held {
+			if !touched[id] && !seen[id] {
+				t.Fatalf("pass %d: replica %d, held throughout, not checked", pass, id)
+			}
+		}
 	}
 }
 
