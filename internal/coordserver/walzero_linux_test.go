@@ -1,11 +1,14 @@
 package coordserver
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -31,12 +34,41 @@ func resident(t *testing.T, f *os.File, off, n int64) int {
 	return c
 }
 
-// TestZeroedSegmentPrefetch: the pages just past each write are brought
-// back into the page cache, so a partial-page append into zeroed blocks the
-// kernel evicted does not wait for a read.
-func TestZeroedSegmentPrefetch(t *testing.T) {
+// threadReadBytes is how many bytes this thread has caused to be read
+// from storage (/proc/thread-self/io).
+func threadReadBytes(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/thread-self/io")
+	if err != nil {
+		t.Skipf("no per-thread I/O accounting: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "read_bytes: "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Skip("no read_bytes in /proc/thread-self/io")
+	return 0
+}
+
+// TestZeroedSegmentWritesWholePages: appends into a zeroed segment whose
+// pages are not in the page cache (a spare written with O_DIRECT, or
+// evicted) read nothing from the disk, however they fall across pages,
+// and leave the file exactly as unpadded writes would: the data, zeros
+// after it, the size unchanged. Without the padding each append ending
+// inside an uncached page reads that page first.
+func TestZeroedSegmentWritesWholePages(t *testing.T) {
+	const size = 128 << 10
 	dir := t.TempDir()
-	z, err := newZeroedSegments(dir, 4<<20, testLogger(t))
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err == nil && st.Type == unix.TMPFS_MAGIC {
+		t.Skipf("%s is tmpfs: nothing is read from a disk", dir)
+	}
+	z, err := newZeroedSegments(dir, size, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,29 +82,64 @@ func TestZeroedSegmentPrefetch(t *testing.T) {
 		t.Fatal(err)
 	}
 	spare.Close()
-	wf, err := z.Create(dir, "00000000000000000001-0000000000000000.wal", 4<<20)
+	wf, err := z.Create(dir, "00000000000000000001-0000000000000000.wal", size)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer wf.Close()
 	f := wf.(*zeroedFile).File
-	const pages = prefetchAhead / 4096
-	// Past the first window: nothing asked for yet.
-	if got := resident(t, f, 2<<20, prefetchAhead); got != 0 {
-		// Only a memory-backed file system keeps clean pages: there is
-		// nothing to evict or prefetch, and nothing to check.
-		var st unix.Statfs_t
-		if err := unix.Statfs(dir, &st); err == nil && st.Type == unix.TMPFS_MAGIC {
-			t.Skipf("%s is tmpfs: its pages cannot be evicted", dir)
-		}
+	if got := resident(t, f, 0, size); got != 0 {
 		t.Fatalf("%d pages still resident after FADV_DONTNEED on a disk-backed file system", got)
 	}
-	if _, err := wf.WriteAt(make([]byte, 100), 2<<20-100); err != nil {
+
+	// Appends as raft-wal makes them: each where the last ended, of sizes
+	// that end inside pages, across pages, on a page's end, and up to the
+	// file's end.
+	want := make([]byte, size)
+	runtime.LockOSThread() // the reads a write causes are this thread's
+	defer runtime.UnlockOSThread()
+	before := threadReadBytes(t)
+	off := int64(0)
+	for i, n := range []int{100, 5000, 2988, 4096, 1, 10_000, 40_000, 7} {
+		p := make([]byte, n)
+		for j := range p {
+			p[j] = byte(i + 1)
+		}
+		got, err := wf.WriteAt(p, off)
+		if err != nil || got != n {
+			t.Fatalf("append %d: wrote %d of %d: %v", i, got, n, err)
+		}
+		copy(want[off:], p)
+		off += int64(n)
+	}
+	// The last append ends inside the file's last page: padded to the
+	// file's end, not past it.
+	p := make([]byte, size-50-off)
+	for j := range p {
+		p[j] = 0xee
+	}
+	if got, err := wf.WriteAt(p, off); err != nil || got != len(p) {
+		t.Fatalf("last append: wrote %d of %d: %v", got, len(p), err)
+	}
+	copy(want[off:], p)
+	if read := threadReadBytes(t) - before; read != 0 {
+		t.Fatalf("appends read %d bytes from the disk, want 0", read)
+	}
+
+	got, err := os.ReadFile(f.Name())
+	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the pages after the write resident", func() bool {
-		return resident(t, f, 2<<20, prefetchAhead) == pages
-	})
+	if len(got) != size {
+		t.Fatalf("segment is %d bytes, want %d", len(got), size)
+	}
+	if !bytes.Equal(got, want) {
+		i := 0
+		for got[i] == want[i] {
+			i++
+		}
+		t.Fatalf("segment differs at byte %d: %d, want %d", i, got[i], want[i])
+	}
 }
 
 // TestZeroWriterDirect: where the file system takes O_DIRECT the spare is
@@ -133,7 +200,7 @@ func TestZeroWriterDirectRefused(t *testing.T) {
 	}
 	directBufSkew = 1
 	defer func() { directBufSkew = 0 }()
-	const size = 4 << 20
+	const size = 128 << 10
 	z, err := newZeroedSegments(dir, size, testLogger(t))
 	if err != nil {
 		t.Fatalf("open with O_DIRECT writes refused: %v", err)
