@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"testing"
@@ -19,7 +20,9 @@ import (
 // every replica in ceil(n/limit) heartbeats, then starts over; a full
 // report starts it over at once.
 func TestTakeChecksSweep(t *testing.T) {
-	n := &nodeSoft{}
+	f := &fsSoft{}
+	f.reset(1, time.Now(), time.Minute)
+	n := f.node("n1")
 	reps := map[uint64]softReplica{}
 	for id := uint64(1); id <= 10; id++ {
 		reps[id] = softReplica{gs: id}
@@ -37,7 +40,7 @@ func TestTakeChecksSweep(t *testing.T) {
 	}
 	seen := map[uint64]int{}
 	for beat := 0; beat < 3; beat++ {
-		got := ids(n.takeChecksLocked(4))
+		got := ids(f.takeChecksLocked(n, 4))
 		if want := []int{4, 4, 2}[beat]; len(got) != want {
 			t.Fatalf("beat %d: %d checks, want %d", beat, len(got), want)
 		}
@@ -58,7 +61,7 @@ func TestTakeChecksSweep(t *testing.T) {
 	// holds are dropped.
 	n.markRecheck(3)
 	n.markRecheck(99)
-	got := ids(n.takeChecksLocked(4))
+	got := ids(f.takeChecksLocked(n, 4))
 	want := 4 // the new pass's first four
 	if !slices.Contains(n.sweep[:4], 3) {
 		want++
@@ -74,7 +77,7 @@ func TestTakeChecksSweep(t *testing.T) {
 	// A full report starts the pass over from its replicas.
 	reps = map[uint64]softReplica{42: {}}
 	n.setReplicas(reps)
-	if got := ids(n.takeChecksLocked(4)); !slices.Equal(got, []uint64{42}) {
+	if got := ids(f.takeChecksLocked(n, 4)); !slices.Equal(got, []uint64{42}) {
 		t.Fatalf("after a full report: %v", got)
 	}
 }
@@ -107,7 +110,7 @@ func TestSweepFollowsReplicas(t *testing.T) {
 					f.setReplica(n, id, softReplica{gs: 2})
 				}
 			}
-			for _, c := range n.takeChecksLocked(limit) {
+			for _, c := range f.takeChecksLocked(n, limit) {
 				if _, ok := n.replicas[c.id]; !ok {
 					t.Fatalf("pass %d: checked %d, not held", pass, c.id)
 				}
@@ -155,9 +158,21 @@ func (e *fsEnv) fullReport(node string, reps ...*pb.ReportedReplica) {
 // judged at the next heartbeat, and a deleted file's replica is
 // invalidated at the next heartbeat (the state machine's removal feed)
 // rather than when the sweep reaches it.
+//
+// With background set, the sweep's lists are built in the background
+// (sweepBuildMin below the node's replicas), and each heartbeat waits for
+// a build in progress to end, as heartbeats seconds apart would.
 func TestInvalidationSweepAndRemovals(t *testing.T) {
-	defer func(n int) { invalidateChecksPerBeat = n }(invalidateChecksPerBeat)
+	t.Run("list at once", func(t *testing.T) { testInvalidationSweep(t, false) })
+	t.Run("list in background", func(t *testing.T) { testInvalidationSweep(t, true) })
+}
+
+func testInvalidationSweep(t *testing.T, background bool) {
+	defer func(n, m, c int) { invalidateChecksPerBeat, sweepBuildMin, sweepBuildChunk = n, m, c }(invalidateChecksPerBeat, sweepBuildMin, sweepBuildChunk)
 	invalidateChecksPerBeat = 8
+	if background {
+		sweepBuildMin, sweepBuildChunk = 16, 5
+	}
 	e := newFSEnv(t)
 	e.registerNodes(1)
 	blk := e.openWithBlock("/inv", 1)
@@ -179,7 +194,16 @@ func TestInvalidationSweepAndRemovals(t *testing.T) {
 		r, err := e.ns.ListNodes(e.ctx, &pb.ListNodesRequest{})
 		return err == nil && !r.SafeMode
 	})
+	s := e.tc.server(e.tc.waitLeader())
 	invalidated := func() []uint64 {
+		if background {
+			eventually(t, 10*time.Second, "the sweep list built", func() bool {
+				s.fsSoft.mu.Lock()
+				defer s.fsSoft.mu.Unlock()
+				n := s.fsSoft.nodes["n1"]
+				return n == nil || n.next == nil || n.next.done
+			})
+		}
 		var ids []uint64
 		for _, c := range e.fakeHeartbeat("n1") {
 			for _, b := range c.GetInvalidate().GetBlocks() {
@@ -193,6 +217,9 @@ func TestInvalidationSweepAndRemovals(t *testing.T) {
 	// nothing else.
 	passLen := (len(reps) + invalidateChecksPerBeat - 1) / invalidateChecksPerBeat
 	var got []uint64
+	if background {
+		passLen++ // the first heartbeat starts the first list's build
+	}
 	for range passLen {
 		got = append(got, invalidated()...)
 	}
@@ -249,7 +276,10 @@ func largeNode(b *testing.B) (*nodeLinkService, *namespaceService, *pb.NodeBlock
 }
 
 // BenchmarkHeartbeatLargeNode: one heartbeat at the leader from a node
-// holding a million replicas (largeNode), out of safe mode.
+// holding a million replicas (largeNode), out of safe mode. It also
+// reports the slowest heartbeat (max-beat-ms) and the longest another
+// goroutine waited for the soft state's lock meanwhile (max-wait-ms: how
+// long every other node's heartbeats and reports could be held up).
 func BenchmarkHeartbeatLargeNode(b *testing.B) {
 	l, ns, report, hb := largeNode(b)
 	ctx := context.Background()
@@ -261,18 +291,57 @@ func BenchmarkHeartbeatLargeNode(b *testing.B) {
 		r, err := ns.ListNodes(ctx, &pb.ListNodesRequest{})
 		return err == nil && !r.SafeMode
 	})
+	stop, waited := make(chan struct{}), make(chan time.Duration)
+	go func() {
+		var longest time.Duration
+		for {
+			select {
+			case <-stop:
+				waited <- longest
+				return
+			case <-time.After(time.Millisecond):
+			}
+			start := time.Now()
+			l.s.fsSoft.mu.Lock()
+			longest = max(longest, time.Since(start))
+			l.s.fsSoft.mu.Unlock()
+		}
+	}()
+	// Heartbeats come seconds apart: a pass's list built in the
+	// background is ready by the next one.
+	built := func() bool {
+		f := &l.s.fsSoft
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		n := f.nodes["n1"]
+		return n == nil || n.next == nil || n.next.done
+	}
+	var slowest time.Duration
 	b.ResetTimer()
 	for b.Loop() {
+		if !built() {
+			b.StopTimer()
+			for !built() {
+				runtime.Gosched()
+			}
+			b.StartTimer()
+		}
+		start := time.Now()
 		r, err := l.Heartbeat(ctx, hb)
 		if err != nil {
 			b.Fatal(err)
 		}
+		slowest = max(slowest, time.Since(start))
 		for _, c := range r.Commands {
 			if c.GetInvalidate() != nil {
 				b.Fatalf("invalidated %d replicas", len(c.GetInvalidate().Blocks))
 			}
 		}
 	}
+	b.StopTimer()
+	close(stop)
+	b.ReportMetric(float64(slowest)/1e6, "max-beat-ms")
+	b.ReportMetric(float64(<-waited)/1e6, "max-wait-ms")
 }
 
 // BenchmarkBlockReportLargeNode: the leader taking a full block report of
@@ -358,5 +427,132 @@ func (e *fsEnv) reregister(node string) {
 		Id: node, GrpcAddr: "127.0.0.1:9001", StorageIds: []string{"s1"}, InstanceId: "inst-" + node + "-again",
 	}, Storages: st}); err != nil {
 		e.t.Fatal(err)
+	}
+}
+
+// TestSweepBuiltInBackground: a node with more than sweepBuildMin replicas
+// has each pass's list built in the background, a chunk per hold of the
+// lock, while its replicas are reported and deleted (as incremental
+// reports do, under the lock) between and during the holds. Every pass
+// checks each replica held and untouched from the heartbeat that takes
+// the list to the pass's end, and only held ones; the build lets go of
+// the lock between chunks; a full report or a new term abandons the list
+// being built.
+func TestSweepBuiltInBackground(t *testing.T) {
+	defer func(m, c int) { sweepBuildMin, sweepBuildChunk = m, c }(sweepBuildMin, sweepBuildChunk)
+	sweepBuildMin, sweepBuildChunk = 50, 7
+	const limit = 40
+	f := &fsSoft{}
+	f.mu.Lock()
+	f.reset(1, time.Now(), time.Minute)
+	n := f.node("n1")
+	initial := func(gs uint64) map[uint64]softReplica {
+		reps := map[uint64]softReplica{}
+		for id := uint64(1); id <= 300; id++ {
+			reps[id] = softReplica{gs: gs}
+		}
+		return reps
+	}
+	n.setReplicas(initial(1))
+	f.mu.Unlock()
+
+	// The mutator: one report or delete per hold of the lock, as
+	// incremental reports make them. touched and partial are under f.mu.
+	touched := map[uint64]bool{}
+	partial := false
+	stop := make(chan struct{})
+	mutatorDone := make(chan struct{})
+	go func() {
+		defer close(mutatorDone)
+		rng := rand.New(rand.NewPCG(9, 10))
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			f.mu.Lock()
+			if b := n.next; b != nil && !b.done && len(b.ids) > 0 && len(b.ids) < len(n.replicas)-sweepBuildChunk {
+				partial = true
+			}
+			id := uint64(1 + rng.IntN(400))
+			touched[id] = true
+			if rng.IntN(2) == 0 {
+				f.deleteReplica(n, id)
+			} else {
+				f.setReplica(n, id, softReplica{gs: 2})
+				n.markRecheck(id)
+			}
+			f.mu.Unlock()
+			runtime.Gosched()
+		}
+	}()
+	defer func() { close(stop); <-mutatorDone }()
+
+	deadline := time.Now().Add(30 * time.Second)
+	var held map[uint64]softReplica
+	seen := map[uint64]bool{}
+	passes := 0
+	for passes < 40 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d passes in 30 s", passes)
+		}
+		f.mu.Lock()
+		starts := n.sweepAt >= len(n.sweep) && n.next != nil && n.next.done
+		if starts {
+			held, seen = maps.Clone(n.replicas), map[uint64]bool{}
+			clear(touched)
+		}
+		checks := f.takeChecksLocked(n, limit)
+		for _, c := range checks {
+			if _, ok := n.replicas[c.id]; !ok {
+				f.mu.Unlock()
+				t.Fatalf("pass %d: checked %d, not held", passes, c.id)
+			}
+			seen[c.id] = true
+		}
+		ended := held != nil && n.sweepAt >= len(n.sweep)
+		if ended {
+			for id := range held {
+				if _, still := n.replicas[id]; still && !touched[id] && !seen[id] {
+					f.mu.Unlock()
+					t.Fatalf("pass %d: replica %d, held throughout, not checked", passes, id)
+				}
+			}
+			held = nil
+			passes++
+			switch passes % 10 {
+			case 4: // a full report while the next list is being built
+				if n.next == nil {
+					f.mu.Unlock()
+					t.Fatalf("pass %d ended with no next list being built", passes)
+				}
+				b := n.next
+				n.setReplicas(initial(3))
+				if !b.stop || n.next != nil {
+					f.mu.Unlock()
+					t.Fatalf("a full report left the list being built in use")
+				}
+			case 9: // a new term
+				b := n.next
+				f.reset(uint64(2+passes), time.Now(), time.Minute)
+				if b == nil || !b.stop {
+					f.mu.Unlock()
+					t.Fatalf("a new term left the list being built in use")
+				}
+				n = f.node("n1")
+				n.setReplicas(initial(4))
+			}
+		}
+		f.mu.Unlock()
+		for range 20 { // heartbeats come apart: the mutator and the build run between them
+			runtime.Gosched()
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n.stopBuild()
+	if !partial {
+		t.Fatal("no list was ever seen part-built: the build does not let go of the lock between chunks")
 	}
 }

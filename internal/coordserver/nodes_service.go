@@ -191,7 +191,7 @@ func (s *Server) nodeCommands(id string, now time.Time) []*pb.NodeCommand {
 	cache, uncache := n.cache.takeWork(now, s.fsCfg().CacheTimeout)
 	var check []replicaCheck
 	if !safe && n.fullReport {
-		check = n.takeChecksLocked(invalidateChecksPerBeat)
+		check = f.takeChecksLocked(n, invalidateChecksPerBeat)
 	}
 	f.mu.Unlock()
 	for i, b := range recs {

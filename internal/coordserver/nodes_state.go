@@ -1,6 +1,8 @@
 package coordserver
 
 import (
+	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -69,11 +71,33 @@ type nodeSoft struct {
 	// Which replicas the next heartbeat checks for invalidation
 	// (nodeCommands): recheck holds those reported since, or whose block
 	// the state machine removed; sweep is a pass over all of them, walked
-	// a bounded slice per heartbeat from sweepAt.
+	// a bounded slice per heartbeat from sweepAt. next is the next pass's
+	// list while it is built in the background (a large node's).
 	recheck map[uint64]struct{}
 	sweep   []uint64
 	sweepAt int
+	next    *sweepBuild
 }
+
+// sweepBuild is a sweep list built in the background from a node's
+// replicas, a chunk per hold of the soft state's lock (buildSweep). Its
+// fields are read and written under that lock.
+type sweepBuild struct {
+	ids  []uint64
+	done bool // every replica was listed
+	stop bool // the replicas were replaced or the term moved on: abandoned
+}
+
+// sweepBuildMin: a node with at most this many replicas has its sweep list
+// rebuilt at once, in the heartbeat that starts the pass (a hold of ~2 ms);
+// a larger one's is built in the background, sweepBuildChunk ids per hold,
+// so that a node with a million replicas no longer holds the lock for
+// 18-35 ms every ~31 heartbeats (docs/benchmarks.md, session 29).
+// Variables for tests.
+var (
+	sweepBuildMin   = 1 << 16
+	sweepBuildChunk = 1 << 12
+)
 
 type softReplica struct {
 	storage  string
@@ -88,6 +112,15 @@ func (n *nodeSoft) setReplicas(reps map[uint64]softReplica) {
 	n.replicas = reps
 	n.recheck = nil
 	n.sweep, n.sweepAt = n.sweep[:0], 0
+	n.stopBuild()
+}
+
+// stopBuild abandons the sweep list being built, if any.
+func (n *nodeSoft) stopBuild() {
+	if n.next != nil {
+		n.next.stop = true
+		n.next = nil
+	}
 }
 
 // markRecheck has the next heartbeat check the node's replica of block id.
@@ -114,18 +147,30 @@ type replicaCheck struct {
 	softReplica
 }
 
-// takeChecksLocked returns the replicas this heartbeat checks for
+// takeChecksLocked returns the replicas node n's heartbeat checks for
 // invalidation, without repeats: up to limit of those marked for a
 // recheck, then the sweep's next limit. A pass that reached its end starts
 // over from the current replicas at the next heartbeat, so a node with at
 // most limit replicas has all of them checked at every heartbeat, and one
 // with more has each checked every len/limit heartbeats.
-func (n *nodeSoft) takeChecksLocked(limit int) []replicaCheck {
+//
+// The new pass's list is made when the last one ends: at once for a node
+// with at most sweepBuildMin replicas, else in the background (buildSweep),
+// started by the heartbeat that took the last slice. A heartbeat that
+// finds it still being built checks only the rechecks (the build takes
+// tens of milliseconds for a million replicas; heartbeats come seconds
+// apart). A replica held from the heartbeat that takes a list to the end
+// of that pass is in the list: either it was held throughout the build,
+// or it was reported meanwhile and marked for a recheck, and such ids are
+// listed again (at worst twice) when their recheck is taken during the
+// build or, if still pending, when the list is taken.
+func (f *fsSoft) takeChecksLocked(n *nodeSoft, limit int) []replicaCheck {
 	var rechecked map[uint64]struct{}
 	if len(n.recheck) > 0 {
 		rechecked = make(map[uint64]struct{}, min(len(n.recheck), limit))
 	}
-	out := make([]replicaCheck, 0, min(len(n.recheck), limit)+min(len(n.replicas), limit))
+	out := make([]replicaCheck, 0, min(len(n.recheck), limit))
+	building := n.next != nil && !n.next.done
 	for id := range n.recheck {
 		if len(rechecked) == limit {
 			break
@@ -134,15 +179,35 @@ func (n *nodeSoft) takeChecksLocked(limit int) []replicaCheck {
 		delete(n.recheck, id)
 		if r, ok := n.replicas[id]; ok {
 			out = append(out, replicaCheck{id, r})
+			if building {
+				// Reported while the next list is built: the build may
+				// have passed its place in the map. Listed again (at
+				// worst twice) so the next pass checks it too.
+				n.next.ids = append(n.next.ids, id)
+			}
 		}
 	}
 	if n.sweepAt >= len(n.sweep) {
-		n.sweep, n.sweepAt = n.sweep[:0], 0
-		for id := range n.replicas {
-			n.sweep = append(n.sweep, id)
+		switch {
+		case n.next != nil && n.next.done:
+			n.sweep, n.sweepAt, n.next = n.next.ids, 0, nil
+			// Reported since the build began and not rechecked yet: the
+			// build may have missed them.
+			for id := range n.recheck {
+				n.sweep = append(n.sweep, id)
+			}
+		case n.next != nil: // still being built
+		case len(n.replicas) > sweepBuildMin:
+			f.startSweepBuild(n)
+		default:
+			n.sweep, n.sweepAt = n.sweep[:0], 0
+			for id := range n.replicas {
+				n.sweep = append(n.sweep, id)
+			}
 		}
 	}
 	end := min(n.sweepAt+limit, len(n.sweep))
+	out = slices.Grow(out, end-n.sweepAt)
 	for _, id := range n.sweep[n.sweepAt:end] {
 		if _, dup := rechecked[id]; dup {
 			continue
@@ -152,11 +217,51 @@ func (n *nodeSoft) takeChecksLocked(limit int) []replicaCheck {
 		}
 	}
 	n.sweepAt = end
+	if n.sweepAt >= len(n.sweep) && n.next == nil && len(n.replicas) > sweepBuildMin {
+		f.startSweepBuild(n) // ready by the next heartbeat
+	}
 	return out
+}
+
+// startSweepBuild starts building node n's next sweep list in the
+// background, in the memory of the list whose pass just ended. f.mu is
+// held.
+func (f *fsSoft) startSweepBuild(n *nodeSoft) {
+	b := &sweepBuild{ids: n.sweep[:0]}
+	n.sweep, n.sweepAt, n.next = nil, 0, b
+	go f.buildSweep(n.replicas, b, sweepBuildChunk)
+}
+
+// buildSweep lists the ids of reps (a node's replicas) into b, chunk per
+// hold of f.mu, until done or stopped. Between holds the map may change
+// (under the lock; Go's map iteration allows it): replicas held
+// throughout are listed once, those removed before they were reached are
+// not, and those added meanwhile may be or not (takeChecksLocked lists
+// them again). A map replaced (a full report, a dead or re-registered
+// node) or a new term stops the build.
+func (f *fsSoft) buildSweep(reps map[uint64]softReplica, b *sweepBuild, chunk int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i := 0
+	for id := range reps {
+		if b.stop {
+			return
+		}
+		b.ids = append(b.ids, id)
+		if i++; i%chunk == 0 {
+			f.mu.Unlock()
+			runtime.Gosched() // heartbeats and reports waiting take the lock
+			f.mu.Lock()
+		}
+	}
+	b.done = !b.stop
 }
 
 // reset starts a new term: empty soft state, safe mode on.
 func (f *fsSoft) reset(term uint64, now time.Time, safeTimeout time.Duration) {
+	for _, n := range f.nodes {
+		n.stopBuild()
+	}
 	f.term, f.termStart = term, now
 	f.nodes = map[string]*nodeSoft{}
 	f.renewals = map[string]time.Time{}
