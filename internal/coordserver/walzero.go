@@ -255,6 +255,35 @@ func (z *zeroedSegments) Create(dir, name string, size uint64) (types.WritableFi
 	return z.FS.Create(dir, name, size)
 }
 
+// OpenWriter implements types.VFS. raft-wal reopens the log's last
+// segment for appends when it opens the log again (a restart), and that
+// segment's pages past its last entry are not in the page cache: it is
+// written as a new zeroed segment is (zeroedFile), each append padded to a
+// whole page, so that none reads from the disk. Past its last entry the
+// file holds zeros (a zeroed segment, or a fallocated one's unwritten
+// blocks) or what a crash tore off, which raft-wal ignores and overwrites:
+// the padding only writes zeros there. It syncs with fdatasync: the size
+// does not change, and a fallocated block's first write is metadata that
+// fdatasync flushes too.
+func (z *zeroedSegments) OpenWriter(dir, name string) (types.WritableFile, error) {
+	wf, err := z.FS.OpenWriter(dir, name)
+	if err != nil || dir != z.dir {
+		return wf, err
+	}
+	f, ok := wf.(*os.File)
+	if !ok {
+		return wf, nil
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	zf := &zeroedFile{File: f, size: fi.Size()}
+	zf.prepared.Store(true) // opening the log saw to the spare
+	return zf, nil
+}
+
 // takeSpare renames a ready spare to name; nil when none is ready.
 func (z *zeroedSegments) takeSpare(name string) (types.WritableFile, error) {
 	z.mu.Lock()

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/hashicorp/raft"
 	"golang.org/x/sys/unix"
 )
 
@@ -239,4 +240,73 @@ func directOpens(t *testing.T, dir string) bool {
 	}
 	probe.Close()
 	return true
+}
+
+// TestReopenedSegmentWritesWholePages: after a restart raft-wal reopens
+// the log's last segment for appends; with its pages evicted, appends to
+// it (past what the kernel reads ahead while raft-wal scans the segment)
+// read nothing from the disk, and the log reads back whole after another
+// reopen. Without the padding each append ending inside an uncached page
+// reads it first.
+func TestReopenedSegmentWritesWholePages(t *testing.T) {
+	dir := t.TempDir()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err == nil && st.Type == unix.TMPFS_MAGIC {
+		t.Skipf("%s is tmpfs: nothing is read from a disk", dir)
+	}
+	const segBytes, entries = 8 << 20, 4000 // ~3.7 MB of entries after the reopen
+	w, z := openZeroedWALSized(t, dir, segBytes)
+	for i := uint64(1); i <= 5; i++ {
+		if err := w.StoreLogs([]*raft.Log{testEntry(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	waitIdle(t, z)
+	z.Close()
+	segs, err := filepath.Glob(filepath.Join(dir, "*.wal"))
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("segments %v: %v", segs, err)
+	}
+	evict := func(path string) {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evict(segs[0])
+
+	w, z = openZeroedWALSized(t, dir, segBytes) // reads the segment up to its last entry
+	runtime.LockOSThread()
+	before := threadReadBytes(t)
+	for i := uint64(6); i <= entries; i++ {
+		if err := w.StoreLogs([]*raft.Log{testEntry(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := threadReadBytes(t) - before
+	runtime.UnlockOSThread()
+	if read != 0 {
+		t.Fatalf("appends to the reopened segment read %d bytes from the disk, want 0", read)
+	}
+	w.Close()
+	waitIdle(t, z)
+	z.Close()
+
+	w, z = openZeroedWALSized(t, dir, segBytes)
+	defer z.Close()
+	defer w.Close()
+	for i := uint64(1); i <= entries; i++ {
+		var l raft.Log
+		if err := w.GetLog(i, &l); err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+		if want := testEntry(i); !bytes.Equal(l.Data, want.Data) {
+			t.Fatalf("entry %d reads back %q", i, l.Data)
+		}
+	}
 }

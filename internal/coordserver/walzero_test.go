@@ -17,11 +17,16 @@ const testSegBytes = 64 << 10
 
 func openZeroedWAL(t *testing.T, dir string) (*raftwal.WAL, *zeroedSegments) {
 	t.Helper()
-	z, err := newZeroedSegments(dir, testSegBytes, testLogger(t))
+	return openZeroedWALSized(t, dir, testSegBytes)
+}
+
+func openZeroedWALSized(t *testing.T, dir string, segBytes int) (*raftwal.WAL, *zeroedSegments) {
+	t.Helper()
+	z, err := newZeroedSegments(dir, uint64(segBytes), testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := raftwal.Open(dir, raftwal.WithSegmentSize(testSegBytes), raftwal.WithSegmentFiler(segment.NewFiler(dir, z)))
+	w, err := raftwal.Open(dir, raftwal.WithSegmentSize(segBytes), raftwal.WithSegmentFiler(segment.NewFiler(dir, z)))
 	if err != nil {
 		z.Close()
 		t.Fatal(err)
