@@ -124,11 +124,16 @@ func (n *nodeSoft) stopBuild() {
 }
 
 // markRecheck has the next heartbeat check the node's replica of block id.
+// A replica marked while the next sweep list is being made is listed in it
+// too: the build may have passed its place in the map.
 func (n *nodeSoft) markRecheck(id uint64) {
 	if n.recheck == nil {
 		n.recheck = map[uint64]struct{}{}
 	}
 	n.recheck[id] = struct{}{}
+	if n.next != nil {
+		n.next.ids = append(n.next.ids, id)
+	}
 }
 
 // recheckHolders marks block id for a recheck on every node that reported
@@ -161,16 +166,15 @@ type replicaCheck struct {
 // tens of milliseconds for a million replicas; heartbeats come seconds
 // apart). A replica held from the heartbeat that takes a list to the end
 // of that pass is in the list: either it was held throughout the build,
-// or it was reported meanwhile and marked for a recheck, and such ids are
-// listed again (at worst twice) when their recheck is taken during the
-// build or, if still pending, when the list is taken.
+// or it was reported between the build's start and the list's taking and
+// marked for a recheck, which lists it again (markRecheck; at worst
+// twice).
 func (f *fsSoft) takeChecksLocked(n *nodeSoft, limit int) []replicaCheck {
 	var rechecked map[uint64]struct{}
 	if len(n.recheck) > 0 {
 		rechecked = make(map[uint64]struct{}, min(len(n.recheck), limit))
 	}
 	out := make([]replicaCheck, 0, min(len(n.recheck), limit))
-	building := n.next != nil && !n.next.done
 	for id := range n.recheck {
 		if len(rechecked) == limit {
 			break
@@ -179,23 +183,12 @@ func (f *fsSoft) takeChecksLocked(n *nodeSoft, limit int) []replicaCheck {
 		delete(n.recheck, id)
 		if r, ok := n.replicas[id]; ok {
 			out = append(out, replicaCheck{id, r})
-			if building {
-				// Reported while the next list is built: the build may
-				// have passed its place in the map. Listed again (at
-				// worst twice) so the next pass checks it too.
-				n.next.ids = append(n.next.ids, id)
-			}
 		}
 	}
 	if n.sweepAt >= len(n.sweep) {
 		switch {
 		case n.next != nil && n.next.done:
 			n.sweep, n.sweepAt, n.next = n.next.ids, 0, nil
-			// Reported since the build began and not rechecked yet: the
-			// build may have missed them.
-			for id := range n.recheck {
-				n.sweep = append(n.sweep, id)
-			}
 		case n.next != nil: // still being built
 		case len(n.replicas) > sweepBuildMin:
 			f.startSweepBuild(n)
@@ -236,8 +229,8 @@ func (f *fsSoft) startSweepBuild(n *nodeSoft) {
 // hold of f.mu, until done or stopped. Between holds the map may change
 // (under the lock; Go's map iteration allows it): replicas held
 // throughout are listed once, those removed before they were reached are
-// not, and those added meanwhile may be or not (takeChecksLocked lists
-// them again). A map replaced (a full report, a dead or re-registered
+// not, and those added meanwhile may be or not (markRecheck lists them
+// again). A map replaced (a full report, a dead or re-registered
 // node) or a new term stops the build.
 func (f *fsSoft) buildSweep(reps map[uint64]softReplica, b *sweepBuild, chunk int) {
 	f.mu.Lock()

@@ -56,6 +56,31 @@ func threadReadBytes(t *testing.T) int64 {
 	return 0
 }
 
+// diskTempDir is a test's temporary directory on a disk-backed file
+// system; on tmpfs, where nothing is read from a disk, the test is skipped.
+func diskTempDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err == nil && st.Type == unix.TMPFS_MAGIC {
+		t.Skipf("%s is tmpfs: nothing is read from a disk", dir)
+	}
+	return dir
+}
+
+// evict drops path's pages from the page cache, as reclaim would.
+func evict(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestZeroedSegmentWritesWholePages: appends into a zeroed segment whose
 // pages are not in the page cache (a spare written with O_DIRECT, or
 // evicted) read nothing from the disk, however they fall across pages,
@@ -64,25 +89,13 @@ func threadReadBytes(t *testing.T) int64 {
 // inside an uncached page reads that page first.
 func TestZeroedSegmentWritesWholePages(t *testing.T) {
 	const size = 128 << 10
-	dir := t.TempDir()
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err == nil && st.Type == unix.TMPFS_MAGIC {
-		t.Skipf("%s is tmpfs: nothing is read from a disk", dir)
-	}
+	dir := diskTempDir(t)
 	z, err := newZeroedSegments(dir, size, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer z.Close()
-	spare, err := os.Open(filepath.Join(dir, spareName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Evict the spare's pages, as reclaim would after it sat unused.
-	if err := unix.Fadvise(int(spare.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-		t.Fatal(err)
-	}
-	spare.Close()
+	evict(t, filepath.Join(dir, spareName)) // as after it sat unused
 	wf, err := z.Create(dir, "00000000000000000001-0000000000000000.wal", size)
 	if err != nil {
 		t.Fatal(err)
@@ -249,11 +262,7 @@ func directOpens(t *testing.T, dir string) bool {
 // reopen. Without the padding each append ending inside an uncached page
 // reads it first.
 func TestReopenedSegmentWritesWholePages(t *testing.T) {
-	dir := t.TempDir()
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err == nil && st.Type == unix.TMPFS_MAGIC {
-		t.Skipf("%s is tmpfs: nothing is read from a disk", dir)
-	}
+	dir := diskTempDir(t)
 	const segBytes, entries = 8 << 20, 4000 // ~3.7 MB of entries after the reopen
 	w, z := openZeroedWALSized(t, dir, segBytes)
 	for i := uint64(1); i <= 5; i++ {
@@ -268,17 +277,7 @@ func TestReopenedSegmentWritesWholePages(t *testing.T) {
 	if err != nil || len(segs) != 1 {
 		t.Fatalf("segments %v: %v", segs, err)
 	}
-	evict := func(path string) {
-		f, err := os.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-			t.Fatal(err)
-		}
-	}
-	evict(segs[0])
+	evict(t, segs[0])
 
 	w, z = openZeroedWALSized(t, dir, segBytes) // reads the segment up to its last entry
 	runtime.LockOSThread()
