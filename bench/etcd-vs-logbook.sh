@@ -9,7 +9,10 @@
 # reports it), and the whole machine's busy share from /proc/stat, each per
 # operation. Where both systems keep the machine busy, the throughput ratio
 # is about the ratio of machine CPU per operation; go run ./bench/grpcfloor
-# measures the part of it that is gRPC alone.
+# measures the part of it that is gRPC alone. Before each pair a "disk:"
+# line (bench/diskcheck) gives what a 12 KB pwrite + fdatasync took in the
+# data directory, alone and three at once: the disk moves both systems'
+# figures from day to day.
 #
 # Usage: bash bench/etcd-vs-logbook.sh [seconds]   (default 10 s of Logbook load;
 #        etcd runs a fixed request count sized to take about as long)
@@ -84,6 +87,7 @@ echo "== building etcd $etcd_version, its put benchmark and coord (both load gen
 grep -q "go.etcd.io/etcd/server/v3 $etcd_version" bench/etcdput/go.mod || \
 	echo "note: bench/etcdput/go.mod pins $(grep 'go.etcd.io/etcd/server/v3 ' bench/etcdput/go.mod | awk '{print $2}'), not $etcd_version" >&2
 CGO_ENABLED=0 go build -o "$bin/coord" ./cmd/coord
+CGO_ENABLED=0 go build -o "$bin/diskcheck" ./bench/diskcheck
 if [ "$floor" = 1 ]; then CGO_ENABLED=0 go build -o "$bin/grpcfloor" ./bench/grpcfloor; fi
 
 wait_port() { # host:port
@@ -119,6 +123,7 @@ cpu_report() {
 run_once() { # $1: run number; prints the etcd and logbook JSON lines and the ratios
 	rm -rf "$work"/etcd[123] "$work/logbook"
 	sync # the builds' and the last run's dirty pages are on disk before either system runs
+	"$bin/diskcheck" --dir "$work" # the disk this pair runs on (a "disk:" line)
 	echo "== run $1: etcd, 3 members on 127.0.0.1:23791-23793 (shape $shape)" >&2
 	local cluster="e1=http://127.0.0.1:23801,e2=http://127.0.0.1:23802,e3=http://127.0.0.1:23803"
 	for i in 1 2 3; do
