@@ -67,6 +67,8 @@ metrics() {
 	done
 }
 
+num() { echo "$1" | sed -E "s/.*\"$2\":([0-9.e+-]+).*/\1/"; } # num JSON KEY
+
 run() { # side binary env flags
 	local side=$1 bin=$2 env=$3 flags=$4 dir
 	if [ -n "$data" ]; then dir=$(mktemp -d "$data/logbook-ab.XXXXXX"); else dir="$work/data"; fi
@@ -92,13 +94,12 @@ run() { # side binary env flags
 	wait "$pid" 2>/dev/null || true
 	pid=
 	rm -rf "$dir"
-	num() { echo "$out" | sed -E "s/.*\"$1\":([0-9.e+-]+).*/\1/"; }
 	# The members' deltas: per member the count and sum of each series; the
 	# leader is the member whose journal batches grew.
 	printf '%s\n' "$m0" | sed 's/^/0 /' >"$work/m"
 	printf '%s\n' "$m1" | sed 's/^/1 /' >>"$work/m"
-	awk -v side="$side" -v ops="$(num ops_per_sec)" -v p50="$(num p50_ms)" -v p99="$(num p99_ms)" \
-		-v gen="$(num cpu_us_per_op)" -v ticks=$((t1 - t0)) -v hz="$hz" -v secs="$secs" '
+	awk -v side="$side" -v ops="$(num "$out" ops_per_sec)" -v p50="$(num "$out" p50_ms)" -v p99="$(num "$out" p99_ms)" \
+		-v gen="$(num "$out" cpu_us_per_op)" -v ticks=$((t1 - t0)) -v hz="$hz" -v secs="$secs" '
 		{ v[$2 " " $3] += ($1 == 1 ? $4 : -$4) }
 		END {
 			leader = ""

@@ -23,6 +23,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/logbookhq/logbook/internal/durable"
 )
 
 const (
@@ -126,7 +128,7 @@ func appends(f *os.File, n int) ([]time.Duration, error) {
 		if _, err := f.WriteAt(buf, int64(i%per)*appendBytes); err != nil {
 			return times, err
 		}
-		if err := datasync(f); err != nil {
+		if err := durable.DataSync(f); err != nil {
 			return times, err
 		}
 		times = append(times, time.Since(start))

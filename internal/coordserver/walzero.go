@@ -169,7 +169,7 @@ func (z *zeroedSegments) writeSpareFile(rate uint64, tryDirect bool) error {
 			break
 		}
 		if _, err = f.Write(buf[:min(zeroChunk, z.size-off)]); err == nil && (off+zeroChunk)%zeroSyncEvery == 0 {
-			err = datasync(f)
+			err = durable.DataSync(f)
 		} else if direct && errors.Is(err, syscall.EINVAL) {
 			err = fmt.Errorf("%w: %w", errDirectRefused, err)
 		}
@@ -181,7 +181,7 @@ func (z *zeroedSegments) writeSpareFile(rate uint64, tryDirect bool) error {
 		}
 	}
 	if err == nil {
-		err = datasync(f)
+		err = durable.DataSync(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -388,4 +388,4 @@ func (f *zeroedFile) WriteAt(p []byte, off int64) (int, error) {
 	return min(n, len(p)), err
 }
 
-func (f *zeroedFile) Sync() error { return datasync(f.File) }
+func (f *zeroedFile) Sync() error { return durable.DataSync(f.File) }

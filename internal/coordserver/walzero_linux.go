@@ -7,11 +7,6 @@ import (
 	"unsafe"
 )
 
-// datasync flushes f's data and the metadata needed to read it back, not
-// its timestamps: an fsync would also commit the file system's journal
-// whenever a write moved the file's mtime.
-func datasync(f *os.File) error { return syscall.Fdatasync(int(f.Fd())) }
-
 // directAlign is the alignment O_DIRECT asks of offsets, lengths and
 // buffers (the logical block size of any disk this runs on divides it).
 const directAlign = 4096

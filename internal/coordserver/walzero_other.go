@@ -4,9 +4,6 @@ package coordserver
 
 import "os"
 
-// datasync is fsync where fdatasync is not available.
-func datasync(f *os.File) error { return f.Sync() }
-
 const directAlign = 4096
 
 // openZeroWriter creates path for writing zeros through the page cache.

@@ -1,7 +1,8 @@
 // Package durable writes small files so that they survive a crash: the
 // data is fsynced before a rename makes it visible, and directories are
 // fsynced when a name in them must last. Both servers keep their identity
-// files (cluster id, member and node ids) with it.
+// files (cluster id, member and node ids) with it. DataSync is the data-only
+// sync the coordinators' log segments use (and bench/diskcheck measures).
 package durable
 
 import "os"
