@@ -24,7 +24,7 @@ const (
 )
 
 // namespaceService is the client's file-system API. Every call is
-// answered by the leader (forwardInterceptor forwards from followers).
+// answered by the leader (forwardOrHandle forwards from followers).
 type namespaceService struct {
 	pb.UnimplementedNamespaceServer
 	s *Server

@@ -1,17 +1,15 @@
 package coordserver
 
 import (
-	"context"
 	"net/http"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/internal/rpcmetrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
 )
 
 // metrics are registered on a registry owned by one Server (several run in
@@ -23,8 +21,7 @@ type metrics struct {
 	storeSeconds  prometheus.Histogram
 	batchOps      prometheus.Histogram
 	leaderChanges prometheus.Counter
-	requests      *prometheus.CounterVec
-	latency       *prometheus.HistogramVec
+	rpc           *rpcmetrics.Metrics
 	// File system (leader): lease releases by action, recovery commits by
 	// result, re-replication transfers sent, excess replicas invalidated.
 	leaseReleases   *prometheus.CounterVec
@@ -52,11 +49,7 @@ func newMetrics(s *Server) *metrics {
 		Buckets: prometheus.ExponentialBuckets(1, 2, 12),
 	})
 	m.leaderChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "logbook_raft_leader_changes_total", Help: "Leader changes observed by this member."})
-	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "logbook_grpc_requests_total", Help: "gRPC requests by method and status code."}, []string{"method", "code"})
-	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "logbook_grpc_request_seconds", Help: "gRPC request latency by method.",
-		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
-	}, []string{"method"})
+	m.rpc = rpcmetrics.New()
 	m.leaseReleases = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "logbook_fs_lease_releases_total",
 		Help: "Leases the leader released, by action: close, remove_last_block, start_recovery (started or re-driven)."}, []string{"action"})
 	m.recoveryCommits = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "logbook_fs_recovery_commits_total",
@@ -74,7 +67,8 @@ func newMetrics(s *Server) *metrics {
 			return float64(fn(s.ReplicationStats()))
 		}
 	}
-	m.reg.MustRegister(m.commitSeconds, m.applySeconds, m.storeSeconds, m.batchOps, m.leaderChanges, m.requests, m.latency,
+	m.reg.MustRegister(m.rpc.Collectors()...)
+	m.reg.MustRegister(m.commitSeconds, m.applySeconds, m.storeSeconds, m.batchOps, m.leaderChanges,
 		m.leaseReleases, m.recoveryCommits, m.replScheduled, m.replExcess,
 		gauge("logbook_fs_under_replicated_blocks", "COMPLETE blocks with fewer good replicas than their replication factor (leader).", repl(func(r replicationStats) int { return r.UnderReplicated })),
 		gauge("logbook_fs_missing_blocks", "COMPLETE blocks without a good replica on a live node (leader).", repl(func(r replicationStats) int { return r.Missing })),
@@ -164,25 +158,6 @@ func (s *Server) raftOr(fn func(*raft.Raft) uint64) uint64 {
 
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
-}
-
-func (m *metrics) observe(method string, start time.Time, err error) {
-	m.requests.WithLabelValues(method, status.Code(err).String()).Inc()
-	m.latency.WithLabelValues(method).Observe(time.Since(start).Seconds())
-}
-
-func (m *metrics) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	start := time.Now()
-	resp, err := handler(ctx, req)
-	m.observe(info.FullMethod, start, err)
-	return resp, err
-}
-
-func (m *metrics) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	start := time.Now()
-	err := handler(srv, ss)
-	m.observe(info.FullMethod, start, err)
-	return err
 }
 
 // timedFSM measures apply time outside the deterministic state machine.

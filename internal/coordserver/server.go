@@ -533,8 +533,8 @@ func (s *Server) startGRPC() error {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes + 64<<10),
 		grpc.MaxConcurrentStreams(4096),
-		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor, s.clusterIDInterceptor, s.forwardInterceptor),
-		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor, s.clusterIDStreamInterceptor),
+		grpc.UnaryInterceptor(s.unaryInterceptor),
+		grpc.ChainStreamInterceptor(s.metrics.rpc.StreamInterceptor, s.clusterIDStreamInterceptor),
 	}
 	opts = append(opts, grpcflow.ServerOptions()...)
 	// Handlers run on reused goroutines whose stacks have already grown:

@@ -14,7 +14,7 @@ import (
 // okCalls is how many calls of method a member answered OK.
 func okCalls(s *Server, method string) int {
 	var m dto.Metric
-	if err := s.metrics.requests.WithLabelValues(method, "OK").Write(&m); err != nil {
+	if err := s.metrics.rpc.Requests(method, "OK").Write(&m); err != nil {
 		panic(err)
 	}
 	return int(m.GetCounter().GetValue())

@@ -1,24 +1,20 @@
 package nodeserver
 
 import (
-	"context"
 	"net/http"
-	"time"
 
+	"github.com/logbookhq/logbook/internal/rpcmetrics"
 	"github.com/logbookhq/logbook/replica"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
 )
 
 // metrics are registered on a registry owned by one Server (several run in
 // one process in tests): no package globals.
 type metrics struct {
 	reg              *prometheus.Registry
-	requests         *prometheus.CounterVec
-	latency          *prometheus.HistogramVec
+	rpc              *rpcmetrics.Metrics
 	packets          prometheus.Counter
 	hsyncs           prometheus.Counter
 	packetBytes      prometheus.Counter
@@ -31,11 +27,7 @@ type metrics struct {
 
 func newMetrics(s *Server) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
-	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "logbook_grpc_requests_total", Help: "gRPC requests by method and status code."}, []string{"method", "code"})
-	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "logbook_grpc_request_seconds", Help: "gRPC request latency by method.",
-		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
-	}, []string{"method"})
+	m.rpc = rpcmetrics.New()
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 	}
@@ -48,7 +40,8 @@ func newMetrics(s *Server) *metrics {
 	m.pipelineFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "logbook_node_pipeline_failures_total",
 		Help: "Write streams that failed, by where: local, downstream, stopped (taken over by a recovery)."}, []string{"where"})
 	m.transfers = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "logbook_node_transfers_total", Help: "Block transfers sent, by result."}, []string{"result"})
-	m.reg.MustRegister(m.requests, m.latency, m.packets, m.hsyncs, m.packetBytes, m.readBytes, m.checksumErrors, m.badBlocks,
+	m.reg.MustRegister(m.rpc.Collectors()...)
+	m.reg.MustRegister(m.packets, m.hsyncs, m.packetBytes, m.readBytes, m.checksumErrors, m.badBlocks,
 		m.pipelineFailures, m.transfers, &datasetCollector{s: s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -56,25 +49,6 @@ func newMetrics(s *Server) *metrics {
 
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
-}
-
-func (m *metrics) observe(method string, start time.Time, err error) {
-	m.requests.WithLabelValues(method, status.Code(err).String()).Inc()
-	m.latency.WithLabelValues(method).Observe(time.Since(start).Seconds())
-}
-
-func (m *metrics) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	start := time.Now()
-	resp, err := handler(ctx, req)
-	m.observe(info.FullMethod, start, err)
-	return resp, err
-}
-
-func (m *metrics) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	start := time.Now()
-	err := handler(srv, ss)
-	m.observe(info.FullMethod, start, err)
-	return err
 }
 
 // datasetCollector reads the dataset's counters, replicas and volumes at

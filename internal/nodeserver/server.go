@@ -265,8 +265,8 @@ func (s *Server) startGRPC() error {
 		// are then all accounted for.
 		grpc.WaitForHandlers(true),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor),
-		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor),
+		grpc.ChainUnaryInterceptor(s.metrics.rpc.UnaryInterceptor),
+		grpc.ChainStreamInterceptor(s.metrics.rpc.StreamInterceptor),
 	}
 	if s.cfg.Security.GRPCTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.cfg.Security.GRPCTLS)))
