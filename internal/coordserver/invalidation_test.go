@@ -82,20 +82,65 @@ func TestTakeChecksSweep(t *testing.T) {
 	}
 }
 
+// softNode is a leader's soft state with one node, n1, holding replicas
+// 1..count at GS 1.
+func softNode(count uint64) (*fsSoft, *nodeSoft) {
+	f := &fsSoft{}
+	f.reset(1, time.Now(), time.Minute)
+	n := f.node("n1")
+	reps := map[uint64]softReplica{}
+	for id := uint64(1); id <= count; id++ {
+		reps[id] = softReplica{gs: 1}
+	}
+	n.setReplicas(reps)
+	return f, n
+}
+
+// TestRechecksOldestFirst: rechecks beyond a heartbeat's bound wait in the
+// order they were marked, each once however often it was marked, so that
+// later marks (a steady stream of reports) cannot keep one waiting: each
+// heartbeat takes the limit longest waiting, and a recheck marked again
+// while queued keeps its place.
+func TestRechecksOldestFirst(t *testing.T) {
+	f, n := softNode(100)
+	f.takeChecksLocked(n, 100) // the first pass of the sweep: all of them
+	rechecks := func(checks []replicaCheck) []uint64 {
+		var out []uint64
+		for _, c := range checks[:min(len(checks), 3)] {
+			out = append(out, c.id)
+		}
+		return out
+	}
+	for id := uint64(10); id <= 16; id++ {
+		n.markRecheck(id)
+	}
+	n.markRecheck(10) // queued already: keeps its place, checked once
+	for beat, want := range [][]uint64{{10, 11, 12}, {13, 14, 15}} {
+		// Each beat marks three new ones behind those waiting.
+		for i := range uint64(3) {
+			n.markRecheck(50 + 10*uint64(beat) + i)
+		}
+		if got := rechecks(f.takeChecksLocked(n, 3)); !slices.Equal(got, want) {
+			t.Fatalf("beat %d: rechecked %v first, want %v", beat, got, want)
+		}
+	}
+	for _, want := range [][]uint64{{16, 50, 51}, {52, 60, 61}, {62}} {
+		if got := rechecks(f.takeChecksLocked(n, 3)); !slices.Equal(got[:len(want)], want) {
+			t.Fatalf("rechecked %v first, want %v", got, want)
+		}
+	}
+	if len(n.recheck) != 0 || len(n.recheckQ) != 0 {
+		t.Fatalf("rechecks left: %v %v", n.recheck, n.recheckQ)
+	}
+}
+
 // TestSweepFollowsReplicas: with replicas reported and deleted between
 // heartbeats, every pass of the sweep checks each replica held throughout
 // the pass, checks only held ones, and its list stays bounded by the
 // replicas.
 func TestSweepFollowsReplicas(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	f := &fsSoft{}
-	f.reset(1, time.Now(), time.Minute)
-	n := f.node("n1")
-	reps := map[uint64]softReplica{}
-	for id := uint64(1); id <= 100; id++ {
-		reps[id] = softReplica{gs: 1}
-	}
-	n.setReplicas(reps)
+	f, n := softNode(100)
 	const limit = 7
 	for pass := range 200 {
 		held := maps.Clone(n.replicas)
@@ -402,6 +447,38 @@ func TestFullReportDropsReplica(t *testing.T) {
 	eventually(t, 20*time.Second, "under-replicated after n1's report without it", under(1))
 	e.fullReport("n1", rep)
 	eventually(t, 20*time.Second, "replicated again after n1's report with it", under(0))
+}
+
+// TestFullReportMarksOnlyChanges: a full report marks for the
+// replication check the blocks whose replica on the node it changed (a
+// new one, another GS, length, state or storage, or one no longer
+// listed), and not those it lists as they were: a large node's periodic
+// report must not queue every block it holds ahead of those that need a
+// check.
+func TestFullReportMarksOnlyChanges(t *testing.T) {
+	// No replication cycle takes the dirty set while the test reads it.
+	e := newFSEnv(t, func(_ int, c *Config) { c.FS.ReplicationCheckInterval = time.Hour })
+	e.registerNodes(1)
+	s := e.tc.server(e.leader)
+	rep := func(id, gs uint64, n int64, state pb.ReplicaState) *pb.ReportedReplica {
+		return &pb.ReportedReplica{BlockId: id, Gs: gs, NumBytes: n, State: state}
+	}
+	const fin, rbw = pb.ReplicaState_REPLICA_STATE_FINALIZED, pb.ReplicaState_REPLICA_STATE_RBW
+	const same, newGS, grown, finalized, dropped, added = 1001, 1002, 1003, 1004, 1005, 1006
+	e.fullReport("n1", rep(same, 7, 100, fin), rep(newGS, 7, 100, fin), rep(grown, 7, 100, rbw),
+		rep(finalized, 7, 100, rbw), rep(dropped, 7, 100, fin))
+	f := s.fsLocked()
+	clear(f.repl.dirty)
+	f.mu.Unlock()
+
+	e.fullReport("n1", rep(same, 7, 100, fin), rep(newGS, 8, 100, fin), rep(grown, 7, 200, rbw),
+		rep(finalized, 7, 100, fin), rep(added, 7, 100, fin))
+	f = s.fsLocked()
+	got := slices.Sorted(maps.Keys(f.repl.dirty))
+	f.mu.Unlock()
+	if want := []uint64{newGS, grown, finalized, dropped, added}; !slices.Equal(got, want) {
+		t.Fatalf("marked for the check: %v, want %v (not %d, reported as it was)", got, want, same)
+	}
 }
 
 // TestReregisterDropsReplicas: a node that registers again (a restart, a

@@ -347,7 +347,11 @@ func (l *nodeLinkService) BlockReport(ctx context.Context, req *pb.NodeBlockRepo
 	// The soft state's lock, which every node's heartbeats and reports
 	// wait for, is held only to swap the node's replicas: they are
 	// gathered and indexed before, and the blocks that changed are marked
-	// for the replication check after, a chunk at a time.
+	// for the replication check after, a chunk at a time. Only those that
+	// changed, as HDFS's report diff: a block this node reports as it was
+	// holds the same good replicas as before, so its check would find what
+	// the last one found, and a large node's periodic report would bury the
+	// blocks that do need a check under its own.
 	reps := make(map[uint64]softReplica, total)
 	ids := make([]uint64, 0, total)
 	for _, st := range req.Storages {
@@ -365,7 +369,13 @@ func (l *nodeLinkService) BlockReport(ctx context.Context, req *pb.NodeBlockRepo
 	if err != nil {
 		return nil, err
 	}
-	s.eachChunked(term, ids, (*fsSoft).markDirty)
+	s.eachChunked(term, ids, func(f *fsSoft, id uint64) {
+		// reps is written only under f.mu (incremental reports); one
+		// that changed it since the swap marked the block itself.
+		if was, ok := old[id]; !ok || was != reps[id] {
+			f.markDirty(id)
+		}
+	})
 	slices.Sort(ids)
 	var dropped []uint64
 	for bid := range old {

@@ -69,14 +69,18 @@ type nodeSoft struct {
 	// cache: the node's cache report and cache work (cache_monitor.go).
 	cache nodeCache
 	// Which replicas the next heartbeat checks for invalidation
-	// (nodeCommands): recheck holds those reported since, or whose block
-	// the state machine removed; sweep is a pass over all of them, walked
-	// a bounded slice per heartbeat from sweepAt. next is the next pass's
-	// list while it is built in the background (a large node's).
-	recheck map[uint64]struct{}
-	sweep   []uint64
-	sweepAt int
-	next    *sweepBuild
+	// (nodeCommands): recheckQ holds those reported since, or whose block
+	// the state machine removed, oldest first, each once (recheck is its
+	// set), so that a recheck waits at most as many heartbeats as there
+	// are bounded slices queued before it; sweep is a pass over all of
+	// them, walked a bounded slice per heartbeat from sweepAt. next is the
+	// next pass's list while it is built in the background (a large
+	// node's).
+	recheck  map[uint64]struct{}
+	recheckQ []uint64
+	sweep    []uint64
+	sweepAt  int
+	next     *sweepBuild
 }
 
 // sweepBuild is a sweep list built in the background from a node's
@@ -110,7 +114,7 @@ type softReplica struct {
 // starts its invalidation sweep over.
 func (n *nodeSoft) setReplicas(reps map[uint64]softReplica) {
 	n.replicas = reps
-	n.recheck = nil
+	n.recheck, n.recheckQ = nil, nil
 	n.sweep, n.sweepAt = n.sweep[:0], 0
 	n.stopBuild()
 }
@@ -130,7 +134,10 @@ func (n *nodeSoft) markRecheck(id uint64) {
 	if n.recheck == nil {
 		n.recheck = map[uint64]struct{}{}
 	}
-	n.recheck[id] = struct{}{}
+	if _, queued := n.recheck[id]; !queued {
+		n.recheck[id] = struct{}{}
+		n.recheckQ = append(n.recheckQ, id)
+	}
 	if n.next != nil {
 		n.next.ids = append(n.next.ids, id)
 	}
@@ -154,7 +161,7 @@ type replicaCheck struct {
 
 // takeChecksLocked returns the replicas node n's heartbeat checks for
 // invalidation, without repeats: up to limit of those marked for a
-// recheck, then the sweep's next limit. A pass that reached its end starts
+// recheck, the longest waiting first, then the sweep's next limit. A pass that reached its end starts
 // over from the current replicas at the next heartbeat, so a node with at
 // most limit replicas has all of them checked at every heartbeat, and one
 // with more has each checked every len/limit heartbeats.
@@ -171,19 +178,22 @@ type replicaCheck struct {
 // twice).
 func (f *fsSoft) takeChecksLocked(n *nodeSoft, limit int) []replicaCheck {
 	var rechecked map[uint64]struct{}
-	if len(n.recheck) > 0 {
-		rechecked = make(map[uint64]struct{}, min(len(n.recheck), limit))
+	take := min(len(n.recheckQ), limit)
+	if take > 0 {
+		rechecked = make(map[uint64]struct{}, take)
 	}
-	out := make([]replicaCheck, 0, min(len(n.recheck), limit))
-	for id := range n.recheck {
-		if len(rechecked) == limit {
-			break
-		}
+	out := make([]replicaCheck, 0, take)
+	for _, id := range n.recheckQ[:take] {
 		rechecked[id] = struct{}{}
 		delete(n.recheck, id)
 		if r, ok := n.replicas[id]; ok {
 			out = append(out, replicaCheck{id, r})
 		}
+	}
+	// The taken head is left behind: the next append that outgrows the
+	// array copies only what is still queued.
+	if n.recheckQ = n.recheckQ[take:]; len(n.recheckQ) == 0 {
+		n.recheckQ = nil
 	}
 	if n.sweepAt >= len(n.sweep) {
 		switch {
