@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # etcd-vs-logbook.sh: one run, same machine, same disk — etcd's put benchmark
-# against a 3-member etcd cluster, then `coord bench journal` against a
-# 3-member Logbook cluster (`coord dev`), both with 100 clients spread over
+# against a 3-member etcd cluster and `coord bench journal` against a
+# 3-member Logbook cluster (`coord dev`), one after the other, both with 100 clients spread over
 # the three members (see SHAPE) and 256-byte values. Prints both results
 # and the ratios the journal issue asks for (throughput ≥ 3× etcd's, p99 ≤ half),
 # then where the machine's CPU went during each measured run ("cpu:" lines):
@@ -16,8 +16,9 @@
 #
 # Usage: bash bench/etcd-vs-logbook.sh [seconds]   (default 10 s of Logbook load;
 #        etcd runs a fixed request count sized to take about as long)
-#        RUNS=N repeats the pair N times (fresh data dirs each time) and
-#        prints the median of each ratio.
+#        RUNS=N repeats the pair N times (fresh data dirs each time; etcd
+#        runs first in odd pairs, Logbook in even ones) and prints the
+#        median of each ratio.
 # Env:   ETCD_VERSION (default v3.6.16), CLIENTS (100), CONNS (connections the
 #        clients share, both tools alike; default CLIENTS: one each), BENCH_DIR
 #        (temporary), RUNS (1), LOG_STORE (coord dev --raft-log-store: auto,
@@ -120,10 +121,9 @@ cpu_report() {
 	}'
 }
 
-run_once() { # $1: run number; prints the etcd and logbook JSON lines and the ratios
-	rm -rf "$work"/etcd[123] "$work/logbook"
-	sync # the builds' and the last run's dirty pages are on disk before either system runs
-	"$bin/diskcheck" --dir "$work" # the disk this pair runs on (a "disk:" line)
+# run_etcd N: one measured etcd run of pair N; prints its JSON line and
+# sets etcd_json and etcd_cpu.
+run_etcd() {
 	echo "== run $1: etcd, 3 members on 127.0.0.1:23791-23793 (shape $shape)" >&2
 	local cluster="e1=http://127.0.0.1:23801,e2=http://127.0.0.1:23802,e3=http://127.0.0.1:23803"
 	for i in 1 2 3; do
@@ -138,7 +138,7 @@ run_once() { # $1: run number; prints the etcd and logbook JSON lines and the ra
 	local eps=127.0.0.1:23791,127.0.0.1:23792,127.0.0.1:23793
 	GOGC="$gen_gogc" "$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total 5000 --val-size 256 --sequential-keys $etcd_shape >/dev/null # warm-up, leader elected
 	# size the measured run to about $secs seconds from a short probe
-	local probe rate total etcd_json lb_json
+	local probe rate total
 	probe=$(GOGC="$gen_gogc" "$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total 20000 --val-size 256 --sequential-keys $etcd_shape --json)
 	rate=$(echo "$probe" | sed -E 's/.*"ops_per_s":([0-9.]+).*/\1/')
 	total=$(awk -v r="$rate" -v s="$secs" 'BEGIN{printf "%d", r*s}')
@@ -152,13 +152,15 @@ run_once() { # $1: run number; prints the etcd and logbook JSON lines and the ra
 		--key-size 8 --val-size 256 --sequential-keys --key-space-size "$total" $etcd_shape --json)
 	m1=$(cpu_mark "${pids[@]}")
 	echo "etcd    $etcd_json"
-	local etcd_cpu
 	etcd_cpu=$(cpu_report etcd "$(num "$etcd_json" ops_per_s)" "$(num "$etcd_json" cpu_us_per_op)" "$m0" "$m1")
 	for p in "${pids[@]}"; do kill "$p"; done
 	wait 2>/dev/null || true
 	pids=()
-	sync # etcd's dirty pages are written back now, not during Logbook's run
+}
 
+# run_logbook N: one measured Logbook run of pair N; prints its JSON line
+# and sets lb_json and lb_cpu.
+run_logbook() {
 	echo "== run $1: logbook, coord dev (3 members, gRPC 127.0.0.1:7100-7102, raft log store $log_store${dev_flags:+, $dev_flags})" >&2
 	# shellcheck disable=SC2086 # DEV_FLAGS is a list of flags
 	"$bin/coord" dev --data-dir "$work/logbook" --raft-log-store "$log_store" $dev_flags >"$work/logbook.log" 2>&1 &
@@ -170,13 +172,35 @@ run_once() { # $1: run number; prints the etcd and logbook JSON lines and the ra
 		sleep 0.2
 	done
 	GOGC="$gen_gogc" "$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --conns "$conns" --size 256 --duration "$((2 + warm))s" $lb_shape --json >/dev/null # warm-up
+	local m0 m1
 	m0=$(cpu_mark "${pids[@]}")
 	lb_json=$(GOGC="$gen_gogc" "$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --conns "$conns" --size 256 --duration "${secs}s" $lb_shape --json)
 	m1=$(cpu_mark "${pids[@]}")
 	echo "logbook $lb_json"
+	lb_cpu=$(cpu_report logbook "$(num "$lb_json" ops_per_sec)" "$(num "$lb_json" cpu_us_per_op)" "$m0" "$m1")
 	for p in "${pids[@]}"; do kill "$p"; done
 	wait 2>/dev/null || true
 	pids=()
+}
+
+etcd_json='' etcd_cpu='' lb_json='' lb_cpu=''
+# run_once N: pair N, etcd first in odd pairs and Logbook first in even
+# ones, so that a machine that speeds up or slows down during a set
+# weighs on both systems alike; prints both JSON lines, the ratios and
+# the cpu: lines.
+run_once() {
+	rm -rf "$work"/etcd[123] "$work/logbook"
+	sync # the builds' and the last run's dirty pages are on disk before either system runs
+	"$bin/diskcheck" --dir "$work" # the disk this pair runs on (a "disk:" line)
+	if [ $(($1 % 2)) = 1 ]; then
+		run_etcd "$1"
+		sync # the first system's dirty pages are written back now, not during the second's run
+		run_logbook "$1"
+	else
+		run_logbook "$1"
+		sync
+		run_etcd "$1"
+	fi
 
 	awk -v eo="$(num "$etcd_json" ops_per_s)" -v ep="$(num "$etcd_json" p99_ms)" \
 		-v lo="$(num "$lb_json" ops_per_sec)" -v lp="$(num "$lb_json" p99_ms)" -v run="$1" 'BEGIN{
@@ -185,7 +209,7 @@ run_once() { # $1: run number; prints the etcd and logbook JSON lines and the ra
 		printf "ratios %d %.4f %.4f\n", run, lo/eo, lp/ep > "/dev/stderr"
 	}' 2>>"$work/ratios"
 	echo "$etcd_cpu"
-	cpu_report logbook "$(num "$lb_json" ops_per_sec)" "$(num "$lb_json" cpu_us_per_op)" "$m0" "$m1"
+	echo "$lb_cpu"
 	if [ "$floor" = 1 ]; then
 		local floor_json
 		sync
