@@ -70,8 +70,8 @@ func TestTakeChecksSweep(t *testing.T) {
 	if len(got) != want || got[0] != 3 || slices.Contains(got, 99) || len(slices.Compact(sorted)) != len(got) {
 		t.Fatalf("recheck of 3 and 99 then a new pass's first 4 (%v): %v", n.sweep[:4], got)
 	}
-	if len(n.recheck) != 0 {
-		t.Fatalf("rechecks left: %v", n.recheck)
+	if len(n.recheck.set) != 0 {
+		t.Fatalf("rechecks left: %v", n.recheck.set)
 	}
 
 	// A full report starts the pass over from its replicas.
@@ -129,8 +129,8 @@ func TestRechecksOldestFirst(t *testing.T) {
 			t.Fatalf("rechecked %v first, want %v", got, want)
 		}
 	}
-	if len(n.recheck) != 0 || len(n.recheckQ) != 0 {
-		t.Fatalf("rechecks left: %v %v", n.recheck, n.recheckQ)
+	if len(n.recheck.set) != 0 || len(n.recheck.order) != 0 {
+		t.Fatalf("rechecks left: %v %v", n.recheck.set, n.recheck.order)
 	}
 }
 
@@ -425,7 +425,7 @@ func (e *fsEnv) replicatedOnTwo(path string) (*pb.ReportedReplica, func(want uin
 	}
 	eventually(e.t, 20*time.Second, "the complete block judged", func() bool {
 		f := e.tc.server(e.tc.waitLeader()).fsLocked()
-		_, dirty := f.repl.dirty[b.Id]
+		dirty := f.repl.dirty.has(b.Id)
 		f.mu.Unlock()
 		return !dirty
 	})
@@ -468,13 +468,13 @@ func TestFullReportMarksOnlyChanges(t *testing.T) {
 	e.fullReport("n1", rep(same, 7, 100, fin), rep(newGS, 7, 100, fin), rep(grown, 7, 100, rbw),
 		rep(finalized, 7, 100, rbw), rep(dropped, 7, 100, fin))
 	f := s.fsLocked()
-	clear(f.repl.dirty)
+	f.repl.dirty = idQueue{}
 	f.mu.Unlock()
 
 	e.fullReport("n1", rep(same, 7, 100, fin), rep(newGS, 8, 100, fin), rep(grown, 7, 200, rbw),
 		rep(finalized, 7, 100, fin), rep(added, 7, 100, fin))
 	f = s.fsLocked()
-	got := slices.Sorted(maps.Keys(f.repl.dirty))
+	got := slices.Sorted(maps.Keys(f.repl.dirty.set))
 	f.mu.Unlock()
 	if want := []uint64{newGS, grown, finalized, dropped, added}; !slices.Equal(got, want) {
 		t.Fatalf("marked for the check: %v, want %v (not %d, reported as it was)", got, want, same)

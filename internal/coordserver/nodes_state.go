@@ -69,18 +69,15 @@ type nodeSoft struct {
 	// cache: the node's cache report and cache work (cache_monitor.go).
 	cache nodeCache
 	// Which replicas the next heartbeat checks for invalidation
-	// (nodeCommands): recheckQ holds those reported since, or whose block
-	// the state machine removed, oldest first, each once (recheck is its
-	// set), so that a recheck waits at most as many heartbeats as there
-	// are bounded slices queued before it; sweep is a pass over all of
+	// (nodeCommands): recheck holds those reported since, or whose block
+	// the state machine removed, oldest first; sweep is a pass over all of
 	// them, walked a bounded slice per heartbeat from sweepAt. next is the
 	// next pass's list while it is built in the background (a large
 	// node's).
-	recheck  map[uint64]struct{}
-	recheckQ []uint64
-	sweep    []uint64
-	sweepAt  int
-	next     *sweepBuild
+	recheck idQueue
+	sweep   []uint64
+	sweepAt int
+	next    *sweepBuild
 }
 
 // sweepBuild is a sweep list built in the background from a node's
@@ -114,7 +111,7 @@ type softReplica struct {
 // starts its invalidation sweep over.
 func (n *nodeSoft) setReplicas(reps map[uint64]softReplica) {
 	n.replicas = reps
-	n.recheck, n.recheckQ = nil, nil
+	n.recheck = idQueue{}
 	n.sweep, n.sweepAt = n.sweep[:0], 0
 	n.stopBuild()
 }
@@ -131,13 +128,7 @@ func (n *nodeSoft) stopBuild() {
 // A replica marked while the next sweep list is being made is listed in it
 // too: the build may have passed its place in the map.
 func (n *nodeSoft) markRecheck(id uint64) {
-	if n.recheck == nil {
-		n.recheck = map[uint64]struct{}{}
-	}
-	if _, queued := n.recheck[id]; !queued {
-		n.recheck[id] = struct{}{}
-		n.recheckQ = append(n.recheckQ, id)
-	}
+	n.recheck.add(id)
 	if n.next != nil {
 		n.next.ids = append(n.next.ids, id)
 	}
@@ -161,8 +152,9 @@ type replicaCheck struct {
 
 // takeChecksLocked returns the replicas node n's heartbeat checks for
 // invalidation, without repeats: up to limit of those marked for a
-// recheck, the longest waiting first, then the sweep's next limit. A pass that reached its end starts
-// over from the current replicas at the next heartbeat, so a node with at
+// recheck, the longest waiting first, then the sweep's next limit. A pass
+// that reached its end starts over from the current replicas at the next
+// heartbeat, so a node with at
 // most limit replicas has all of them checked at every heartbeat, and one
 // with more has each checked every len/limit heartbeats.
 //
@@ -178,22 +170,17 @@ type replicaCheck struct {
 // twice).
 func (f *fsSoft) takeChecksLocked(n *nodeSoft, limit int) []replicaCheck {
 	var rechecked map[uint64]struct{}
-	take := min(len(n.recheckQ), limit)
-	if take > 0 {
-		rechecked = make(map[uint64]struct{}, take)
+	ids := n.recheck.take(limit)
+	if len(ids) > 0 {
+		rechecked = make(map[uint64]struct{}, len(ids))
 	}
-	out := make([]replicaCheck, 0, take)
-	for _, id := range n.recheckQ[:take] {
+	out := make([]replicaCheck, 0, len(ids))
+	for _, id := range ids {
 		rechecked[id] = struct{}{}
-		delete(n.recheck, id)
+		n.recheck.done(id)
 		if r, ok := n.replicas[id]; ok {
 			out = append(out, replicaCheck{id, r})
 		}
-	}
-	// The taken head is left behind: the next append that outgrows the
-	// array copies only what is still queued.
-	if n.recheckQ = n.recheckQ[take:]; len(n.recheckQ) == 0 {
-		n.recheckQ = nil
 	}
 	if n.sweepAt >= len(n.sweep) {
 		switch {

@@ -56,12 +56,10 @@ type pendingTransfer struct {
 
 // replState is the leader's replication soft state (reset each term).
 type replState struct {
-	// dirty: the blocks to check, each once, queued oldest first in
-	// dirtyQ, so that a cycle's bound (a failover's reports, many open
-	// blocks that stay dirty until they complete) delays a block by the
-	// cycles queued before it, never indefinitely.
-	dirty   map[uint64]struct{}
-	dirtyQ  []uint64
+	// dirty: the blocks to check, oldest first, so that a cycle's bound
+	// (a failover's reports, many open blocks that stay dirty until they
+	// complete) delays a block by the cycles queued before it.
+	dirty   idQueue
 	needed  map[uint64]int // block id → good replicas (lower is needier)
 	missing map[uint64]struct{}
 	pending map[uint64]*pendingTransfer
@@ -71,7 +69,6 @@ type replState struct {
 
 func newReplState() replState {
 	return replState{
-		dirty:   map[uint64]struct{}{},
 		needed:  map[uint64]int{},
 		missing: map[uint64]struct{}{},
 		pending: map[uint64]*pendingTransfer{},
@@ -80,27 +77,7 @@ func newReplState() replState {
 }
 
 // markDirty queues block id for a check.
-func (f *fsSoft) markDirty(id uint64) {
-	if _, queued := f.repl.dirty[id]; !queued {
-		f.repl.dirty[id] = struct{}{}
-		f.repl.dirtyQ = append(f.repl.dirtyQ, id)
-	}
-}
-
-// takeDirtyLocked takes up to limit blocks off the dirty queue, oldest
-// first. They stay in the dirty set until checked, so a block marked
-// again meanwhile is not queued twice: its check, made after the mark,
-// sees the change.
-func (f *fsSoft) takeDirtyLocked(limit int) []uint64 {
-	n := min(len(f.repl.dirtyQ), limit)
-	ids := slices.Clone(f.repl.dirtyQ[:n])
-	// The taken head is left behind: the next append that outgrows the
-	// array copies only what is still queued.
-	if f.repl.dirtyQ = f.repl.dirtyQ[n:]; len(f.repl.dirtyQ) == 0 {
-		f.repl.dirtyQ = nil
-	}
-	return ids
-}
+func (f *fsSoft) markDirty(id uint64) { f.repl.dirty.add(id) }
 
 // alive reports whether node id's replicas count: it is not dead (a node
 // that sent a report but no heartbeat yet this term counts).
@@ -147,7 +124,7 @@ func (s *Server) replicationCycle(now time.Time) {
 		return
 	}
 	f = s.fsLocked()
-	ids := f.takeDirtyLocked(maxReplChecksPerCycle)
+	ids := f.repl.dirty.take(maxReplChecksPerCycle)
 	f.mu.Unlock()
 
 	infos, _ := s.blockInfos(ids)
@@ -156,10 +133,10 @@ func (s *Server) replicationCycle(now time.Time) {
 	for chunk := range slices.Chunk(ids, lookupChunk) {
 		f = s.fsLocked()
 		for _, id := range chunk {
-			if _, ok := f.repl.dirty[id]; !ok {
+			if !f.repl.dirty.has(id) {
 				continue
 			}
-			delete(f.repl.dirty, id)
+			f.repl.dirty.done(id)
 			info, ok := infos[id]
 			switch {
 			case !ok: // deleted

@@ -310,12 +310,12 @@ func TestDirtyBlocksOldestFirst(t *testing.T) {
 	f.markDirty(3) // waiting already
 	take := func(want ...uint64) {
 		t.Helper()
-		got := f.takeDirtyLocked(3)
+		got := f.repl.dirty.take(3)
 		if !slices.Equal(got, want) {
 			t.Fatalf("took %v, want %v", got, want)
 		}
 		for _, id := range got { // checked, as replicationCycle does
-			delete(f.repl.dirty, id)
+			f.repl.dirty.done(id)
 		}
 	}
 	take(1, 2, 3)
@@ -324,7 +324,7 @@ func TestDirtyBlocksOldestFirst(t *testing.T) {
 	take(4, 5, 6)
 	take(7, 2, 8)
 	take()
-	if len(f.repl.dirty) != 0 || f.repl.dirtyQ != nil {
-		t.Fatalf("left: %v %v", f.repl.dirty, f.repl.dirtyQ)
+	if len(f.repl.dirty.set) != 0 || f.repl.dirty.order != nil {
+		t.Fatalf("left: %v %v", f.repl.dirty.set, f.repl.dirty.order)
 	}
 }

@@ -29,7 +29,7 @@ func TestObserveCountsByMethodAndCode(t *testing.T) {
 		method, code string
 		want         float64
 	}{{a, "OK", 3}, {a, "OutOfRange", 1}, {b, "Unknown", 1}, {b, "OK", 1}} {
-		if got := counterValue(t, m.Requests(c.method, c.code)); got != c.want {
+		if got := read(t, m.Requests(c.method, c.code)).GetCounter().GetValue(); got != c.want {
 			t.Errorf("%s %s: %v calls, want %v", c.method, c.code, got, c.want)
 		}
 	}
@@ -39,7 +39,7 @@ func TestObserveCountsByMethodAndCode(t *testing.T) {
 	}
 	for method, want := range map[string]uint64{a: 4, b: 2} {
 		h := m.latency.WithLabelValues(method).(prometheus.Histogram)
-		if got := histCount(t, h); got != want {
+		if got := read(t, h).GetHistogram().GetSampleCount(); got != want {
 			t.Errorf("%s: %d observations, want %d", method, got, want)
 		}
 	}
@@ -49,22 +49,14 @@ func TestObserveCountsByMethodAndCode(t *testing.T) {
 	}
 }
 
-func histCount(t *testing.T, h prometheus.Histogram) uint64 {
+// read is metric's current value.
+func read(t *testing.T, metric prometheus.Metric) *dto.Metric {
 	t.Helper()
 	var d dto.Metric
-	if err := h.Write(&d); err != nil {
+	if err := metric.Write(&d); err != nil {
 		t.Fatal(err)
 	}
-	return d.GetHistogram().GetSampleCount()
-}
-
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var d dto.Metric
-	if err := c.Write(&d); err != nil {
-		t.Fatal(err)
-	}
-	return d.GetCounter().GetValue()
+	return &d
 }
 
 // count is how many series c exports.
@@ -86,10 +78,10 @@ func TestInterceptorsObserveTheHandlersResult(t *testing.T) {
 	if err := m.StreamInterceptor(nil, nil, sinfo, func(any, grpc.ServerStream) error { return nil }); err != nil {
 		t.Fatalf("stream: %v", err)
 	}
-	if got := counterValue(t, m.Requests("/x.Y/Unary", "InvalidArgument")); got != 1 {
+	if got := read(t, m.Requests("/x.Y/Unary", "InvalidArgument")).GetCounter().GetValue(); got != 1 {
 		t.Errorf("unary InvalidArgument: %v", got)
 	}
-	if got := counterValue(t, m.Requests("/x.Y/Stream", "OK")); got != 1 {
+	if got := read(t, m.Requests("/x.Y/Stream", "OK")).GetCounter().GetValue(); got != 1 {
 		t.Errorf("stream OK: %v", got)
 	}
 }
