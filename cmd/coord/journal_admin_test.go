@@ -385,6 +385,21 @@ func TestJournalAdminCommands(t *testing.T) {
 		}
 		return nil
 	})
+	// events refuses a range that starts below it the same way (it used
+	// to list the retained rest, here nothing, and exit 0); without a
+	// start it lists what is retained: nothing after the reset.
+	for _, r := range []string{"1..", "1..2", fmt.Sprintf("%d..%d", last, last+5)} {
+		_, stderr := runCoord(1, "journal", "events", "--range", r, "--endpoints", eps)
+		if !strings.Contains(stderr, "OutOfRange") || !strings.Contains(stderr, fmt.Sprintf("earliest is %d", last+1)) {
+			t.Fatalf("events --range %s below the trimmed pos: %q", r, stderr)
+		}
+	}
+	if out := coord(0, "journal", "events", "--endpoints", eps); out != "" {
+		t.Fatalf("events of an empty journal: %q", out)
+	}
+	if out := coord(0, "journal", "events", "--range", fmt.Sprintf("..%d", last), "--endpoints", eps); out != "" {
+		t.Fatalf("events --range ..%d after the reset: %q", last, out)
+	}
 
 	// reset moved the consumer past the old end.
 	waitConsumers("consumers after reset", consumer{"c1", last, 0})

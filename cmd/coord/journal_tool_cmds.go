@@ -337,7 +337,10 @@ func newEventsCmd() *cobra.Command {
 		Short: "List events filtered by type and seq range",
 		Long: `List the retained events of the given types (default: all) in the seq range
 A..B (either end may be left out: 5.. or ..9; default: everything retained).
-One line per event; with --json, JSON Lines like journal tail.`,
+One line per event; with --json, JSON Lines like journal tail. A range that
+starts below the trimmed pos is refused (OutOfRange, with the earliest seq
+retained), as journal read refuses it: those events are gone, and listing
+only the rest would look like a complete answer.`,
 		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			lo, hi, err := parseRange(rangeArg)
@@ -355,7 +358,10 @@ One line per event; with --json, JSON Lines like journal tail.`,
 				if err != nil {
 					return err
 				}
-				lo, hi = max(lo, p.TrimmedPos), min(hi, p.SafePos)
+				if lo == 0 { // no start given: from the earliest retained
+					lo = p.TrimmedPos
+				}
+				hi = min(hi, p.SafePos)
 				w := bufio.NewWriter(cmd.OutOrStdout())
 				defer w.Flush()
 				if lo > hi {
@@ -376,16 +382,17 @@ One line per event; with --json, JSON Lines like journal tail.`,
 	return cmd
 }
 
-// parseRange parses "A..B", "A..", "..B" or "" (everything).
+// parseRange parses "A..B", "A..", "..B" or "" (everything); lo is 0 when
+// no start is given.
 func parseRange(s string) (uint64, uint64, error) {
 	if s == "" {
-		return 1, ^uint64(0), nil
+		return 0, ^uint64(0), nil
 	}
 	a, b, ok := strings.Cut(s, "..")
 	if !ok {
 		return 0, 0, usageErrorf("--range %q: want A..B", s)
 	}
-	lo, hi := uint64(1), ^uint64(0)
+	lo, hi := uint64(0), ^uint64(0)
 	var err error
 	if a != "" {
 		if lo, err = parseSeq("--range start", a); err != nil {
