@@ -352,14 +352,15 @@ failures, until Ctrl-C or --timeout, and then exits 0.
 --timeout is the deadline for the whole command; 0 means none. It defaults
 to 10s without --follow and to 0 (run until Ctrl-C) with --follow.
 
-A --from below the trimmed pos (events already trimmed) fails with
-OutOfRange, naming the earliest retained seq.`,
-		Example: `  coord journal tail --from 1
+--from defaults to the trimmed pos, the earliest seq retained. An explicit
+--from below it (events already trimmed) fails with OutOfRange, naming the
+earliest retained seq.`,
+		Example: `  coord journal tail
   coord journal tail --from 100 --follow --json`,
 		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			if from == 0 {
-				return usageErrorf("--from 0: want a positive seq")
+			if err := checkSeqFlag(cmd, "from", from); err != nil {
+				return err
 			}
 			if !cmd.Flags().Changed("timeout") && !follow {
 				o.timeout = tailTimeout
@@ -372,21 +373,26 @@ OutOfRange, naming the earliest retained seq.`,
 			}
 			return o.withClientContext(parent, func(ctx context.Context, c *client.Client) error {
 				end := uint64(0) // last seq to print; 0: follow
-				if !follow {
+				if from == 0 || !follow {
 					p, err := c.Journal().Positions(ctx)
 					if err != nil {
 						return err
 					}
-					if p.SafePos < from {
-						return nil
+					if from == 0 {
+						from = p.TrimmedPos
 					}
-					if from < p.TrimmedPos {
-						// As the member would answer; checked here too in
-						// case the tail goes to a member that lags behind.
-						return &client.Error{Code: codes.OutOfRange,
-							Message: fmt.Sprintf("tail: seq %d is no longer retained; earliest is %d", from, p.TrimmedPos)}
+					if !follow {
+						if p.SafePos < from {
+							return nil
+						}
+						if from < p.TrimmedPos {
+							// As the member would answer; checked here too in
+							// case the tail goes to a member that lags behind.
+							return &client.Error{Code: codes.OutOfRange,
+								Message: fmt.Sprintf("tail: seq %d is no longer retained; earliest is %d", from, p.TrimmedPos)}
+						}
+						end = p.SafePos
 					}
-					end = p.SafePos
 				}
 				w := cmd.OutOrStdout()
 				err := c.Journal().Tail(ctx, from, func(e client.StoredEvent) error {
@@ -407,7 +413,7 @@ OutOfRange, naming the earliest retained seq.`,
 		}),
 	}
 	fs := cmd.Flags()
-	fs.Uint64Var(&from, "from", 1, "first seq to print")
+	fs.Uint64Var(&from, "from", 0, "first seq to print (default: the trimmed pos)")
 	fs.BoolVar(&follow, "follow", false, "keep printing new events until Ctrl-C or --timeout")
 	o = addClientFlags(cmd, 0, "deadline for the whole command, retries included; 0: none (default 10s without --follow, none with --follow)")
 	o.zeroTimeout = true

@@ -44,6 +44,7 @@ func TestJournalAdminUsageErrorsExit2(t *testing.T) {
 		{[]string{"journal", "trim", "extra"}, `unexpected argument "extra": coord journal trim takes no positional arguments`},
 		{[]string{"journal", "append", "--type", "t", "some text"}, `unexpected argument "some text"`},
 		{[]string{"journal", "tail", "--from", "0"}, "--from 0"},
+		{[]string{"journal", "read", "--from", "0"}, "--from 0"},
 		{[]string{"journal", "tail", "--timeout", "-1s"}, "--timeout -1s"},
 		{[]string{"journal", "positions", "--timeout", "0"}, "--timeout 0s"},
 		{[]string{"journal", "config", "set"}, "give at least one setting"},
@@ -400,7 +401,6 @@ func TestJournalAdminCommands(t *testing.T) {
 	if out := coord(0, "journal", "events", "--range", fmt.Sprintf("..%d", last), "--endpoints", eps); out != "" {
 		t.Fatalf("events --range ..%d after the reset: %q", last, out)
 	}
-
 	// reset moved the consumer past the old end.
 	waitConsumers("consumers after reset", consumer{"c1", last, 0})
 	var removed map[string]string
@@ -410,6 +410,28 @@ func TestJournalAdminCommands(t *testing.T) {
 	}
 	coord(1, "journal", "consumers", "rm", "c1", "--endpoints", eps) // gone
 	waitConsumers("consumers after rm")
+
+	// read and tail without --from start at the trimmed pos (they used to
+	// start at 1 and so failed once anything was trimmed); with --from 1
+	// they still refuse.
+	coord(0, "journal", "append", "--type", "after-reset", "--payload", "p", "--endpoints", eps)
+	var afterReset struct {
+		Events []struct {
+			Seq  uint64 `json:"seq"`
+			Type string `json:"type"`
+		} `json:"events"`
+	}
+	decodeJSON(t, coord(0, "journal", "read", "--json", "--endpoints", eps), &afterReset)
+	if len(afterReset.Events) != 1 || afterReset.Events[0].Seq != last+1 || afterReset.Events[0].Type != "after-reset" {
+		t.Fatalf("read without --from after the reset: %+v, want seq %d", afterReset.Events, last+1)
+	}
+	if out := coord(0, "journal", "tail", "--endpoints", eps); !strings.HasPrefix(out, fmt.Sprintf("%d\tafter-reset\t", last+1)) || strings.Count(out, "\n") != 1 {
+		t.Fatalf("tail without --from after the reset: %q", out)
+	}
+	if _, stderr := runCoord(1, "journal", "read", "--from", "1", "--endpoints", eps); !strings.Contains(stderr, "OutOfRange") {
+		t.Fatalf("read --from 1 after the reset: %q", stderr)
+	}
+
 }
 
 // TestJournalConfigCommands: coord journal config shows the settings the

@@ -147,10 +147,12 @@ func newReadCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "read [--from N] [--max M] [--consistency linearizable|stale]",
 		Short: "Read events from a seq on",
-		Long: `Read up to --max events from seq --from on. Linearizable reads (the default)
-see every append acknowledged before; stale reads are answered by any member
-from its local state. In JSON a payload that is valid UTF-8 is a string under
-"payload", any other under "payload_base64".`,
+		Long: `Read up to --max events from seq --from on (default: the trimmed pos, the
+earliest seq retained). An explicit --from below the trimmed pos fails with
+OutOfRange, naming the earliest retained seq. Linearizable reads (the
+default) see every append acknowledged before; stale reads are answered by
+any member from its local state. In JSON a payload that is valid UTF-8 is a
+string under "payload", any other under "payload_base64".`,
 		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			cons, err := parseConsistency(consistency)
@@ -160,7 +162,17 @@ from its local state. In JSON a payload that is valid UTF-8 is a string under
 			if maxEvents < 1 {
 				return usageErrorf("--max %d: want at least 1", maxEvents)
 			}
+			if err := checkSeqFlag(cmd, "from", from); err != nil {
+				return err
+			}
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				if from == 0 {
+					p, err := c.Journal().Positions(ctx)
+					if err != nil {
+						return err
+					}
+					from = p.TrimmedPos
+				}
 				events, _, err := c.Journal().Read(ctx, from, maxEvents, client.WithConsistency(cons))
 				if err != nil {
 					return err
@@ -185,7 +197,7 @@ from its local state. In JSON a payload that is valid UTF-8 is a string under
 		}),
 	}
 	fs := cmd.Flags()
-	fs.Uint64Var(&from, "from", 1, "first seq to read")
+	fs.Uint64Var(&from, "from", 0, "first seq to read (default: the trimmed pos)")
 	fs.IntVar(&maxEvents, "max", 100, "most events to return")
 	fs.StringVar(&consistency, "consistency", "linearizable", "linearizable or stale")
 	o = addClientFlags(cmd, 10*time.Second, clientTimeoutHelp)
