@@ -34,6 +34,12 @@ var (
 	// new session either way: later calls work. It also matches
 	// ErrFailedPrecondition.
 	ErrSessionExpired = errors.New("logbook: session expired")
+	// ErrJournalFull: the retained journal is over the leader's retention
+	// quota (coord serve --journal-max-retained-bytes), usually because a
+	// registered consumer stopped acking; the append was not applied, and
+	// appends are taken again once trim brings the journal under the
+	// quota. Not retried by the SDK. It also matches ErrTooLarge.
+	ErrJournalFull = errors.New("logbook: journal full")
 )
 
 // Error is a server error with its gRPC code and Logbook details.
@@ -76,6 +82,8 @@ func (e *Error) Is(target error) bool {
 		return e.Code == codes.FailedPrecondition
 	case ErrSessionExpired:
 		return e.Reason == pb.ReasonSessionExpired
+	case ErrJournalFull:
+		return e.Reason == pb.ReasonJournalFull
 	}
 	return false
 }

@@ -73,6 +73,7 @@ func (s *State) addToSegment(seq, index uint64, bytes int) {
 	seg.LastSeq, seg.LastIndex = seq, index
 	seg.Events++
 	seg.Bytes += uint64(bytes)
+	s.segBytes += uint64(bytes)
 	if seg.Events >= s.config.EventsPerSegment || seg.Bytes >= s.config.SegmentBytes {
 		seg.Sealed = true
 	}
@@ -200,17 +201,20 @@ func (s *State) Segments() []*pb.Segment { return s.segments }
 
 // ExcessTrimTo is where an automatic trim brings the journal back within
 // its limits (MDLog's trim walk stops once live segments <= max_segments
-// and live events <= max_events): the first seq of the oldest segment to
-// keep, or 0 when nothing is to go. A limit of 0 is no bound. The walk
-// stops at the open segment and at the first segment a consumer still
-// needs (so a lagging consumer yields 0: no TRIM to propose); snapshot
-// coverage of the segments below is applyTrim's check.
-func (s *State) ExcessTrimTo(maxSegments, maxEvents int) uint64 {
-	segs, events := len(s.segments), s.EventCount()
+// and live events <= max_events), and under the retention quota
+// (SealedBytes below quota): the first seq of the oldest segment to keep,
+// or 0 when nothing is to go. A limit of 0 is no bound. The walk stops at
+// the open segment and at the first segment a consumer still needs (so a
+// lagging consumer yields 0: no TRIM to propose); snapshot coverage of the
+// segments below is applyTrim's check.
+func (s *State) ExcessTrimTo(maxSegments, maxEvents int, quota uint64) uint64 {
+	segs, events, sealed := len(s.segments), s.EventCount(), s.SealedBytes()
 	drop := 0
-	for drop < segs-1 && ((maxSegments > 0 && segs-drop > maxSegments) || (maxEvents > 0 && events > maxEvents)) &&
+	for drop < segs-1 && ((maxSegments > 0 && segs-drop > maxSegments) || (maxEvents > 0 && events > maxEvents) || (quota > 0 && sealed >= quota)) &&
 		s.allAcked(s.segments[drop].LastSeq) {
-		events -= int(s.segments[drop].Events)
+		seg := s.segments[drop]
+		events -= int(seg.Events)
+		sealed -= seg.Bytes + seg.Events*EventRecordBytes
 		drop++
 	}
 	if drop == 0 {
@@ -323,6 +327,9 @@ func (s *State) applyTrim(c *pb.TrimCommand) TrimResult {
 		return TrimResult{TrimmedPos: s.firstSeq}
 	}
 	newFirst := s.segments[n-1].LastSeq + 1
+	for _, seg := range s.segments[:n] {
+		s.segBytes -= seg.Bytes
+	}
 	s.events.trimTo(newFirst)
 	s.segments = append([]*pb.Segment(nil), s.segments[n:]...)
 	s.firstSeq = newFirst
@@ -335,7 +342,7 @@ func (s *State) applyTrim(c *pb.TrimCommand) TrimResult {
 func (s *State) applyReset() TrimResult {
 	n := uint64(len(s.segments))
 	s.events.reset()
-	s.segments = nil
+	s.segments, s.segBytes = nil, 0
 	s.firstSeq = s.nextSeq
 	for name, acked := range s.consumers {
 		if acked < s.nextSeq-1 {
@@ -349,7 +356,7 @@ func (s *State) applyReset() TrimResult {
 // rebuildSegments derives segments from retained events (restoring a
 // format-1 snapshot, which had none) with the same rolling rule Apply uses.
 func (s *State) rebuildSegments() {
-	s.segments = nil
+	s.segments, s.segBytes = nil, 0
 	eachEvent(s.events.blocks, s.firstSeq, func(e *pb.StoredEvent) bool {
 		s.addToSegment(e.Seq, e.Index, len(e.Type)+len(e.Payload))
 		return true
@@ -390,7 +397,7 @@ func (s *State) applyImport(index uint64, c *pb.ImportCommand) TrimResult {
 			}
 		}
 		s.events.reset()
-		s.segments = nil
+		s.segments, s.segBytes = nil, 0
 		s.firstSeq, s.nextSeq = first, first
 		s.trims++
 	}

@@ -128,38 +128,49 @@ func TestTrimToBound(t *testing.T) {
 }
 
 // TestExcessTrimTo: an automatic trim goes back to the limits, not further
-// (MDLog's trim walk stops at max_segments / max_events), and never past
-// the open segment.
+// (MDLog's trim walk stops at max_segments / max_events), and under the
+// retention quota, and never past the open segment.
 func TestExcessTrimTo(t *testing.T) {
 	j := newJournal(t, 4)
 	j.append(18) // [1-4] [5-8] [9-12] [13-16] [17-18 open]
 	st := j.state()
+	const seg = 4 * (4 + EventRecordBytes) // a sealed segment's bytes
+	if st.SealedBytes() != 4*seg || st.RetainedBytes() != 4*seg+2*(4+EventRecordBytes) {
+		t.Fatalf("sealed %d, retained %d bytes", st.SealedBytes(), st.RetainedBytes())
+	}
 	for _, tc := range []struct {
 		maxSegs, maxEvents int
+		quota              uint64
 		want               uint64
 	}{
-		{0, 0, 0},   // no bounds
-		{5, 0, 0},   // five segments: within
-		{6, 18, 0},  // within both
-		{4, 0, 5},   // one segment over: drop [1-4]
-		{2, 0, 13},  // keep [13-16] and the open one
-		{1, 0, 17},  // keep only the open segment
-		{0, 10, 9},  // 18 events: drop [1-4] [5-8] to reach 10
-		{0, 11, 9},  // 14 after one segment is still over 11
-		{0, 14, 5},  // 14 after one segment
-		{0, 1, 17},  // the open segment stays even over the event bound
-		{4, 6, 13},  // the tighter bound wins: 6 events left
-		{3, 100, 9}, // segments over, events within
+		{0, 0, 0, 0},          // no bounds
+		{5, 0, 0, 0},          // five segments: within
+		{6, 18, 0, 0},         // within both
+		{4, 0, 0, 5},          // one segment over: drop [1-4]
+		{2, 0, 0, 13},         // keep [13-16] and the open one
+		{1, 0, 0, 17},         // keep only the open segment
+		{0, 10, 0, 9},         // 18 events: drop [1-4] [5-8] to reach 10
+		{0, 11, 0, 9},         // 14 after one segment is still over 11
+		{0, 14, 0, 5},         // 14 after one segment
+		{0, 1, 0, 17},         // the open segment stays even over the event bound
+		{4, 6, 0, 13},         // the tighter bound wins: 6 events left
+		{3, 100, 0, 9},        // segments over, events within
+		{0, 0, 4*seg + 1, 0},  // sealed segments under the quota
+		{0, 0, 4 * seg, 5},    // at it: one goes
+		{0, 0, 2*seg + 1, 9},  // two go
+		{0, 0, 1, 17},         // every sealed one goes, the open one stays
+		{5, 100, 3 * seg, 9},  // the quota wins over looser limits
+		{1, 0, 4*seg + 1, 17}, // the segment limit wins over a loose quota
 	} {
-		if got := st.ExcessTrimTo(tc.maxSegs, tc.maxEvents); got != tc.want {
-			t.Errorf("ExcessTrimTo(%d, %d) = %d, want %d", tc.maxSegs, tc.maxEvents, got, tc.want)
+		if got := st.ExcessTrimTo(tc.maxSegs, tc.maxEvents, tc.quota); got != tc.want {
+			t.Errorf("ExcessTrimTo(%d, %d, %d) = %d, want %d", tc.maxSegs, tc.maxEvents, tc.quota, got, tc.want)
 		}
 	}
 	// Trimming to it leaves the journal at the limit.
-	if r := j.trim(st.ExcessTrimTo(3, 0), j.idx); r.Segments != 2 || r.TrimmedPos != 9 || len(j.state().Segments()) != 3 {
+	if r := j.trim(st.ExcessTrimTo(3, 0, 0), j.idx); r.Segments != 2 || r.TrimmedPos != 9 || len(j.state().Segments()) != 3 {
 		t.Fatalf("trim to the segment limit: %+v, %d segments left", r, len(j.state().Segments()))
 	}
-	if got := j.state().ExcessTrimTo(3, 0); got != 0 {
+	if got := j.state().ExcessTrimTo(3, 0, 0); got != 0 {
 		t.Fatalf("after the trim: ExcessTrimTo = %d, want 0", got)
 	}
 }
@@ -536,4 +547,77 @@ func benchJournal(b *testing.B, n int) *FSM {
 		f.Apply(appendEntry(b, idx, ops...))
 	}
 	return f
+}
+
+// TestRetainedBytes: RetainedBytes follows appends, trims, resets, forced
+// imports and a snapshot round trip (checkSegments compares the running
+// count with the segments), and Answered tells the requests a leader over
+// its quota still lets through.
+func TestRetainedBytes(t *testing.T) {
+	j := newJournal(t, 4)
+	st := j.state()
+	if st.RetainedBytes() != 0 {
+		t.Fatalf("empty journal: %d bytes", st.RetainedBytes())
+	}
+	j.append(10) // type "e", payload "p-e": 4 bytes each
+	if got, want := st.RetainedBytes(), uint64(10*(4+EventRecordBytes)); got != want {
+		t.Fatalf("10 events: %d bytes, want %d", got, want)
+	}
+	if r := j.trim(0, j.idx); r.Err != nil || r.TrimmedPos != 9 {
+		t.Fatalf("trim: %+v", r)
+	}
+	if got, want := st.RetainedBytes(), uint64(2*(4+EventRecordBytes)); got != want {
+		t.Fatalf("after trimming 8: %d bytes, want %d", got, want)
+	}
+	imp := &pb.ImportCommand{FirstChunk: true, Force: true}
+	for s := uint64(1); s <= 3; s++ {
+		imp.Events = append(imp.Events, &pb.StoredEvent{Seq: s, Type: "tt", Payload: []byte("12345")})
+	}
+	if r := j.do(pb.CommandType_COMMAND_TYPE_IMPORT, imp).(TrimResult); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if got, want := st.RetainedBytes(), uint64(3*(7+EventRecordBytes)); got != want {
+		t.Fatalf("after a forced import: %d bytes, want %d", got, want)
+	}
+	j.do(pb.CommandType_COMMAND_TYPE_RESET, &pb.ResetCommand{})
+	if st.RetainedBytes() != 0 {
+		t.Fatalf("after reset: %d bytes", st.RetainedBytes())
+	}
+	for seed := int64(0); seed < 5; seed++ {
+		f := New(nil)
+		for _, l := range randomJournalLogs(t, seed, 600) {
+			f.Apply(l)
+			f.View(func(s *State) {
+				if err := s.checkSegments(); err != nil {
+					t.Fatalf("seed %d index %d: %v", seed, l.Index, err)
+				}
+			})
+		}
+		c := New(nil)
+		if err := c.Restore(nopCloser{bytes.NewReader(snapshotBytes(t, f))}); err != nil {
+			t.Fatal(err)
+		}
+		var a, b uint64
+		f.View(func(s *State) { a = s.RetainedBytes() })
+		c.View(func(s *State) { b = s.RetainedBytes() })
+		if a != b || a == 0 {
+			t.Fatalf("seed %d: %d bytes retained, %d after a snapshot round trip", seed, a, b)
+		}
+	}
+
+	// Answered: acknowledged, kept and dropped requests are answered
+	// without an append; new ones and unknown sessions are not.
+	k := newJournal(t, 4)
+	k.f.Apply(appendEntry(t, 100, op("c", 1, 0, "e")))
+	k.f.Apply(appendEntry(t, 101, op("c", 2, 1, "e")))
+	ks := k.state()
+	for _, tc := range []struct {
+		client string
+		seq    uint64
+		want   bool
+	}{{"c", 1, true}, {"c", 2, true}, {"c", 3, false}, {"other", 1, false}, {"", 0, false}} {
+		if got := ks.Answered(tc.client, tc.seq); got != tc.want {
+			t.Errorf("Answered(%q, %d) = %v, want %v", tc.client, tc.seq, got, tc.want)
+		}
+	}
 }

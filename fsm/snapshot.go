@@ -356,6 +356,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 				return nil, fmt.Errorf("%w: segment record out of place", ErrSnapshotCorrupt)
 			}
 			st.segments = append(st.segments, x.Segment)
+			st.segBytes += x.Segment.Bytes
 		case *pb.SnapshotRecord_Consumer:
 			if i < base+h.SegmentCount || i >= journalEnd {
 				return nil, fmt.Errorf("%w: consumer record out of place", ErrSnapshotCorrupt)
@@ -452,15 +453,18 @@ func (s *State) restoreEvent(i, count, restored uint64, e storedEventView) error
 // checkSegments verifies the restored segment table tiles the retained
 // events exactly.
 func (s *State) checkSegments() error {
-	want := s.firstSeq
+	want, bytes := s.firstSeq, uint64(0)
 	for i, seg := range s.segments {
 		if seg.FirstSeq != want || seg.LastSeq < seg.FirstSeq || seg.Events != seg.LastSeq-seg.FirstSeq+1 || (!seg.Sealed && i != len(s.segments)-1) {
 			return fmt.Errorf("%w: segment %d does not tile the journal", ErrSnapshotCorrupt, seg.Id)
 		}
-		want = seg.LastSeq + 1
+		want, bytes = seg.LastSeq+1, bytes+seg.Bytes
 	}
 	if want != s.nextSeq {
 		return fmt.Errorf("%w: segments end at %d, journal at %d", ErrSnapshotCorrupt, want, s.nextSeq)
+	}
+	if bytes != s.segBytes { // derived as segments change: a bug, not a bad snapshot
+		return fmt.Errorf("fsm: segments hold %d bytes, counted %d", bytes, s.segBytes)
 	}
 	return nil
 }

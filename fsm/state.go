@@ -52,6 +52,7 @@ type State struct {
 
 	// The journal header: segment table, consumers and rolling config.
 	segments      []*pb.Segment
+	segBytes      uint64 // the segments' Bytes summed (derived, not replicated)
 	nextSegmentID uint64
 	consumers     map[string]uint64
 	config        *pb.JournalConfig
@@ -85,6 +86,32 @@ func (s *State) NextSeq() uint64 { return s.nextSeq }
 
 // FirstSeq is the first seq still held.
 func (s *State) FirstSeq() uint64 { return s.firstSeq }
+
+// RetainedBytes is what the retained events take, about as much as they
+// hold in memory: their type and payload bytes, as the segments count
+// them, plus EventRecordBytes per event.
+func (s *State) RetainedBytes() uint64 {
+	return s.segBytes + uint64(s.EventCount())*EventRecordBytes
+}
+
+// SealedBytes is RetainedBytes without the open segment: what trim can
+// drop once consumers ack. A leader refuses new appends while it is at or
+// over the journal's retention quota (coordserver,
+// --journal-max-retained-bytes); the open segment adds at most one
+// segment's bounds on top.
+func (s *State) SealedBytes() uint64 {
+	b := s.RetainedBytes()
+	if n := len(s.segments); n > 0 && !s.segments[n-1].Sealed {
+		open := s.segments[n-1]
+		b -= open.Bytes + open.Events*EventRecordBytes
+	}
+	return b
+}
+
+// EventRecordBytes is what RetainedBytes counts per event besides its type
+// and payload: its record in the retained blocks (fsm/eventlog.go, about 32
+// bytes; docs/benchmarks.md, "Memory per retained event").
+const EventRecordBytes = 32
 
 // EventCount is the number of events held.
 func (s *State) EventCount() int { return int(s.nextSeq - s.firstSeq) }
@@ -125,6 +152,23 @@ func (s *State) SessionCount() int { return len(s.sessions) }
 func (s *State) HasSession(id string) bool {
 	_, ok := s.sessions[id]
 	return ok
+}
+
+// Answered reports whether request requestSeq of session clientID would be
+// answered without appending anything: acknowledged, its result kept (a
+// retry gets it), or its result dropped (refused). A leader over its
+// retention quota still lets such requests through: refusing a retry of
+// an applied request would tell its client that it failed.
+func (s *State) Answered(clientID string, requestSeq uint64) bool {
+	sess, ok := s.sessions[clientID]
+	if clientID == "" || !ok {
+		return false
+	}
+	if requestSeq <= sess.ackedSeq || sess.expired(requestSeq) {
+		return true
+	}
+	_, kept := sess.result(requestSeq)
+	return kept
 }
 
 // KeptResults is the number of request results the sessions keep for

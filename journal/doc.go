@@ -66,7 +66,12 @@
 // (fsm/eventlog.go): about the payload plus ~35 bytes per event, bounded by
 // the segment limits and by consumers'
 // progress (a lagging consumer raises the "behind on trimming" warning once
-// it holds more than twice MaxSegments).
+// it holds more than twice MaxSegments), and in all by the leader's
+// retention quota (coord serve --journal-max-retained-bytes) on the sealed
+// segments, the open one on top: at or past it, new appends are refused
+// with ResourceExhausted JOURNAL_FULL before they reach the log, as etcd
+// refuses writes past its backend quota, and the automatic trim drops
+// expired segments until they are under it.
 //
 // # Reads and tail
 //

@@ -19,6 +19,10 @@ const (
 	// ReasonLogFormat: the request needs a newer replicated log format
 	// than the cluster's (some voter runs an older build).
 	ReasonLogFormat = "LOG_FORMAT"
+	// ReasonJournalFull: the retained journal is over the leader's
+	// retention quota (ResourceExhausted); the append was not applied.
+	// Appends are taken again once trim brings the journal under it.
+	ReasonJournalFull = "JOURNAL_FULL"
 
 	// ErrorInfo metadata keys.
 	MetaLeaderID   = "leader_id"

@@ -121,6 +121,10 @@ type devOptions struct {
 	// (coord serve --session-idle-timeout); the flag defaults to the
 	// coordinator default, the zero value expires none by time.
 	SessionIdleTimeout time.Duration
+	// JournalMaxRetainedBytes is every coordinator's retention quota
+	// (coord serve --journal-max-retained-bytes); the flag defaults to the
+	// coordinator default, the zero value sets none.
+	JournalMaxRetainedBytes uint64
 	// SerialLeaderWrite turns off the leader's parallel write (coord serve
 	// --raft-parallel-leader-write=false).
 	SerialLeaderWrite bool
@@ -249,6 +253,7 @@ func startDev(opts devOptions) (_ *devCluster, err error) {
 		cfg.WALPrefill = opts.WALPrefill
 		cfg.Journal.Linger = opts.JournalLinger
 		cfg.Journal.SessionIdleTimeout = opts.SessionIdleTimeout
+		cfg.Journal.MaxRetainedBytes = opts.JournalMaxRetainedBytes
 		cfg.Raft.ParallelLeaderWrite = !opts.SerialLeaderWrite
 		if opts.LeaseSoftLimit > 0 {
 			cfg.FS.LeaseSoftLimit = opts.LeaseSoftLimit
@@ -540,6 +545,7 @@ its writers wait and resume. Ctrl-C stops them all.`,
 	fs.StringVar(&opts.LogStore, "raft-log-store", "auto", "coordinators' Raft log store: wal, boltdb, or auto (the one a --data-dir holds, wal in a new one)")
 	fs.DurationVar(&opts.JournalLinger, "journal-linger", coordserver.DefaultConfig().Journal.Linger, "how long the coordinators' next journal entry waits for the clients of the one that just committed (see coord serve --help)")
 	fs.DurationVar(&opts.SessionIdleTimeout, "session-idle-timeout", coordserver.DefaultConfig().Journal.SessionIdleTimeout, "forget a client session unused for this long (see coord serve --help)")
+	fs.Uint64Var(&opts.JournalMaxRetainedBytes, "journal-max-retained-bytes", coordserver.DefaultConfig().Journal.MaxRetainedBytes, "the coordinators' retention quota: past it new appends are refused until trim catches up (0: none; see coord serve --help)")
 	fs.BoolVar(&opts.WALPrefill, "raft-wal-prefill", true, "write the coordinators' raft-wal segments full of zeros ahead of use (see coord serve --help)")
 	fs.BoolVar(&parallel, "raft-parallel-leader-write", true, "the coordinators' leader writes new log entries while it replicates them (see coord serve --help)")
 	fs.DurationVar(&opts.DeadNodeInterval, "dead-node-interval", 0, "a storage node silent this long is dead and its blocks are re-replicated (default 10m; below 30s the stale interval becomes a third of it)")

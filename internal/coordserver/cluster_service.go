@@ -60,8 +60,10 @@ func (c *clusterService) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.S
 		ResponderId: s.cfg.ID,
 	}
 	s.fsm.View(func(st *fsm.State) {
-		if w := s.trimWarning(st); w != "" {
-			resp.Warnings = append(resp.Warnings, w)
+		for _, w := range []string{s.trimWarning(st), s.quotaWarning(st)} {
+			if w != "" {
+				resp.Warnings = append(resp.Warnings, w)
+			}
 		}
 	})
 	resp.Warnings = append(resp.Warnings, local.Warnings...)

@@ -72,6 +72,15 @@ type JournalConfig struct {
 	// segments; 0 disables that bound.
 	MaxSegments int
 	MaxEvents   int
+	// MaxRetainedBytes is the retention quota: while the sealed segments
+	// take at least this much (fsm.State.SealedBytes, about their
+	// memory), this member as leader refuses appends of new events with
+	// ResourceExhausted JOURNAL_FULL, and its automatic trim drops
+	// expired segments until they take less, as etcd refuses writes past
+	// --quota-backend-bytes. It bounds what a lagging consumer can make
+	// every member hold (plus the open segment). 0: no quota. This
+	// member's own (give every member the same).
+	MaxRetainedBytes uint64
 	// Linger bounds how long the leader's next batch (and a follower's
 	// next forward) waits for the clients of the batch that just
 	// committed (journal.BatcherConfig.Linger); 0 never waits. This
@@ -221,6 +230,10 @@ func DefaultConfig() Config {
 			SegmentBytes:     16 << 20,
 			MaxSegments:      128,
 			MaxEvents:        0,
+			// Above the default retention at the largest segments (128
+			// of up to 16 MiB), so the quota never bites while trim keeps
+			// up.
+			MaxRetainedBytes: 4 << 30,
 			Linger:           journal.DefaultBatcherConfig().Linger,
 			// LogCabin's default: far longer than any client's retries
 			// (an expired session's retry is refused, not re-applied).

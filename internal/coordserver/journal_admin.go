@@ -99,6 +99,28 @@ func (s *Server) trimWarning(st *fsm.State) string {
 	return ""
 }
 
+// quotaWarning is the "journal full" health warning: the sealed segments
+// take at least this member's retention quota, so as leader it refuses
+// new appends (overQuota).
+func (s *Server) quotaWarning(st *fsm.State) string {
+	quota := s.cfg.Journal.MaxRetainedBytes
+	if used := st.SealedBytes(); quota > 0 && used >= quota {
+		return fmt.Sprintf("journal full: %d/%d bytes in sealed segments; appends are refused%s", used, quota, heldBackBy(st))
+	}
+	return ""
+}
+
+// journalWarnings are the journal's health warnings, in one line.
+func (s *Server) journalWarnings(st *fsm.State) string {
+	var ws []string
+	for _, w := range []string{s.trimWarning(st), s.quotaWarning(st)} {
+		if w != "" {
+			ws = append(ws, w)
+		}
+	}
+	return strings.Join(ws, "; ")
+}
+
 // journalLimits are the automatic trim bounds in force: the cluster's once
 // it holds its journal settings (log format 11), before that this
 // member's own (the leader's trims by its own).
@@ -211,7 +233,7 @@ func (j *journalService) Positions(ctx context.Context, _ *pb.PositionsRequest) 
 		resp.EventCount = uint64(st.EventCount())
 		resp.SegmentCount = uint64(len(st.Segments()))
 		resp.AppliedIndex = st.AppliedIndex()
-		resp.Warning = s.trimWarning(st)
+		resp.Warning = s.journalWarnings(st)
 		resp.LogFormat = st.LogFormat()
 	})
 	resp.WritePos = resp.SafePos
@@ -509,7 +531,10 @@ func (s *Server) journalLoop() {
 		s.upgradeLogFormat()
 		defer s.journalUpkeeps.Add(1)
 		var to uint64
-		s.fsm.View(func(st *fsm.State) { to = st.ExcessTrimTo(s.journalLimits(st)) })
+		s.fsm.View(func(st *fsm.State) {
+			maxSegments, maxEvents := s.journalLimits(st)
+			to = st.ExcessTrimTo(maxSegments, maxEvents, s.cfg.Journal.MaxRetainedBytes)
+		})
 		if to == 0 {
 			return true
 		}

@@ -1225,3 +1225,96 @@ func TestJournalSeedWith(t *testing.T) {
 		t.Fatal("the default max segments is 0: the test shows nothing")
 	}
 }
+
+// TestJournalRetentionQuota: once the sealed segments reach the retention
+// quota (Journal.MaxRetainedBytes) the leader refuses new appends with
+// ResourceExhausted JOURNAL_FULL naming the consumer that holds trim back,
+// from its own clients and forwarded from a follower's, and applies none
+// of them; a retry of an applied request still gets its result. Status
+// and Positions warn. Once the consumer acks and trim brings the journal
+// under the quota (the automatic trim goes below its two-segment history
+// bound if need be), appends are taken again.
+func TestJournalRetentionQuota(t *testing.T) {
+	const quota = 2048
+	tc := newTestCluster(t, 3, smallSegments(8, 2), func(i int, c *Config) { c.Journal.MaxRetainedBytes = quota })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	waitJournalConfig(t, tc, 8)
+	c := tc.client(ctx)
+	j := c.Journal()
+	if _, err := j.Consumers().Register(ctx, "slow", 1); err != nil {
+		t.Fatal(err)
+	}
+	leader := tc.waitLeader()
+	ls := tc.server(leader)
+	eventually(t, 10*time.Second, "the log format raised", func() bool {
+		var f uint32
+		ls.fsm.View(func(st *fsm.State) { f = st.LogFormat() })
+		return f == fsm.CommandVersion
+	})
+	raw := pb.NewJournalClient(dataNodeConn(t, tc.cfgs[tc.followers(leader)[0]].GRPCAddr))
+	opened, err := raw.OpenSession(ctx, &pb.OpenSessionRequest{ClientId: "raw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := &pb.AppendRequest{ClientId: opened.SessionId, RequestSeq: 1, SessionEstablished: true, Events: []*pb.Event{{Type: "kept"}}}
+	first, err := raw.Append(ctx, kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 100-byte payloads count 1 + 100 + 32 bytes each: two sealed segments
+	// of eight reach the quota.
+	payload := make([]byte, 100)
+	var full error
+	for i := 0; i < 100 && full == nil; i++ {
+		_, full = j.Append(ctx, client.Event{Type: "t", Payload: payload})
+	}
+	if !errors.Is(full, client.ErrJournalFull) || !errors.Is(full, client.ErrTooLarge) || !strings.Contains(full.Error(), `consumer "slow" acked seq 0`) {
+		t.Fatalf("appends past the quota: %v", full)
+	}
+	var next uint64
+	ls.fsm.View(func(st *fsm.State) {
+		next = st.NextSeq()
+		if st.SealedBytes() < quota {
+			t.Fatalf("refused at %d bytes sealed, under the quota", st.SealedBytes())
+		}
+	})
+	_, err = raw.Append(ctx, &pb.AppendRequest{ClientId: opened.SessionId, RequestSeq: 2, SessionEstablished: true, Events: []*pb.Event{{Type: "refused"}}})
+	wantCode(t, "an append forwarded by a follower past the quota", err, codes.ResourceExhausted, pb.ReasonJournalFull)
+	again, err := raw.Append(ctx, kept)
+	if err != nil || again.FirstSeq != first.FirstSeq {
+		t.Fatalf("a retry of an applied request past the quota: %+v, %v (first answer %+v)", again, err, first)
+	}
+	ls.fsm.View(func(st *fsm.State) {
+		if st.NextSeq() != next {
+			t.Fatalf("refused appends were applied: next seq %d, was %d", st.NextSeq(), next)
+		}
+	})
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(st.Warnings, func(w string) bool { return strings.HasPrefix(w, "journal full: ") }) {
+		t.Fatalf("status warnings past the quota: %q", st.Warnings)
+	}
+	if p, err := j.Positions(ctx); err != nil || !strings.Contains(p.Warning, "journal full: ") {
+		t.Fatalf("positions past the quota: %+v, %v", p, err)
+	}
+
+	// The consumer catches up; automatic trim (two segments) follows.
+	if _, err := j.Consumers().Ack(ctx, "slow", next-1); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "appends taken again after trim", func() bool {
+		_, err := j.Append(ctx, client.Event{Type: "t", Payload: payload})
+		if err != nil && !errors.Is(err, client.ErrJournalFull) {
+			t.Fatalf("append while trim catches up: %v", err)
+		}
+		return err == nil
+	})
+	ls.fsm.View(func(st *fsm.State) {
+		if w := ls.quotaWarning(st); w != "" || st.FirstSeq() == 1 || st.SealedBytes() >= quota {
+			t.Fatalf("after trim: warning %q, trimmed pos %d, %d bytes sealed", w, st.FirstSeq(), st.SealedBytes())
+		}
+	})
+}

@@ -337,6 +337,95 @@ func (s *Server) waitLeader(ctx context.Context) (string, string, error) {
 type leaderSink struct{ s *Server }
 
 func (l leaderSink) Start(ops []*pb.AppendOp) func() ([]fsm.Result, error) {
+	refused, err := l.s.overQuota(ops)
+	if refused == nil {
+		return l.start(ops)
+	}
+	// Over the retention quota: only the ops answered without an append
+	// (retries of applied requests) go on; the others fail here, before
+	// the log, so nothing of theirs is applied.
+	var pass []*pb.AppendOp
+	var at []int
+	for i, op := range ops {
+		if !refused[i] {
+			pass, at = append(pass, op), append(at, i)
+		}
+	}
+	var wait func() ([]fsm.Result, error)
+	if len(pass) > 0 {
+		wait = l.start(pass)
+	}
+	return func() ([]fsm.Result, error) {
+		out := make([]fsm.Result, len(ops))
+		for i := range out {
+			out[i].Err = err
+		}
+		if wait != nil {
+			rs, werr := wait()
+			for k, i := range at {
+				switch {
+				case werr != nil:
+					out[i] = fsm.Result{Err: werr}
+				case k < len(rs):
+					out[i] = rs[k]
+				default:
+					out[i] = fsm.Result{Err: fmt.Errorf("coordserver: %d results for %d ops", len(rs), len(pass))}
+				}
+			}
+		}
+		return out, nil
+	}
+}
+
+// overQuota returns nil while the sealed segments take less than the
+// retention quota (Journal.MaxRetainedBytes; 0: none): counting only what
+// trim can drop, a quota smaller than one segment still lets the open one
+// seal, so trim has something to drop. At or past it, it marks
+// the ops that would append new events, and returns the error they get:
+// ResourceExhausted JOURNAL_FULL, naming the consumer that holds trim
+// back. Ops the state machine answers without an append (a retry of an
+// applied request gets its kept result) are not marked.
+func (s *Server) overQuota(ops []*pb.AppendOp) ([]bool, error) {
+	quota := s.cfg.Journal.MaxRetainedBytes
+	if quota == 0 {
+		return nil, nil
+	}
+	var refused []bool
+	var msg string
+	s.fsm.View(func(st *fsm.State) {
+		used := st.SealedBytes()
+		if used < quota {
+			return
+		}
+		refused = make([]bool, len(ops))
+		for i, op := range ops {
+			refused[i] = !st.Answered(op.ClientId, op.RequestSeq)
+		}
+		msg = fmt.Sprintf("append: the journal's sealed segments take %d bytes, at or over its retention quota of %d (--journal-max-retained-bytes)%s; new appends are refused until trim brings them under",
+			used, quota, heldBackBy(st))
+	})
+	if refused == nil {
+		return nil, nil
+	}
+	return refused, s.statusErr(codes.ResourceExhausted, pb.ReasonJournalFull, msg)
+}
+
+// heldBackBy names the consumer furthest behind, which holds trim back
+// (empty without consumers).
+func heldBackBy(st *fsm.State) string {
+	var low *pb.Consumer
+	for _, c := range st.Consumers() {
+		if low == nil || c.AckedSeq < low.AckedSeq {
+			low = c
+		}
+	}
+	if low == nil {
+		return ""
+	}
+	return fmt.Sprintf(": consumer %q acked seq %d of %d (ack or remove it: the automatic trim follows)", low.Name, low.AckedSeq, st.NextSeq()-1)
+}
+
+func (l leaderSink) start(ops []*pb.AppendOp) func() ([]fsm.Result, error) {
 	s := l.s
 	started := time.Now()
 	data, err := s.encodeAppend(ops)

@@ -124,6 +124,17 @@ func newMetrics(s *Server) *metrics {
 				return 0
 			})
 		}),
+		gauge("logbook_journal_retained_bytes", "What the retained events take, about their memory: type and payload bytes plus 32 per event (compared with --journal-max-retained-bytes).", func() float64 {
+			return s.journalStat(func(st *fsm.State) float64 { return float64(st.RetainedBytes()) })
+		}),
+		gauge("logbook_journal_full", "1 while the retained events are over this member's retention quota (--journal-max-retained-bytes): as leader it refuses new appends.", func() float64 {
+			return s.journalStat(func(st *fsm.State) float64 {
+				if s.quotaWarning(st) != "" {
+					return 1
+				}
+				return 0
+			})
+		}),
 		gauge("logbook_journal_config_mismatch", "1 while this member's journal settings differ from the cluster's: before log format 11 a leader change to it would replace them; from 11 on its explicitly given flags are not used.", func() float64 {
 			if s.configWarning() != "" {
 				return 1
