@@ -32,7 +32,13 @@
 #        members (what sessions before 7 measured); etcd-default runs
 #        etcd's benchmark as it runs by default (connections balanced over
 #        all members) against Logbook's --spread clients. DEV_FLAGS: more
-#        coord dev flags, e.g. DEV_FLAGS=--raft-wal-prefill=false.
+#        coord dev flags, e.g. DEV_FLAGS=--raft-wal-prefill=false (with
+#        LB_PROCS=3, flags for each coord serve).
+#        LB_PROCS=3: run Logbook as three `coord serve` processes (the
+#        compose shape, on 127.0.0.1), as etcd runs, instead of `coord
+#        dev`'s one process holding all three members (default 1): each
+#        process then has its own Go scheduler and collector competing for
+#        the cores, as etcd's three do.
 #        WARM: seconds of unmeasured load each system gets after its
 #        usual warm-up and before the measured run (default 0), to
 #        compare clusters past their first seconds (Logbook's heap grows
@@ -59,6 +65,11 @@ etcd_version=${ETCD_VERSION:-v3.6.16}
 runs=${RUNS:-1}
 log_store=${LOG_STORE:-auto}
 dev_flags=${DEV_FLAGS:-}
+lb_procs=${LB_PROCS:-1}
+case "$lb_procs" in
+1 | 3) ;;
+*) echo "LB_PROCS=$lb_procs: want 1 (coord dev) or 3 (three coord serve)" >&2; exit 2 ;;
+esac
 shape=${SHAPE:-spread}
 warm=${WARM:-0}
 floor=${FLOOR:-0}
@@ -161,10 +172,23 @@ run_etcd() {
 # run_logbook N: one measured Logbook run of pair N; prints its JSON line
 # and sets lb_json and lb_cpu.
 run_logbook() {
-	echo "== run $1: logbook, coord dev (3 members, gRPC 127.0.0.1:7100-7102, raft log store $log_store${dev_flags:+, $dev_flags})" >&2
-	# shellcheck disable=SC2086 # DEV_FLAGS is a list of flags
-	"$bin/coord" dev --data-dir "$work/logbook" --raft-log-store "$log_store" $dev_flags >"$work/logbook.log" 2>&1 &
-	pids+=($!)
+	if [ "$lb_procs" = 3 ]; then
+		echo "== run $1: logbook, three coord serve (gRPC 127.0.0.1:7100-7102, raft log store $log_store${dev_flags:+, $dev_flags})" >&2
+		local i
+		: >"$work/logbook.log"
+		for i in 0 1 2; do
+			# shellcheck disable=SC2086 # DEV_FLAGS is a list of flags
+			"$bin/coord" serve --id "coord$((i + 1))" --data-dir "$work/logbook/coord$((i + 1))" --raft-log-store "$log_store" \
+				--raft-addr "127.0.0.1:700$i" --grpc-addr "127.0.0.1:710$i" --gossip-addr "127.0.0.1:720$i" --http-addr "127.0.0.1:730$i" \
+				--bootstrap-expect 3 --join 127.0.0.1:7200,127.0.0.1:7201,127.0.0.1:7202 $dev_flags >>"$work/logbook.log" 2>&1 &
+			pids+=($!)
+		done
+	else
+		echo "== run $1: logbook, coord dev (3 members, gRPC 127.0.0.1:7100-7102, raft log store $log_store${dev_flags:+, $dev_flags})" >&2
+		# shellcheck disable=SC2086 # DEV_FLAGS is a list of flags
+		"$bin/coord" dev --data-dir "$work/logbook" --raft-log-store "$log_store" $dev_flags >"$work/logbook.log" 2>&1 &
+		pids+=($!)
+	fi
 	local leps=127.0.0.1:7100,127.0.0.1:7101,127.0.0.1:7102
 	local deadline=$((SECONDS + 60))
 	until "$bin/coord" health --ready --endpoints "$leps" >/dev/null 2>&1; do
