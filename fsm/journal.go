@@ -260,7 +260,7 @@ func (s *State) CheckConsumer(c *pb.ConsumerCommand) error {
 		case !ValidConsumerName(c.Name):
 			return ErrConsumerName
 		case exists:
-			return ErrConsumerExists
+			return fmt.Errorf("%w: %q", ErrConsumerExists, c.Name)
 		case len(s.consumers) >= MaxConsumers:
 			return ErrTooManyConsumers
 		case c.FromGiven && (c.Seq < s.firstSeq || c.Seq > s.nextSeq):
@@ -269,15 +269,15 @@ func (s *State) CheckConsumer(c *pb.ConsumerCommand) error {
 	case pb.ConsumerOp_CONSUMER_OP_ACK:
 		switch {
 		case !exists:
-			return ErrConsumerNotFound
+			return fmt.Errorf("%w: %q", ErrConsumerNotFound, c.Name)
 		case c.Seq > safe:
-			return fmt.Errorf("%w: ack %d, safe_pos %d", ErrAckBeyondSafe, c.Seq, safe)
+			return fmt.Errorf("%w: %q acks %d, safe_pos %d", ErrAckBeyondSafe, c.Name, c.Seq, safe)
 		case c.Seq < acked:
-			return fmt.Errorf("%w: ack %d after %d", ErrAckBackwards, c.Seq, acked)
+			return fmt.Errorf("%w: %q acks %d after %d", ErrAckBackwards, c.Name, c.Seq, acked)
 		}
 	case pb.ConsumerOp_CONSUMER_OP_REMOVE:
 		if !exists {
-			return ErrConsumerNotFound
+			return fmt.Errorf("%w: %q", ErrConsumerNotFound, c.Name)
 		}
 	default:
 		return ErrConsumerOp

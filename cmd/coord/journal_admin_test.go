@@ -301,6 +301,17 @@ func TestJournalAdminCommands(t *testing.T) {
 		t.Fatalf("ack beyond safe_pos: %q", stderr)
 	}
 
+	// An unknown consumer: NotFound naming it, exit 1; a backwards ack:
+	// FailedPrecondition naming the consumer and both seqs.
+	_, stderr = runCoord(1, "journal", "consumers", "ack", "nobody", "1", "--endpoints", eps)
+	if !strings.Contains(stderr, "NotFound") || !strings.Contains(stderr, `"nobody"`) {
+		t.Fatalf("ack of an unknown consumer: %q", stderr)
+	}
+	_, stderr = runCoord(1, "journal", "consumers", "ack", "c1", strconv.FormatUint(seqs[0], 10), "--endpoints", eps)
+	if !strings.Contains(stderr, "FailedPrecondition") || !strings.Contains(stderr, fmt.Sprintf(`"c1" acks %d after %d`, seqs[0], seqs[1])) {
+		t.Fatalf("backwards ack: %q", stderr)
+	}
+
 	// The open segment holds every event: nothing to trim.
 	var trim map[string]uint64
 	decodeJSON(t, coord(0, "journal", "trim", "--json", "--endpoints", eps), &trim)
@@ -387,9 +398,10 @@ func TestJournalAdminCommands(t *testing.T) {
 		return nil
 	})
 	// events refuses a range that starts below it the same way (it used
-	// to list the retained rest, here nothing, and exit 0); without a
-	// start it lists what is retained: nothing after the reset.
-	for _, r := range []string{"1..", "1..2", fmt.Sprintf("%d..%d", last, last+5)} {
+	// to list the retained rest, here nothing, and exit 0), and a range
+	// with only an end below it (it listed nothing and exited 0); without
+	// a start it lists what is retained: nothing after the reset.
+	for _, r := range []string{"1..", "1..2", fmt.Sprintf("%d..%d", last, last+5), fmt.Sprintf("..%d", last)} {
 		_, stderr := runCoord(1, "journal", "events", "--range", r, "--endpoints", eps)
 		if !strings.Contains(stderr, "OutOfRange") || !strings.Contains(stderr, fmt.Sprintf("earliest is %d", last+1)) {
 			t.Fatalf("events --range %s below the trimmed pos: %q", r, stderr)
@@ -398,8 +410,8 @@ func TestJournalAdminCommands(t *testing.T) {
 	if out := coord(0, "journal", "events", "--endpoints", eps); out != "" {
 		t.Fatalf("events of an empty journal: %q", out)
 	}
-	if out := coord(0, "journal", "events", "--range", fmt.Sprintf("..%d", last), "--endpoints", eps); out != "" {
-		t.Fatalf("events --range ..%d after the reset: %q", last, out)
+	if out := coord(0, "journal", "events", "--range", fmt.Sprintf("..%d", last+5), "--endpoints", eps); out != "" {
+		t.Fatalf("events --range ..%d after the reset: %q", last+5, out)
 	}
 	// reset moved the consumer past the old end.
 	waitConsumers("consumers after reset", consumer{"c1", last, 0})

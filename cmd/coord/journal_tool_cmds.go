@@ -338,9 +338,10 @@ func newEventsCmd() *cobra.Command {
 		Long: `List the retained events of the given types (default: all) in the seq range
 A..B (either end may be left out: 5.. or ..9; default: everything retained).
 One line per event; with --json, JSON Lines like journal tail. A range that
-starts below the trimmed pos is refused (OutOfRange, with the earliest seq
-retained), as journal read refuses it: those events are gone, and listing
-only the rest would look like a complete answer.`,
+starts below the trimmed pos, or one with only an end that lies below it,
+is refused (OutOfRange, with the earliest seq retained), as journal read
+refuses it: those events are gone, and listing only the rest (or nothing)
+would look like a complete answer.`,
 		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			lo, hi, err := parseRange(rangeArg)
@@ -358,7 +359,13 @@ only the rest would look like a complete answer.`,
 				if err != nil {
 					return err
 				}
-				if lo == 0 { // no start given: from the earliest retained
+				switch {
+				case lo == 0 && hi < p.TrimmedPos:
+					// Only an end given, and it is trimmed: every event
+					// asked for is gone. Reading from it gets the server's
+					// OutOfRange with the earliest retained seq.
+					lo = hi
+				case lo == 0: // no start given: from the earliest retained
 					lo = p.TrimmedPos
 				}
 				hi = min(hi, p.SafePos)

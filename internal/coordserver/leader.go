@@ -410,17 +410,24 @@ func (s *Server) overQuota(ops []*pb.AppendOp) ([]bool, error) {
 	return refused, s.statusErr(codes.ResourceExhausted, pb.ReasonJournalFull, msg)
 }
 
-// heldBackBy names the consumer furthest behind, which holds trim back
-// (empty without consumers).
+// heldBackBy says what keeps the oldest sealed segment, the next one
+// trim would drop: the consumer furthest behind among those that have not
+// acked it, or, once every consumer has, the snapshot that must cover it
+// before the automatic trim (within a second) drops it.
 func heldBackBy(st *fsm.State) string {
+	segs := st.Segments()
+	if len(segs) == 0 || !segs[0].Sealed {
+		return ""
+	}
+	oldest := segs[0]
 	var low *pb.Consumer
 	for _, c := range st.Consumers() {
-		if low == nil || c.AckedSeq < low.AckedSeq {
+		if c.AckedSeq < oldest.LastSeq && (low == nil || c.AckedSeq < low.AckedSeq) {
 			low = c
 		}
 	}
 	if low == nil {
-		return ""
+		return fmt.Sprintf(": every consumer has acked the oldest segment (seqs %d..%d); the automatic trim drops it once a snapshot covers it", oldest.FirstSeq, oldest.LastSeq)
 	}
 	return fmt.Sprintf(": consumer %q acked seq %d of %d (ack or remove it: the automatic trim follows)", low.Name, low.AckedSeq, st.NextSeq()-1)
 }
