@@ -233,6 +233,9 @@ type MemberStatus struct {
 	AppliedIndex  uint64 `protobuf:"varint,9,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	RaftState     string `protobuf:"bytes,10,opt,name=raft_state,json=raftState,proto3" json:"raft_state,omitempty"`
 	Error         string `protobuf:"bytes,11,opt,name=error,proto3" json:"error,omitempty"`
+	// How the member replayed its state when it last started; absent for a
+	// member that started empty, or that did not answer.
+	StartupReplay *StartupReplay `protobuf:"bytes,12,opt,name=startup_replay,json=startupReplay,proto3" json:"startup_replay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -344,6 +347,123 @@ func (x *MemberStatus) GetError() string {
 	return ""
 }
 
+func (x *MemberStatus) GetStartupReplay() *StartupReplay {
+	if x != nil {
+		return x.StartupReplay
+	}
+	return nil
+}
+
+// StartupReplay is how a coordinator rebuilt its state at its last start:
+// the snapshot it restored, then the log entries after it, until it had
+// applied every entry its own log held when it started (or, if some of
+// them were never committed, everything the leader had committed).
+type StartupReplay struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The restored snapshot's last index (0: none) and the journal events it
+	// held; snapshot_seconds is from the start to the end of the restore.
+	SnapshotIndex   uint64  `protobuf:"varint,1,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
+	SnapshotEvents  uint64  `protobuf:"varint,2,opt,name=snapshot_events,json=snapshotEvents,proto3" json:"snapshot_events,omitempty"`
+	SnapshotSeconds float64 `protobuf:"fixed64,3,opt,name=snapshot_seconds,json=snapshotSeconds,proto3" json:"snapshot_seconds,omitempty"`
+	// The last index of the member's own log when it started.
+	LastIndex uint64 `protobuf:"varint,4,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	// Log entries applied after the snapshot, and the journal events they
+	// appended, until caught up.
+	LogEntries uint64 `protobuf:"varint,5,opt,name=log_entries,json=logEntries,proto3" json:"log_entries,omitempty"`
+	LogEvents  uint64 `protobuf:"varint,6,opt,name=log_events,json=logEvents,proto3" json:"log_events,omitempty"`
+	// From the start until caught up; 0 while still replaying.
+	Seconds       float64 `protobuf:"fixed64,7,opt,name=seconds,proto3" json:"seconds,omitempty"`
+	CaughtUp      bool    `protobuf:"varint,8,opt,name=caught_up,json=caughtUp,proto3" json:"caught_up,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartupReplay) Reset() {
+	*x = StartupReplay{}
+	mi := &file_logbookv1_cluster_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartupReplay) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartupReplay) ProtoMessage() {}
+
+func (x *StartupReplay) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_cluster_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartupReplay.ProtoReflect.Descriptor instead.
+func (*StartupReplay) Descriptor() ([]byte, []int) {
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *StartupReplay) GetSnapshotIndex() uint64 {
+	if x != nil {
+		return x.SnapshotIndex
+	}
+	return 0
+}
+
+func (x *StartupReplay) GetSnapshotEvents() uint64 {
+	if x != nil {
+		return x.SnapshotEvents
+	}
+	return 0
+}
+
+func (x *StartupReplay) GetSnapshotSeconds() float64 {
+	if x != nil {
+		return x.SnapshotSeconds
+	}
+	return 0
+}
+
+func (x *StartupReplay) GetLastIndex() uint64 {
+	if x != nil {
+		return x.LastIndex
+	}
+	return 0
+}
+
+func (x *StartupReplay) GetLogEntries() uint64 {
+	if x != nil {
+		return x.LogEntries
+	}
+	return 0
+}
+
+func (x *StartupReplay) GetLogEvents() uint64 {
+	if x != nil {
+		return x.LogEvents
+	}
+	return 0
+}
+
+func (x *StartupReplay) GetSeconds() float64 {
+	if x != nil {
+		return x.Seconds
+	}
+	return 0
+}
+
+func (x *StartupReplay) GetCaughtUp() bool {
+	if x != nil {
+		return x.CaughtUp
+	}
+	return false
+}
+
 type StatusResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	ClusterId      string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
@@ -363,7 +483,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[5]
+	mi := &file_logbookv1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -375,7 +495,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[5]
+	mi := &file_logbookv1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -388,7 +508,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StatusResponse) GetClusterId() string {
@@ -464,7 +584,7 @@ type AddServerRequest struct {
 
 func (x *AddServerRequest) Reset() {
 	*x = AddServerRequest{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[6]
+	mi := &file_logbookv1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -476,7 +596,7 @@ func (x *AddServerRequest) String() string {
 func (*AddServerRequest) ProtoMessage() {}
 
 func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[6]
+	mi := &file_logbookv1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -489,7 +609,7 @@ func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerRequest.ProtoReflect.Descriptor instead.
 func (*AddServerRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AddServerRequest) GetId() string {
@@ -515,7 +635,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[7]
+	mi := &file_logbookv1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -527,7 +647,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[7]
+	mi := &file_logbookv1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -540,7 +660,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{7}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -560,7 +680,7 @@ type MembershipResponse struct {
 
 func (x *MembershipResponse) Reset() {
 	*x = MembershipResponse{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[8]
+	mi := &file_logbookv1_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +692,7 @@ func (x *MembershipResponse) String() string {
 func (*MembershipResponse) ProtoMessage() {}
 
 func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[8]
+	mi := &file_logbookv1_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +705,7 @@ func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipResponse.ProtoReflect.Descriptor instead.
 func (*MembershipResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{8}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MembershipResponse) GetIndex() uint64 {
@@ -605,7 +725,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[9]
+	mi := &file_logbookv1_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -617,7 +737,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[9]
+	mi := &file_logbookv1_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -630,7 +750,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{9}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TransferLeadershipRequest) GetId() string {
@@ -649,7 +769,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[10]
+	mi := &file_logbookv1_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +781,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[10]
+	mi := &file_logbookv1_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,7 +794,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{10}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -692,7 +812,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[11]
+	mi := &file_logbookv1_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -704,7 +824,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[11]
+	mi := &file_logbookv1_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -717,7 +837,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{11}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 type SnapshotResponse struct {
@@ -730,7 +850,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[12]
+	mi := &file_logbookv1_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +862,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[12]
+	mi := &file_logbookv1_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +875,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{12}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SnapshotResponse) GetIndex() uint64 {
@@ -781,7 +901,7 @@ type CheckpointDigestRequest struct {
 
 func (x *CheckpointDigestRequest) Reset() {
 	*x = CheckpointDigestRequest{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[13]
+	mi := &file_logbookv1_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -793,7 +913,7 @@ func (x *CheckpointDigestRequest) String() string {
 func (*CheckpointDigestRequest) ProtoMessage() {}
 
 func (x *CheckpointDigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[13]
+	mi := &file_logbookv1_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -806,7 +926,7 @@ func (x *CheckpointDigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointDigestRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointDigestRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{13}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CheckpointDigestRequest) GetIndex() uint64 {
@@ -825,7 +945,7 @@ type CheckpointDigestResponse struct {
 
 func (x *CheckpointDigestResponse) Reset() {
 	*x = CheckpointDigestResponse{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[14]
+	mi := &file_logbookv1_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +957,7 @@ func (x *CheckpointDigestResponse) String() string {
 func (*CheckpointDigestResponse) ProtoMessage() {}
 
 func (x *CheckpointDigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[14]
+	mi := &file_logbookv1_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +970,7 @@ func (x *CheckpointDigestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointDigestResponse.ProtoReflect.Descriptor instead.
 func (*CheckpointDigestResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{14}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CheckpointDigestResponse) GetDigest() []byte {
@@ -869,7 +989,7 @@ type ForwardAppendRequest struct {
 
 func (x *ForwardAppendRequest) Reset() {
 	*x = ForwardAppendRequest{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[15]
+	mi := &file_logbookv1_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -881,7 +1001,7 @@ func (x *ForwardAppendRequest) String() string {
 func (*ForwardAppendRequest) ProtoMessage() {}
 
 func (x *ForwardAppendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[15]
+	mi := &file_logbookv1_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -894,7 +1014,7 @@ func (x *ForwardAppendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardAppendRequest.ProtoReflect.Descriptor instead.
 func (*ForwardAppendRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{15}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ForwardAppendRequest) GetOps() []*AppendOp {
@@ -920,7 +1040,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[16]
+	mi := &file_logbookv1_cluster_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -932,7 +1052,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[16]
+	mi := &file_logbookv1_cluster_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -945,7 +1065,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{16}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AppendResult) GetFirstSeq() uint64 {
@@ -999,7 +1119,7 @@ type ForwardAppendResponse struct {
 
 func (x *ForwardAppendResponse) Reset() {
 	*x = ForwardAppendResponse{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[17]
+	mi := &file_logbookv1_cluster_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1131,7 @@ func (x *ForwardAppendResponse) String() string {
 func (*ForwardAppendResponse) ProtoMessage() {}
 
 func (x *ForwardAppendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[17]
+	mi := &file_logbookv1_cluster_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1144,7 @@ func (x *ForwardAppendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardAppendResponse.ProtoReflect.Descriptor instead.
 func (*ForwardAppendResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{17}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ForwardAppendResponse) GetResults() []*AppendResult {
@@ -1042,7 +1162,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[18]
+	mi := &file_logbookv1_cluster_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1174,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[18]
+	mi := &file_logbookv1_cluster_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1187,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{18}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{19}
 }
 
 type ReadIndexResponse struct {
@@ -1079,7 +1199,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[19]
+	mi := &file_logbookv1_cluster_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1211,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[19]
+	mi := &file_logbookv1_cluster_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1224,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{19}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -1122,7 +1242,7 @@ type LocalStatusRequest struct {
 
 func (x *LocalStatusRequest) Reset() {
 	*x = LocalStatusRequest{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[20]
+	mi := &file_logbookv1_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1134,7 +1254,7 @@ func (x *LocalStatusRequest) String() string {
 func (*LocalStatusRequest) ProtoMessage() {}
 
 func (x *LocalStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[20]
+	mi := &file_logbookv1_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1147,7 +1267,7 @@ func (x *LocalStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalStatusRequest.ProtoReflect.Descriptor instead.
 func (*LocalStatusRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{20}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 type LocalStatusResponse struct {
@@ -1161,14 +1281,15 @@ type LocalStatusResponse struct {
 	LeaderId      string                 `protobuf:"bytes,7,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
 	// This member's own warnings, which Status adds to the cluster's: its
 	// journal settings differ from the replicated ones.
-	Warnings      []string `protobuf:"bytes,8,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	Warnings      []string       `protobuf:"bytes,8,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	StartupReplay *StartupReplay `protobuf:"bytes,9,opt,name=startup_replay,json=startupReplay,proto3" json:"startup_replay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LocalStatusResponse) Reset() {
 	*x = LocalStatusResponse{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[21]
+	mi := &file_logbookv1_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1180,7 +1301,7 @@ func (x *LocalStatusResponse) String() string {
 func (*LocalStatusResponse) ProtoMessage() {}
 
 func (x *LocalStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[21]
+	mi := &file_logbookv1_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1193,7 +1314,7 @@ func (x *LocalStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalStatusResponse.ProtoReflect.Descriptor instead.
 func (*LocalStatusResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{21}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LocalStatusResponse) GetId() string {
@@ -1252,6 +1373,13 @@ func (x *LocalStatusResponse) GetWarnings() []string {
 	return nil
 }
 
+func (x *LocalStatusResponse) GetStartupReplay() *StartupReplay {
+	if x != nil {
+		return x.StartupReplay
+	}
+	return nil
+}
+
 type RegisterMemberRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Member        *Member                `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
@@ -1261,7 +1389,7 @@ type RegisterMemberRequest struct {
 
 func (x *RegisterMemberRequest) Reset() {
 	*x = RegisterMemberRequest{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[22]
+	mi := &file_logbookv1_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1273,7 +1401,7 @@ func (x *RegisterMemberRequest) String() string {
 func (*RegisterMemberRequest) ProtoMessage() {}
 
 func (x *RegisterMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[22]
+	mi := &file_logbookv1_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1286,7 +1414,7 @@ func (x *RegisterMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterMemberRequest.ProtoReflect.Descriptor instead.
 func (*RegisterMemberRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{22}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RegisterMemberRequest) GetMember() *Member {
@@ -1304,7 +1432,7 @@ type RegisterMemberResponse struct {
 
 func (x *RegisterMemberResponse) Reset() {
 	*x = RegisterMemberResponse{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[23]
+	mi := &file_logbookv1_cluster_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1316,7 +1444,7 @@ func (x *RegisterMemberResponse) String() string {
 func (*RegisterMemberResponse) ProtoMessage() {}
 
 func (x *RegisterMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[23]
+	mi := &file_logbookv1_cluster_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1329,7 +1457,7 @@ func (x *RegisterMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterMemberResponse.ProtoReflect.Descriptor instead.
 func (*RegisterMemberResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{23}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{24}
 }
 
 var File_logbookv1_cluster_proto protoreflect.FileDescriptor
@@ -1349,7 +1477,7 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"consistent\x18\x03 \x01(\bR\n" +
 	"consistent\"\x0f\n" +
-	"\rStatusRequest\"\xc5\x02\n" +
+	"\rStatusRequest\"\x87\x03\n" +
 	"\fMemberStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
@@ -1363,7 +1491,20 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"raft_state\x18\n" +
 	" \x01(\tR\traftState\x12\x14\n" +
-	"\x05error\x18\v \x01(\tR\x05error\"\xc5\x02\n" +
+	"\x05error\x18\v \x01(\tR\x05error\x12@\n" +
+	"\x0estartup_replay\x18\f \x01(\v2\x19.logbook.v1.StartupReplayR\rstartupReplay\"\xa0\x02\n" +
+	"\rStartupReplay\x12%\n" +
+	"\x0esnapshot_index\x18\x01 \x01(\x04R\rsnapshotIndex\x12'\n" +
+	"\x0fsnapshot_events\x18\x02 \x01(\x04R\x0esnapshotEvents\x12)\n" +
+	"\x10snapshot_seconds\x18\x03 \x01(\x01R\x0fsnapshotSeconds\x12\x1d\n" +
+	"\n" +
+	"last_index\x18\x04 \x01(\x04R\tlastIndex\x12\x1f\n" +
+	"\vlog_entries\x18\x05 \x01(\x04R\n" +
+	"logEntries\x12\x1d\n" +
+	"\n" +
+	"log_events\x18\x06 \x01(\x04R\tlogEvents\x12\x18\n" +
+	"\aseconds\x18\a \x01(\x01R\aseconds\x12\x1b\n" +
+	"\tcaught_up\x18\b \x01(\bR\bcaughtUp\"\xc5\x02\n" +
 	"\x0eStatusResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x1b\n" +
@@ -1408,7 +1549,7 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\x10ReadIndexRequest\")\n" +
 	"\x11ReadIndexResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"\x14\n" +
-	"\x12LocalStatusRequest\"\x81\x02\n" +
+	"\x12LocalStatusRequest\"\xc3\x02\n" +
 	"\x13LocalStatusResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -1418,7 +1559,8 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\rapplied_index\x18\x05 \x01(\x04R\fappliedIndex\x12&\n" +
 	"\x0flast_contact_ms\x18\x06 \x01(\x03R\rlastContactMs\x12\x1b\n" +
 	"\tleader_id\x18\a \x01(\tR\bleaderId\x12\x1a\n" +
-	"\bwarnings\x18\b \x03(\tR\bwarnings\"C\n" +
+	"\bwarnings\x18\b \x03(\tR\bwarnings\x12@\n" +
+	"\x0estartup_replay\x18\t \x01(\v2\x19.logbook.v1.StartupReplayR\rstartupReplay\"C\n" +
 	"\x15RegisterMemberRequest\x12*\n" +
 	"\x06member\x18\x01 \x01(\v2\x12.logbook.v1.MemberR\x06member\"\x18\n" +
 	"\x16RegisterMemberResponse2\x9f\x04\n" +
@@ -1450,72 +1592,75 @@ func file_logbookv1_cluster_proto_rawDescGZIP() []byte {
 	return file_logbookv1_cluster_proto_rawDescData
 }
 
-var file_logbookv1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_logbookv1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_logbookv1_cluster_proto_goTypes = []any{
 	(*VerifyRequest)(nil),              // 0: logbook.v1.VerifyRequest
 	(*MemberDigest)(nil),               // 1: logbook.v1.MemberDigest
 	(*VerifyResponse)(nil),             // 2: logbook.v1.VerifyResponse
 	(*StatusRequest)(nil),              // 3: logbook.v1.StatusRequest
 	(*MemberStatus)(nil),               // 4: logbook.v1.MemberStatus
-	(*StatusResponse)(nil),             // 5: logbook.v1.StatusResponse
-	(*AddServerRequest)(nil),           // 6: logbook.v1.AddServerRequest
-	(*RemoveServerRequest)(nil),        // 7: logbook.v1.RemoveServerRequest
-	(*MembershipResponse)(nil),         // 8: logbook.v1.MembershipResponse
-	(*TransferLeadershipRequest)(nil),  // 9: logbook.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 10: logbook.v1.TransferLeadershipResponse
-	(*SnapshotRequest)(nil),            // 11: logbook.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),           // 12: logbook.v1.SnapshotResponse
-	(*CheckpointDigestRequest)(nil),    // 13: logbook.v1.CheckpointDigestRequest
-	(*CheckpointDigestResponse)(nil),   // 14: logbook.v1.CheckpointDigestResponse
-	(*ForwardAppendRequest)(nil),       // 15: logbook.v1.ForwardAppendRequest
-	(*AppendResult)(nil),               // 16: logbook.v1.AppendResult
-	(*ForwardAppendResponse)(nil),      // 17: logbook.v1.ForwardAppendResponse
-	(*ReadIndexRequest)(nil),           // 18: logbook.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),          // 19: logbook.v1.ReadIndexResponse
-	(*LocalStatusRequest)(nil),         // 20: logbook.v1.LocalStatusRequest
-	(*LocalStatusResponse)(nil),        // 21: logbook.v1.LocalStatusResponse
-	(*RegisterMemberRequest)(nil),      // 22: logbook.v1.RegisterMemberRequest
-	(*RegisterMemberResponse)(nil),     // 23: logbook.v1.RegisterMemberResponse
-	(*AppendOp)(nil),                   // 24: logbook.v1.AppendOp
-	(*Member)(nil),                     // 25: logbook.v1.Member
+	(*StartupReplay)(nil),              // 5: logbook.v1.StartupReplay
+	(*StatusResponse)(nil),             // 6: logbook.v1.StatusResponse
+	(*AddServerRequest)(nil),           // 7: logbook.v1.AddServerRequest
+	(*RemoveServerRequest)(nil),        // 8: logbook.v1.RemoveServerRequest
+	(*MembershipResponse)(nil),         // 9: logbook.v1.MembershipResponse
+	(*TransferLeadershipRequest)(nil),  // 10: logbook.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 11: logbook.v1.TransferLeadershipResponse
+	(*SnapshotRequest)(nil),            // 12: logbook.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),           // 13: logbook.v1.SnapshotResponse
+	(*CheckpointDigestRequest)(nil),    // 14: logbook.v1.CheckpointDigestRequest
+	(*CheckpointDigestResponse)(nil),   // 15: logbook.v1.CheckpointDigestResponse
+	(*ForwardAppendRequest)(nil),       // 16: logbook.v1.ForwardAppendRequest
+	(*AppendResult)(nil),               // 17: logbook.v1.AppendResult
+	(*ForwardAppendResponse)(nil),      // 18: logbook.v1.ForwardAppendResponse
+	(*ReadIndexRequest)(nil),           // 19: logbook.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),          // 20: logbook.v1.ReadIndexResponse
+	(*LocalStatusRequest)(nil),         // 21: logbook.v1.LocalStatusRequest
+	(*LocalStatusResponse)(nil),        // 22: logbook.v1.LocalStatusResponse
+	(*RegisterMemberRequest)(nil),      // 23: logbook.v1.RegisterMemberRequest
+	(*RegisterMemberResponse)(nil),     // 24: logbook.v1.RegisterMemberResponse
+	(*AppendOp)(nil),                   // 25: logbook.v1.AppendOp
+	(*Member)(nil),                     // 26: logbook.v1.Member
 }
 var file_logbookv1_cluster_proto_depIdxs = []int32{
 	1,  // 0: logbook.v1.VerifyResponse.members:type_name -> logbook.v1.MemberDigest
-	4,  // 1: logbook.v1.StatusResponse.members:type_name -> logbook.v1.MemberStatus
-	24, // 2: logbook.v1.ForwardAppendRequest.ops:type_name -> logbook.v1.AppendOp
-	16, // 3: logbook.v1.ForwardAppendResponse.results:type_name -> logbook.v1.AppendResult
-	25, // 4: logbook.v1.RegisterMemberRequest.member:type_name -> logbook.v1.Member
-	3,  // 5: logbook.v1.Cluster.Status:input_type -> logbook.v1.StatusRequest
-	6,  // 6: logbook.v1.Cluster.AddVoter:input_type -> logbook.v1.AddServerRequest
-	6,  // 7: logbook.v1.Cluster.AddNonvoter:input_type -> logbook.v1.AddServerRequest
-	7,  // 8: logbook.v1.Cluster.RemoveServer:input_type -> logbook.v1.RemoveServerRequest
-	9,  // 9: logbook.v1.Cluster.TransferLeadership:input_type -> logbook.v1.TransferLeadershipRequest
-	11, // 10: logbook.v1.Cluster.Snapshot:input_type -> logbook.v1.SnapshotRequest
-	0,  // 11: logbook.v1.Cluster.Verify:input_type -> logbook.v1.VerifyRequest
-	15, // 12: logbook.v1.Peer.ForwardAppend:input_type -> logbook.v1.ForwardAppendRequest
-	15, // 13: logbook.v1.Peer.ForwardStream:input_type -> logbook.v1.ForwardAppendRequest
-	18, // 14: logbook.v1.Peer.ReadIndex:input_type -> logbook.v1.ReadIndexRequest
-	20, // 15: logbook.v1.Peer.LocalStatus:input_type -> logbook.v1.LocalStatusRequest
-	22, // 16: logbook.v1.Peer.RegisterMember:input_type -> logbook.v1.RegisterMemberRequest
-	13, // 17: logbook.v1.Peer.CheckpointDigest:input_type -> logbook.v1.CheckpointDigestRequest
-	5,  // 18: logbook.v1.Cluster.Status:output_type -> logbook.v1.StatusResponse
-	8,  // 19: logbook.v1.Cluster.AddVoter:output_type -> logbook.v1.MembershipResponse
-	8,  // 20: logbook.v1.Cluster.AddNonvoter:output_type -> logbook.v1.MembershipResponse
-	8,  // 21: logbook.v1.Cluster.RemoveServer:output_type -> logbook.v1.MembershipResponse
-	10, // 22: logbook.v1.Cluster.TransferLeadership:output_type -> logbook.v1.TransferLeadershipResponse
-	12, // 23: logbook.v1.Cluster.Snapshot:output_type -> logbook.v1.SnapshotResponse
-	2,  // 24: logbook.v1.Cluster.Verify:output_type -> logbook.v1.VerifyResponse
-	17, // 25: logbook.v1.Peer.ForwardAppend:output_type -> logbook.v1.ForwardAppendResponse
-	17, // 26: logbook.v1.Peer.ForwardStream:output_type -> logbook.v1.ForwardAppendResponse
-	19, // 27: logbook.v1.Peer.ReadIndex:output_type -> logbook.v1.ReadIndexResponse
-	21, // 28: logbook.v1.Peer.LocalStatus:output_type -> logbook.v1.LocalStatusResponse
-	23, // 29: logbook.v1.Peer.RegisterMember:output_type -> logbook.v1.RegisterMemberResponse
-	14, // 30: logbook.v1.Peer.CheckpointDigest:output_type -> logbook.v1.CheckpointDigestResponse
-	18, // [18:31] is the sub-list for method output_type
-	5,  // [5:18] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	5,  // 1: logbook.v1.MemberStatus.startup_replay:type_name -> logbook.v1.StartupReplay
+	4,  // 2: logbook.v1.StatusResponse.members:type_name -> logbook.v1.MemberStatus
+	25, // 3: logbook.v1.ForwardAppendRequest.ops:type_name -> logbook.v1.AppendOp
+	17, // 4: logbook.v1.ForwardAppendResponse.results:type_name -> logbook.v1.AppendResult
+	5,  // 5: logbook.v1.LocalStatusResponse.startup_replay:type_name -> logbook.v1.StartupReplay
+	26, // 6: logbook.v1.RegisterMemberRequest.member:type_name -> logbook.v1.Member
+	3,  // 7: logbook.v1.Cluster.Status:input_type -> logbook.v1.StatusRequest
+	7,  // 8: logbook.v1.Cluster.AddVoter:input_type -> logbook.v1.AddServerRequest
+	7,  // 9: logbook.v1.Cluster.AddNonvoter:input_type -> logbook.v1.AddServerRequest
+	8,  // 10: logbook.v1.Cluster.RemoveServer:input_type -> logbook.v1.RemoveServerRequest
+	10, // 11: logbook.v1.Cluster.TransferLeadership:input_type -> logbook.v1.TransferLeadershipRequest
+	12, // 12: logbook.v1.Cluster.Snapshot:input_type -> logbook.v1.SnapshotRequest
+	0,  // 13: logbook.v1.Cluster.Verify:input_type -> logbook.v1.VerifyRequest
+	16, // 14: logbook.v1.Peer.ForwardAppend:input_type -> logbook.v1.ForwardAppendRequest
+	16, // 15: logbook.v1.Peer.ForwardStream:input_type -> logbook.v1.ForwardAppendRequest
+	19, // 16: logbook.v1.Peer.ReadIndex:input_type -> logbook.v1.ReadIndexRequest
+	21, // 17: logbook.v1.Peer.LocalStatus:input_type -> logbook.v1.LocalStatusRequest
+	23, // 18: logbook.v1.Peer.RegisterMember:input_type -> logbook.v1.RegisterMemberRequest
+	14, // 19: logbook.v1.Peer.CheckpointDigest:input_type -> logbook.v1.CheckpointDigestRequest
+	6,  // 20: logbook.v1.Cluster.Status:output_type -> logbook.v1.StatusResponse
+	9,  // 21: logbook.v1.Cluster.AddVoter:output_type -> logbook.v1.MembershipResponse
+	9,  // 22: logbook.v1.Cluster.AddNonvoter:output_type -> logbook.v1.MembershipResponse
+	9,  // 23: logbook.v1.Cluster.RemoveServer:output_type -> logbook.v1.MembershipResponse
+	11, // 24: logbook.v1.Cluster.TransferLeadership:output_type -> logbook.v1.TransferLeadershipResponse
+	13, // 25: logbook.v1.Cluster.Snapshot:output_type -> logbook.v1.SnapshotResponse
+	2,  // 26: logbook.v1.Cluster.Verify:output_type -> logbook.v1.VerifyResponse
+	18, // 27: logbook.v1.Peer.ForwardAppend:output_type -> logbook.v1.ForwardAppendResponse
+	18, // 28: logbook.v1.Peer.ForwardStream:output_type -> logbook.v1.ForwardAppendResponse
+	20, // 29: logbook.v1.Peer.ReadIndex:output_type -> logbook.v1.ReadIndexResponse
+	22, // 30: logbook.v1.Peer.LocalStatus:output_type -> logbook.v1.LocalStatusResponse
+	24, // 31: logbook.v1.Peer.RegisterMember:output_type -> logbook.v1.RegisterMemberResponse
+	15, // 32: logbook.v1.Peer.CheckpointDigest:output_type -> logbook.v1.CheckpointDigestResponse
+	20, // [20:33] is the sub-list for method output_type
+	7,  // [7:20] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_logbookv1_cluster_proto_init() }
@@ -1530,7 +1675,7 @@ func file_logbookv1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_cluster_proto_rawDesc), len(file_logbookv1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -165,7 +165,11 @@ func newStatusCmd() *cobra.Command {
 				}
 				t.Flush()
 				fmt.Fprintln(w)
-				return writeMembersTable(w, st.Members)
+				if err := writeMembersTable(w, st.Members); err != nil {
+					return err
+				}
+				writeReplays(w, st.Members)
+				return nil
 			})
 		}),
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -80,6 +81,56 @@ type memberJSON struct {
 	Suffrage      string `json:"suffrage"`
 	Healthy       bool   `json:"healthy"`
 	LastContactMs int64  `json:"last_contact_ms"`
+	// StartupReplay is how the member rebuilt its state at its last start;
+	// absent if it started empty or did not answer.
+	StartupReplay *replayJSON `json:"startup_replay,omitempty"`
+}
+
+// replayJSON is a member's startup replay (pb.StartupReplay).
+type replayJSON struct {
+	SnapshotIndex   uint64  `json:"snapshot_index"`
+	SnapshotEvents  uint64  `json:"snapshot_events"`
+	SnapshotSeconds float64 `json:"snapshot_seconds"`
+	LastIndex       uint64  `json:"last_index"`
+	LogEntries      uint64  `json:"log_entries"`
+	LogEvents       uint64  `json:"log_events"`
+	Seconds         float64 `json:"seconds"`
+	CaughtUp        bool    `json:"caught_up"`
+	EventsPerSecond float64 `json:"events_per_second"`
+}
+
+func toReplayJSON(r *pb.StartupReplay) *replayJSON {
+	if r == nil {
+		return nil
+	}
+	j := &replayJSON{r.SnapshotIndex, r.SnapshotEvents, r.SnapshotSeconds, r.LastIndex, r.LogEntries, r.LogEvents, r.Seconds, r.CaughtUp, 0}
+	if r.CaughtUp && r.Seconds > 0 {
+		j.EventsPerSecond = float64(r.SnapshotEvents+r.LogEvents) / r.Seconds
+	}
+	return j
+}
+
+// writeReplays prints the members' startup replays, if any reported one:
+// how each rebuilt its state when it last started.
+func writeReplays(w io.Writer, ms []*pb.MemberStatus) {
+	head := false
+	for _, m := range ms {
+		r := m.GetStartupReplay()
+		if r == nil {
+			continue
+		}
+		if !head {
+			fmt.Fprintln(w, "\nreplay at start (snapshot restore, then the log after it, until caught up)")
+			head = true
+		}
+		if !r.CaughtUp {
+			fmt.Fprintf(w, "  %s  replaying for %.2fs: snapshot at index %d (%d events) restored, log up to index %d to apply\n",
+				m.GetId(), r.Seconds, r.SnapshotIndex, r.SnapshotEvents, r.LastIndex)
+			continue
+		}
+		fmt.Fprintf(w, "  %s  %d events in %.2fs (%.0f events/s): snapshot at index %d with %d events in %.2fs, then %d log entries with %d events\n",
+			m.GetId(), r.SnapshotEvents+r.LogEvents, r.Seconds, toReplayJSON(r).EventsPerSecond, r.SnapshotIndex, r.SnapshotEvents, r.SnapshotSeconds, r.LogEntries, r.LogEvents)
+	}
 }
 
 func toStatusJSON(st *pb.StatusResponse) statusJSON {
@@ -100,7 +151,7 @@ func toMembersJSON(ms []*pb.MemberStatus) []memberJSON {
 	for _, m := range ms {
 		out = append(out, memberJSON{
 			ID: m.GetId(), RaftAddr: m.GetRaftAddr(), GRPCAddr: m.GetGrpcAddr(), Suffrage: m.GetSuffrage(),
-			Healthy: m.GetHealthy(), LastContactMs: m.GetLastContactMs(),
+			Healthy: m.GetHealthy(), LastContactMs: m.GetLastContactMs(), StartupReplay: toReplayJSON(m.GetStartupReplay()),
 		})
 	}
 	return out

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 )
 
@@ -88,3 +89,31 @@ func TestReservoirBounded(t *testing.T) {
 }
 
 func newTestRand() *rand.Rand { return rand.New(rand.NewPCG(1, 2)) }
+
+func TestWriteReplays(t *testing.T) {
+	var b strings.Builder
+	writeReplays(&b, []*pb.MemberStatus{{Id: "c1"}})
+	if b.Len() != 0 {
+		t.Fatalf("no member replayed: %q", b.String())
+	}
+	ms := []*pb.MemberStatus{
+		{Id: "c1"},
+		{Id: "c2", StartupReplay: &pb.StartupReplay{SnapshotIndex: 8192, SnapshotEvents: 900000, SnapshotSeconds: 1, LastIndex: 9000, LogEntries: 808, LogEvents: 100000, Seconds: 4, CaughtUp: true}},
+		{Id: "c3", StartupReplay: &pb.StartupReplay{SnapshotIndex: 10, SnapshotEvents: 5, LastIndex: 99, Seconds: 2.5}},
+	}
+	writeReplays(&b, ms)
+	for _, want := range []string{
+		"c2  1000000 events in 4.00s (250000 events/s): snapshot at index 8192 with 900000 events in 1.00s, then 808 log entries with 100000 events",
+		"c3  replaying for 2.50s: snapshot at index 10 (5 events) restored, log up to index 99 to apply",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("missing %q in:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "c1") {
+		t.Errorf("a member without a replay is listed:\n%s", b.String())
+	}
+	if j := toMembersJSON(ms); j[0].StartupReplay != nil || j[1].StartupReplay.EventsPerSecond != 250000 || j[2].StartupReplay.EventsPerSecond != 0 {
+		t.Errorf("json: %+v %+v %+v", j[0].StartupReplay, j[1].StartupReplay, j[2].StartupReplay)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -37,6 +38,7 @@ func (s *Server) localStatus() *pb.LocalStatusResponse {
 		AppliedIndex:  s.fsm.AppliedIndex(),
 		LastContactMs: lc,
 		LeaderId:      string(lid),
+		StartupReplay: s.startupReplay(time.Now()),
 	}
 	if w := s.configWarning(); w != "" {
 		ls.Warnings = append(ls.Warnings, w)
@@ -97,7 +99,7 @@ func (c *clusterService) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.S
 			conn, err := s.peers.get(ms.GrpcAddr)
 			var ls *pb.LocalStatusResponse
 			if err == nil {
-				ls, err = pb.NewPeerClient(conn).LocalStatus(cctx, &pb.LocalStatusRequest{})
+				ls, err = pb.NewPeerClient(conn).LocalStatus(cctx, &pb.LocalStatusRequest{}, grpc.WaitForReady(true))
 			}
 			if err != nil {
 				ms.LastContactMs, ms.Error = -1, status.Convert(err).Message()
@@ -134,7 +136,7 @@ func boundWarnings(ws []string) []string {
 }
 
 func (s *Server) fillMember(ms *pb.MemberStatus, ls *pb.LocalStatusResponse) {
-	ms.RaftState, ms.AppliedIndex, ms.LastContactMs = ls.RaftState, ls.AppliedIndex, ls.LastContactMs
+	ms.RaftState, ms.AppliedIndex, ms.LastContactMs, ms.StartupReplay = ls.RaftState, ls.AppliedIndex, ls.LastContactMs, ls.StartupReplay
 	limit := (3 * s.cfg.Raft.HeartbeatTimeout).Milliseconds()
 	ms.Healthy = ls.RaftState == raft.Leader.String() || (ls.LeaderId != "" && ls.LastContactMs >= 0 && ls.LastContactMs <= limit)
 	if !ms.Healthy {

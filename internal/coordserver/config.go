@@ -184,6 +184,10 @@ type Config struct {
 
 	// raftDialer, when set (tests only), opens Raft connections.
 	raftDialer raftnet.DialFunc
+	// leaderIndexBlocked, when set (tests only), is asked before a
+	// follower asks the leader for its read index (refreshLeaderIndex);
+	// true makes the attempt fail, as an unreachable leader would.
+	leaderIndexBlocked func() bool
 	// crashAt, when set (tests only), is asked at each named step of a
 	// multi-step operation; true aborts the operation there, as a crash
 	// would (Server.crashPoint).

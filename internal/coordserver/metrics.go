@@ -115,6 +115,13 @@ func newMetrics(s *Server) *metrics {
 		gauge("logbook_journal_session_results", "Request results the sessions keep for retries, all sessions together (at most 1,048,576 from log format 5 on).", func() float64 {
 			return s.journalStat(func(st *fsm.State) float64 { return float64(st.KeptResults()) })
 		}),
+		gauge("logbook_startup_replay_seconds", "How long this member took at its last start to restore its snapshot and apply the log after it, until caught up (the time so far while it replays; 0 if it started empty).", func() float64 {
+			return s.startupReplay(time.Now()).GetSeconds()
+		}),
+		gauge("logbook_startup_replay_events", "Journal events this member rebuilt at its last start: those its snapshot held plus those the log entries after it appended.", func() float64 {
+			r := s.startupReplay(time.Now())
+			return float64(r.GetSnapshotEvents() + r.GetLogEvents())
+		}),
 		gauge("logbook_journal_tail_streams", "Journal tail streams this member is serving.", func() float64 { return float64(s.tailStreams.Load()) }),
 		gauge("logbook_journal_behind_on_trimming", "1 while a lagging consumer holds over twice the segment limit.", func() float64 {
 			return s.journalStat(func(st *fsm.State) float64 {

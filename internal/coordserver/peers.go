@@ -50,7 +50,9 @@ func (p *peerConns) get(addr string) (*grpc.ClientConn, error) {
 	if p.tls != nil {
 		creds = credentials.NewTLS(p.tls)
 	}
-	c, err := grpc.NewClient(grpcflow.Target(addr), append(grpcflow.DialOptions(),
+	// Reconnect: grpc-go's default redial backoff grows to 120 s, and a
+	// member that restarted would be refused that long by the others.
+	c, err := grpc.NewClient(grpcflow.Target(addr), append(grpcflow.DialOptions(), grpcflow.Reconnect(),
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(p.maxMsg), grpc.MaxCallSendMsgSize(p.maxMsg)),
 		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {

@@ -62,12 +62,15 @@ type Server struct {
 	fwd      *forwarder       // the forward batcher's way to the leader
 
 	self           pb.Member
-	inflightEvents atomic.Int64           // leader: events handed to Raft, not yet applied
-	configWarn     atomic.Pointer[string] // configCheckLoop: this member's config warning, "" or nil when none
-	journalUpkeeps atomic.Uint64          // journalLoop rounds that reached the trim check as a ready leader (tests wait on it)
-	tailStreams    atomic.Int64           // journal Tail streams being served (logbook_journal_tail_streams)
-	readyTerm      atomic.Uint64          // term in which this leader's first entry applied
-	clock          leaderClock            // the session clock this member stamps as leader
+	inflightEvents atomic.Int64                     // leader: events handed to Raft, not yet applied
+	configWarn     atomic.Pointer[string]           // configCheckLoop: this member's config warning, "" or nil when none
+	started        time.Time                        // when New began
+	replay         atomic.Pointer[pb.StartupReplay] // this member's startup replay (startup.go); nil: it started empty
+	leaderIndex    atomic.Uint64                    // follower: the highest read index a leader gave it since it started (0: none yet)
+	journalUpkeeps atomic.Uint64                    // journalLoop rounds that reached the trim check as a ready leader (tests wait on it)
+	tailStreams    atomic.Int64                     // journal Tail streams being served (logbook_journal_tail_streams)
+	readyTerm      atomic.Uint64                    // term in which this leader's first entry applied
+	clock          leaderClock                      // the session clock this member stamps as leader
 	closing        atomic.Bool
 	fatalCh        chan error
 	ctx            context.Context
@@ -100,7 +103,7 @@ func New(cfg Config) (_ *Server, err error) {
 	log = log.With("node-id", cfg.ID)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		cfg: cfg, log: log, fatalCh: make(chan error, 4), ctx: ctx, cancel: cancel,
+		cfg: cfg, log: log, fatalCh: make(chan error, 4), ctx: ctx, cancel: cancel, started: time.Now(),
 		self: pb.Member{
 			Id:       cfg.ID,
 			RaftAddr: advertised(cfg.RaftAddr, cfg.AdvertiseRaft),
@@ -396,12 +399,19 @@ func (s *Server) openRaft() error {
 	if err != nil {
 		return fmt.Errorf("coordserver: raft log cache: %w", err)
 	}
+	var lastIndex uint64
+	if has {
+		if lastIndex, err = store.LastIndex(); err != nil {
+			return fmt.Errorf("coordserver: raft log: %w", err)
+		}
+	}
 	r, err := raft.NewRaft(rc, &timedFSM{FSM: s.fsm, m: s.metrics}, logs, store, snaps, s.trans)
 	if err != nil {
 		return fmt.Errorf("coordserver: start raft: %w", err)
 	}
 	s.raft = r
 	if has {
+		s.beginReplay(s.started, lastIndex)
 		s.bootstrapd.Store(true)
 		// Raft has read the configuration while opening; the log is scanned
 		// only if that configuration lacks this member. A member whose own
@@ -568,7 +578,8 @@ func (s *Server) startGRPC() error {
 }
 
 // ReadyService is the health service name that reports SERVING only while
-// this member is ready (a leader is known and the local state caught up).
+// this member is ready (a leader is known and the local state caught up
+// with it: Server.ready).
 const ReadyService = "logbook.v1.Ready"
 
 func (s *Server) startHTTP() error {
@@ -628,7 +639,8 @@ func (s *Server) healthy() error {
 }
 
 // ready: healthy, a leader is known, and this member's state has caught up
-// with the commit index it learned from the leader.
+// with the commit index it learned from the leader and, on a follower, with
+// the leader's read index (refreshLeaderIndex).
 func (s *Server) ready() error {
 	if err := s.healthy(); err != nil {
 		return err
@@ -646,10 +658,49 @@ func (s *Server) ready() error {
 	if time.Since(s.raft.LastContact()) > 3*s.cfg.Raft.HeartbeatTimeout {
 		return fmt.Errorf("no contact with the leader for %s", time.Since(s.raft.LastContact()).Round(time.Millisecond))
 	}
-	if applied, commit := s.fsm.AppliedIndex(), s.raft.CommitIndex(); applied < commit {
+	// Raft's heartbeats carry no commit index: a restarted follower knows
+	// its leader, and has applied all it knows to be committed, before it
+	// has heard what the leader has committed. So, as etcd's /readyz does
+	// with a linearizable read, it also waits for the leader's read index
+	// (refreshLeaderIndex) and for its state to reach it.
+	li := s.leaderIndex.Load()
+	if li == 0 {
+		return errors.New("catching up: waiting for the leader's read index")
+	}
+	if applied, commit := s.fsm.AppliedIndex(), max(s.raft.CommitIndex(), li); applied < commit {
 		return fmt.Errorf("catching up: applied %d of %d", applied, commit)
 	}
 	return nil
+}
+
+// refreshLeaderIndex asks the leader for its read index (the ReadIndex of
+// linearizable reads: its applied index, its leadership confirmed) and
+// keeps the highest one seen (ready). Followers only; watchLoop calls it.
+func (s *Server) refreshLeaderIndex() {
+	if s.raft.State() != raft.Follower {
+		return
+	}
+	id, addr := s.leaderHint()
+	if id == "" || addr == "" || (s.cfg.leaderIndexBlocked != nil && s.cfg.leaderIndexBlocked()) {
+		return
+	}
+	conn, err := s.peers.get(addr)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, time.Second)
+	defer cancel()
+	resp, err := pb.NewPeerClient(conn).ReadIndex(ctx, &pb.ReadIndexRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		s.log.Debug("asking the leader for its read index failed", "leader", id, "err", err)
+		return
+	}
+	for {
+		old := s.leaderIndex.Load()
+		if resp.Index <= old || s.leaderIndex.CompareAndSwap(old, resp.Index) {
+			return
+		}
+	}
 }
 
 func (s *Server) leaderReady() bool {

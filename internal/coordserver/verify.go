@@ -9,6 +9,7 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -54,7 +55,10 @@ func (c *clusterService) Verify(ctx context.Context, _ *pb.VerifyRequest) (*pb.V
 			conn, err := s.peers.get(addr)
 			var r *pb.CheckpointDigestResponse
 			if err == nil {
-				r, err = pb.NewPeerClient(conn).CheckpointDigest(cctx, &pb.CheckpointDigestRequest{Index: cp.Index})
+				// WaitForReady: a member that restarted moments ago is
+				// answered once its connection is back, not refused from
+				// the redial backoff.
+				r, err = pb.NewPeerClient(conn).CheckpointDigest(cctx, &pb.CheckpointDigestRequest{Index: cp.Index}, grpc.WaitForReady(true))
 			}
 			if err != nil {
 				md.Error = status.Convert(err).Message()
