@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/logbookhq/logbook/internal/rusage"
@@ -87,6 +88,34 @@ type benchResult struct {
 	CPUUsPerOp float64 `json:"cpu_us_per_op"`
 	// Timeline is each second of the measured duration (--timeline).
 	Timeline []timelineSecond `json:"timeline,omitempty"`
+	// ReplayAtStart is each coordinator's startup replay, as coord status
+	// shows it, by member id: how fast it rebuilt its state when it last
+	// started (absent for a member that started empty).
+	ReplayAtStart map[string]*replayJSON `json:"replay_at_start,omitempty"`
+	members       []*pb.MemberStatus
+}
+
+// addReplays asks the cluster for its members' startup replays (coord
+// status's "replay at start") for the report; best effort.
+func (r *benchResult) addReplays(ctx context.Context, cfg client.Config) {
+	c, err := client.New(ctx, cfg)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	st, err := c.Status(ctx)
+	if err != nil {
+		return
+	}
+	r.members = st.Members
+	for _, m := range st.Members {
+		if j := toReplayJSON(m.GetStartupReplay()); j != nil {
+			if r.ReplayAtStart == nil {
+				r.ReplayAtStart = map[string]*replayJSON{}
+			}
+			r.ReplayAtStart[m.GetId()] = j
+		}
+	}
 }
 
 // reservoir keeps at most cap samples, a uniform sample of all added.
@@ -307,7 +336,10 @@ successful calls (ms), the error count, and this process's own CPU time
 over the measured duration (the load generator's share of the machine);
 with --timeline also each second of the measured duration: calls ended in
 it, and their p50, p99 and maximum latency (to within 25%, from
-logarithmic buckets), to show stalls. Exit 1 when no call succeeded.`,
+logarithmic buckets), to show stalls. Then, as coord status does, each
+coordinator's replay at its last start (events/s restoring its snapshot and
+applying the log after it, until caught up): restart a coordinator holding
+the journal to measure it. Exit 1 when no call succeeded.`,
 		Example: `  coord bench journal --clients 16 --size 256 --duration 10s --json`,
 		Args:    cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
@@ -334,6 +366,7 @@ logarithmic buckets), to show stalls. Exit 1 when no call succeeded.`,
 			if err != nil {
 				return o.explain(err)
 			}
+			res.addReplays(ctx, cfg)
 			w := cmd.OutOrStdout()
 			if o.json {
 				err = writeJSON(w, res)
@@ -348,6 +381,7 @@ logarithmic buckets), to show stalls. Exit 1 when no call succeeded.`,
 					}
 				}
 				err = t.Flush()
+				writeReplays(w, res.members)
 			}
 			if err != nil {
 				return err

@@ -128,8 +128,12 @@ func writeReplays(w io.Writer, ms []*pb.MemberStatus) {
 				m.GetId(), r.Seconds, r.SnapshotIndex, r.SnapshotEvents, r.LastIndex)
 			continue
 		}
-		fmt.Fprintf(w, "  %s  %d events in %.2fs (%.0f events/s): snapshot at index %d with %d events in %.2fs, then %d log entries with %d events\n",
-			m.GetId(), r.SnapshotEvents+r.LogEvents, r.Seconds, toReplayJSON(r).EventsPerSecond, r.SnapshotIndex, r.SnapshotEvents, r.SnapshotSeconds, r.LogEntries, r.LogEvents)
+		snap := fmt.Sprintf("no snapshot, log opened in %.2fs", r.SnapshotSeconds)
+		if r.SnapshotIndex > 0 {
+			snap = fmt.Sprintf("snapshot at index %d with %d events in %.2fs", r.SnapshotIndex, r.SnapshotEvents, r.SnapshotSeconds)
+		}
+		fmt.Fprintf(w, "  %s  %d events in %.2fs (%.0f events/s): %s, then %d log entries with %d events\n",
+			m.GetId(), r.SnapshotEvents+r.LogEvents, r.Seconds, toReplayJSON(r).EventsPerSecond, snap, r.LogEntries, r.LogEvents)
 	}
 }
 

@@ -100,11 +100,13 @@ func TestWriteReplays(t *testing.T) {
 		{Id: "c1"},
 		{Id: "c2", StartupReplay: &pb.StartupReplay{SnapshotIndex: 8192, SnapshotEvents: 900000, SnapshotSeconds: 1, LastIndex: 9000, LogEntries: 808, LogEvents: 100000, Seconds: 4, CaughtUp: true}},
 		{Id: "c3", StartupReplay: &pb.StartupReplay{SnapshotIndex: 10, SnapshotEvents: 5, LastIndex: 99, Seconds: 2.5}},
+		{Id: "c4", StartupReplay: &pb.StartupReplay{SnapshotSeconds: 0.5, LastIndex: 99, LogEntries: 99, LogEvents: 1000, Seconds: 2, CaughtUp: true}},
 	}
 	writeReplays(&b, ms)
 	for _, want := range []string{
 		"c2  1000000 events in 4.00s (250000 events/s): snapshot at index 8192 with 900000 events in 1.00s, then 808 log entries with 100000 events",
 		"c3  replaying for 2.50s: snapshot at index 10 (5 events) restored, log up to index 99 to apply",
+		"c4  1000 events in 2.00s (500 events/s): no snapshot, log opened in 0.50s, then 99 log entries with 1000 events",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("missing %q in:\n%s", want, b.String())
