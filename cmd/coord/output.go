@@ -103,11 +103,15 @@ func toReplayJSON(r *pb.StartupReplay) *replayJSON {
 	if r == nil {
 		return nil
 	}
-	j := &replayJSON{r.SnapshotIndex, r.SnapshotEvents, r.SnapshotSeconds, r.LastIndex, r.LogEntries, r.LogEvents, r.Seconds, r.CaughtUp, 0}
-	if r.CaughtUp && r.Seconds > 0 {
-		j.EventsPerSecond = float64(r.SnapshotEvents+r.LogEvents) / r.Seconds
+	return &replayJSON{r.SnapshotIndex, r.SnapshotEvents, r.SnapshotSeconds, r.LastIndex, r.LogEntries, r.LogEvents, r.Seconds, r.CaughtUp, replayRate(r)}
+}
+
+// replayRate is a finished replay's events per second (0 while replaying).
+func replayRate(r *pb.StartupReplay) float64 {
+	if !r.CaughtUp || r.Seconds <= 0 {
+		return 0
 	}
-	return j
+	return float64(r.SnapshotEvents+r.LogEvents) / r.Seconds
 }
 
 // writeReplays prints the members' startup replays, if any reported one:
@@ -133,7 +137,7 @@ func writeReplays(w io.Writer, ms []*pb.MemberStatus) {
 			snap = fmt.Sprintf("snapshot at index %d with %d events in %.2fs", r.SnapshotIndex, r.SnapshotEvents, r.SnapshotSeconds)
 		}
 		fmt.Fprintf(w, "  %s  %d events in %.2fs (%.0f events/s): %s, then %d log entries with %d events\n",
-			m.GetId(), r.SnapshotEvents+r.LogEvents, r.Seconds, toReplayJSON(r).EventsPerSecond, snap, r.LogEntries, r.LogEvents)
+			m.GetId(), r.SnapshotEvents+r.LogEvents, r.Seconds, replayRate(r), snap, r.LogEntries, r.LogEvents)
 	}
 }
 

@@ -61,13 +61,7 @@ func (c *clusterService) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.S
 		Term: local.Term, CommitIndex: local.CommitIndex, AppliedIndex: local.AppliedIndex,
 		ResponderId: s.cfg.ID,
 	}
-	s.fsm.View(func(st *fsm.State) {
-		for _, w := range []string{s.trimWarning(st), s.quotaWarning(st)} {
-			if w != "" {
-				resp.Warnings = append(resp.Warnings, w)
-			}
-		}
-	})
+	s.fsm.View(func(st *fsm.State) { resp.Warnings = s.journalWarnings(st) })
 	resp.Warnings = append(resp.Warnings, local.Warnings...)
 	servers := f.Configuration().Servers
 	resp.Members = make([]*pb.MemberStatus, len(servers))

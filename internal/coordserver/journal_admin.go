@@ -110,15 +110,15 @@ func (s *Server) quotaWarning(st *fsm.State) string {
 	return ""
 }
 
-// journalWarnings are the journal's health warnings, in one line.
-func (s *Server) journalWarnings(st *fsm.State) string {
+// journalWarnings are the journal's health warnings in force.
+func (s *Server) journalWarnings(st *fsm.State) []string {
 	var ws []string
 	for _, w := range []string{s.trimWarning(st), s.quotaWarning(st)} {
 		if w != "" {
 			ws = append(ws, w)
 		}
 	}
-	return strings.Join(ws, "; ")
+	return ws
 }
 
 // journalLimits are the automatic trim bounds in force: the cluster's once
@@ -233,7 +233,7 @@ func (j *journalService) Positions(ctx context.Context, _ *pb.PositionsRequest) 
 		resp.EventCount = uint64(st.EventCount())
 		resp.SegmentCount = uint64(len(st.Segments()))
 		resp.AppliedIndex = st.AppliedIndex()
-		resp.Warning = s.journalWarnings(st)
+		resp.Warning = strings.Join(s.journalWarnings(st), "; ")
 		resp.LogFormat = st.LogFormat()
 	})
 	resp.WritePos = resp.SafePos

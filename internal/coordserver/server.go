@@ -411,7 +411,7 @@ func (s *Server) openRaft() error {
 	}
 	s.raft = r
 	if has {
-		s.beginReplay(s.started, lastIndex)
+		s.beginReplay(lastIndex)
 		s.bootstrapd.Store(true)
 		// Raft has read the configuration while opening; the log is scanned
 		// only if that configuration lacks this member. A member whose own
@@ -695,11 +695,8 @@ func (s *Server) refreshLeaderIndex() {
 		s.log.Debug("asking the leader for its read index failed", "leader", id, "err", err)
 		return
 	}
-	for {
-		old := s.leaderIndex.Load()
-		if resp.Index <= old || s.leaderIndex.CompareAndSwap(old, resp.Index) {
-			return
-		}
+	if resp.Index > s.leaderIndex.Load() { // watchLoop is the only writer
+		s.leaderIndex.Store(resp.Index)
 	}
 }
 

@@ -20,18 +20,18 @@ import (
 // held at start (lastIndex), or, if some of those were never committed
 // (a new leader will overwrite them), it is ready: it applied everything
 // the leader has committed.
-func (s *Server) beginReplay(started time.Time, lastIndex uint64) {
+func (s *Server) beginReplay(lastIndex uint64) {
 	var next uint64
 	r := &pb.StartupReplay{LastIndex: lastIndex}
 	s.fsm.View(func(st *fsm.State) {
 		r.SnapshotIndex, r.SnapshotEvents, next = st.AppliedIndex(), uint64(st.EventCount()), st.NextSeq()
 	})
-	r.SnapshotSeconds = time.Since(started).Seconds()
+	r.SnapshotSeconds = time.Since(s.started).Seconds()
 	s.replay.Store(r)
-	s.goLoop(func() { s.awaitReplay(started, r, next) })
+	s.goLoop(func() { s.awaitReplay(r, next) })
 }
 
-func (s *Server) awaitReplay(started time.Time, r *pb.StartupReplay, next0 uint64) {
+func (s *Server) awaitReplay(r *pb.StartupReplay, next0 uint64) {
 	// The apply channel wakes the loop as entries apply; the ticker covers
 	// readiness, which can come without an apply (a leader's heartbeat).
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -41,7 +41,7 @@ func (s *Server) awaitReplay(started time.Time, r *pb.StartupReplay, next0 uint6
 		ch := s.fsm.ViewWait(func(st *fsm.State) { applied, next = st.AppliedIndex(), st.NextSeq() })
 		if applied >= r.LastIndex || s.ready() == nil {
 			done := proto.CloneOf(r)
-			done.Seconds, done.CaughtUp = time.Since(started).Seconds(), true
+			done.Seconds, done.CaughtUp = time.Since(s.started).Seconds(), true
 			if applied > r.SnapshotIndex {
 				done.LogEntries = applied - r.SnapshotIndex
 			}
