@@ -188,6 +188,9 @@ type Config struct {
 	// follower asks the leader for its read index (refreshLeaderIndex);
 	// true makes the attempt fail, as an unreachable leader would.
 	leaderIndexBlocked func() bool
+	// lookupChunk, when set (tests only), replaces defaultLookupChunk: the
+	// block lookups made per hold of a lock (Server.lookupChunk).
+	lookupChunk int
 	// crashAt, when set (tests only), is asked at each named step of a
 	// multi-step operation; true aborts the operation there, as a crash
 	// would (Server.crashPoint).

@@ -216,9 +216,7 @@ func TestCacherIndex(t *testing.T) {
 func TestHolderIndexReports(t *testing.T) {
 	// Small chunks: a node's incremental reports land between the
 	// chunks of its full report's indexing.
-	defer func(n int) { lookupChunk = n }(lookupChunk)
-	lookupChunk = 16
-	e := newFSEnv(t, func(int, *Config) {})
+	e := newFSEnv(t, func(_ int, c *Config) { c.lookupChunk = 16 })
 	e.registerNodes(3)
 	var wg sync.WaitGroup
 	replica := func(rng *rand.Rand) *pb.ReportedReplica {
@@ -414,7 +412,7 @@ func BenchmarkCheckBlocks(b *testing.B) {
 	}
 	b.ResetTimer()
 	for b.Loop() {
-		for chunk := range slices.Chunk(infos, lookupChunk) {
+		for chunk := range slices.Chunk(infos, s.lookupChunk()) {
 			f := s.fsLocked()
 			for _, info := range chunk {
 				s.checkBlockLocked(f, info, now, cfg)

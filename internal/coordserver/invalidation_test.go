@@ -213,7 +213,11 @@ func TestInvalidationSweepAndRemovals(t *testing.T) {
 }
 
 func testInvalidationSweep(t *testing.T, background bool) {
-	defer func(n, m, c int) { invalidateChecksPerBeat, sweepBuildMin, sweepBuildChunk = n, m, c }(invalidateChecksPerBeat, sweepBuildMin, sweepBuildChunk)
+	// Restored in a cleanup registered before the cluster's, so it runs
+	// after the cluster has stopped (a defer would run before, racing its
+	// goroutines).
+	n, m, c := invalidateChecksPerBeat, sweepBuildMin, sweepBuildChunk
+	t.Cleanup(func() { invalidateChecksPerBeat, sweepBuildMin, sweepBuildChunk = n, m, c })
 	invalidateChecksPerBeat = 8
 	if background {
 		sweepBuildMin, sweepBuildChunk = 16, 5

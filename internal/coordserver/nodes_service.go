@@ -29,11 +29,20 @@ const (
 	maxReplChecksPerCycle = 100000
 )
 
-// lookupChunk bounds the block lookups made under one hold of the state
+// defaultLookupChunk bounds the block lookups made under one hold of the state
 // machine's read lock, which applies wait for, and the blocks handled
 // under one hold of the soft state's lock, which every node's heartbeats
-// and reports wait for. A variable for tests.
-var lookupChunk = 4096
+// and reports wait for (Server.lookupChunk; Config.lookupChunk in tests).
+const defaultLookupChunk = 4096
+
+// lookupChunk is this server's chunk: defaultLookupChunk unless a test
+// set a smaller one in its Config.
+func (s *Server) lookupChunk() int {
+	if s.cfg.lookupChunk > 0 {
+		return s.cfg.lookupChunk
+	}
+	return defaultLookupChunk
+}
 
 // invalidateChecksPerBeat bounds the replicas a heartbeat checks for
 // invalidation, from each source (rechecks, the sweep): a node with a
@@ -249,8 +258,9 @@ func (s *Server) invalidations(id string, check []replicaCheck, now time.Time) [
 	stale := s.fsCfg().NodeStaleInterval
 	blocks := make([]*pb.BlockRecord, len(check))
 	var maxGS uint64
-	for i := 0; i < len(check); i += lookupChunk {
-		end := min(i+lookupChunk, len(check))
+	chunk := s.lookupChunk()
+	for i := 0; i < len(check); i += chunk {
+		end := min(i+chunk, len(check))
 		s.fsm.View(func(st *fsm.State) {
 			for j := i; j < end; j++ {
 				blocks[j], _ = st.Block(check[j].id)
@@ -433,7 +443,7 @@ func (s *Server) installReport(ctx context.Context, id string, reps map[uint64]s
 // reports wait for), while the term is still term. It reports whether it
 // got through them all.
 func (s *Server) eachChunked(term uint64, ids []uint64, fn func(f *fsSoft, id uint64)) bool {
-	for chunk := range slices.Chunk(ids, lookupChunk) {
+	for chunk := range slices.Chunk(ids, s.lookupChunk()) {
 		f := s.fsLocked()
 		if f.term != term {
 			f.mu.Unlock()

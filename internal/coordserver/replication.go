@@ -130,7 +130,7 @@ func (s *Server) replicationCycle(now time.Time) {
 	infos, _ := s.blockInfos(ids)
 	// Checked a chunk per hold of the lock: heartbeats and reports wait
 	// while it is held.
-	for chunk := range slices.Chunk(ids, lookupChunk) {
+	for chunk := range slices.Chunk(ids, s.lookupChunk()) {
 		f = s.fsLocked()
 		for _, id := range chunk {
 			if !f.repl.dirty.has(id) {
@@ -172,7 +172,7 @@ func (s *Server) blockInfos(ids []uint64) (map[uint64]blockInfo, map[string]*pb.
 	nodes := map[string]*pb.NodeRecord{}
 	// In holds of the read lock of lookupChunk blocks: a cycle checks up
 	// to maxReplChecksPerCycle, and applies wait while the lock is held.
-	for chunk := range slices.Chunk(ids, lookupChunk) {
+	for chunk := range slices.Chunk(ids, s.lookupChunk()) {
 		s.fsm.View(func(st *fsm.State) {
 			for _, id := range chunk {
 				b, ok := st.Block(id)
