@@ -372,10 +372,17 @@ type StartupReplay struct {
 	LogEntries uint64 `protobuf:"varint,5,opt,name=log_entries,json=logEntries,proto3" json:"log_entries,omitempty"`
 	LogEvents  uint64 `protobuf:"varint,6,opt,name=log_events,json=logEvents,proto3" json:"log_events,omitempty"`
 	// From the start until caught up; 0 while still replaying.
-	Seconds       float64 `protobuf:"fixed64,7,opt,name=seconds,proto3" json:"seconds,omitempty"`
-	CaughtUp      bool    `protobuf:"varint,8,opt,name=caught_up,json=caughtUp,proto3" json:"caught_up,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Seconds  float64 `protobuf:"fixed64,7,opt,name=seconds,proto3" json:"seconds,omitempty"`
+	CaughtUp bool    `protobuf:"varint,8,opt,name=caught_up,json=caughtUp,proto3" json:"caught_up,omitempty"`
+	// From the start until the first log entry after the snapshot applied
+	// (0: none has yet). Raft applies none before it learns it committed,
+	// from a leader's first AppendEntries (or its own first commit as
+	// leader), so the time from snapshot_seconds to here is the wait for
+	// that (an election, after a whole-cluster restart), and the log's own
+	// replay is from here to seconds.
+	LogWaitSeconds float64 `protobuf:"fixed64,9,opt,name=log_wait_seconds,json=logWaitSeconds,proto3" json:"log_wait_seconds,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StartupReplay) Reset() {
@@ -462,6 +469,13 @@ func (x *StartupReplay) GetCaughtUp() bool {
 		return x.CaughtUp
 	}
 	return false
+}
+
+func (x *StartupReplay) GetLogWaitSeconds() float64 {
+	if x != nil {
+		return x.LogWaitSeconds
+	}
+	return 0
 }
 
 type StatusResponse struct {
@@ -1492,7 +1506,7 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"raft_state\x18\n" +
 	" \x01(\tR\traftState\x12\x14\n" +
 	"\x05error\x18\v \x01(\tR\x05error\x12@\n" +
-	"\x0estartup_replay\x18\f \x01(\v2\x19.logbook.v1.StartupReplayR\rstartupReplay\"\xa0\x02\n" +
+	"\x0estartup_replay\x18\f \x01(\v2\x19.logbook.v1.StartupReplayR\rstartupReplay\"\xca\x02\n" +
 	"\rStartupReplay\x12%\n" +
 	"\x0esnapshot_index\x18\x01 \x01(\x04R\rsnapshotIndex\x12'\n" +
 	"\x0fsnapshot_events\x18\x02 \x01(\x04R\x0esnapshotEvents\x12)\n" +
@@ -1504,7 +1518,8 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"log_events\x18\x06 \x01(\x04R\tlogEvents\x12\x18\n" +
 	"\aseconds\x18\a \x01(\x01R\aseconds\x12\x1b\n" +
-	"\tcaught_up\x18\b \x01(\bR\bcaughtUp\"\xc5\x02\n" +
+	"\tcaught_up\x18\b \x01(\bR\bcaughtUp\x12(\n" +
+	"\x10log_wait_seconds\x18\t \x01(\x01R\x0elogWaitSeconds\"\xc5\x02\n" +
 	"\x0eStatusResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x1b\n" +

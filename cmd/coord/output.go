@@ -97,13 +97,30 @@ type replayJSON struct {
 	Seconds         float64 `json:"seconds"`
 	CaughtUp        bool    `json:"caught_up"`
 	EventsPerSecond float64 `json:"events_per_second"`
+	// LogWaitSeconds: from the start until the first log entry applied
+	// (the wait for a commit index); LogEventsPerSecond: the log's events
+	// over the time from there until caught up.
+	LogWaitSeconds     float64 `json:"log_wait_seconds"`
+	LogEventsPerSecond float64 `json:"log_events_per_second"`
 }
 
 func toReplayJSON(r *pb.StartupReplay) *replayJSON {
 	if r == nil {
 		return nil
 	}
-	return &replayJSON{r.SnapshotIndex, r.SnapshotEvents, r.SnapshotSeconds, r.LastIndex, r.LogEntries, r.LogEvents, r.Seconds, r.CaughtUp, replayRate(r)}
+	return &replayJSON{r.SnapshotIndex, r.SnapshotEvents, r.SnapshotSeconds, r.LastIndex, r.LogEntries, r.LogEvents, r.Seconds, r.CaughtUp, replayRate(r),
+		r.LogWaitSeconds, logReplayRate(r)}
+}
+
+// logReplayRate is a finished replay's log events per second, from the
+// first log entry's apply (after the wait for a commit index) until
+// caught up; 0 while replaying or with no log replayed.
+func logReplayRate(r *pb.StartupReplay) float64 {
+	d := r.Seconds - r.LogWaitSeconds
+	if !r.CaughtUp || r.LogWaitSeconds <= 0 || r.LogEvents == 0 || d <= 0 {
+		return 0
+	}
+	return float64(r.LogEvents) / d
 }
 
 // replayRate is a finished replay's events per second (0 while replaying).
@@ -136,8 +153,13 @@ func writeReplays(w io.Writer, ms []*pb.MemberStatus) {
 		if r.SnapshotIndex > 0 {
 			snap = fmt.Sprintf("snapshot at index %d with %d events in %.2fs", r.SnapshotIndex, r.SnapshotEvents, r.SnapshotSeconds)
 		}
-		fmt.Fprintf(w, "  %s  %d events in %.2fs (%.0f events/s): %s, then %d log entries with %d events\n",
+		fmt.Fprintf(w, "  %s  %d events in %.2fs (%.0f events/s): %s, then %d log entries with %d events",
 			m.GetId(), r.SnapshotEvents+r.LogEvents, r.Seconds, replayRate(r), snap, r.LogEntries, r.LogEvents)
+		if rate := logReplayRate(r); rate > 0 {
+			fmt.Fprintf(w, " in %.2fs (%.0f events/s) after %.2fs waiting for a commit index",
+				r.Seconds-r.LogWaitSeconds, rate, r.LogWaitSeconds-r.SnapshotSeconds)
+		}
+		fmt.Fprintln(w)
 	}
 }
 

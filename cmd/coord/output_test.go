@@ -98,13 +98,13 @@ func TestWriteReplays(t *testing.T) {
 	}
 	ms := []*pb.MemberStatus{
 		{Id: "c1"},
-		{Id: "c2", StartupReplay: &pb.StartupReplay{SnapshotIndex: 8192, SnapshotEvents: 900000, SnapshotSeconds: 1, LastIndex: 9000, LogEntries: 808, LogEvents: 100000, Seconds: 4, CaughtUp: true}},
+		{Id: "c2", StartupReplay: &pb.StartupReplay{SnapshotIndex: 8192, SnapshotEvents: 900000, SnapshotSeconds: 1, LastIndex: 9000, LogEntries: 808, LogEvents: 100000, Seconds: 4, CaughtUp: true, LogWaitSeconds: 3.5}},
 		{Id: "c3", StartupReplay: &pb.StartupReplay{SnapshotIndex: 10, SnapshotEvents: 5, LastIndex: 99, Seconds: 2.5}},
 		{Id: "c4", StartupReplay: &pb.StartupReplay{SnapshotSeconds: 0.5, LastIndex: 99, LogEntries: 99, LogEvents: 1000, Seconds: 2, CaughtUp: true}},
 	}
 	writeReplays(&b, ms)
 	for _, want := range []string{
-		"c2  1000000 events in 4.00s (250000 events/s): snapshot at index 8192 with 900000 events in 1.00s, then 808 log entries with 100000 events",
+		"c2  1000000 events in 4.00s (250000 events/s): snapshot at index 8192 with 900000 events in 1.00s, then 808 log entries with 100000 events in 0.50s (200000 events/s) after 2.50s waiting for a commit index",
 		"c3  replaying for 2.50s: snapshot at index 10 (5 events) restored, log up to index 99 to apply",
 		"c4  1000 events in 2.00s (500 events/s): no snapshot, log opened in 0.50s, then 99 log entries with 1000 events",
 	} {
@@ -112,10 +112,13 @@ func TestWriteReplays(t *testing.T) {
 			t.Errorf("missing %q in:\n%s", want, b.String())
 		}
 	}
+	if !strings.Contains(b.String(), "with 1000 events\n") {
+		t.Errorf("c4 (no first-apply time) got a log rate:\n%s", b.String())
+	}
 	if strings.Contains(b.String(), "c1") {
 		t.Errorf("a member without a replay is listed:\n%s", b.String())
 	}
-	if j := toMembersJSON(ms); j[0].StartupReplay != nil || j[1].StartupReplay.EventsPerSecond != 250000 || j[2].StartupReplay.EventsPerSecond != 0 {
+	if j := toMembersJSON(ms); j[0].StartupReplay != nil || j[1].StartupReplay.EventsPerSecond != 250000 || j[1].StartupReplay.LogEventsPerSecond != 200000 || j[1].StartupReplay.LogWaitSeconds != 3.5 || j[3].StartupReplay.LogEventsPerSecond != 0 || j[2].StartupReplay.EventsPerSecond != 0 {
 		t.Errorf("json: %+v %+v %+v", j[0].StartupReplay, j[1].StartupReplay, j[2].StartupReplay)
 	}
 }

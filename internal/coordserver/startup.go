@@ -19,7 +19,9 @@ import (
 // moment the member has caught up: it has applied every entry its own log
 // held at start (lastIndex), or, if some of those were never committed
 // (a new leader will overwrite them), it is ready: it applied everything
-// the leader has committed.
+// the leader has committed. It notes when the first log entry after the
+// snapshot applied: the log's replay starts there, after the wait for a
+// commit index.
 func (s *Server) beginReplay(lastIndex uint64) {
 	var next uint64
 	r := &pb.StartupReplay{LastIndex: lastIndex}
@@ -39,6 +41,11 @@ func (s *Server) awaitReplay(r *pb.StartupReplay, next0 uint64) {
 	for {
 		var applied, next uint64
 		ch := s.fsm.ViewWait(func(st *fsm.State) { applied, next = st.AppliedIndex(), st.NextSeq() })
+		if r.LogWaitSeconds == 0 && applied > r.SnapshotIndex {
+			r = proto.CloneOf(r) // readers hold the stored one
+			r.LogWaitSeconds = time.Since(s.started).Seconds()
+			s.replay.Store(r)
+		}
 		if applied >= r.LastIndex || s.ready() == nil {
 			done := proto.CloneOf(r)
 			done.Seconds, done.CaughtUp = time.Since(s.started).Seconds(), true
@@ -53,7 +60,7 @@ func (s *Server) awaitReplay(r *pb.StartupReplay, next0 uint64) {
 			s.log.Info("caught up after restart", "seconds", done.Seconds, "events", events,
 				"events-per-second", int64(float64(events)/max(done.Seconds, 1e-9)),
 				"snapshot-index", done.SnapshotIndex, "snapshot-events", done.SnapshotEvents, "snapshot-seconds", done.SnapshotSeconds,
-				"log-entries", done.LogEntries, "log-events", done.LogEvents)
+				"log-wait-seconds", done.LogWaitSeconds, "log-entries", done.LogEntries, "log-events", done.LogEvents)
 			return
 		}
 		select {

@@ -80,6 +80,11 @@ func TestRestartedFollowerReadiness(t *testing.T) {
 		r.SnapshotIndex+r.LogEntries < r.LastIndex {
 		t.Fatalf("startup replay: %v (its applied index before the restart %d)", r, before)
 	}
+	// Its log's replay began with the first entry applied: after the
+	// snapshot's restore, before it caught up.
+	if r.LogEntries > 0 && (r.LogWaitSeconds < r.SnapshotSeconds || r.LogWaitSeconds > r.Seconds || r.LogWaitSeconds <= 0) {
+		t.Fatalf("startup replay's first log apply at %.3fs, outside [%.3fs, %.3fs]", r.LogWaitSeconds, r.SnapshotSeconds, r.Seconds)
+	}
 	// Status shows it once the member is registered again.
 	eventually(t, 20*time.Second, "status to show the restarted member's startup replay", func() bool {
 		st, err := c.Status(ctx)
