@@ -162,7 +162,6 @@ func (s *Server) watchLoop() {
 		if !s.bootstrapd.Load() && s.raft.LastIndex() > 0 {
 			s.markBootstrapped()
 		}
-		s.refreshLeaderIndex()
 		if r := s.ready() == nil; r != ready {
 			ready = r
 			st := healthNotServing

@@ -152,6 +152,7 @@ func New(cfg Config) (_ *Server, err error) {
 	s.goLoop(s.leaderLoop)
 	s.goLoop(s.registerLoop)
 	s.goLoop(s.watchLoop)
+	s.goLoop(s.leaderIndexLoop)
 	s.goLoop(s.journalLoop)
 	s.goLoop(s.configCheckLoop)
 	s.goLoop(s.leaseMonitor)
@@ -673,9 +674,21 @@ func (s *Server) ready() error {
 	return nil
 }
 
+// leaderIndexLoop keeps a follower's view of the leader's read index
+// fresh (ready), every 250 ms, in a loop of its own: a call waits up to a
+// second for a leader that is reconnecting, which must not hold up
+// watchLoop's membership checks.
+func (s *Server) leaderIndexLoop() {
+	s.every(250*time.Millisecond, func() bool {
+		s.refreshLeaderIndex()
+		return true
+	})
+}
+
 // refreshLeaderIndex asks the leader for its read index (the ReadIndex of
 // linearizable reads: its applied index, its leadership confirmed) and
-// keeps the highest one seen (ready). Followers only; watchLoop calls it.
+// keeps the highest one seen (ready). Followers only; leaderIndexLoop is
+// its only caller.
 func (s *Server) refreshLeaderIndex() {
 	if s.raft.State() != raft.Follower {
 		return
@@ -695,7 +708,7 @@ func (s *Server) refreshLeaderIndex() {
 		s.log.Debug("asking the leader for its read index failed", "leader", id, "err", err)
 		return
 	}
-	if resp.Index > s.leaderIndex.Load() { // watchLoop is the only writer
+	if resp.Index > s.leaderIndex.Load() { // the only writer
 		s.leaderIndex.Store(resp.Index)
 	}
 }
