@@ -119,7 +119,7 @@ type Client struct {
 // discovered lazily, on first use, if none is known yet).
 func New(ctx context.Context, cfg Config) (*Client, error) {
 	if len(cfg.Endpoints) == 0 {
-		return nil, fmt.Errorf("logbook: %w: no endpoints", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: no endpoints", ErrInvalidArgument)
 	}
 	if cfg.ClientID == "" {
 		var b [12]byte

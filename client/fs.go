@@ -283,7 +283,7 @@ func (f *FS) nodeAddr(ctx context.Context, id string) (string, error) {
 	addr, ok := f.nodes[id]
 	f.mu.Unlock()
 	if !ok {
-		return "", fmt.Errorf("logbook: %w: storage node %s has no known address", ErrNotFound, id)
+		return "", fmt.Errorf("%w: storage node %s has no known address", ErrNotFound, id)
 	}
 	return addr, nil
 }

@@ -103,7 +103,7 @@ func readOrder(b BlockInfo) []string {
 // visibleLength asks the block's nodes, in order, for the visible length
 // of their replica (the first that answers wins).
 func (f *FS) visibleLength(ctx context.Context, b readBlock) (int64, error) {
-	var lastErr error = fmt.Errorf("logbook: %w: block %d has no locations", ErrUnavailable, b.id)
+	var lastErr error = fmt.Errorf("%w: block %d has no locations", ErrUnavailable, b.id)
 	for _, id := range b.nodes {
 		addr, err := f.nodeAddr(ctx, id)
 		if err != nil {
@@ -150,7 +150,7 @@ func (r *FileReader) Read(p []byte) (int, error) {
 // ReadAt reads len(p) bytes at off (io.ReaderAt).
 func (r *FileReader) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
-		return 0, fmt.Errorf("logbook: %w: negative offset", ErrInvalidArgument)
+		return 0, fmt.Errorf("%w: negative offset", ErrInvalidArgument)
 	}
 	n := 0
 	for n < len(p) {
@@ -178,10 +178,10 @@ func (r *FileReader) Seek(offset int64, whence int) (int64, error) {
 	case io.SeekEnd:
 		offset += r.size
 	default:
-		return 0, fmt.Errorf("logbook: %w: whence %d", ErrInvalidArgument, whence)
+		return 0, fmt.Errorf("%w: whence %d", ErrInvalidArgument, whence)
 	}
 	if offset < 0 {
-		return 0, fmt.Errorf("logbook: %w: seek to %d", ErrInvalidArgument, offset)
+		return 0, fmt.Errorf("%w: seek to %d", ErrInvalidArgument, offset)
 	}
 	r.pos = offset
 	return offset, nil
@@ -207,7 +207,7 @@ func (r *FileReader) blockAt(off int64) readBlock {
 // reported to the leader once another replica served the range (when
 // every replica fails, the fault is more likely this reader's).
 func (f *FS) readBlock(ctx context.Context, b readBlock, from, n int64) ([]byte, error) {
-	var lastErr error = fmt.Errorf("logbook: %w: block %d has no locations", ErrUnavailable, b.id)
+	var lastErr error = fmt.Errorf("%w: block %d has no locations", ErrUnavailable, b.id)
 	var bad []*pb.BadReplica
 	for _, id := range b.nodes {
 		addr, err := f.nodeAddr(ctx, id)

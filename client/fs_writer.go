@@ -281,7 +281,7 @@ func (w *FileWriter) usable() error {
 	case w.err != nil:
 		return w.err
 	case w.done:
-		return fmt.Errorf("logbook: %w: writer of %s is closed", ErrFailedPrecondition, w.path)
+		return fmt.Errorf("%w: writer of %s is closed", ErrFailedPrecondition, w.path)
 	}
 	return nil
 }

@@ -51,7 +51,7 @@ type Journal struct{ c *Client }
 // leader changes are applied exactly once.
 func (j *Journal) Append(ctx context.Context, events ...Event) ([]uint64, error) {
 	if len(events) == 0 {
-		return nil, fmt.Errorf("logbook: %w: append needs at least one event", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: append needs at least one event", ErrInvalidArgument)
 	}
 	pbEvents := make([]*pb.Event, len(events))
 	for i, e := range events {
@@ -97,7 +97,7 @@ func WithConsistency(c Consistency) ReadOption {
 // fails with ErrOutOfRange.
 func (j *Journal) Read(ctx context.Context, from uint64, max int, opts ...ReadOption) ([]StoredEvent, ReadInfo, error) {
 	if max < 0 || max > 1<<20 {
-		return nil, ReadInfo{}, fmt.Errorf("logbook: %w: max %d", ErrInvalidArgument, max)
+		return nil, ReadInfo{}, fmt.Errorf("%w: max %d: want 0 (the server's default) to %d", ErrInvalidArgument, max, 1<<20)
 	}
 	req := &pb.ReadRequest{From: from, Max: uint32(max)}
 	for _, o := range opts {

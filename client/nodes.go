@@ -56,5 +56,5 @@ func (c *Client) nodeAddr(ctx context.Context, node string) (string, error) {
 	if _, _, err := net.SplitHostPort(node); err == nil {
 		return node, nil
 	}
-	return "", fmt.Errorf("logbook: %w: no storage node %q is registered", ErrNotFound, node)
+	return "", fmt.Errorf("%w: no storage node %q is registered", ErrNotFound, node)
 }

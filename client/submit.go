@@ -68,7 +68,7 @@ func newAppender(c *Client) *appender {
 func (j *Journal) Submit(events ...Event) *Future {
 	f := &Future{done: make(chan struct{})}
 	if len(events) == 0 {
-		f.err = fmt.Errorf("logbook: %w: submit needs at least one event", ErrInvalidArgument)
+		f.err = fmt.Errorf("%w: submit needs at least one event", ErrInvalidArgument)
 		close(f.done)
 		return f
 	}

@@ -92,11 +92,16 @@ func newExportCmd() *cobra.Command {
 (default: the safe pos when the command starts) to FILE in the export format
 (a header, one CRC32C-checked record per event, a trailer; see
 journal/export/doc.go). The file is written to FILE.tmp, fsynced and renamed,
-so FILE is never a partial export.`,
+so FILE is never a partial export. A range that can hold nothing (--from
+after --to, --from past the safe pos, --to below the trimmed pos) is refused
+and writes no file; --from below the trimmed pos is refused too.`,
 		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
 				return usageErrorf("--out FILE is required")
+			}
+			if from != 0 && to != 0 && from > to {
+				return usageErrorf("--from %d is after --to %d", from, to)
 			}
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				st, err := c.Status(ctx)
@@ -114,6 +119,12 @@ so FILE is never a partial export.`,
 				if from != 0 && from < p.TrimmedPos {
 					return fmt.Errorf("--from %d is below the trimmed pos %d", from, p.TrimmedPos)
 				}
+				if to != 0 && to < p.TrimmedPos {
+					return fmt.Errorf("--to %d is below the trimmed pos %d: nothing retained to export", to, p.TrimmedPos)
+				}
+				if from > p.SafePos {
+					return fmt.Errorf("--from %d is past the safe pos %d: nothing to export", from, p.SafePos)
+				}
 				h := export.Header{ClusterID: st.ClusterId, Source: st.ResponderId, Created: time.Now()}
 				if hi >= lo {
 					h.FirstSeq, h.LastSeq, h.EventCount = lo, hi, hi-lo+1
@@ -129,6 +140,10 @@ so FILE is never a partial export.`,
 						FirstSeq uint64 `json:"first_seq"`
 						LastSeq  uint64 `json:"last_seq"`
 					}{out, n, h.FirstSeq, h.LastSeq})
+				}
+				if n == 0 {
+					_, err = fmt.Fprintf(cmd.OutOrStdout(), "exported 0 events (the journal retains none) to %s\n", out)
+					return err
 				}
 				_, err = fmt.Fprintf(cmd.OutOrStdout(), "exported %d events (%d..%d) to %s\n", n, h.FirstSeq, h.LastSeq, out)
 				return err

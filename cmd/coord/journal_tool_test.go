@@ -69,6 +69,24 @@ func TestJournalToolRoundTrip(t *testing.T) {
 	if code, out, stderr := run(t, nil, "journal", "export", "--out", file, "--endpoints", srcEps); code != 0 {
 		t.Fatalf("export: exit %d %s %s", code, out, stderr)
 	}
+	// Ranges with nothing in them are refused, and write no file.
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--from", "5", "--to", "2"}, 2, "--from 5 is after --to 2"},
+		{[]string{"--from", "121"}, 1, "--from 121 is past the safe pos 120: nothing to export"},
+	} {
+		none := filepath.Join(dir, "none.lbx")
+		args := append([]string{"journal", "export", "--out", none, "--endpoints", srcEps}, c.args...)
+		if code, _, stderr := run(t, nil, args...); code != c.code || !strings.Contains(stderr, c.want) {
+			t.Fatalf("export %v: exit %d %s, want exit %d and %q", c.args, code, stderr, c.code, c.want)
+		}
+		if _, err := os.Stat(none); !os.IsNotExist(err) {
+			t.Fatalf("export %v left a file: %v", c.args, err)
+		}
+	}
 	if code, out, _ := run(t, nil, "journal", "inspect", file); code != 0 || !strings.Contains(out, "integrity OK") {
 		t.Fatalf("inspect: exit %d %s", code, out)
 	}

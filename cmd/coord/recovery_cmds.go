@@ -180,7 +180,7 @@ still running).`,
 					}
 				}
 				if r == nil {
-					return fmt.Errorf("logbook: %w: no recovery of block %d in the retained journal", client.ErrNotFound, id)
+					return fmt.Errorf("%w: no recovery of block %d in the retained journal", client.ErrNotFound, id)
 				}
 				w := cmd.OutOrStdout()
 				if so.json {
