@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -405,6 +407,17 @@ func TestJournalAdminCommands(t *testing.T) {
 		_, stderr := runCoord(1, "journal", "events", "--range", r, "--endpoints", eps)
 		if !strings.Contains(stderr, "OutOfRange") || !strings.Contains(stderr, fmt.Sprintf("earliest is %d", last+1)) {
 			t.Fatalf("events --range %s below the trimmed pos: %q", r, stderr)
+		}
+	}
+	// export refuses a range below it too, and writes no file.
+	exp := filepath.Join(t.TempDir(), "below.lbx")
+	for _, c := range [][]string{{"--to", fmt.Sprint(last)}, {"--from", "1"}} {
+		_, stderr := runCoord(1, append([]string{"journal", "export", "--out", exp, "--endpoints", eps}, c...)...)
+		if !strings.Contains(stderr, fmt.Sprintf("below the trimmed pos %d", last+1)) {
+			t.Fatalf("export %v below the trimmed pos: %q", c, stderr)
+		}
+		if _, err := os.Stat(exp); !os.IsNotExist(err) {
+			t.Fatalf("export %v left a file: %v", c, err)
 		}
 	}
 	if out := coord(0, "journal", "events", "--endpoints", eps); out != "" {
