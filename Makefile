@@ -25,17 +25,21 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzPacketValidation -fuzztime 20s -fuzzminimizetime 100x ./internal/nodeserver
 	$(GO) test -run '^$$' -fuzz FuzzPlanRecovery -fuzztime 20s ./leaserecovery
 
-## proto: regenerate api/ from the .proto files (protoc, protoc-gen-go, protoc-gen-go-grpc).
+## proto: regenerate the Go code of every .proto file (protoc, protoc-gen-go, protoc-gen-go-grpc):
+## the client API (api/logbookv1), the log and snapshot formats (fsm/fsmpb, messages only)
+## and the cluster-internal services (internal/clusterpb).
+PROTO_GO := --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative
 proto:
-	cd api && $(PROTOC) -I . --go_out=. --go_opt=paths=source_relative \
-		--go-grpc_out=. --go-grpc_opt=paths=source_relative logbookv1/*.proto
+	cd api && $(PROTOC) -I . $(PROTO_GO) logbookv1/*.proto
+	$(PROTOC) -I . --go_out=. --go_opt=paths=source_relative fsm/fsmpb/*.proto
+	$(PROTOC) -I . -I api $(PROTO_GO) internal/clusterpb/*.proto
 
 ## verify: formatting, vet, and generated code up to date.
 verify:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet $(PKGS)
 	@if command -v $(PROTOC) >/dev/null && command -v protoc-gen-go >/dev/null && command -v protoc-gen-go-grpc >/dev/null; then \
-		$(MAKE) -s proto && git diff --exit-code -- api/ || { echo "generated code is stale: run make proto"; exit 1; }; \
+		$(MAKE) -s proto && git diff --exit-code -- api/ fsm/fsmpb/ internal/clusterpb/ || { echo "generated code is stale: run make proto"; exit 1; }; \
 	else echo "verify: protoc or plugins missing, generated-code check skipped"; fi
 
 ## build: static binaries into bin/.

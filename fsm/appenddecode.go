@@ -5,7 +5,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
+	pb "github.com/logbookhq/logbook/fsm/fsmpb"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 

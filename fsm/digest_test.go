@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	pb "github.com/logbookhq/logbook/api/logbookv1"
+	pb "github.com/logbookhq/logbook/fsm/fsmpb"
 )
 
 // TestDigestIsStable pins state digests to the values earlier builds

@@ -12,7 +12,7 @@
 // # Command envelope
 //
 // Every log entry Logbook writes is a protobuf Command{version, type,
-// payload, proposed_unix_nanos} (api/logbookv1/command.proto). A committed
+// payload, proposed_unix_nanos} (fsm/fsmpb/command.proto). A committed
 // entry whose envelope does not decode, whose version this build does not
 // know, or whose type is unknown halts the state machine: every later Apply
 // returns ErrHalted and the owner stops the coordinator loudly. Guessing

@@ -4,7 +4,7 @@ import (
 	"sort"
 	"strings"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
+	pb "github.com/logbookhq/logbook/fsm/fsmpb"
 )
 
 // eventLog holds the retained journal events in seq order, packed for the

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	pb "github.com/logbookhq/logbook/api/logbookv1"
+	pb "github.com/logbookhq/logbook/fsm/fsmpb"
 	"github.com/logbookhq/logbook/journal/export"
 	"google.golang.org/protobuf/proto"
 )

@@ -12,7 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/hashicorp/raft"
-	pb "github.com/logbookhq/logbook/api/logbookv1"
+	pb "github.com/logbookhq/logbook/fsm/fsmpb"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )

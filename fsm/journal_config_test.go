@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	pb "github.com/logbookhq/logbook/api/logbookv1"
+	pb "github.com/logbookhq/logbook/fsm/fsmpb"
 	"google.golang.org/protobuf/proto"
 )
 

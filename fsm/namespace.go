@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
+	pb "github.com/logbookhq/logbook/fsm/fsmpb"
 	lr "github.com/logbookhq/logbook/leaserecovery"
 	"google.golang.org/protobuf/proto"
 )

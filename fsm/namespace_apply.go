@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
+	pb "github.com/logbookhq/logbook/fsm/fsmpb"
 	lr "github.com/logbookhq/logbook/leaserecovery"
 	"google.golang.org/protobuf/proto"
 )

@@ -3,7 +3,7 @@ package fsm
 import (
 	"sort"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
+	pb "github.com/logbookhq/logbook/fsm/fsmpb"
 )
 
 // Cache directives (HDFS centralized cache management, CacheManager): the

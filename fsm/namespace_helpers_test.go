@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
-	pb "github.com/logbookhq/logbook/api/logbookv1"
+	pb "github.com/logbookhq/logbook/fsm/fsmpb"
 	"google.golang.org/protobuf/proto"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
+	pb "github.com/logbookhq/logbook/fsm/fsmpb"
 )
 
 // keptResult is the result of one request a session keeps for retries:

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sort"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
+	pb "github.com/logbookhq/logbook/fsm/fsmpb"
 	"google.golang.org/protobuf/proto"
 )
 

@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	pb "github.com/logbookhq/logbook/fsm/fsmpb"
 	"google.golang.org/protobuf/proto"
 )
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	pb "github.com/logbookhq/logbook/fsm/fsmpb"
 )
 
 // fakeLog is an in-memory sink: Start records batches in call order and

@@ -2073,12 +2073,188 @@ func (x *ReadResponse) GetNextSeq() uint64 {
 	return 0
 }
 
+type StoredEvent struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Seq        uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Type       string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	Payload    []byte                 `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	ClientId   string                 `protobuf:"bytes,4,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	RequestSeq uint64                 `protobuf:"varint,5,opt,name=request_seq,json=requestSeq,proto3" json:"request_seq,omitempty"`
+	// Raft index of the entry that carried the event.
+	Index         uint64 `protobuf:"varint,6,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoredEvent) Reset() {
+	*x = StoredEvent{}
+	mi := &file_logbookv1_journal_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoredEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoredEvent) ProtoMessage() {}
+
+func (x *StoredEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoredEvent.ProtoReflect.Descriptor instead.
+func (*StoredEvent) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *StoredEvent) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *StoredEvent) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *StoredEvent) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *StoredEvent) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *StoredEvent) GetRequestSeq() uint64 {
+	if x != nil {
+		return x.RequestSeq
+	}
+	return 0
+}
+
+func (x *StoredEvent) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+type JournalConfig struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	EventsPerSegment uint64                 `protobuf:"varint,1,opt,name=events_per_segment,json=eventsPerSegment,proto3" json:"events_per_segment,omitempty"`
+	SegmentBytes     uint64                 `protobuf:"varint,2,opt,name=segment_bytes,json=segmentBytes,proto3" json:"segment_bytes,omitempty"`
+	// Log format 9: a client session unused for this long, by the proposal
+	// times of the entries, is forgotten (0: never by time). Ignored by the
+	// state machine before log format 9.
+	SessionIdleTimeoutSeconds uint64 `protobuf:"varint,3,opt,name=session_idle_timeout_seconds,json=sessionIdleTimeoutSeconds,proto3" json:"session_idle_timeout_seconds,omitempty"`
+	// Log format 11: the automatic trim bounds (0: no bound), used by every
+	// leader instead of its flags once held is set.
+	MaxSegments uint64 `protobuf:"varint,4,opt,name=max_segments,json=maxSegments,proto3" json:"max_segments,omitempty"`
+	MaxEvents   uint64 `protobuf:"varint,5,opt,name=max_events,json=maxEvents,proto3" json:"max_events,omitempty"`
+	// Log format 11: the cluster holds these settings (set by
+	// SET_JOURNAL_CONFIG): a leader no longer replicates its flags' values.
+	Held          bool `protobuf:"varint,6,opt,name=held,proto3" json:"held,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JournalConfig) Reset() {
+	*x = JournalConfig{}
+	mi := &file_logbookv1_journal_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JournalConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JournalConfig) ProtoMessage() {}
+
+func (x *JournalConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_journal_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JournalConfig.ProtoReflect.Descriptor instead.
+func (*JournalConfig) Descriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *JournalConfig) GetEventsPerSegment() uint64 {
+	if x != nil {
+		return x.EventsPerSegment
+	}
+	return 0
+}
+
+func (x *JournalConfig) GetSegmentBytes() uint64 {
+	if x != nil {
+		return x.SegmentBytes
+	}
+	return 0
+}
+
+func (x *JournalConfig) GetSessionIdleTimeoutSeconds() uint64 {
+	if x != nil {
+		return x.SessionIdleTimeoutSeconds
+	}
+	return 0
+}
+
+func (x *JournalConfig) GetMaxSegments() uint64 {
+	if x != nil {
+		return x.MaxSegments
+	}
+	return 0
+}
+
+func (x *JournalConfig) GetMaxEvents() uint64 {
+	if x != nil {
+		return x.MaxEvents
+	}
+	return 0
+}
+
+func (x *JournalConfig) GetHeld() bool {
+	if x != nil {
+		return x.Held
+	}
+	return false
+}
+
 var File_logbookv1_journal_proto protoreflect.FileDescriptor
 
 const file_logbookv1_journal_proto_rawDesc = "" +
 	"\n" +
 	"\x17logbookv1/journal.proto\x12\n" +
-	"logbook.v1\x1a\x17logbookv1/command.proto\"1\n" +
+	"logbook.v1\x1a\x17logbookv1/options.proto\"1\n" +
 	"\x12OpenSessionRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\"|\n" +
 	"\x13OpenSessionResponse\x12\x1d\n" +
@@ -2221,31 +2397,46 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\fReadResponse\x12/\n" +
 	"\x06events\x18\x01 \x03(\v2\x17.logbook.v1.StoredEventR\x06events\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x19\n" +
-	"\bnext_seq\x18\x03 \x01(\x04R\anextSeq*_\n" +
+	"\bnext_seq\x18\x03 \x01(\x04R\anextSeq\"\xa1\x01\n" +
+	"\vStoredEvent\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x18\n" +
+	"\apayload\x18\x03 \x01(\fR\apayload\x12\x1b\n" +
+	"\tclient_id\x18\x04 \x01(\tR\bclientId\x12\x1f\n" +
+	"\vrequest_seq\x18\x05 \x01(\x04R\n" +
+	"requestSeq\x12\x14\n" +
+	"\x05index\x18\x06 \x01(\x04R\x05index\"\xf9\x01\n" +
+	"\rJournalConfig\x12,\n" +
+	"\x12events_per_segment\x18\x01 \x01(\x04R\x10eventsPerSegment\x12#\n" +
+	"\rsegment_bytes\x18\x02 \x01(\x04R\fsegmentBytes\x12?\n" +
+	"\x1csession_idle_timeout_seconds\x18\x03 \x01(\x04R\x19sessionIdleTimeoutSeconds\x12!\n" +
+	"\fmax_segments\x18\x04 \x01(\x04R\vmaxSegments\x12\x1d\n" +
+	"\n" +
+	"max_events\x18\x05 \x01(\x04R\tmaxEvents\x12\x12\n" +
+	"\x04held\x18\x06 \x01(\bR\x04held*_\n" +
 	"\vConsistency\x12\x1b\n" +
 	"\x17CONSISTENCY_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x01\x12\x15\n" +
-	"\x11CONSISTENCY_STALE\x10\x022\xc2\n" +
-	"\n" +
-	"\aJournal\x12?\n" +
-	"\x06Append\x12\x19.logbook.v1.AppendRequest\x1a\x1a.logbook.v1.AppendResponse\x12O\n" +
-	"\fAppendStream\x12\x19.logbook.v1.AppendRequest\x1a .logbook.v1.AppendStreamResponse(\x010\x01\x129\n" +
-	"\x04Read\x12\x17.logbook.v1.ReadRequest\x1a\x18.logbook.v1.ReadResponse\x12;\n" +
-	"\x04Tail\x12\x17.logbook.v1.TailRequest\x1a\x18.logbook.v1.TailResponse0\x01\x12H\n" +
-	"\tPositions\x12\x1c.logbook.v1.PositionsRequest\x1a\x1d.logbook.v1.PositionsResponse\x12E\n" +
-	"\bSegments\x12\x1b.logbook.v1.SegmentsRequest\x1a\x1c.logbook.v1.SegmentsResponse\x12U\n" +
-	"\x10RegisterConsumer\x12#.logbook.v1.RegisterConsumerRequest\x1a\x1c.logbook.v1.ConsumerResponse\x12K\n" +
-	"\vAckConsumer\x12\x1e.logbook.v1.AckConsumerRequest\x1a\x1c.logbook.v1.ConsumerResponse\x12Q\n" +
-	"\x0eRemoveConsumer\x12!.logbook.v1.RemoveConsumerRequest\x1a\x1c.logbook.v1.ConsumerResponse\x12T\n" +
-	"\rListConsumers\x12 .logbook.v1.ListConsumersRequest\x1a!.logbook.v1.ListConsumersResponse\x129\n" +
-	"\x04Trim\x12\x17.logbook.v1.TrimRequest\x1a\x18.logbook.v1.TrimResponse\x12<\n" +
-	"\x05Reset\x12\x18.logbook.v1.ResetRequest\x1a\x19.logbook.v1.ResetResponse\x12H\n" +
-	"\tSetPaused\x12\x1c.logbook.v1.SetPausedRequest\x1a\x1d.logbook.v1.SetPausedResponse\x12S\n" +
-	"\tGetConfig\x12#.logbook.v1.GetJournalConfigRequest\x1a!.logbook.v1.JournalConfigResponse\x12S\n" +
-	"\tSetConfig\x12#.logbook.v1.SetJournalConfigRequest\x1a!.logbook.v1.JournalConfigResponse\x12?\n" +
-	"\x06Import\x12\x19.logbook.v1.ImportRequest\x1a\x1a.logbook.v1.ImportResponse\x12N\n" +
-	"\vOpenSession\x12\x1e.logbook.v1.OpenSessionRequest\x1a\x1f.logbook.v1.OpenSessionResponse\x12Q\n" +
-	"\fCloseSession\x12\x1f.logbook.v1.CloseSessionRequest\x1a .logbook.v1.CloseSessionResponseB,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
+	"\x11CONSISTENCY_STALE\x10\x022\xae\v\n" +
+	"\aJournal\x12E\n" +
+	"\x06Append\x12\x19.logbook.v1.AppendRequest\x1a\x1a.logbook.v1.AppendResponse\"\x04\xc8\xf3\x18\x01\x12U\n" +
+	"\fAppendStream\x12\x19.logbook.v1.AppendRequest\x1a .logbook.v1.AppendStreamResponse\"\x04\xc8\xf3\x18\x03(\x010\x01\x12?\n" +
+	"\x04Read\x12\x17.logbook.v1.ReadRequest\x1a\x18.logbook.v1.ReadResponse\"\x04\xc8\xf3\x18\x01\x12A\n" +
+	"\x04Tail\x12\x17.logbook.v1.TailRequest\x1a\x18.logbook.v1.TailResponse\"\x04\xc8\xf3\x18\x010\x01\x12N\n" +
+	"\tPositions\x12\x1c.logbook.v1.PositionsRequest\x1a\x1d.logbook.v1.PositionsResponse\"\x04\xc8\xf3\x18\x01\x12K\n" +
+	"\bSegments\x12\x1b.logbook.v1.SegmentsRequest\x1a\x1c.logbook.v1.SegmentsResponse\"\x04\xc8\xf3\x18\x01\x12[\n" +
+	"\x10RegisterConsumer\x12#.logbook.v1.RegisterConsumerRequest\x1a\x1c.logbook.v1.ConsumerResponse\"\x04\xc8\xf3\x18\x02\x12Q\n" +
+	"\vAckConsumer\x12\x1e.logbook.v1.AckConsumerRequest\x1a\x1c.logbook.v1.ConsumerResponse\"\x04\xc8\xf3\x18\x02\x12W\n" +
+	"\x0eRemoveConsumer\x12!.logbook.v1.RemoveConsumerRequest\x1a\x1c.logbook.v1.ConsumerResponse\"\x04\xc8\xf3\x18\x02\x12Z\n" +
+	"\rListConsumers\x12 .logbook.v1.ListConsumersRequest\x1a!.logbook.v1.ListConsumersResponse\"\x04\xc8\xf3\x18\x01\x12?\n" +
+	"\x04Trim\x12\x17.logbook.v1.TrimRequest\x1a\x18.logbook.v1.TrimResponse\"\x04\xc8\xf3\x18\x02\x12B\n" +
+	"\x05Reset\x12\x18.logbook.v1.ResetRequest\x1a\x19.logbook.v1.ResetResponse\"\x04\xc8\xf3\x18\x02\x12N\n" +
+	"\tSetPaused\x12\x1c.logbook.v1.SetPausedRequest\x1a\x1d.logbook.v1.SetPausedResponse\"\x04\xc8\xf3\x18\x02\x12Y\n" +
+	"\tGetConfig\x12#.logbook.v1.GetJournalConfigRequest\x1a!.logbook.v1.JournalConfigResponse\"\x04\xc8\xf3\x18\x01\x12Y\n" +
+	"\tSetConfig\x12#.logbook.v1.SetJournalConfigRequest\x1a!.logbook.v1.JournalConfigResponse\"\x04\xc8\xf3\x18\x02\x12E\n" +
+	"\x06Import\x12\x19.logbook.v1.ImportRequest\x1a\x1a.logbook.v1.ImportResponse\"\x04\xc8\xf3\x18\x02\x12T\n" +
+	"\vOpenSession\x12\x1e.logbook.v1.OpenSessionRequest\x1a\x1f.logbook.v1.OpenSessionResponse\"\x04\xc8\xf3\x18\x02\x12W\n" +
+	"\fCloseSession\x12\x1f.logbook.v1.CloseSessionRequest\x1a .logbook.v1.CloseSessionResponse\"\x04\xc8\xf3\x18\x02B,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
 
 var (
 	file_logbookv1_journal_proto_rawDescOnce sync.Once
@@ -2260,7 +2451,7 @@ func file_logbookv1_journal_proto_rawDescGZIP() []byte {
 }
 
 var file_logbookv1_journal_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_logbookv1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_logbookv1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_logbookv1_journal_proto_goTypes = []any{
 	(Consistency)(0),                // 0: logbook.v1.Consistency
 	(*OpenSessionRequest)(nil),      // 1: logbook.v1.OpenSessionRequest
@@ -2359,7 +2550,7 @@ func file_logbookv1_journal_proto_init() {
 	if File_logbookv1_journal_proto != nil {
 		return
 	}
-	file_logbookv1_command_proto_init()
+	file_logbookv1_options_proto_init()
 	file_logbookv1_journal_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2367,7 +2558,7 @@ func file_logbookv1_journal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_journal_proto_rawDesc), len(file_logbookv1_journal_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   35,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -18,9 +18,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
 	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
@@ -889,7 +889,7 @@ func countRecoveryEvents(ctx context.Context, c *client.Client, res *benchRecove
 			if e.Type != fsm.EventRecoveryStarted && e.Type != fsm.EventRecoveryCommitted {
 				continue
 			}
-			var ev pb.NamespaceEvent
+			var ev fsmpb.NamespaceEvent
 			if err := proto.Unmarshal(e.Payload, &ev); err != nil {
 				return fmt.Errorf("event %d (%s): %w", e.Seq, e.Type, err)
 			}

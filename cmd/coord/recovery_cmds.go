@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
 	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
@@ -87,7 +87,7 @@ func collectRecoveries(ctx context.Context, c *client.Client) ([]*recoveryJSON, 
 			if e.Type != fsm.EventRecoveryStarted && e.Type != fsm.EventRecoveryCommitted {
 				continue
 			}
-			var ev pb.NamespaceEvent
+			var ev fsmpb.NamespaceEvent
 			if err := proto.Unmarshal(e.Payload, &ev); err != nil {
 				return nil, fmt.Errorf("journal event %d (%s): %w", e.Seq, e.Type, err)
 			}

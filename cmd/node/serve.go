@@ -41,6 +41,7 @@ func addServeFlags(fs *pflag.FlagSet) *serveFlags {
 	fs.StringVar(&c.BlockPool, "block-pool", d.BlockPool, "block pool added at start (pools found on disk are served too)")
 	fs.StringVar(&c.GRPCAddr, "grpc-addr", d.GRPCAddr, "gRPC (DataNode service) listen address")
 	fs.StringVar(&c.HTTPAddr, "http-addr", d.HTTPAddr, "HTTP listen address (/metrics, /healthz)")
+	fs.BoolVar(&c.EnablePprof, "enable-pprof", false, "serve Go profiling at /debug/pprof/ on --http-addr")
 	fs.StringVar(&c.GossipAddr, "gossip-addr", d.GossipAddr, "gossip address (reserved: not listened on yet)")
 	fs.StringVar(&c.AdvertiseGRPC, "advertise-grpc", "", "gRPC address clients and other nodes dial (default: --grpc-addr)")
 	fs.StringVar(&c.AdvertiseHTTP, "advertise-http", "", "HTTP address published to the cluster (default: --http-addr)")

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -27,10 +28,7 @@ type streamed struct {
 // answers them in request order as they become safe. A bad or failed
 // request is answered with its code; the stream goes on.
 func (j *journalService) AppendStream(stream pb.Journal_AppendStreamServer) error {
-	s := j.s
-	if s.raft.State() != raft.Leader {
-		return s.statusErr(codes.Unavailable, ReasonNotLeader, "append streams go to the leader")
-	}
+	s := j.s // the stream interceptor refused it unless this is the leader (ROUTE_LEADER)
 	return answerInOrder(stream.Context(), maxStreamInFlight, stream.Recv,
 		func(req *pb.AppendRequest) streamed {
 			p := streamed{seq: req.RequestSeq, err: s.validateAppend(req)}
@@ -39,7 +37,7 @@ func (j *journalService) AppendStream(stream pb.Journal_AppendStreamServer) erro
 			case s.raft.State() != raft.Leader:
 				p.err = s.statusErr(codes.Unavailable, ReasonNotLeader, "leadership moved while streaming")
 			default:
-				p.wait = s.leaderB.Enqueue([]*pb.AppendOp{toOp(req)})
+				p.wait = s.leaderB.Enqueue([]*fsmpb.AppendOp{toOp(req)})
 			}
 			return p
 		},

@@ -8,6 +8,8 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
+	"github.com/logbookhq/logbook/internal/clusterpb"
 )
 
 // Cache directives, the leader's half (HDFS CacheReplicationMonitor), kept
@@ -58,7 +60,7 @@ type nodeCache struct {
 
 type cacheCmd struct {
 	uncache bool
-	block   *pb.BlockRef
+	block   *fsmpb.BlockRef
 	sent    bool
 	expires time.Time // once sent
 }
@@ -87,7 +89,7 @@ func (c *nodeCache) free() uint64 {
 
 // queue asks for block b to be cached (or uncached) and reports whether
 // that is new: an equal command already pending is kept as it is.
-func (c *nodeCache) queue(b *pb.BlockRef, uncache bool) bool {
+func (c *nodeCache) queue(b *fsmpb.BlockRef, uncache bool) bool {
 	if cmd := c.pending[b.Id]; cmd != nil && cmd.uncache == uncache {
 		return false
 	}
@@ -100,7 +102,7 @@ func (c *nodeCache) queue(b *pb.BlockRef, uncache bool) bool {
 
 // setReport records a heartbeat's cache report (nil: the node caches
 // nothing) and settles the commands it shows done.
-func (c *nodeCache) setReport(r *pb.CacheReport) {
+func (c *nodeCache) setReport(r *clusterpb.CacheReport) {
 	c.reported, c.capacity, c.used = true, r.GetCapacity(), r.GetUsed()
 	c.cached = make(map[uint64]struct{}, len(r.GetBlockIds()))
 	for _, id := range r.GetBlockIds() {
@@ -115,7 +117,7 @@ func (c *nodeCache) setReport(r *pb.CacheReport) {
 
 // takeWork drains up to maxCacheCmdsPerBeat unsent commands of each kind
 // for a heartbeat reply, lowest block id first; they expire timeout after.
-func (c *nodeCache) takeWork(now time.Time, timeout time.Duration) (cache, uncache []*pb.BlockRef) {
+func (c *nodeCache) takeWork(now time.Time, timeout time.Duration) (cache, uncache []*fsmpb.BlockRef) {
 	ids := make([]uint64, 0, len(c.pending))
 	for id, cmd := range c.pending {
 		if !cmd.sent {
@@ -138,13 +140,13 @@ func (c *nodeCache) takeWork(now time.Time, timeout time.Duration) (cache, uncac
 }
 
 // cacheCommands wraps the work in node commands.
-func cacheCommands(cache, uncache []*pb.BlockRef) []*pb.NodeCommand {
-	var out []*pb.NodeCommand
+func cacheCommands(cache, uncache []*fsmpb.BlockRef) []*clusterpb.NodeCommand {
+	var out []*clusterpb.NodeCommand
 	if len(uncache) > 0 {
-		out = append(out, &pb.NodeCommand{Command: &pb.NodeCommand_Uncache{Uncache: &pb.UncacheCommand{Blocks: uncache}}})
+		out = append(out, &clusterpb.NodeCommand{Command: &clusterpb.NodeCommand_Uncache{Uncache: &clusterpb.UncacheCommand{Blocks: uncache}}})
 	}
 	if len(cache) > 0 {
-		out = append(out, &pb.NodeCommand{Command: &pb.NodeCommand_Cache{Cache: &pb.CacheCommand{Blocks: cache}}})
+		out = append(out, &clusterpb.NodeCommand{Command: &clusterpb.NodeCommand_Cache{Cache: &clusterpb.CacheCommand{Blocks: cache}}})
 	}
 	return out
 }
@@ -157,7 +159,7 @@ func (s *Server) cacheMonitor() {
 // cacheTarget is what a cache check needs of a block: its record (nil
 // when deleted) and the cached replicas wanted (0: none).
 type cacheTarget struct {
-	block *pb.BlockRecord
+	block *fsmpb.BlockRecord
 	want  int
 }
 
@@ -232,7 +234,7 @@ func (s *Server) readCacheTargets(sample []uint64, cursor uint64) (map[uint64]ca
 				continue
 			}
 			t := cacheTarget{block: b}
-			if d, ok := st.CacheDirectiveOfPath(b.Path); ok && b.State == pb.BlockState_BLOCK_STATE_COMPLETE {
+			if d, ok := st.CacheDirectiveOfPath(b.Path); ok && b.State == fsmpb.BlockState_BLOCK_STATE_COMPLETE {
 				t.want = int(d.Replication)
 			}
 			out[id] = t
@@ -247,7 +249,7 @@ func (s *Server) readCacheTargets(sample []uint64, cursor uint64) (map[uint64]ca
 				break
 			}
 			for _, b := range blocks {
-				if b.State == pb.BlockState_BLOCK_STATE_COMPLETE {
+				if b.State == fsmpb.BlockState_BLOCK_STATE_COMPLETE {
 					out[b.Id] = cacheTarget{block: b, want: int(d.Replication)}
 				}
 			}
@@ -261,9 +263,9 @@ func (s *Server) readCacheTargets(sample []uint64, cursor uint64) (map[uint64]ca
 // checkCacheLocked brings block id to t.want cached replicas on good
 // holders, and uncaches it wherever it is not wanted.
 func (s *Server) checkCacheLocked(f *fsSoft, id uint64, t cacheTarget, now time.Time, cfg FSConfig) {
-	ref := &pb.BlockRef{Id: id}
+	ref := &fsmpb.BlockRef{Id: id}
 	if t.block != nil {
-		ref = &pb.BlockRef{Id: id, Gs: t.block.Gs, NumBytes: t.block.NumBytes}
+		ref = &fsmpb.BlockRef{Id: id, Gs: t.block.Gs, NumBytes: t.block.NumBytes}
 	}
 	var cachedOn, candidates []string
 	for _, n := range f.cacheCandidates(id) {
@@ -319,7 +321,7 @@ func (s *Server) checkCacheLocked(f *fsSoft, id uint64, t cacheTarget, now time.
 
 // goodReplicaLocked reports whether node nid holds a good replica of b:
 // FINALIZED at its GS and length, not reported corrupt, the node not dead.
-func (f *fsSoft) goodReplicaLocked(nid string, b *pb.BlockRecord, now time.Time, dead time.Duration) bool {
+func (f *fsSoft) goodReplicaLocked(nid string, b *fsmpb.BlockRecord, now time.Time, dead time.Duration) bool {
 	n := f.nodes[nid]
 	if n == nil || b == nil {
 		return false
@@ -359,7 +361,7 @@ func (f *fsSoft) cacheCandidates(id uint64) []*nodeSoft {
 
 // queueCache asks node n to cache (or uncache) block b, as
 // nodeCache.queue, and lists n among b's cachers.
-func (f *fsSoft) queueCache(n *nodeSoft, b *pb.BlockRef, uncache bool) bool {
+func (f *fsSoft) queueCache(n *nodeSoft, b *fsmpb.BlockRef, uncache bool) bool {
 	f.cachers.add(b.Id, n.index+1)
 	return n.cache.queue(b, uncache)
 }
@@ -374,7 +376,7 @@ func (f *fsSoft) unindexCacher(id uint64, n *nodeSoft) {
 
 // setCacheReport records node n's cache report (nodeCache.setReport) and
 // brings its cachers entries up to date.
-func (f *fsSoft) setCacheReport(n *nodeSoft, r *pb.CacheReport) {
+func (f *fsSoft) setCacheReport(n *nodeSoft, r *clusterpb.CacheReport) {
 	c := &n.cache
 	old := c.cached
 	var settled []uint64

@@ -5,7 +5,7 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
-	"google.golang.org/protobuf/proto"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
 )
 
 // cacheReady: fsReady, and the replicated log format carries the
@@ -30,8 +30,8 @@ func (n *namespaceService) AddCacheDirective(ctx context.Context, req *pb.AddCac
 	if err := s.cacheReady(ctx); err != nil {
 		return nil, err
 	}
-	return s.directiveOp(req.Session, &pb.NamespaceOp{Op: &pb.NamespaceOp_AddCacheDirective{
-		AddCacheDirective: &pb.AddCacheDirectiveOp{Path: req.Path, Replication: req.Replication}}})
+	return s.directiveOp(req.Session, &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_AddCacheDirective{
+		AddCacheDirective: &fsmpb.AddCacheDirectiveOp{Path: req.Path, Replication: req.Replication}}})
 }
 
 // RemoveCacheDirective journals the removal (logbook.cache.removed); the
@@ -44,16 +44,16 @@ func (n *namespaceService) RemoveCacheDirective(ctx context.Context, req *pb.Rem
 	if err := s.cacheReady(ctx); err != nil {
 		return nil, err
 	}
-	return s.directiveOp(req.Session, &pb.NamespaceOp{Op: &pb.NamespaceOp_RemoveCacheDirective{
-		RemoveCacheDirective: &pb.RemoveCacheDirectiveOp{Id: req.Id}}})
+	return s.directiveOp(req.Session, &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_RemoveCacheDirective{
+		RemoveCacheDirective: &fsmpb.RemoveCacheDirectiveOp{Id: req.Id}}})
 }
 
-func (s *Server) directiveOp(sess *pb.FsSession, op *pb.NamespaceOp) (*pb.CacheDirectiveResponse, error) {
+func (s *Server) directiveOp(sess *pb.FsSession, op *fsmpb.NamespaceOp) (*pb.CacheDirectiveResponse, error) {
 	r, err := s.proposeNS(sess, op)
 	if err != nil {
 		return nil, err
 	}
-	return &pb.CacheDirectiveResponse{Directive: proto.Clone(r.Result.GetDirective()).(*pb.CacheDirective), Seq: r.Seq}, nil
+	return &pb.CacheDirectiveResponse{Directive: apiCacheDirective(r.Result.GetDirective()), Seq: r.Seq}, nil
 }
 
 // ListCacheDirectives lists every directive (replicated) with the leader's
@@ -64,10 +64,10 @@ func (n *namespaceService) ListCacheDirectives(ctx context.Context, _ *pb.ListCa
 		return nil, err
 	}
 	resp := &pb.ListCacheDirectivesResponse{}
-	var blocks [][]*pb.BlockRecord
+	var blocks [][]*fsmpb.BlockRecord
 	s.fsm.View(func(st *fsm.State) {
 		for _, d := range st.CacheDirectives() {
-			resp.Directives = append(resp.Directives, &pb.CacheDirectiveStatus{Directive: proto.Clone(d).(*pb.CacheDirective)})
+			resp.Directives = append(resp.Directives, &pb.CacheDirectiveStatus{Directive: apiCacheDirective(d)})
 			bs, _ := st.BlocksOfFile(d.Path)
 			blocks = append(blocks, bs)
 		}
@@ -77,7 +77,7 @@ func (n *namespaceService) ListCacheDirectives(ctx context.Context, _ *pb.ListCa
 	for i, ds := range resp.Directives {
 		want := uint64(ds.Directive.Replication)
 		for _, b := range blocks[i] {
-			if b.State != pb.BlockState_BLOCK_STATE_COMPLETE {
+			if b.State != fsmpb.BlockState_BLOCK_STATE_COMPLETE {
 				continue
 			}
 			cached := min(uint64(f.cachedCountLocked(b.Id)), want)

@@ -11,6 +11,7 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/internal/clusterpb"
 	"github.com/logbookhq/logbook/internal/nodeserver"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -214,7 +215,7 @@ func TestCacheDirectiveBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	seq := e.nextSeq()
-	hugeReport := &pb.CacheReport{Capacity: 1 << 30, BlockIds: make([]uint64, pb.MaxCacheReportBlocks+1)}
+	hugeReport := &clusterpb.CacheReport{Capacity: 1 << 30, BlockIds: make([]uint64, pb.MaxCacheReportBlocks+1)}
 	for _, c := range []struct {
 		what   string
 		call   func() error
@@ -238,11 +239,11 @@ func TestCacheDirectiveBadInput(t *testing.T) {
 			return e.tc.server(e.leader).fsErr(fmt.Errorf("%w: 10000 directives", fsm.ErrTooManyDirectives))
 		}, codes.ResourceExhausted, "TOO_MANY_DIRECTIVES"},
 		{"cache report of an unregistered node", func() error {
-			_, err := e.nl.Heartbeat(e.ctx, &pb.NodeHeartbeatRequest{NodeId: "ghost", Cache: &pb.CacheReport{Capacity: 1, BlockIds: []uint64{7}}})
+			_, err := e.nl.Heartbeat(e.ctx, &clusterpb.NodeHeartbeatRequest{NodeId: "ghost", Cache: &clusterpb.CacheReport{Capacity: 1, BlockIds: []uint64{7}}})
 			return err
 		}, codes.FailedPrecondition, ReasonNodeNotRegistered},
 		{"oversize cache report", func() error {
-			_, err := e.nl.Heartbeat(e.ctx, &pb.NodeHeartbeatRequest{NodeId: nodeID(1), Cache: hugeReport})
+			_, err := e.nl.Heartbeat(e.ctx, &clusterpb.NodeHeartbeatRequest{NodeId: nodeID(1), Cache: hugeReport})
 			return err
 		}, codes.InvalidArgument, ReasonBadRequest},
 	} {

@@ -10,6 +10,8 @@ import (
 	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
+	"github.com/logbookhq/logbook/internal/clusterpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -20,7 +22,7 @@ type clusterService struct {
 	s *Server
 }
 
-func (s *Server) localStatus() *pb.LocalStatusResponse {
+func (s *Server) localStatus() *clusterpb.LocalStatusResponse {
 	_, lid := s.raft.LeaderWithID()
 	lc := int64(0)
 	if s.raft.State() != raft.Leader {
@@ -30,7 +32,7 @@ func (s *Server) localStatus() *pb.LocalStatusResponse {
 			lc = time.Since(t).Milliseconds()
 		}
 	}
-	ls := &pb.LocalStatusResponse{
+	ls := &clusterpb.LocalStatusResponse{
 		Id:            s.cfg.ID,
 		RaftState:     s.raft.State().String(),
 		Term:          s.raft.CurrentTerm(),
@@ -69,7 +71,7 @@ func (c *clusterService) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.S
 	var wg sync.WaitGroup
 	for i, srv := range servers {
 		ms := &pb.MemberStatus{Id: string(srv.ID), RaftAddr: string(srv.Address), Suffrage: suffrage(srv.Suffrage), Leader: string(srv.ID) == lid}
-		var reg *pb.Member
+		var reg *fsmpb.Member
 		s.fsm.View(func(st *fsm.State) { reg, _ = st.Member(string(srv.ID)) })
 		if reg != nil {
 			ms.GrpcAddr, ms.HttpAddr = reg.GrpcAddr, reg.HttpAddr
@@ -91,9 +93,9 @@ func (c *clusterService) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.S
 			cctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
 			conn, err := s.peers.get(ms.GrpcAddr)
-			var ls *pb.LocalStatusResponse
+			var ls *clusterpb.LocalStatusResponse
 			if err == nil {
-				ls, err = pb.NewPeerClient(conn).LocalStatus(cctx, &pb.LocalStatusRequest{}, grpc.WaitForReady(true))
+				ls, err = clusterpb.NewPeerClient(conn).LocalStatus(cctx, &clusterpb.LocalStatusRequest{}, grpc.WaitForReady(true))
 			}
 			if err != nil {
 				ms.LastContactMs, ms.Error = -1, status.Convert(err).Message()
@@ -129,7 +131,7 @@ func boundWarnings(ws []string) []string {
 	return out
 }
 
-func (s *Server) fillMember(ms *pb.MemberStatus, ls *pb.LocalStatusResponse) {
+func (s *Server) fillMember(ms *pb.MemberStatus, ls *clusterpb.LocalStatusResponse) {
 	ms.RaftState, ms.AppliedIndex, ms.LastContactMs, ms.StartupReplay = ls.RaftState, ls.AppliedIndex, ls.LastContactMs, ls.StartupReplay
 	limit := (3 * s.cfg.Raft.HeartbeatTimeout).Milliseconds()
 	ms.Healthy = ls.RaftState == raft.Leader.String() || (ls.LeaderId != "" && ls.LastContactMs >= 0 && ls.LastContactMs <= limit)
@@ -275,20 +277,20 @@ func (c *clusterService) Snapshot(ctx context.Context, _ *pb.SnapshotRequest) (*
 }
 
 type peerService struct {
-	pb.UnimplementedPeerServer
+	clusterpb.UnimplementedPeerServer
 	s *Server
 }
 
 // ForwardAppend applies a follower's batch on this leader; it never
 // forwards again.
-func (p *peerService) ForwardAppend(ctx context.Context, req *pb.ForwardAppendRequest) (*pb.ForwardAppendResponse, error) {
+func (p *peerService) ForwardAppend(ctx context.Context, req *clusterpb.ForwardAppendRequest) (*clusterpb.ForwardAppendResponse, error) {
 	if err := p.checkForward(req.Ops); err != nil {
 		return nil, err
 	}
-	return &pb.ForwardAppendResponse{Results: resultsToProto(p.s.submitLocal(ctx, req.Ops))}, nil
+	return &clusterpb.ForwardAppendResponse{Results: resultsToProto(p.s.submitLocal(ctx, req.Ops))}, nil
 }
 
-func toEvents(js []*pb.JournalEvent) []*pb.Event {
+func toEvents(js []*fsmpb.JournalEvent) []*pb.Event {
 	out := make([]*pb.Event, len(js))
 	for i, e := range js {
 		out[i] = &pb.Event{Type: e.Type, Payload: e.Payload}
@@ -296,7 +298,7 @@ func toEvents(js []*pb.JournalEvent) []*pb.Event {
 	return out
 }
 
-func (p *peerService) ReadIndex(ctx context.Context, _ *pb.ReadIndexRequest) (*pb.ReadIndexResponse, error) {
+func (p *peerService) ReadIndex(ctx context.Context, _ *clusterpb.ReadIndexRequest) (*clusterpb.ReadIndexResponse, error) {
 	s := p.s
 	if s.raft.State() != raft.Leader {
 		return nil, s.statusErr(codes.Unavailable, ReasonNotLeader, "read index asked of a member that is not the leader")
@@ -305,14 +307,14 @@ func (p *peerService) ReadIndex(ctx context.Context, _ *pb.ReadIndexRequest) (*p
 	if err != nil {
 		return nil, err
 	}
-	return &pb.ReadIndexResponse{Index: idx}, nil
+	return &clusterpb.ReadIndexResponse{Index: idx}, nil
 }
 
-func (p *peerService) LocalStatus(ctx context.Context, _ *pb.LocalStatusRequest) (*pb.LocalStatusResponse, error) {
+func (p *peerService) LocalStatus(ctx context.Context, _ *clusterpb.LocalStatusRequest) (*clusterpb.LocalStatusResponse, error) {
 	return p.s.localStatus(), nil
 }
 
-func (p *peerService) RegisterMember(ctx context.Context, req *pb.RegisterMemberRequest) (*pb.RegisterMemberResponse, error) {
+func (p *peerService) RegisterMember(ctx context.Context, req *clusterpb.RegisterMemberRequest) (*clusterpb.RegisterMemberResponse, error) {
 	s := p.s
 	m := req.Member
 	if m == nil || !ValidID(m.Id) || checkAddr(m.RaftAddr, "") != nil || checkAddr(m.GrpcAddr, "") != nil {
@@ -324,5 +326,5 @@ func (p *peerService) RegisterMember(ctx context.Context, req *pb.RegisterMember
 	if err := s.applyMember(m); err != nil {
 		return nil, s.toStatus(err)
 	}
-	return &pb.RegisterMemberResponse{}, nil
+	return &clusterpb.RegisterMemberResponse{}, nil
 }

@@ -14,6 +14,8 @@ import (
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
+	"github.com/logbookhq/logbook/internal/clusterpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -314,7 +316,7 @@ func TestMinorityPartitionCannotCommit(t *testing.T) {
 
 func mustAppendCommand(t *testing.T, payload string) []byte {
 	t.Helper()
-	data, err := fsm.EncodeCommand(pb.CommandType_COMMAND_TYPE_APPEND, &pb.AppendCommand{Ops: []*pb.AppendOp{{Events: []*pb.JournalEvent{{Type: "t", Payload: []byte(payload)}}}}}, 0)
+	data, err := fsm.EncodeCommand(fsmpb.CommandType_COMMAND_TYPE_APPEND, &fsmpb.AppendCommand{Ops: []*fsmpb.AppendOp{{Events: []*fsmpb.JournalEvent{{Type: "t", Payload: []byte(payload)}}}}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,12 +411,12 @@ func TestForeignClusterRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	pc := pb.NewPeerClient(conn)
-	_, err = pc.ForwardAppend(metadata.AppendToOutgoingContext(ctx, MDClusterID, "other-cluster"), &pb.ForwardAppendRequest{})
+	pc := clusterpb.NewPeerClient(conn)
+	_, err = pc.ForwardAppend(metadata.AppendToOutgoingContext(ctx, MDClusterID, "other-cluster"), &clusterpb.ForwardAppendRequest{})
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("wrong cluster id: %v", err)
 	}
-	_, err = pc.ForwardAppend(ctx, &pb.ForwardAppendRequest{})
+	_, err = pc.ForwardAppend(ctx, &clusterpb.ForwardAppendRequest{})
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("missing cluster id: %v", err)
 	}

@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
 	"github.com/logbookhq/logbook/internal/raftnet"
 	"github.com/logbookhq/logbook/journal"
 	"google.golang.org/protobuf/proto"
@@ -106,16 +106,16 @@ type JournalGiven struct {
 // seedWith is c completed with this member's settings for every field c
 // does not set: the change an administrator asks for before the cluster
 // holds its settings, so that it seeds the rest as the leader would have.
-func (j JournalConfig) seedWith(c *pb.SetJournalConfigCommand) *pb.SetJournalConfigCommand {
+func (j JournalConfig) seedWith(c *fsmpb.SetJournalConfigCommand) *fsmpb.SetJournalConfigCommand {
 	out := j.seed()
 	proto.Merge(out, c) // the fields c sets (optional: present or not)
 	return out
 }
 
 // seed is the command that makes these settings the cluster's.
-func (j JournalConfig) seed() *pb.SetJournalConfigCommand {
+func (j JournalConfig) seed() *fsmpb.SetJournalConfigCommand {
 	u := func(v uint64) *uint64 { return &v }
-	return &pb.SetJournalConfigCommand{
+	return &fsmpb.SetJournalConfigCommand{
 		EventsPerSegment:          u(j.EventsPerSegment),
 		SegmentBytes:              u(j.SegmentBytes),
 		SessionIdleTimeoutSeconds: u(uint64(j.SessionIdleTimeout / time.Second)),

@@ -11,6 +11,8 @@ import (
 	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
+	"github.com/logbookhq/logbook/internal/clusterpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -38,7 +40,7 @@ const maxForwardStreamQueued = 64
 // each for the log at once and answers them in order as they become safe.
 // A batch that is refused or fails is answered with its code on every op;
 // the stream goes on.
-func (p *peerService) ForwardStream(stream pb.Peer_ForwardStreamServer) error {
+func (p *peerService) ForwardStream(stream clusterpb.Peer_ForwardStreamServer) error {
 	s := p.s
 	type queued struct {
 		n    int
@@ -46,7 +48,7 @@ func (p *peerService) ForwardStream(stream pb.Peer_ForwardStreamServer) error {
 		err  error
 	}
 	return answerInOrder(stream.Context(), maxForwardStreamQueued, stream.Recv,
-		func(req *pb.ForwardAppendRequest) queued {
+		func(req *clusterpb.ForwardAppendRequest) queued {
 			q := queued{n: len(req.Ops), err: p.checkForward(req.Ops)}
 			if q.err == nil {
 				q.wait = s.leaderB.Enqueue(req.Ops)
@@ -63,14 +65,14 @@ func (p *peerService) ForwardStream(stream pb.Peer_ForwardStreamServer) error {
 			} else {
 				res = s.withStatus(q.wait(ctx))
 			}
-			return stream.Send(&pb.ForwardAppendResponse{Results: resultsToProto(res)})
+			return stream.Send(&clusterpb.ForwardAppendResponse{Results: resultsToProto(res)})
 		})
 }
 
 // checkForward refuses a forwarded batch this member cannot queue: it is
 // not the leader, the batch is too large, or an op is invalid (the
 // follower checked them already; this one checks again).
-func (p *peerService) checkForward(ops []*pb.AppendOp) error {
+func (p *peerService) checkForward(ops []*fsmpb.AppendOp) error {
 	s := p.s
 	if s.raft.State() != raft.Leader {
 		return s.statusErr(codes.Unavailable, ReasonNotLeader, "forwarded append reached a member that is not the leader")
@@ -138,7 +140,7 @@ type forwardSink struct {
 	addr string
 }
 
-func (fs forwardSink) Start(ops []*pb.AppendOp) func() ([]fsm.Result, error) {
+func (fs forwardSink) Start(ops []*fsmpb.AppendOp) func() ([]fsm.Result, error) {
 	f := fs.f
 	st, err := f.streamTo(fs.id, fs.addr)
 	if err != nil {
@@ -193,7 +195,7 @@ func (f *forwarder) streamTo(id, addr string) (*fwdStream, error) {
 	}
 	ctx, cancel := context.WithCancel(f.s.ctx)
 	slow := time.AfterFunc(f.s.cfg.ApplyTimeout, cancel)
-	cs, err := pb.NewPeerClient(conn).ForwardStream(ctx)
+	cs, err := clusterpb.NewPeerClient(conn).ForwardStream(ctx)
 	if !slow.Stop() || err != nil {
 		cancel()
 		if err == nil || ctx.Err() != nil {
@@ -211,7 +213,7 @@ func (f *forwarder) streamTo(id, addr string) (*fwdStream, error) {
 
 // unaryForward sends ops in one ForwardAppend RPC once the previous unary
 // forward has ended, so batches stay in order with one RPC at a time.
-func (f *forwarder) unaryForward(addr string, ops []*pb.AppendOp) func() ([]fsm.Result, error) {
+func (f *forwarder) unaryForward(addr string, ops []*fsmpb.AppendOp) func() ([]fsm.Result, error) {
 	done := make(chan struct{})
 	f.mu.Lock()
 	prev := f.prev
@@ -228,7 +230,7 @@ func (f *forwarder) unaryForward(addr string, ops []*pb.AppendOp) func() ([]fsm.
 		}
 		ctx, cancel := context.WithTimeout(f.s.ctx, f.s.cfg.ApplyTimeout)
 		defer cancel()
-		resp, err := pb.NewPeerClient(conn).ForwardAppend(ctx, &pb.ForwardAppendRequest{Ops: ops})
+		resp, err := clusterpb.NewPeerClient(conn).ForwardAppend(ctx, &clusterpb.ForwardAppendRequest{Ops: ops})
 		if err != nil {
 			return nil, err
 		}
@@ -247,7 +249,7 @@ type fwdStream struct {
 	f        *forwarder
 	leaderID string
 	addr     string
-	cs       pb.Peer_ForwardStreamClient
+	cs       clusterpb.Peer_ForwardStreamClient
 	cancel   context.CancelFunc
 
 	mu      sync.Mutex
@@ -257,7 +259,7 @@ type fwdStream struct {
 
 // send sends a batch (on the forward batcher's loop only: one sender) and
 // returns where its answer will come.
-func (st *fwdStream) send(ops []*pb.AppendOp) <-chan fwdAnswer {
+func (st *fwdStream) send(ops []*fsmpb.AppendOp) <-chan fwdAnswer {
 	ch := make(chan fwdAnswer, 1)
 	st.mu.Lock()
 	if st.err != nil {
@@ -269,7 +271,7 @@ func (st *fwdStream) send(ops []*pb.AppendOp) <-chan fwdAnswer {
 	// Queued before it is sent, so its answer always finds it.
 	st.waiting = append(st.waiting, ch)
 	st.mu.Unlock()
-	if err := st.cs.Send(&pb.ForwardAppendRequest{Ops: ops}); err != nil {
+	if err := st.cs.Send(&clusterpb.ForwardAppendRequest{Ops: ops}); err != nil {
 		// Send reports io.EOF when the stream ended; Recv has the reason.
 		st.fail(status.Errorf(codes.Unavailable, "forward to leader %s: %v", st.addr, err))
 	}

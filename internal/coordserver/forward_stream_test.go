@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
+	"github.com/logbookhq/logbook/internal/clusterpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -24,8 +25,8 @@ func forwardOps(t *testing.T, s *Server, client string, n int) []fsm.Result {
 	t.Helper()
 	waits := make([]func(context.Context) []fsm.Result, n)
 	for i := range waits {
-		op := &pb.AppendOp{ClientId: client, RequestSeq: uint64(i + 1), Events: []*pb.JournalEvent{{Type: "order", Payload: []byte(fmt.Sprint(i))}}}
-		waits[i] = s.forwardB.Enqueue([]*pb.AppendOp{op})
+		op := &fsmpb.AppendOp{ClientId: client, RequestSeq: uint64(i + 1), Events: []*fsmpb.JournalEvent{{Type: "order", Payload: []byte(fmt.Sprint(i))}}}
+		waits[i] = s.forwardB.Enqueue([]*fsmpb.AppendOp{op})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -78,22 +79,22 @@ func TestForwardStreamKeepsOrder(t *testing.T) {
 // fakeLeader serves Peer with ForwardAppend only (an older build), or with
 // a ForwardStream that never answers.
 type fakeLeader struct {
-	pb.UnimplementedPeerServer
+	clusterpb.UnimplementedPeerServer
 	streams atomic.Int32
 	silent  bool
 	unary   atomic.Int32
 }
 
-func (l *fakeLeader) ForwardAppend(ctx context.Context, req *pb.ForwardAppendRequest) (*pb.ForwardAppendResponse, error) {
+func (l *fakeLeader) ForwardAppend(ctx context.Context, req *clusterpb.ForwardAppendRequest) (*clusterpb.ForwardAppendResponse, error) {
 	n := l.unary.Add(1)
-	out := make([]*pb.AppendResult, len(req.Ops))
+	out := make([]*clusterpb.AppendResult, len(req.Ops))
 	for i := range out {
-		out[i] = &pb.AppendResult{FirstSeq: uint64(n), Count: 1, Index: uint64(n)}
+		out[i] = &clusterpb.AppendResult{FirstSeq: uint64(n), Count: 1, Index: uint64(n)}
 	}
-	return &pb.ForwardAppendResponse{Results: out}, nil
+	return &clusterpb.ForwardAppendResponse{Results: out}, nil
 }
 
-func (l *fakeLeader) ForwardStream(stream pb.Peer_ForwardStreamServer) error {
+func (l *fakeLeader) ForwardStream(stream clusterpb.Peer_ForwardStreamServer) error {
 	if !l.silent {
 		return l.UnimplementedPeerServer.ForwardStream(stream)
 	}
@@ -112,7 +113,7 @@ func startFakeLeader(t *testing.T, l *fakeLeader, applyTimeout time.Duration) (a
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	pb.RegisterPeerServer(srv, l)
+	clusterpb.RegisterPeerServer(srv, l)
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -124,8 +125,8 @@ func startFakeLeader(t *testing.T, l *fakeLeader, applyTimeout time.Duration) (a
 	return lis.Addr().String(), fwd
 }
 
-func oneOp() []*pb.AppendOp {
-	return []*pb.AppendOp{{Events: []*pb.JournalEvent{{Type: "t"}}}}
+func oneOp() []*fsmpb.AppendOp {
+	return []*fsmpb.AppendOp{{Events: []*fsmpb.JournalEvent{{Type: "t"}}}}
 }
 
 // A leader without ForwardStream: the batches sent on the stream fail as
@@ -214,21 +215,21 @@ func TestForwardStreamBadInput(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	ctx = metadata.AppendToOutgoingContext(ctx, MDClusterID, tc.cfgs[leader].ClusterID)
-	open := func(i int) pb.Peer_ForwardStreamClient {
+	open := func(i int) clusterpb.Peer_ForwardStreamClient {
 		conn, err := grpc.NewClient(tc.cfgs[i].GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { conn.Close() })
-		st, err := pb.NewPeerClient(conn).ForwardStream(ctx)
+		st, err := clusterpb.NewPeerClient(conn).ForwardStream(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return st
 	}
-	exchange := func(st pb.Peer_ForwardStreamClient, ops []*pb.AppendOp) []*pb.AppendResult {
+	exchange := func(st clusterpb.Peer_ForwardStreamClient, ops []*fsmpb.AppendOp) []*clusterpb.AppendResult {
 		t.Helper()
-		if err := st.Send(&pb.ForwardAppendRequest{Ops: ops}); err != nil {
+		if err := st.Send(&clusterpb.ForwardAppendRequest{Ops: ops}); err != nil {
 			t.Fatal(err)
 		}
 		resp, err := st.Recv()
@@ -242,7 +243,7 @@ func TestForwardStreamBadInput(t *testing.T) {
 	}
 	before := tc.server(leader).fsm.AppliedIndex()
 	st := open(leader)
-	bad := []*pb.AppendOp{{Events: []*pb.JournalEvent{{Type: "ok"}}}, {Events: nil}}
+	bad := []*fsmpb.AppendOp{{Events: []*fsmpb.JournalEvent{{Type: "ok"}}}, {Events: nil}}
 	for _, r := range exchange(st, bad) {
 		if codes.Code(r.Code) != codes.InvalidArgument || r.Count != 0 {
 			t.Fatalf("bad batch: %+v, want InvalidArgument on every op", r)
@@ -269,7 +270,7 @@ func TestForwardStreamBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	other, err := pb.NewPeerClient(conn).ForwardStream(metadata.AppendToOutgoingContext(context.Background(), MDClusterID, "other-cluster"))
+	other, err := clusterpb.NewPeerClient(conn).ForwardStream(metadata.AppendToOutgoingContext(context.Background(), MDClusterID, "other-cluster"))
 	if err == nil {
 		_, err = other.Recv()
 	}

@@ -5,8 +5,8 @@ import (
 	"sync"
 	"time"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
 	lr "github.com/logbookhq/logbook/leaserecovery"
 	"google.golang.org/grpc/codes"
 )
@@ -51,7 +51,7 @@ func (s *Server) releaseFile(path, newHolder, reason string) (lr.ReleaseDecision
 	replicated := soft.replicatedLocked(v, nil, now, cfg.NodeStaleInterval)
 	var locs []lr.Location
 	var reported []string
-	var last *pb.BlockRecord
+	var last *fsmpb.BlockRecord
 	if k := len(v.blocks); k > 0 {
 		last = v.blocks[k-1]
 		if len(last.ExpectedLocations) == 0 {
@@ -77,7 +77,7 @@ func (s *Server) releaseFile(path, newHolder, reason string) (lr.ReleaseDecision
 	case lr.ReleaseAlreadyClosed, lr.ReleaseInProgress:
 		return d, nil
 	case lr.ReleaseClose, lr.ReleaseRemoveLastBlock:
-		_, err := s.proposeNS(nil, nsOp(&pb.ReleaseLeaseOp{Path: path, Holder: v.file.LeaseHolder, ReplicatedBlocks: replicated}))
+		_, err := s.proposeNS(nil, nsOp(&fsmpb.ReleaseLeaseOp{Path: path, Holder: v.file.LeaseHolder, ReplicatedBlocks: replicated}))
 		if err == nil {
 			s.metrics.leaseReleases.WithLabelValues(d.Action.String()).Inc()
 			s.log.Info("lease released", "path", path, "holder", v.file.LeaseHolder, "action", d.Action.String(), "why", reason)
@@ -85,11 +85,11 @@ func (s *Server) releaseFile(path, newHolder, reason string) (lr.ReleaseDecision
 		return d, err
 	case lr.ReleaseStartRecovery:
 		var tried []lr.NodeID
-		if last.State == pb.BlockState_BLOCK_STATE_UNDER_RECOVERY {
+		if last.State == fsmpb.BlockState_BLOCK_STATE_UNDER_RECOVERY {
 			tried = rf.Blocks[len(rf.Blocks)-1].Recovery.Chosen
 		}
 		pc, ok := lr.ChoosePrimary(locs, tried)
-		if !ok && last.State == pb.BlockState_BLOCK_STATE_UNDER_RECOVERY {
+		if !ok && last.State == fsmpb.BlockState_BLOCK_STATE_UNDER_RECOVERY {
 			// A re-drive with no live location: the attempt stays as it
 			// is (no new id, no command) until a location is heard from
 			// again (§7.17); recoverLease answers "in progress".
@@ -104,7 +104,7 @@ func (s *Server) releaseFile(path, newHolder, reason string) (lr.ReleaseDecision
 		if len(why) > fsm.MaxReasonBytes {
 			why = why[:fsm.MaxReasonBytes]
 		}
-		r, err := s.proposeNS(nil, nsOp(&pb.StartRecoveryOp{
+		r, err := s.proposeNS(nil, nsOp(&fsmpb.StartRecoveryOp{
 			Path: path, BlockId: last.Id, Primary: string(pc.Node), DeadlineUnixNanos: now.Add(cfg.RecoveryTimeout).UnixNano(),
 			Reason: why, NewHolder: newHolder, ReportedLocations: reported,
 		}))
@@ -151,7 +151,7 @@ func (s *Server) leaseCycle(now time.Time) {
 			break
 		}
 		switch {
-		case o.Last != nil && o.Last.State == pb.BlockState_BLOCK_STATE_UNDER_RECOVERY:
+		case o.Last != nil && o.Last.State == fsmpb.BlockState_BLOCK_STATE_UNDER_RECOVERY:
 			if now.UnixNano() > o.Last.Recovery.GetDeadlineUnixNanos() {
 				// A re-drive keeps a recover-lease caller's lease.
 				holder := o.Holder

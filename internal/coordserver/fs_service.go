@@ -9,9 +9,9 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
 	lr "github.com/logbookhq/logbook/leaserecovery"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/proto"
 )
 
 // Request bounds of the file-system services (checked before anything is
@@ -103,9 +103,9 @@ func (s *Server) checkNodeList(what string, ids []string) error {
 
 // proposeNS proposes one namespace op and returns the FSM's result; a
 // refusal comes back as its gRPC status.
-func (s *Server) proposeNS(sess *pb.FsSession, op *pb.NamespaceOp) (fsm.NamespaceResult, error) {
-	cmd := &pb.NamespaceCommand{ClientId: sess.GetClientId(), RequestSeq: sess.GetRequestSeq(), AckedSeq: sess.GetAckedSeq(), SessionEstablished: sess.GetSessionEstablished(), Op: op}
-	resp, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_NAMESPACE, cmd)
+func (s *Server) proposeNS(sess *pb.FsSession, op *fsmpb.NamespaceOp) (fsm.NamespaceResult, error) {
+	cmd := &fsmpb.NamespaceCommand{ClientId: sess.GetClientId(), RequestSeq: sess.GetRequestSeq(), AckedSeq: sess.GetAckedSeq(), SessionEstablished: sess.GetSessionEstablished(), Op: op}
+	resp, err := s.applyCommand(fsmpb.CommandType_COMMAND_TYPE_NAMESPACE, cmd)
 	if err != nil {
 		return fsm.NamespaceResult{}, err
 	}
@@ -121,7 +121,7 @@ func (s *Server) proposeNS(sess *pb.FsSession, op *pb.NamespaceOp) (fsm.Namespac
 
 // fileOp proposes op and answers with a copy of its result (the FSM's is
 // shared with the state); a success renews client's lease.
-func (s *Server) fileOp(sess *pb.FsSession, client string, op *pb.NamespaceOp) (*pb.FileOpResponse, error) {
+func (s *Server) fileOp(sess *pb.FsSession, client string, op *fsmpb.NamespaceOp) (*pb.FileOpResponse, error) {
 	r, err := s.proposeNS(sess, op)
 	if err != nil {
 		return nil, err
@@ -129,11 +129,7 @@ func (s *Server) fileOp(sess *pb.FsSession, client string, op *pb.NamespaceOp) (
 	if client != "" {
 		s.renew(client, time.Now())
 	}
-	out := &pb.FileOpResponse{Seq: r.Seq}
-	if r.Result != nil {
-		out.Result = proto.Clone(r.Result).(*pb.NamespaceResult)
-	}
-	return out, nil
+	return &pb.FileOpResponse{Seq: r.Seq, Result: apiNamespaceResult(r.Result)}, nil
 }
 
 // renew records a lease renewal of client (leader memory).
@@ -143,41 +139,41 @@ func (s *Server) renew(client string, now time.Time) {
 	f.mu.Unlock()
 }
 
-func nsOp(op any) *pb.NamespaceOp {
+func nsOp(op any) *fsmpb.NamespaceOp {
 	switch x := op.(type) {
-	case *pb.CreateFileOp:
-		return &pb.NamespaceOp{Op: &pb.NamespaceOp_CreateFile{CreateFile: x}}
-	case *pb.AddBlockOp:
-		return &pb.NamespaceOp{Op: &pb.NamespaceOp_AddBlock{AddBlock: x}}
-	case *pb.CompleteFileOp:
-		return &pb.NamespaceOp{Op: &pb.NamespaceOp_CompleteFile{CompleteFile: x}}
-	case *pb.AppendFileOp:
-		return &pb.NamespaceOp{Op: &pb.NamespaceOp_AppendFile{AppendFile: x}}
-	case *pb.DeleteFileOp:
-		return &pb.NamespaceOp{Op: &pb.NamespaceOp_DeleteFile{DeleteFile: x}}
-	case *pb.AbandonBlockOp:
-		return &pb.NamespaceOp{Op: &pb.NamespaceOp_AbandonBlock{AbandonBlock: x}}
-	case *pb.UpdateBlockForPipelineOp:
-		return &pb.NamespaceOp{Op: &pb.NamespaceOp_UpdateBlockForPipeline{UpdateBlockForPipeline: x}}
-	case *pb.UpdatePipelineOp:
-		return &pb.NamespaceOp{Op: &pb.NamespaceOp_UpdatePipeline{UpdatePipeline: x}}
-	case *pb.StartRecoveryOp:
-		return &pb.NamespaceOp{Op: &pb.NamespaceOp_StartRecovery{StartRecovery: x}}
-	case *pb.CommitBlockSyncOp:
-		return &pb.NamespaceOp{Op: &pb.NamespaceOp_CommitBlockSync{CommitBlockSync: x}}
-	case *pb.ReleaseLeaseOp:
-		return &pb.NamespaceOp{Op: &pb.NamespaceOp_ReleaseLease{ReleaseLease: x}}
-	case *pb.RegisterNodeOp:
-		return &pb.NamespaceOp{Op: &pb.NamespaceOp_RegisterNode{RegisterNode: x}}
+	case *fsmpb.CreateFileOp:
+		return &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_CreateFile{CreateFile: x}}
+	case *fsmpb.AddBlockOp:
+		return &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_AddBlock{AddBlock: x}}
+	case *fsmpb.CompleteFileOp:
+		return &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_CompleteFile{CompleteFile: x}}
+	case *fsmpb.AppendFileOp:
+		return &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_AppendFile{AppendFile: x}}
+	case *fsmpb.DeleteFileOp:
+		return &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_DeleteFile{DeleteFile: x}}
+	case *fsmpb.AbandonBlockOp:
+		return &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_AbandonBlock{AbandonBlock: x}}
+	case *fsmpb.UpdateBlockForPipelineOp:
+		return &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_UpdateBlockForPipeline{UpdateBlockForPipeline: x}}
+	case *fsmpb.UpdatePipelineOp:
+		return &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_UpdatePipeline{UpdatePipeline: x}}
+	case *fsmpb.StartRecoveryOp:
+		return &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_StartRecovery{StartRecovery: x}}
+	case *fsmpb.CommitBlockSyncOp:
+		return &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_CommitBlockSync{CommitBlockSync: x}}
+	case *fsmpb.ReleaseLeaseOp:
+		return &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_ReleaseLease{ReleaseLease: x}}
+	case *fsmpb.RegisterNodeOp:
+		return &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_RegisterNode{RegisterNode: x}}
 	}
 	panic(fmt.Sprintf("nsOp: %T", op))
 }
 
 // fileView is a file and its blocks read under one FSM view.
 type fileView struct {
-	file   *pb.FileRecord
-	blocks []*pb.BlockRecord
-	nodes  map[string]*pb.NodeRecord
+	file   *fsmpb.FileRecord
+	blocks []*fsmpb.BlockRecord
+	nodes  map[string]*fsmpb.NodeRecord
 }
 
 func (s *Server) viewFile(path string) (fileView, bool) {
@@ -188,7 +184,7 @@ func (s *Server) viewFile(path string) (fileView, bool) {
 		if ok {
 			v.blocks, _ = st.BlocksOfFile(path)
 		}
-		v.nodes = map[string]*pb.NodeRecord{}
+		v.nodes = map[string]*fsmpb.NodeRecord{}
 		for _, n := range st.Nodes() {
 			v.nodes[n.Id] = n
 		}
@@ -200,14 +196,14 @@ func (s *Server) viewFile(path string) (fileView, bool) {
 // FINALIZED at their GS and length (ref, when given, overrides the
 // client's view of its block): the leader vouches for their minimal
 // replication.
-func (f *fsSoft) replicatedLocked(v fileView, ref *pb.BlockRef, now time.Time, stale time.Duration) []uint64 {
+func (f *fsSoft) replicatedLocked(v fileView, ref *fsmpb.BlockRef, now time.Time, stale time.Duration) []uint64 {
 	var out []uint64
 	for _, b := range v.blocks {
 		gs, n := b.Gs, int64(b.NumBytes)
 		if ref != nil && ref.Id == b.Id {
 			gs, n = ref.Gs, int64(ref.NumBytes)
 		}
-		if b.State == pb.BlockState_BLOCK_STATE_COMPLETE {
+		if b.State == fsmpb.BlockState_BLOCK_STATE_COMPLETE {
 			continue
 		}
 		if f.finalizedAt(b.Id, gs, n, now, stale) >= 1 {
@@ -260,7 +256,7 @@ func (n *namespaceService) Create(ctx context.Context, req *pb.CreateRequest) (*
 			return nil, err
 		}
 	}
-	return s.fileOp(req.Session, req.ClientName, nsOp(&pb.CreateFileOp{
+	return s.fileOp(req.Session, req.ClientName, nsOp(&fsmpb.CreateFileOp{
 		Path: req.Path, Replication: req.Replication, BlockSize: req.BlockSize, ClientName: req.ClientName, Overwrite: req.Overwrite,
 	}))
 }
@@ -268,7 +264,7 @@ func (n *namespaceService) Create(ctx context.Context, req *pb.CreateRequest) (*
 // chooseTargetsLocked picks count distinct live registered nodes, most
 // free space first (then by id), avoiding excluded; fewer when not enough
 // are live, at least one.
-func (s *Server) chooseTargetsLocked(f *fsSoft, nodes map[string]*pb.NodeRecord, count int, excluded []string, now time.Time) ([]string, error) {
+func (s *Server) chooseTargetsLocked(f *fsSoft, nodes map[string]*fsmpb.NodeRecord, count int, excluded []string, now time.Time) ([]string, error) {
 	stale := s.fsCfg().NodeStaleInterval
 	var live []string
 	for id := range nodes {
@@ -298,7 +294,7 @@ func contains(list []string, v string) bool {
 	return false
 }
 
-func locations(nodes map[string]*pb.NodeRecord, ids []string) []*pb.NodeLocation {
+func locations(nodes map[string]*fsmpb.NodeRecord, ids []string) []*pb.NodeLocation {
 	out := make([]*pb.NodeLocation, 0, len(ids))
 	for _, id := range ids {
 		out = append(out, &pb.NodeLocation{NodeId: id, GrpcAddr: nodes[id].GetGrpcAddr()})
@@ -324,13 +320,13 @@ func (n *namespaceService) AddBlock(ctx context.Context, req *pb.AddBlockRequest
 	now := time.Now()
 	soft := s.fsLocked()
 	targets, err := s.chooseTargetsLocked(soft, v.nodes, int(v.file.Replication), req.ExcludedNodes, now)
-	replicated := soft.replicatedLocked(v, req.Previous, now, s.fsCfg().NodeStaleInterval)
+	replicated := soft.replicatedLocked(v, formatBlockRef(req.Previous), now, s.fsCfg().NodeStaleInterval)
 	soft.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.fileOp(req.Session, req.ClientName, nsOp(&pb.AddBlockOp{
-		Path: req.Path, ClientName: req.ClientName, Previous: req.Previous, Targets: targets, ReplicatedBlocks: replicated,
+	resp, err := s.fileOp(req.Session, req.ClientName, nsOp(&fsmpb.AddBlockOp{
+		Path: req.Path, ClientName: req.ClientName, Previous: formatBlockRef(req.Previous), Targets: targets, ReplicatedBlocks: replicated,
 	}))
 	if err != nil {
 		return nil, err
@@ -352,10 +348,10 @@ func (n *namespaceService) Complete(ctx context.Context, req *pb.CompleteRequest
 		return nil, s.fsErr(notFound(req.Path))
 	}
 	soft := s.fsLocked()
-	replicated := soft.replicatedLocked(v, req.Last, time.Now(), s.fsCfg().NodeStaleInterval)
+	replicated := soft.replicatedLocked(v, formatBlockRef(req.Last), time.Now(), s.fsCfg().NodeStaleInterval)
 	soft.mu.Unlock()
-	return s.fileOp(req.Session, req.ClientName, nsOp(&pb.CompleteFileOp{
-		Path: req.Path, ClientName: req.ClientName, Last: req.Last, ReplicatedBlocks: replicated,
+	return s.fileOp(req.Session, req.ClientName, nsOp(&fsmpb.CompleteFileOp{
+		Path: req.Path, ClientName: req.ClientName, Last: formatBlockRef(req.Last), ReplicatedBlocks: replicated,
 	}))
 }
 
@@ -390,7 +386,7 @@ func (n *namespaceService) Append(ctx context.Context, req *pb.AppendFileRequest
 		}
 		soft.mu.Unlock()
 	}
-	resp, err := s.fileOp(req.Session, req.ClientName, nsOp(&pb.AppendFileOp{Path: req.Path, ClientName: req.ClientName, Targets: targets}))
+	resp, err := s.fileOp(req.Session, req.ClientName, nsOp(&fsmpb.AppendFileOp{Path: req.Path, ClientName: req.ClientName, Targets: targets}))
 	if err != nil {
 		return nil, err
 	}
@@ -412,7 +408,7 @@ func (n *namespaceService) Delete(ctx context.Context, req *pb.DeleteRequest) (*
 	// The removed blocks' replicas are invalidated at the nodes' next
 	// heartbeats (an unknown block; the state machine's removal feed
 	// marks them, see readRemovals).
-	return s.fileOp(req.Session, "", nsOp(&pb.DeleteFileOp{Path: req.Path, Recursive: req.Recursive}))
+	return s.fileOp(req.Session, "", nsOp(&fsmpb.DeleteFileOp{Path: req.Path, Recursive: req.Recursive}))
 }
 
 func (n *namespaceService) AbandonBlock(ctx context.Context, req *pb.AbandonBlockRequest) (*pb.FileOpResponse, error) {
@@ -423,7 +419,7 @@ func (n *namespaceService) AbandonBlock(ctx context.Context, req *pb.AbandonBloc
 	if err := s.fsReady(ctx); err != nil {
 		return nil, err
 	}
-	return s.fileOp(req.Session, req.ClientName, nsOp(&pb.AbandonBlockOp{Path: req.Path, ClientName: req.ClientName, BlockId: req.BlockId}))
+	return s.fileOp(req.Session, req.ClientName, nsOp(&fsmpb.AbandonBlockOp{Path: req.Path, ClientName: req.ClientName, BlockId: req.BlockId}))
 }
 
 func (n *namespaceService) UpdateBlockForPipeline(ctx context.Context, req *pb.UpdateBlockForPipelineRequest) (*pb.FileOpResponse, error) {
@@ -434,7 +430,7 @@ func (n *namespaceService) UpdateBlockForPipeline(ctx context.Context, req *pb.U
 	if err := s.fsReady(ctx); err != nil {
 		return nil, err
 	}
-	return s.fileOp(req.Session, req.ClientName, nsOp(&pb.UpdateBlockForPipelineOp{Path: req.Path, ClientName: req.ClientName, BlockId: req.BlockId}))
+	return s.fileOp(req.Session, req.ClientName, nsOp(&fsmpb.UpdateBlockForPipelineOp{Path: req.Path, ClientName: req.ClientName, BlockId: req.BlockId}))
 }
 
 // GetAdditionalNode chooses a node to add to the pipeline of path's last
@@ -464,7 +460,7 @@ func (n *namespaceService) GetAdditionalNode(ctx context.Context, req *pb.GetAdd
 		return nil, s.fsErr(fmt.Errorf("%w: %s is held by %s, not %s", fsm.ErrNotLeaseHolder, req.Path, v.file.LeaseHolder, req.ClientName))
 	case len(v.blocks) == 0 || v.blocks[len(v.blocks)-1].Id != req.BlockId:
 		return nil, s.fsErr(fmt.Errorf("%w: block %d is not the last block of %s", fsm.ErrNotLastBlock, req.BlockId, req.Path))
-	case v.blocks[len(v.blocks)-1].State != pb.BlockState_BLOCK_STATE_UNDER_CONSTRUCTION:
+	case v.blocks[len(v.blocks)-1].State != fsmpb.BlockState_BLOCK_STATE_UNDER_CONSTRUCTION:
 		return nil, s.fsErr(fmt.Errorf("%w: block %d is %v", fsm.ErrBlockState, req.BlockId, v.blocks[len(v.blocks)-1].State))
 	}
 	soft := s.fsLocked()
@@ -490,7 +486,7 @@ func (n *namespaceService) UpdatePipeline(ctx context.Context, req *pb.UpdatePip
 	if err := s.fsReady(ctx); err != nil {
 		return nil, err
 	}
-	resp, err := s.fileOp(req.Session, req.ClientName, nsOp(&pb.UpdatePipelineOp{
+	resp, err := s.fileOp(req.Session, req.ClientName, nsOp(&fsmpb.UpdatePipelineOp{
 		Path: req.Path, ClientName: req.ClientName, BlockId: req.BlockId, OldGs: req.OldGs, NewGs: req.NewGs, NewLength: req.NewLength, NewNodes: req.NewNodes,
 	}))
 	if err != nil {
@@ -511,14 +507,14 @@ func (n *namespaceService) Stat(ctx context.Context, req *pb.StatRequest) (*pb.S
 		return nil, err
 	}
 	var resp *pb.StatResponse
-	var blocks []*pb.BlockRecord
+	var blocks []*fsmpb.BlockRecord
 	addrs := map[string]string{}
 	s.fsm.View(func(st *fsm.State) {
 		fs, ok := st.FileStatus(req.Path)
 		if !ok {
 			return
 		}
-		resp = &pb.StatResponse{File: proto.Clone(fs).(*pb.FileStatus)}
+		resp = &pb.StatResponse{File: apiFileStatus(fs)}
 		blocks, _ = st.BlocksOfFile(req.Path)
 		for _, n := range st.Nodes() {
 			addrs[n.Id] = n.GrpcAddr
@@ -534,10 +530,8 @@ func (n *namespaceService) Stat(ctx context.Context, req *pb.StatRequest) (*pb.S
 		resp.FromLeader = true
 	}
 	for _, b := range blocks {
-		bs := &pb.BlockStatus{Id: b.Id, Gs: b.Gs, NumBytes: b.NumBytes, State: b.State, ExpectedLocations: append([]string(nil), b.ExpectedLocations...)}
-		if b.Recovery != nil {
-			bs.Recovery = proto.Clone(b.Recovery).(*pb.BlockRecovery)
-		}
+		bs := &pb.BlockStatus{Id: b.Id, Gs: b.Gs, NumBytes: b.NumBytes, State: apiBlockState(b.State), ExpectedLocations: append([]string(nil), b.ExpectedLocations...)}
+		bs.Recovery = apiBlockRecovery(b.Recovery)
 		if soft != nil {
 			bs.ReportedLocations = soft.reported(b.Id)
 		}
@@ -589,9 +583,7 @@ func (n *namespaceService) List(ctx context.Context, req *pb.ListRequest) (*pb.L
 	}
 	for _, e := range entries {
 		le := &pb.ListEntryStatus{Path: e.Path, Dir: e.Dir}
-		if e.File != nil {
-			le.File = proto.Clone(e.File).(*pb.FileStatus)
-		}
+		le.File = apiFileStatus(e.File)
 		resp.Entries = append(resp.Entries, le)
 	}
 	return resp, nil

@@ -7,8 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbookhq/logbook/fsm/fsmpb"
+
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/internal/clusterpb"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -23,7 +26,7 @@ type fsEnv struct {
 	tc     *testCluster
 	leader int
 	ns     pb.NamespaceClient
-	nl     pb.NodeLinkClient
+	nl     clusterpb.NodeLinkClient
 	ctx    context.Context
 }
 
@@ -46,7 +49,7 @@ func (e *fsEnv) connect(i int) {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { conn.Close() })
-	e.ns, e.nl = pb.NewNamespaceClient(conn), pb.NewNodeLinkClient(conn)
+	e.ns, e.nl = pb.NewNamespaceClient(conn), clusterpb.NewNodeLinkClient(conn)
 	eventually(e.t, 20*time.Second, "namespace service ready", func() bool {
 		_, err := e.ns.List(e.ctx, &pb.ListRequest{Dir: "/"})
 		return err == nil || status.Code(err) == codes.NotFound
@@ -61,26 +64,26 @@ func (e *fsEnv) registerNodes(n int) {
 	e.t.Helper()
 	for i := 1; i <= n; i++ {
 		st := []*pb.StorageReport{{StorageId: "s1", Capacity: 1000, Free: uint64(i * 100)}}
-		_, err := e.nl.Register(e.ctx, &pb.NodeRegisterRequest{Node: &pb.NodeRecord{
+		_, err := e.nl.Register(e.ctx, &clusterpb.NodeRegisterRequest{Node: &fsmpb.NodeRecord{
 			Id: nodeID(i), GrpcAddr: fmt.Sprintf("127.0.0.1:%d", 9000+i), StorageIds: []string{"s1"}, InstanceId: "inst-" + nodeID(i),
 		}, Storages: st})
 		if err != nil {
 			e.t.Fatalf("register %s: %v", nodeID(i), err)
 		}
-		hb, err := e.nl.Heartbeat(e.ctx, &pb.NodeHeartbeatRequest{NodeId: nodeID(i), Storages: st})
+		hb, err := e.nl.Heartbeat(e.ctx, &clusterpb.NodeHeartbeatRequest{NodeId: nodeID(i), Storages: st})
 		if err != nil {
 			e.t.Fatalf("heartbeat %s: %v", nodeID(i), err)
 		}
 		if !hasFullReportCmd(hb.Commands) {
 			e.t.Fatalf("heartbeat of a node without a full report: no SendFullReport in %v", hb.Commands)
 		}
-		if _, err := e.nl.BlockReport(e.ctx, &pb.NodeBlockReportRequest{NodeId: nodeID(i), Storages: []*pb.StorageBlockReport{{StorageId: "s1"}}}); err != nil {
+		if _, err := e.nl.BlockReport(e.ctx, &clusterpb.NodeBlockReportRequest{NodeId: nodeID(i), Storages: []*pb.StorageBlockReport{{StorageId: "s1"}}}); err != nil {
 			e.t.Fatalf("block report %s: %v", nodeID(i), err)
 		}
 	}
 }
 
-func hasFullReportCmd(cmds []*pb.NodeCommand) bool {
+func hasFullReportCmd(cmds []*clusterpb.NodeCommand) bool {
 	for _, c := range cmds {
 		if c.GetSendFullReport() != nil {
 			return true
@@ -89,8 +92,8 @@ func hasFullReportCmd(cmds []*pb.NodeCommand) bool {
 	return false
 }
 
-func recoverCmds(cmds []*pb.NodeCommand) []*pb.RecoverBlockCommand {
-	var out []*pb.RecoverBlockCommand
+func recoverCmds(cmds []*clusterpb.NodeCommand) []*clusterpb.RecoverBlockCommand {
+	var out []*clusterpb.RecoverBlockCommand
 	for _, c := range cmds {
 		if r := c.GetRecoverBlock(); r != nil {
 			out = append(out, r)
@@ -101,8 +104,8 @@ func recoverCmds(cmds []*pb.NodeCommand) []*pb.RecoverBlockCommand {
 
 func (e *fsEnv) report(node string, b *pb.BlockRecord, n int64, state pb.ReplicaState) {
 	e.t.Helper()
-	_, err := e.nl.IncrementalReport(e.ctx, &pb.NodeIncrementalReportRequest{NodeId: node, Changes: []*pb.IncrementalChange{{
-		Change: pb.ReplicaChange_REPLICA_CHANGE_RECEIVED, StorageId: "s1",
+	_, err := e.nl.IncrementalReport(e.ctx, &clusterpb.NodeIncrementalReportRequest{NodeId: node, Changes: []*clusterpb.IncrementalChange{{
+		Change: clusterpb.ReplicaChange_REPLICA_CHANGE_RECEIVED, StorageId: "s1",
 		Replica: &pb.ReportedReplica{BlockId: b.Id, Gs: b.Gs, NumBytes: n, State: state},
 	}}})
 	if err != nil {
@@ -290,20 +293,20 @@ func TestFSBadInput(t *testing.T) {
 			return err
 		}, codes.InvalidArgument, ReasonBadRequest},
 		{"unregistered heartbeat", func() error {
-			_, err := e.nl.Heartbeat(e.ctx, &pb.NodeHeartbeatRequest{NodeId: "ghost"})
+			_, err := e.nl.Heartbeat(e.ctx, &clusterpb.NodeHeartbeatRequest{NodeId: "ghost"})
 			return err
 		}, codes.FailedPrecondition, ReasonNodeNotRegistered},
 		{"unregistered block report", func() error {
-			_, err := e.nl.BlockReport(e.ctx, &pb.NodeBlockReportRequest{NodeId: "ghost"})
+			_, err := e.nl.BlockReport(e.ctx, &clusterpb.NodeBlockReportRequest{NodeId: "ghost"})
 			return err
 		}, codes.FailedPrecondition, ReasonNodeNotRegistered},
 		{"unregistered incremental report", func() error {
-			_, err := e.nl.IncrementalReport(e.ctx, &pb.NodeIncrementalReportRequest{NodeId: "ghost", Changes: []*pb.IncrementalChange{{
-				Change: pb.ReplicaChange_REPLICA_CHANGE_RECEIVED, Replica: &pb.ReportedReplica{BlockId: b.Id, Gs: b.Gs, State: pb.ReplicaState_REPLICA_STATE_RBW}}}})
+			_, err := e.nl.IncrementalReport(e.ctx, &clusterpb.NodeIncrementalReportRequest{NodeId: "ghost", Changes: []*clusterpb.IncrementalChange{{
+				Change: clusterpb.ReplicaChange_REPLICA_CHANGE_RECEIVED, Replica: &pb.ReportedReplica{BlockId: b.Id, Gs: b.Gs, State: pb.ReplicaState_REPLICA_STATE_RBW}}}})
 			return err
 		}, codes.FailedPrecondition, ReasonNodeNotRegistered},
 		{"node id held by another node", func() error {
-			_, err := e.nl.Register(e.ctx, &pb.NodeRegisterRequest{Node: &pb.NodeRecord{Id: "n1", GrpcAddr: "127.0.0.1:9999", StorageIds: []string{"s1"}, InstanceId: "impostor"}})
+			_, err := e.nl.Register(e.ctx, &clusterpb.NodeRegisterRequest{Node: &fsmpb.NodeRecord{Id: "n1", GrpcAddr: "127.0.0.1:9999", StorageIds: []string{"s1"}, InstanceId: "impostor"}})
 			return err
 		}, codes.FailedPrecondition, "NODE_ID_HELD"},
 	}
@@ -322,7 +325,7 @@ func TestFSBadInput(t *testing.T) {
 }
 
 func (e *fsEnv) callHeld() error {
-	_, err := e.nl.Register(e.ctx, &pb.NodeRegisterRequest{Node: &pb.NodeRecord{Id: "n1", GrpcAddr: "127.0.0.1:9999", InstanceId: "impostor"}})
+	_, err := e.nl.Register(e.ctx, &clusterpb.NodeRegisterRequest{Node: &fsmpb.NodeRecord{Id: "n1", GrpcAddr: "127.0.0.1:9999", InstanceId: "impostor"}})
 	return err
 }
 
@@ -354,13 +357,13 @@ func (e *fsEnv) startAbandonedWrite() *pb.BlockRecord {
 
 // waitRecoverCmd heartbeats every node until one gets RecoverBlock for
 // block id; it returns the node and the command.
-func (e *fsEnv) waitRecoverCmd(id, after uint64) (string, *pb.RecoverBlockCommand) {
+func (e *fsEnv) waitRecoverCmd(id, after uint64) (string, *clusterpb.RecoverBlockCommand) {
 	e.t.Helper()
 	var node string
-	var cmd *pb.RecoverBlockCommand
+	var cmd *clusterpb.RecoverBlockCommand
 	eventually(e.t, 20*time.Second, "a RecoverBlock command", func() bool {
 		for i := 1; i <= 3; i++ {
-			hb, err := e.nl.Heartbeat(e.ctx, &pb.NodeHeartbeatRequest{NodeId: nodeID(i), Storages: []*pb.StorageReport{{StorageId: "s1", Free: uint64(i * 100)}}})
+			hb, err := e.nl.Heartbeat(e.ctx, &clusterpb.NodeHeartbeatRequest{NodeId: nodeID(i), Storages: []*pb.StorageReport{{StorageId: "s1", Free: uint64(i * 100)}}})
 			if err != nil {
 				continue
 			}
@@ -407,7 +410,7 @@ func TestFSLeaseHardLimitStartsRecovery(t *testing.T) {
 	}
 	seq := e.nextSeq()
 	// The superseded recovery id is refused, changing nothing.
-	_, err = e.nl.CommitBlockSynchronization(e.ctx, &pb.CommitBlockSyncRequest{NodeId: primary, BlockId: b.Id, RecoveryId: cmd.RecoveryId,
+	_, err = e.nl.CommitBlockSynchronization(e.ctx, &clusterpb.CommitBlockSyncRequest{NodeId: primary, BlockId: b.Id, RecoveryId: cmd.RecoveryId,
 		NewGs: cmd.RecoveryId, NewLength: 10, CloseFile: true, Targets: b.ExpectedLocations, OldGs: b.Gs})
 	wantCode(t, "stale recovery id", err, codes.Aborted, "")
 	if e.nextSeq() != seq {
@@ -419,7 +422,7 @@ func TestFSLeaseHardLimitStartsRecovery(t *testing.T) {
 	eventually(t, 20*time.Second, "the recovery commit", func() bool {
 		cur := e.stat("/w").Blocks[0]
 		rid = cur.Recovery.GetRecoveryId()
-		res, err := e.nl.CommitBlockSynchronization(e.ctx, &pb.CommitBlockSyncRequest{NodeId: cur.Recovery.GetPrimary(), BlockId: b.Id, RecoveryId: rid,
+		res, err := e.nl.CommitBlockSynchronization(e.ctx, &clusterpb.CommitBlockSyncRequest{NodeId: cur.Recovery.GetPrimary(), BlockId: b.Id, RecoveryId: rid,
 			NewGs: rid, NewLength: 10, CloseFile: true, Targets: b.ExpectedLocations, OldGs: cur.Gs})
 		if status.Code(err) == codes.Aborted {
 			return false
@@ -457,7 +460,7 @@ func TestFSSafeModeHoldsLeaseMonitor(t *testing.T) {
 	})
 	for i := 1; i <= 3; i++ {
 		reps := []*pb.ReportedReplica{{BlockId: b.Id, Gs: b.Gs, NumBytes: 10, State: pb.ReplicaState_REPLICA_STATE_RBW}}
-		if _, err := e.nl.BlockReport(e.ctx, &pb.NodeBlockReportRequest{NodeId: nodeID(i), Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}}); err != nil {
+		if _, err := e.nl.BlockReport(e.ctx, &clusterpb.NodeBlockReportRequest{NodeId: nodeID(i), Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}}); err != nil {
 			t.Fatalf("full report of %s: %v", nodeID(i), err)
 		}
 		e.fakeHeartbeat(nodeID(i))
@@ -477,9 +480,9 @@ func TestFSLeaderChangeResumesRecovery(t *testing.T) {
 	if e.leader == old {
 		t.Fatal("same leader")
 	}
-	var got *pb.RecoverBlockCommand
+	var got *clusterpb.RecoverBlockCommand
 	eventually(t, 20*time.Second, "the new leader's RecoverBlock", func() bool {
-		hb, err := e.nl.Heartbeat(e.ctx, &pb.NodeHeartbeatRequest{NodeId: primary, Storages: []*pb.StorageReport{{StorageId: "s1", Free: 100}}})
+		hb, err := e.nl.Heartbeat(e.ctx, &clusterpb.NodeHeartbeatRequest{NodeId: primary, Storages: []*pb.StorageReport{{StorageId: "s1", Free: 100}}})
 		if err != nil {
 			return false
 		}
@@ -501,7 +504,7 @@ func TestFSLeaderChangeResumesRecovery(t *testing.T) {
 	}
 	// Spec §9 rule 12: in safe mode the commit is refused (Unavailable,
 	// retryable by the primary) and changes nothing.
-	commit := &pb.CommitBlockSyncRequest{NodeId: primary, BlockId: b.Id, RecoveryId: got.RecoveryId,
+	commit := &clusterpb.CommitBlockSyncRequest{NodeId: primary, BlockId: b.Id, RecoveryId: got.RecoveryId,
 		NewGs: got.RecoveryId, NewLength: 10, CloseFile: true, Targets: b.ExpectedLocations, OldGs: b.Gs}
 	seq := e.nextSeq()
 	_, err := e.nl.CommitBlockSynchronization(e.ctx, commit)
@@ -512,7 +515,7 @@ func TestFSLeaderChangeResumesRecovery(t *testing.T) {
 	// Every node's full report ends safe mode; the same commit closes the file.
 	for i := 1; i <= 3; i++ {
 		reps := []*pb.ReportedReplica{{BlockId: b.Id, Gs: b.Gs, NumBytes: 10, State: pb.ReplicaState_REPLICA_STATE_RBW}}
-		if _, err := e.nl.BlockReport(e.ctx, &pb.NodeBlockReportRequest{NodeId: nodeID(i), Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}}); err != nil {
+		if _, err := e.nl.BlockReport(e.ctx, &clusterpb.NodeBlockReportRequest{NodeId: nodeID(i), Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}}); err != nil {
 			t.Fatalf("full report of %s: %v", nodeID(i), err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestHeldBackBy(t *testing.T) {
 	f := fsm.New(nil)
 	idx := uint64(0)
-	do := func(ty pb.CommandType, m proto.Message) {
+	do := func(ty fsmpb.CommandType, m proto.Message) {
 		t.Helper()
 		idx++
 		data, err := fsm.EncodeCommand(ty, m, 0)
@@ -32,23 +33,23 @@ func TestHeldBackBy(t *testing.T) {
 		f.View(func(st *fsm.State) { s = heldBackBy(st) })
 		return s
 	}
-	do(pb.CommandType_COMMAND_TYPE_CONFIGURE_JOURNAL, &pb.JournalConfig{EventsPerSegment: 4, SegmentBytes: 1 << 30})
-	consumer := func(op pb.ConsumerOp, name string, seq uint64) {
-		do(pb.CommandType_COMMAND_TYPE_CONSUMER, &pb.ConsumerCommand{Op: op, Name: name, Seq: seq})
+	do(fsmpb.CommandType_COMMAND_TYPE_CONFIGURE_JOURNAL, &pb.JournalConfig{EventsPerSegment: 4, SegmentBytes: 1 << 30})
+	consumer := func(op fsmpb.ConsumerOp, name string, seq uint64) {
+		do(fsmpb.CommandType_COMMAND_TYPE_CONSUMER, &fsmpb.ConsumerCommand{Op: op, Name: name, Seq: seq})
 	}
-	consumer(pb.ConsumerOp_CONSUMER_OP_REGISTER, "a", 0)
-	consumer(pb.ConsumerOp_CONSUMER_OP_REGISTER, "b", 0)
+	consumer(fsmpb.ConsumerOp_CONSUMER_OP_REGISTER, "a", 0)
+	consumer(fsmpb.ConsumerOp_CONSUMER_OP_REGISTER, "b", 0)
 	if got := held(); got != "" {
 		t.Fatalf("empty journal: %q", got)
 	}
 	for i := 0; i < 3; i++ {
-		do(pb.CommandType_COMMAND_TYPE_APPEND, &pb.AppendCommand{Ops: []*pb.AppendOp{{Events: []*pb.JournalEvent{{Type: "t", Payload: []byte("p")}}}}})
+		do(fsmpb.CommandType_COMMAND_TYPE_APPEND, &fsmpb.AppendCommand{Ops: []*fsmpb.AppendOp{{Events: []*fsmpb.JournalEvent{{Type: "t", Payload: []byte("p")}}}}})
 	}
 	if got := held(); got != "" {
 		t.Fatalf("only an open segment: %q", got)
 	}
 	for i := 0; i < 7; i++ { // seqs 1..10: segments 1..4, 5..8 sealed, 9..10 open
-		do(pb.CommandType_COMMAND_TYPE_APPEND, &pb.AppendCommand{Ops: []*pb.AppendOp{{Events: []*pb.JournalEvent{{Type: "t", Payload: []byte("p")}}}}})
+		do(fsmpb.CommandType_COMMAND_TYPE_APPEND, &fsmpb.AppendCommand{Ops: []*fsmpb.AppendOp{{Events: []*fsmpb.JournalEvent{{Type: "t", Payload: []byte("p")}}}}})
 	}
 	for _, c := range []struct {
 		name string
@@ -62,7 +63,7 @@ func TestHeldBackBy(t *testing.T) {
 		// neither holds it.
 		{"a", 4, "every consumer has acked the oldest segment (seqs 1..4); the automatic trim drops it once a snapshot covers it"},
 	} {
-		consumer(pb.ConsumerOp_CONSUMER_OP_ACK, c.name, c.seq)
+		consumer(fsmpb.ConsumerOp_CONSUMER_OP_ACK, c.name, c.seq)
 		if got := held(); !strings.Contains(got, c.want) {
 			t.Fatalf("after %s acked %d: %q, want %q", c.name, c.seq, got, c.want)
 		}

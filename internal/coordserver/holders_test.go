@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbookhq/logbook/fsm/fsmpb"
+
 	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/internal/clusterpb"
 )
 
 // checkHolderIndex checks the holder index against the nodes' replicas
@@ -188,13 +191,13 @@ func TestCacherIndex(t *testing.T) {
 		id := uint64(1 + rng.IntN(12))
 		switch k := rng.IntN(10); {
 		case k < 3:
-			r := &pb.CacheReport{Capacity: 1 << 30}
+			r := &clusterpb.CacheReport{Capacity: 1 << 30}
 			for range rng.IntN(6) {
 				r.BlockIds = append(r.BlockIds, uint64(1+rng.IntN(12)))
 			}
 			f.setCacheReport(n, r)
 		case k < 7:
-			f.queueCache(n, &pb.BlockRef{Id: id, NumBytes: 1}, rng.IntN(2) == 0)
+			f.queueCache(n, &fsmpb.BlockRef{Id: id, NumBytes: 1}, rng.IntN(2) == 0)
 		case k < 9:
 			if _, ok := n.cache.pending[id]; ok {
 				delete(n.cache.pending, id)
@@ -233,7 +236,7 @@ func TestHolderIndexReports(t *testing.T) {
 				for range 2000 {
 					reps = append(reps, replica(rng))
 				}
-				if _, err := e.nl.BlockReport(context.Background(), &pb.NodeBlockReportRequest{NodeId: node, Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}}); err != nil {
+				if _, err := e.nl.BlockReport(context.Background(), &clusterpb.NodeBlockReportRequest{NodeId: node, Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}}); err != nil {
 					t.Errorf("full report of %s: %v", node, err)
 					return
 				}
@@ -243,15 +246,15 @@ func TestHolderIndexReports(t *testing.T) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(i), 10))
 			for range 25 {
-				var changes []*pb.IncrementalChange
+				var changes []*clusterpb.IncrementalChange
 				for range 200 {
-					c := &pb.IncrementalChange{StorageId: "s1", Change: pb.ReplicaChange_REPLICA_CHANGE_RECEIVED, Replica: replica(rng)}
+					c := &clusterpb.IncrementalChange{StorageId: "s1", Change: clusterpb.ReplicaChange_REPLICA_CHANGE_RECEIVED, Replica: replica(rng)}
 					if rng.IntN(2) == 0 {
-						c.Change = pb.ReplicaChange_REPLICA_CHANGE_DELETED
+						c.Change = clusterpb.ReplicaChange_REPLICA_CHANGE_DELETED
 					}
 					changes = append(changes, c)
 				}
-				if _, err := e.nl.IncrementalReport(context.Background(), &pb.NodeIncrementalReportRequest{NodeId: node, Changes: changes}); err != nil {
+				if _, err := e.nl.IncrementalReport(context.Background(), &clusterpb.NodeIncrementalReportRequest{NodeId: node, Changes: changes}); err != nil {
 					t.Errorf("incremental report of %s: %v", node, err)
 					return
 				}
@@ -395,8 +398,8 @@ func fixed(n int) func(int) int { return func(int) int { return n } }
 
 // completeBlock is block id as the benchmarks' state machine would have
 // it: COMPLETE at GS 1, 1 MiB.
-func completeBlock(id uint64) *pb.BlockRecord {
-	return &pb.BlockRecord{Id: id, Gs: 1, NumBytes: 1 << 20, State: pb.BlockState_BLOCK_STATE_COMPLETE, Path: "/b"}
+func completeBlock(id uint64) *fsmpb.BlockRecord {
+	return &fsmpb.BlockRecord{Id: id, Gs: 1, NumBytes: 1 << 20, State: fsmpb.BlockState_BLOCK_STATE_COMPLETE, Path: "/b"}
 }
 
 // BenchmarkCheckBlocks: the replication monitor judging 100,000 blocks
@@ -439,9 +442,9 @@ func BenchmarkCheckCache(b *testing.B) {
 	f := s.fsLocked()
 	nodes := len(f.nodes)
 	f.mu.Unlock()
-	cached := make([]*pb.CacheReport, nodes)
+	cached := make([]*clusterpb.CacheReport, nodes)
 	for i := range cached {
-		cached[i] = &pb.CacheReport{Capacity: 1 << 40}
+		cached[i] = &clusterpb.CacheReport{Capacity: 1 << 40}
 	}
 	for i := range blocks {
 		for k := range 2 {
@@ -479,12 +482,12 @@ func BenchmarkScheduleTransfers(b *testing.B) {
 	// Every block finds a source with a stream free.
 	s, blocks := benchSoftState(b, func(nodes int) int { return DefaultFSConfig().ReplicationStreams * nodes / 2 }, 2)
 	cfg, now := s.fsCfg(), time.Now()
-	recs := map[string]*pb.NodeRecord{}
+	recs := map[string]*fsmpb.NodeRecord{}
 	ids := make([]uint64, blocks)
 	infos := map[uint64]blockInfo{}
 	f := s.fsLocked()
 	for id := range f.nodes {
-		recs[id] = &pb.NodeRecord{Id: id, GrpcAddr: "127.0.0.1:1"}
+		recs[id] = &fsmpb.NodeRecord{Id: id, GrpcAddr: "127.0.0.1:1"}
 	}
 	for i := range ids {
 		id := uint64(i + 1)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/internal/clusterpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -19,60 +20,11 @@ const (
 	healthNotServing = healthpb.HealthCheckResponse_NOT_SERVING
 )
 
-// leaderOnly lists the unary methods a follower forwards to the leader as
-// they are, each with a constructor of its reply. Appends are forwarded in
-// batches by the forward batcher instead, and journal reads use ReadIndex.
-// Every Namespace and NodeLink method is answered by the leader (writes
-// propose; reads and node reports use the leader's soft state).
-var leaderOnly = map[string]func() any{
-	pb.Cluster_AddVoter_FullMethodName:                 func() any { return &pb.MembershipResponse{} },
-	pb.Cluster_AddNonvoter_FullMethodName:              func() any { return &pb.MembershipResponse{} },
-	pb.Cluster_RemoveServer_FullMethodName:             func() any { return &pb.MembershipResponse{} },
-	pb.Cluster_TransferLeadership_FullMethodName:       func() any { return &pb.TransferLeadershipResponse{} },
-	pb.Cluster_Verify_FullMethodName:                   func() any { return &pb.VerifyResponse{} },
-	pb.Journal_RegisterConsumer_FullMethodName:         func() any { return &pb.ConsumerResponse{} },
-	pb.Journal_AckConsumer_FullMethodName:              func() any { return &pb.ConsumerResponse{} },
-	pb.Journal_RemoveConsumer_FullMethodName:           func() any { return &pb.ConsumerResponse{} },
-	pb.Journal_Trim_FullMethodName:                     func() any { return &pb.TrimResponse{} },
-	pb.Journal_Reset_FullMethodName:                    func() any { return &pb.ResetResponse{} },
-	pb.Journal_SetPaused_FullMethodName:                func() any { return &pb.SetPausedResponse{} },
-	pb.Journal_SetConfig_FullMethodName:                func() any { return &pb.JournalConfigResponse{} },
-	pb.Journal_Import_FullMethodName:                   func() any { return &pb.ImportResponse{} },
-	pb.Journal_OpenSession_FullMethodName:              func() any { return &pb.OpenSessionResponse{} },
-	pb.Journal_CloseSession_FullMethodName:             func() any { return &pb.CloseSessionResponse{} },
-	pb.Namespace_Create_FullMethodName:                 func() any { return &pb.FileOpResponse{} },
-	pb.Namespace_AddBlock_FullMethodName:               func() any { return &pb.FileOpResponse{} },
-	pb.Namespace_Complete_FullMethodName:               func() any { return &pb.FileOpResponse{} },
-	pb.Namespace_Append_FullMethodName:                 func() any { return &pb.FileOpResponse{} },
-	pb.Namespace_Delete_FullMethodName:                 func() any { return &pb.FileOpResponse{} },
-	pb.Namespace_AbandonBlock_FullMethodName:           func() any { return &pb.FileOpResponse{} },
-	pb.Namespace_UpdateBlockForPipeline_FullMethodName: func() any { return &pb.FileOpResponse{} },
-	pb.Namespace_UpdatePipeline_FullMethodName:         func() any { return &pb.FileOpResponse{} },
-	pb.Namespace_Stat_FullMethodName:                   func() any { return &pb.StatResponse{} },
-	pb.Namespace_List_FullMethodName:                   func() any { return &pb.ListResponse{} },
-	pb.Namespace_RecoverLease_FullMethodName:           func() any { return &pb.RecoverLeaseResponse{} },
-	pb.Namespace_RenewLease_FullMethodName:             func() any { return &pb.RenewLeaseResponse{} },
-	pb.Namespace_ListNodes_FullMethodName:              func() any { return &pb.ListNodesResponse{} },
-	pb.Namespace_ReportBadBlocks_FullMethodName:        func() any { return &pb.ReportBadBlocksResponse{} },
-	pb.Namespace_GetAdditionalNode_FullMethodName:      func() any { return &pb.GetAdditionalNodeResponse{} },
-	pb.Namespace_AddCacheDirective_FullMethodName:      func() any { return &pb.CacheDirectiveResponse{} },
-	pb.Namespace_RemoveCacheDirective_FullMethodName:   func() any { return &pb.CacheDirectiveResponse{} },
-	pb.Namespace_ListCacheDirectives_FullMethodName:    func() any { return &pb.ListCacheDirectivesResponse{} },
-	pb.NodeLink_ReportBadBlocks_FullMethodName:         func() any { return &pb.ReportBadBlocksResponse{} },
-	pb.NodeLink_Register_FullMethodName:                func() any { return &pb.NodeRegisterResponse{} },
-	pb.NodeLink_Heartbeat_FullMethodName:               func() any { return &pb.NodeHeartbeatResponse{} },
-	pb.NodeLink_BlockReport_FullMethodName:             func() any { return &pb.NodeReportResponse{} },
-	pb.NodeLink_IncrementalReport_FullMethodName:       func() any { return &pb.NodeReportResponse{} },
-	pb.NodeLink_CommitBlockSynchronization_FullMethodName: func() any {
-		return &pb.CommitBlockSyncResponse{}
-	},
-}
-
 func (s *Server) checkClusterID(ctx context.Context, method string) error {
 	// ValueFromIncomingContext reads one key without copying the whole
 	// metadata map (this runs on every call).
 	ids := metadata.ValueFromIncomingContext(ctx, MDClusterID)
-	peer := strings.HasPrefix(method, "/"+pb.Peer_ServiceDesc.ServiceName+"/")
+	peer := strings.HasPrefix(method, "/"+clusterpb.Peer_ServiceDesc.ServiceName+"/")
 	if len(ids) == 0 {
 		if peer {
 			return s.statusErr(codes.FailedPrecondition, ReasonClusterID, "member call without a cluster id")
@@ -105,19 +57,26 @@ func (s *Server) checkedUnary(ctx context.Context, req any, info *grpc.UnaryServ
 	return s.forwardOrHandle(ctx, req, info, handler)
 }
 
-func (s *Server) clusterIDStreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+// streamInterceptor is every stream's path through the server (after the
+// metrics interceptor): refused if it comes from another cluster, or if
+// only the leader serves it (ROUTE_LEADER) and this member is not the
+// leader.
+func (s *Server) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if err := s.checkClusterID(ss.Context(), info.FullMethod); err != nil {
 		return err
+	}
+	if routes[info.FullMethod].route == pb.Route_ROUTE_LEADER && s.raft.State() != raft.Leader {
+		return s.statusErr(codes.Unavailable, ReasonNotLeader, fmt.Sprintf("%s is served by the leader only", info.FullMethod))
 	}
 	return handler(srv, ss)
 }
 
-// forwardOrHandle proxies leader-only calls from a follower to the
-// leader with the caller's deadline; a call forwarded once is never
-// forwarded again. Other calls are handled here.
+// forwardOrHandle proxies the calls the leader answers (ROUTE_FORWARD)
+// from a follower to the leader with the caller's deadline; a call
+// forwarded once is never forwarded again. Other calls are handled here.
 func (s *Server) forwardOrHandle(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	newOut, ok := leaderOnly[info.FullMethod]
-	if !ok || s.raft.State() == raft.Leader {
+	r := routes[info.FullMethod]
+	if r.route != pb.Route_ROUTE_FORWARD || s.raft.State() == raft.Leader {
 		return handler(ctx, req)
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
@@ -135,7 +94,7 @@ func (s *Server) forwardOrHandle(ctx context.Context, req any, info *grpc.UnaryS
 	if err != nil {
 		return nil, err
 	}
-	out := newOut()
+	out := r.reply.New().Interface()
 	fctx := metadata.AppendToOutgoingContext(ctx, mdForwarded, s.cfg.ID)
 	if err := conn.Invoke(fctx, info.FullMethod, req, out); err != nil {
 		return nil, err

@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbookhq/logbook/fsm/fsmpb"
+
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/internal/clusterpb"
 )
 
 // TestTakeChecksSweep: a heartbeat checks the replicas marked for a
@@ -192,7 +195,7 @@ func (e *fsEnv) openWithBlock(path string, replication uint32) *pb.BlockRecord {
 // fullReport sends node's full block report of reps on storage s1.
 func (e *fsEnv) fullReport(node string, reps ...*pb.ReportedReplica) {
 	e.t.Helper()
-	if _, err := e.nl.BlockReport(e.ctx, &pb.NodeBlockReportRequest{NodeId: node, Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}}); err != nil {
+	if _, err := e.nl.BlockReport(e.ctx, &clusterpb.NodeBlockReportRequest{NodeId: node, Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}}); err != nil {
 		e.t.Fatalf("full report of %s: %v", node, err)
 	}
 }
@@ -299,7 +302,7 @@ func testInvalidationSweep(t *testing.T, background bool) {
 // replicas (default 1,000,000) of block ids ahead of the metadata, which
 // are kept: every heartbeat finds nothing to invalidate, as in a steady
 // state. The calls are made in process (no gRPC).
-func largeNode(b *testing.B) (*nodeLinkService, *namespaceService, *pb.NodeBlockReportRequest, *pb.NodeHeartbeatRequest) {
+func largeNode(b *testing.B) (*nodeLinkService, *namespaceService, *clusterpb.NodeBlockReportRequest, *clusterpb.NodeHeartbeatRequest) {
 	n := 1_000_000
 	if v, err := strconv.Atoi(os.Getenv("LOGBOOK_BENCH_NODE_REPLICAS")); err == nil && v > 0 {
 		n = v
@@ -311,7 +314,7 @@ func largeNode(b *testing.B) (*nodeLinkService, *namespaceService, *pb.NodeBlock
 	l, ns := &nodeLinkService{s: s}, &namespaceService{s: s}
 	st := []*pb.StorageReport{{StorageId: "s1", Capacity: 1 << 40, Free: 1 << 40}}
 	eventually(b, 20*time.Second, "node registered", func() bool {
-		_, err := l.Register(ctx, &pb.NodeRegisterRequest{Node: &pb.NodeRecord{Id: "n1", GrpcAddr: "127.0.0.1:9001", StorageIds: []string{"s1"}, InstanceId: "i1"}, Storages: st})
+		_, err := l.Register(ctx, &clusterpb.NodeRegisterRequest{Node: &fsmpb.NodeRecord{Id: "n1", GrpcAddr: "127.0.0.1:9001", StorageIds: []string{"s1"}, InstanceId: "i1"}, Storages: st})
 		return err == nil
 	})
 	var nextID, nextGS uint64
@@ -320,8 +323,8 @@ func largeNode(b *testing.B) (*nodeLinkService, *namespaceService, *pb.NodeBlock
 	for i := range reps {
 		reps[i] = &pb.ReportedReplica{BlockId: nextID + 100 + uint64(i), Gs: nextGS + 100, NumBytes: 1 << 20, State: pb.ReplicaState_REPLICA_STATE_FINALIZED}
 	}
-	report := &pb.NodeBlockReportRequest{NodeId: "n1", Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}}
-	return l, ns, report, &pb.NodeHeartbeatRequest{NodeId: "n1", Storages: st}
+	report := &clusterpb.NodeBlockReportRequest{NodeId: "n1", Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}}
+	return l, ns, report, &clusterpb.NodeHeartbeatRequest{NodeId: "n1", Storages: st}
 }
 
 // BenchmarkHeartbeatLargeNode: one heartbeat at the leader from a node
@@ -504,7 +507,7 @@ func TestReregisterDropsReplicas(t *testing.T) {
 func (e *fsEnv) reregister(node string) {
 	e.t.Helper()
 	st := []*pb.StorageReport{{StorageId: "s1", Capacity: 1000, Free: 100}}
-	if _, err := e.nl.Register(e.ctx, &pb.NodeRegisterRequest{Node: &pb.NodeRecord{
+	if _, err := e.nl.Register(e.ctx, &clusterpb.NodeRegisterRequest{Node: &fsmpb.NodeRecord{
 		Id: node, GrpcAddr: "127.0.0.1:9001", StorageIds: []string{"s1"}, InstanceId: "inst-" + node + "-again",
 	}, Storages: st}); err != nil {
 		e.t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -17,7 +18,7 @@ import (
 // applyCommand proposes one non-append command on the leader and returns
 // the state machine's response. Followers reach it through the forward
 // interceptor.
-func (s *Server) applyCommand(t pb.CommandType, m proto.Message) (any, error) {
+func (s *Server) applyCommand(t fsmpb.CommandType, m proto.Message) (any, error) {
 	if s.raft.State() != raft.Leader {
 		return nil, s.statusErr(codes.Unavailable, ReasonNotLeader, "not the leader")
 	}
@@ -45,7 +46,7 @@ func (j *journalService) OpenSession(ctx context.Context, req *pb.OpenSessionReq
 	if err := s.needFormat(fsm.SessionOpenFormat, "opening a session needs"); err != nil {
 		return nil, err
 	}
-	resp, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_OPEN_SESSION, &pb.OpenSessionCommand{ClientId: req.ClientId})
+	resp, err := s.applyCommand(fsmpb.CommandType_COMMAND_TYPE_OPEN_SESSION, &fsmpb.OpenSessionCommand{ClientId: req.ClientId})
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +67,7 @@ func (j *journalService) CloseSession(ctx context.Context, req *pb.CloseSessionR
 	if err := s.needFormat(fsm.SessionCloseFormat, "closing a session needs"); err != nil {
 		return nil, err
 	}
-	resp, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_CLOSE_SESSION, &pb.CloseSessionCommand{SessionId: req.SessionId})
+	resp, err := s.applyCommand(fsmpb.CommandType_COMMAND_TYPE_CLOSE_SESSION, &fsmpb.CloseSessionCommand{SessionId: req.SessionId})
 	if err != nil {
 		return nil, err
 	}
@@ -269,13 +270,13 @@ func (s *Server) consumerInfo(name string, acked uint64) *pb.ConsumerInfo {
 	return &pb.ConsumerInfo{Name: name, AckedSeq: acked, Lag: lag}
 }
 
-func (s *Server) consumerOp(c *pb.ConsumerCommand) (*pb.ConsumerResponse, error) {
+func (s *Server) consumerOp(c *fsmpb.ConsumerCommand) (*pb.ConsumerResponse, error) {
 	var err error
 	s.fsm.View(func(st *fsm.State) { err = st.CheckConsumer(c) })
 	if err != nil {
 		return nil, s.toStatus(err) // refused before it reaches the log
 	}
-	resp, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_CONSUMER, c)
+	resp, err := s.applyCommand(fsmpb.CommandType_COMMAND_TYPE_CONSUMER, c)
 	if err != nil {
 		return nil, err
 	}
@@ -287,15 +288,15 @@ func (s *Server) consumerOp(c *pb.ConsumerCommand) (*pb.ConsumerResponse, error)
 }
 
 func (j *journalService) RegisterConsumer(ctx context.Context, req *pb.RegisterConsumerRequest) (*pb.ConsumerResponse, error) {
-	return j.s.consumerOp(&pb.ConsumerCommand{Op: pb.ConsumerOp_CONSUMER_OP_REGISTER, Name: req.Name, Seq: req.From, FromGiven: req.From != 0})
+	return j.s.consumerOp(&fsmpb.ConsumerCommand{Op: fsmpb.ConsumerOp_CONSUMER_OP_REGISTER, Name: req.Name, Seq: req.From, FromGiven: req.From != 0})
 }
 
 func (j *journalService) AckConsumer(ctx context.Context, req *pb.AckConsumerRequest) (*pb.ConsumerResponse, error) {
-	return j.s.consumerOp(&pb.ConsumerCommand{Op: pb.ConsumerOp_CONSUMER_OP_ACK, Name: req.Name, Seq: req.Seq})
+	return j.s.consumerOp(&fsmpb.ConsumerCommand{Op: fsmpb.ConsumerOp_CONSUMER_OP_ACK, Name: req.Name, Seq: req.Seq})
 }
 
 func (j *journalService) RemoveConsumer(ctx context.Context, req *pb.RemoveConsumerRequest) (*pb.ConsumerResponse, error) {
-	return j.s.consumerOp(&pb.ConsumerCommand{Op: pb.ConsumerOp_CONSUMER_OP_REMOVE, Name: req.Name})
+	return j.s.consumerOp(&fsmpb.ConsumerCommand{Op: fsmpb.ConsumerOp_CONSUMER_OP_REMOVE, Name: req.Name})
 }
 
 func (j *journalService) ListConsumers(ctx context.Context, _ *pb.ListConsumersRequest) (*pb.ListConsumersResponse, error) {
@@ -312,7 +313,7 @@ func (j *journalService) ListConsumers(ctx context.Context, _ *pb.ListConsumersR
 
 // trim proposes a trim bounded by this leader's newest snapshot.
 func (s *Server) trim(to uint64, automatic bool) (fsm.TrimResult, error) {
-	resp, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_TRIM, &pb.TrimCommand{ToSeq: to, CoveredIndex: s.snapshotIndex(), Automatic: automatic})
+	resp, err := s.applyCommand(fsmpb.CommandType_COMMAND_TYPE_TRIM, &fsmpb.TrimCommand{ToSeq: to, CoveredIndex: s.snapshotIndex(), Automatic: automatic})
 	if err != nil {
 		return fsm.TrimResult{}, err
 	}
@@ -425,7 +426,7 @@ func (j *journalService) Reset(ctx context.Context, req *pb.ResetRequest) (*pb.R
 	if !req.Confirm {
 		return nil, status.Error(codes.FailedPrecondition, "reset drops every retained event: confirm it (coord journal reset --yes)")
 	}
-	resp, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_RESET, &pb.ResetCommand{})
+	resp, err := s.applyCommand(fsmpb.CommandType_COMMAND_TYPE_RESET, &fsmpb.ResetCommand{})
 	if err != nil {
 		return nil, err
 	}
@@ -460,7 +461,7 @@ func (j *journalService) Tail(req *pb.TailRequest, stream pb.Journal_TailServer)
 				return
 			}
 			for _, e := range st.Read(next, batch) {
-				resp.Events = append(resp.Events, eventCopy(e))
+				resp.Events = append(resp.Events, apiEvent(e))
 			}
 			resp.SafePos, resp.AppliedIndex = st.NextSeq()-1, st.AppliedIndex()
 		})
@@ -503,8 +504,8 @@ func (s *Server) journalLoop() {
 		if !s.leaderReady() {
 			return true
 		}
-		want := &pb.JournalConfig{EventsPerSegment: s.cfg.Journal.EventsPerSegment, SegmentBytes: s.cfg.Journal.SegmentBytes}
-		var have *pb.JournalConfig
+		want := &fsmpb.JournalConfig{EventsPerSegment: s.cfg.Journal.EventsPerSegment, SegmentBytes: s.cfg.Journal.SegmentBytes}
+		var have *fsmpb.JournalConfig
 		var format uint32
 		s.fsm.View(func(st *fsm.State) {
 			have, format = st.JournalConfig(), st.LogFormat()
@@ -514,7 +515,7 @@ func (s *Server) journalLoop() {
 		})
 		switch {
 		case format >= fsm.HeldConfigFormat && !have.GetHeld():
-			if _, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_SET_JOURNAL_CONFIG, s.cfg.Journal.seed()); err != nil {
+			if _, err := s.applyCommand(fsmpb.CommandType_COMMAND_TYPE_SET_JOURNAL_CONFIG, s.cfg.Journal.seed()); err != nil {
 				s.log.Warn("seeding the cluster's journal settings failed", "err", err)
 			} else {
 				s.log.Info("the cluster's journal settings seeded from this coordinator's", "events-per-segment", s.cfg.Journal.EventsPerSegment,
@@ -523,7 +524,7 @@ func (s *Server) journalLoop() {
 			}
 			return true
 		case format < fsm.HeldConfigFormat && !proto.Equal(want, have):
-			if _, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_CONFIGURE_JOURNAL, want); err != nil {
+			if _, err := s.applyCommand(fsmpb.CommandType_COMMAND_TYPE_CONFIGURE_JOURNAL, want); err != nil {
 				s.log.Warn("replicating journal config failed", "err", err)
 			}
 			return true
@@ -556,7 +557,7 @@ func (j *journalService) GetConfig(context.Context, *pb.GetJournalConfigRequest)
 func (s *Server) journalConfigResponse() *pb.JournalConfigResponse {
 	resp := &pb.JournalConfigResponse{MemberId: s.cfg.ID}
 	s.fsm.View(func(st *fsm.State) {
-		resp.Config = proto.CloneOf(st.JournalConfig())
+		resp.Config = apiJournalConfig(st.JournalConfig())
 		resp.LogFormat, resp.AppliedIndex = st.LogFormat(), st.AppliedIndex()
 	})
 	return resp
@@ -568,7 +569,7 @@ func (s *Server) journalConfigResponse() *pb.JournalConfigResponse {
 // it holds when it applies the command).
 func (j *journalService) SetConfig(ctx context.Context, req *pb.SetJournalConfigRequest) (*pb.JournalConfigResponse, error) {
 	s := j.s
-	c := &pb.SetJournalConfigCommand{
+	c := &fsmpb.SetJournalConfigCommand{
 		EventsPerSegment: req.EventsPerSegment, SegmentBytes: req.SegmentBytes, SessionIdleTimeoutSeconds: req.SessionIdleTimeoutSeconds,
 		MaxSegments: req.MaxSegments, MaxEvents: req.MaxEvents,
 	}
@@ -586,7 +587,7 @@ func (j *journalService) SetConfig(ctx context.Context, req *pb.SetJournalConfig
 		// journalLoop would have.
 		c = s.cfg.Journal.seedWith(c)
 	}
-	if _, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_SET_JOURNAL_CONFIG, c); err != nil {
+	if _, err := s.applyCommand(fsmpb.CommandType_COMMAND_TYPE_SET_JOURNAL_CONFIG, c); err != nil {
 		return nil, err
 	}
 	s.log.Info("journal settings changed", "settings", c.String())
@@ -595,7 +596,7 @@ func (j *journalService) SetConfig(ctx context.Context, req *pb.SetJournalConfig
 
 // checkJournalSettings refuses a change with no setting or a setting out
 // of bounds, saying which.
-func checkJournalSettings(c *pb.SetJournalConfigCommand) error {
+func checkJournalSettings(c *fsmpb.SetJournalConfigCommand) error {
 	bad := func(name string, v *uint64, lo, hi uint64) error {
 		if v != nil && (*v < lo || *v > hi) {
 			return status.Errorf(codes.InvalidArgument, "set journal config: %s %d: want %d..%d", name, *v, lo, hi)
@@ -653,7 +654,7 @@ func (j *journalService) Import(ctx context.Context, req *pb.ImportRequest) (*pb
 		return nil, s.statusErr(codes.FailedPrecondition, ReasonClusterID,
 			fmt.Sprintf("import: the export belongs to cluster %q, this is %q (force to import anyway)", req.SourceClusterId, s.cfg.ClusterID))
 	}
-	resp, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_IMPORT, &pb.ImportCommand{Events: req.Events, FirstChunk: req.FirstChunk, Force: req.Force})
+	resp, err := s.applyCommand(fsmpb.CommandType_COMMAND_TYPE_IMPORT, &fsmpb.ImportCommand{Events: formatEvents(req.Events), FirstChunk: req.FirstChunk, Force: req.Force})
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,8 @@ import (
 	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
+	"github.com/logbookhq/logbook/internal/clusterpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -56,10 +58,10 @@ func (s *Server) validateAppend(req *pb.AppendRequest) error {
 	return nil
 }
 
-func toOp(req *pb.AppendRequest) *pb.AppendOp {
-	op := &pb.AppendOp{ClientId: req.ClientId, RequestSeq: req.RequestSeq, AckedSeq: req.AckedSeq, SessionEstablished: req.SessionEstablished, Events: make([]*pb.JournalEvent, len(req.Events))}
+func toOp(req *pb.AppendRequest) *fsmpb.AppendOp {
+	op := &fsmpb.AppendOp{ClientId: req.ClientId, RequestSeq: req.RequestSeq, AckedSeq: req.AckedSeq, SessionEstablished: req.SessionEstablished, Events: make([]*fsmpb.JournalEvent, len(req.Events))}
 	for i, e := range req.Events {
-		op.Events[i] = &pb.JournalEvent{Type: e.Type, Payload: e.Payload}
+		op.Events[i] = &fsmpb.JournalEvent{Type: e.Type, Payload: e.Payload}
 	}
 	return op
 }
@@ -112,10 +114,7 @@ func (j *journalService) Read(ctx context.Context, req *pb.ReadRequest) (*pb.Rea
 		resp.AppliedIndex = st.AppliedIndex()
 		resp.NextSeq = st.NextSeq()
 		evs := st.Read(from, max)
-		resp.Events = make([]*pb.StoredEvent, len(evs))
-		for i, e := range evs {
-			resp.Events[i] = eventCopy(e)
-		}
+		resp.Events = apiEvents(evs)
 	})
 	// Bound the reply to the message cap: stop early rather than fail.
 	size := 0
@@ -149,7 +148,7 @@ func (s *Server) linearizableBarrier(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		resp, err := pb.NewPeerClient(conn).ReadIndex(ctx, &pb.ReadIndexRequest{})
+		resp, err := clusterpb.NewPeerClient(conn).ReadIndex(ctx, &clusterpb.ReadIndexRequest{})
 		if err != nil {
 			return err
 		}
@@ -195,12 +194,4 @@ func (s *Server) waitLeaderReady(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// eventCopy copies a retained event's envelope for a reply: gRPC marshals
-// replies concurrently and a message caches its size while marshalling, so
-// state-owned messages are never sent as they are. Payload bytes are
-// immutable once applied and are shared.
-func eventCopy(e *pb.StoredEvent) *pb.StoredEvent {
-	return &pb.StoredEvent{Seq: e.Seq, Type: e.Type, Payload: e.Payload, ClientId: e.ClientId, RequestSeq: e.RequestSeq, Index: e.Index}
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
+	"github.com/logbookhq/logbook/internal/clusterpb"
 	"github.com/logbookhq/logbook/journal"
 	"github.com/logbookhq/logbook/membership"
 	"google.golang.org/grpc/codes"
@@ -60,8 +62,8 @@ func (s *Server) leaderLoop() {
 	}
 }
 
-func (s *Server) applyMember(m *pb.Member) error {
-	data, err := s.encode(pb.CommandType_COMMAND_TYPE_REGISTER_MEMBER, &pb.RegisterMemberCommand{Member: m})
+func (s *Server) applyMember(m *fsmpb.Member) error {
+	data, err := s.encode(fsmpb.CommandType_COMMAND_TYPE_REGISTER_MEMBER, &fsmpb.RegisterMemberCommand{Member: m})
 	if err != nil {
 		return err
 	}
@@ -84,7 +86,7 @@ func (s *Server) registerLoop() {
 // registerSelf registers this member's addresses with the leader when the
 // replicated registry lacks them or holds old ones.
 func (s *Server) registerSelf() bool {
-	var cur *pb.Member
+	var cur *fsmpb.Member
 	s.fsm.View(func(st *fsm.State) { cur, _ = st.Member(s.cfg.ID) })
 	if cur != nil && proto.Equal(cur, &s.self) {
 		return true
@@ -99,7 +101,7 @@ func (s *Server) registerSelf() bool {
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	conn, err := s.peers.get(addr)
 	if err == nil {
-		_, err = pb.NewPeerClient(conn).RegisterMember(ctx, &pb.RegisterMemberRequest{Member: &s.self})
+		_, err = clusterpb.NewPeerClient(conn).RegisterMember(ctx, &clusterpb.RegisterMemberRequest{Member: &s.self})
 	}
 	cancel()
 	if err != nil {
@@ -298,7 +300,7 @@ func (s *Server) memberGRPCAddr(id string) string {
 	if id == s.cfg.ID {
 		return s.self.GrpcAddr
 	}
-	var m *pb.Member
+	var m *fsmpb.Member
 	s.fsm.View(func(st *fsm.State) { m, _ = st.Member(id) })
 	if m != nil {
 		return m.GrpcAddr
@@ -336,7 +338,7 @@ func (s *Server) waitLeader(ctx context.Context) (string, string, error) {
 // queue order, so batches enter the log in submission order.
 type leaderSink struct{ s *Server }
 
-func (l leaderSink) Start(ops []*pb.AppendOp) func() ([]fsm.Result, error) {
+func (l leaderSink) Start(ops []*fsmpb.AppendOp) func() ([]fsm.Result, error) {
 	refused, err := l.s.overQuota(ops)
 	if refused == nil {
 		return l.start(ops)
@@ -344,7 +346,7 @@ func (l leaderSink) Start(ops []*pb.AppendOp) func() ([]fsm.Result, error) {
 	// Over the retention quota: only the ops answered without an append
 	// (retries of applied requests) go on; the others fail here, before
 	// the log, so nothing of theirs is applied.
-	var pass []*pb.AppendOp
+	var pass []*fsmpb.AppendOp
 	var at []int
 	for i, op := range ops {
 		if !refused[i] {
@@ -385,7 +387,7 @@ func (l leaderSink) Start(ops []*pb.AppendOp) func() ([]fsm.Result, error) {
 // ResourceExhausted JOURNAL_FULL, naming the consumer that holds trim
 // back. Ops the state machine answers without an append (a retry of an
 // applied request gets its kept result) are not marked.
-func (s *Server) overQuota(ops []*pb.AppendOp) ([]bool, error) {
+func (s *Server) overQuota(ops []*fsmpb.AppendOp) ([]bool, error) {
 	quota := s.cfg.Journal.MaxRetainedBytes
 	if quota == 0 {
 		return nil, nil
@@ -420,7 +422,7 @@ func heldBackBy(st *fsm.State) string {
 		return ""
 	}
 	oldest := segs[0]
-	var low *pb.Consumer
+	var low *fsmpb.Consumer
 	for _, c := range st.Consumers() {
 		if c.AckedSeq < oldest.LastSeq && (low == nil || c.AckedSeq < low.AckedSeq) {
 			low = c
@@ -432,7 +434,7 @@ func heldBackBy(st *fsm.State) string {
 	return fmt.Sprintf(": consumer %q acked seq %d of %d (ack or remove it: the automatic trim follows)", low.Name, low.AckedSeq, st.NextSeq()-1)
 }
 
-func (l leaderSink) start(ops []*pb.AppendOp) func() ([]fsm.Result, error) {
+func (l leaderSink) start(ops []*fsmpb.AppendOp) func() ([]fsm.Result, error) {
 	s := l.s
 	started := time.Now()
 	data, err := s.encodeAppend(ops)
@@ -463,14 +465,14 @@ func (l leaderSink) start(ops []*pb.AppendOp) func() ([]fsm.Result, error) {
 	}
 }
 
-func (s *Server) encodeAppend(ops []*pb.AppendOp) ([]byte, error) {
-	return s.encode(pb.CommandType_COMMAND_TYPE_APPEND, &pb.AppendCommand{Ops: ops})
+func (s *Server) encodeAppend(ops []*fsmpb.AppendOp) ([]byte, error) {
+	return s.encode(fsmpb.CommandType_COMMAND_TYPE_APPEND, &fsmpb.AppendCommand{Ops: ops})
 }
 
 // encode wraps a command in the envelope of the replicated log format,
 // stamped with this member's wall clock and, from log format 10 on, the
 // session clock (leaderClock).
-func (s *Server) encode(t pb.CommandType, m proto.Message) ([]byte, error) {
+func (s *Server) encode(t fsmpb.CommandType, m proto.Message) ([]byte, error) {
 	f := s.logFormat()
 	now := s.now()
 	var clock int64
@@ -544,7 +546,7 @@ func (s *Server) upgradeLogFormat() {
 	if target <= cur {
 		return
 	}
-	if _, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_SET_FORMAT, &pb.SetFormatCommand{Version: target}); err != nil {
+	if _, err := s.applyCommand(fsmpb.CommandType_COMMAND_TYPE_SET_FORMAT, &fsmpb.SetFormatCommand{Version: target}); err != nil {
 		s.log.Warn("raising the log format failed", "from", cur, "to", target, "err", err)
 		return
 	}
@@ -563,7 +565,7 @@ func (s *Server) pickLeaderSink(ctx context.Context) (journal.Sink, error) {
 // batches keep their order with several in flight.
 type localSink struct{ s *Server }
 
-func (l localSink) Start(ops []*pb.AppendOp) func() ([]fsm.Result, error) {
+func (l localSink) Start(ops []*fsmpb.AppendOp) func() ([]fsm.Result, error) {
 	wait := l.s.leaderB.Enqueue(ops)
 	return func() ([]fsm.Result, error) {
 		return l.s.withStatus(wait(l.s.ctx)), nil
@@ -582,7 +584,7 @@ func (s *Server) pickForwardSink(ctx context.Context) (journal.Sink, error) {
 }
 
 // submitLocal submits ops, in order, to the leader batcher.
-func (s *Server) submitLocal(ctx context.Context, ops []*pb.AppendOp) []fsm.Result {
+func (s *Server) submitLocal(ctx context.Context, ops []*fsmpb.AppendOp) []fsm.Result {
 	return s.withStatus(s.leaderB.SubmitAll(ctx, ops))
 }
 

@@ -10,6 +10,8 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
+	"github.com/logbookhq/logbook/internal/clusterpb"
 	lr "github.com/logbookhq/logbook/leaserecovery"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -54,17 +56,17 @@ var invalidateChecksPerBeat = 1 << 15
 // heartbeats and block reports (leader soft state), recovery commits
 // (replicated).
 type nodeLinkService struct {
-	pb.UnimplementedNodeLinkServer
+	clusterpb.UnimplementedNodeLinkServer
 	s *Server
 }
 
 // registeredNode returns the node's record, or FailedPrecondition "node
 // not registered" (the node registers again on that reason).
-func (s *Server) registeredNode(id string) (*pb.NodeRecord, error) {
+func (s *Server) registeredNode(id string) (*fsmpb.NodeRecord, error) {
 	if err := s.checkFSName("node id", id); err != nil {
 		return nil, err
 	}
-	var n *pb.NodeRecord
+	var n *fsmpb.NodeRecord
 	s.fsm.View(func(st *fsm.State) { n, _ = st.Node(id) })
 	if n == nil {
 		return nil, s.statusErr(codes.FailedPrecondition, ReasonNodeNotRegistered, fmt.Sprintf("node %q not registered", id))
@@ -96,7 +98,7 @@ func (n *nodeSoft) setStorages(reps []*pb.StorageReport) {
 	}
 }
 
-func (l *nodeLinkService) Register(ctx context.Context, req *pb.NodeRegisterRequest) (*pb.NodeRegisterResponse, error) {
+func (l *nodeLinkService) Register(ctx context.Context, req *clusterpb.NodeRegisterRequest) (*clusterpb.NodeRegisterResponse, error) {
 	s := l.s
 	if req.Node == nil {
 		return nil, s.badRequest("register: no node")
@@ -110,9 +112,9 @@ func (l *nodeLinkService) Register(ctx context.Context, req *pb.NodeRegisterRequ
 	if err := s.fsReady(ctx); err != nil {
 		return nil, err
 	}
-	node := proto.Clone(req.Node).(*pb.NodeRecord)
+	node := proto.Clone(req.Node).(*fsmpb.NodeRecord)
 	node.RegisteredUnixNanos, node.UpdatedUnixNanos = 0, 0
-	r, err := s.proposeNS(nil, nsOp(&pb.RegisterNodeOp{Node: node}))
+	r, err := s.proposeNS(nil, nsOp(&fsmpb.RegisterNodeOp{Node: node}))
 	if err != nil {
 		return nil, err
 	}
@@ -129,10 +131,10 @@ func (l *nodeLinkService) Register(ctx context.Context, req *pb.NodeRegisterRequ
 	f.mu.Unlock()
 	s.forgetChunked(term, n, slices.Collect(maps.Keys(old)))
 	s.log.Info("storage node registered", "node", node.Id, "grpc-addr", node.GrpcAddr)
-	return &pb.NodeRegisterResponse{Node: proto.Clone(r.Result.GetNode()).(*pb.NodeRecord), ClusterId: s.cfg.ClusterID}, nil
+	return &clusterpb.NodeRegisterResponse{Node: proto.Clone(r.Result.GetNode()).(*fsmpb.NodeRecord), ClusterId: s.cfg.ClusterID}, nil
 }
 
-func (l *nodeLinkService) Heartbeat(ctx context.Context, req *pb.NodeHeartbeatRequest) (*pb.NodeHeartbeatResponse, error) {
+func (l *nodeLinkService) Heartbeat(ctx context.Context, req *clusterpb.NodeHeartbeatRequest) (*clusterpb.NodeHeartbeatResponse, error) {
 	s := l.s
 	if err := s.checkStorages(req.Storages); err != nil {
 		return nil, err
@@ -159,11 +161,11 @@ func (l *nodeLinkService) Heartbeat(ctx context.Context, req *pb.NodeHeartbeatRe
 	f.setCacheReport(n, req.Cache)
 	safe := f.safeMode
 	f.mu.Unlock()
-	resp := &pb.NodeHeartbeatResponse{SafeMode: safe}
+	resp := &clusterpb.NodeHeartbeatResponse{SafeMode: safe}
 	for _, r := range req.Storages {
 		if !contains(rec.StorageIds, r.StorageId) {
 			// A storage the registration does not list: register again.
-			resp.Commands = append(resp.Commands, &pb.NodeCommand{Command: &pb.NodeCommand_ReRegister{ReRegister: &pb.ReRegisterCommand{}}})
+			resp.Commands = append(resp.Commands, &clusterpb.NodeCommand{Command: &clusterpb.NodeCommand_ReRegister{ReRegister: &clusterpb.ReRegisterCommand{}}})
 			break
 		}
 	}
@@ -174,11 +176,11 @@ func (l *nodeLinkService) Heartbeat(ctx context.Context, req *pb.NodeHeartbeatRe
 // nodeCommands is the work for node id, derived from the FSM (recoveries
 // whose primary it is) and from the leader's soft state (full report
 // request, invalidations outside safe mode).
-func (s *Server) nodeCommands(id string, now time.Time) []*pb.NodeCommand {
+func (s *Server) nodeCommands(id string, now time.Time) []*clusterpb.NodeCommand {
 	s.readRemovals()
-	var out []*pb.NodeCommand
-	var recs []*pb.BlockRecord
-	nodes := map[string]*pb.NodeRecord{}
+	var out []*clusterpb.NodeCommand
+	var recs []*fsmpb.BlockRecord
+	nodes := map[string]*fsmpb.NodeRecord{}
 	s.fsm.View(func(st *fsm.State) {
 		recs = st.RecoveriesOfPrimary(id)
 		recs = recs[:min(len(recs), maxRecoveriesPerBeat)]
@@ -193,7 +195,7 @@ func (s *Server) nodeCommands(id string, now time.Time) []*pb.NodeCommand {
 	}
 	n := f.node(id)
 	if !n.fullReport {
-		out = append(out, &pb.NodeCommand{Command: &pb.NodeCommand_SendFullReport{SendFullReport: &pb.SendFullReportCommand{}}})
+		out = append(out, &clusterpb.NodeCommand{Command: &clusterpb.NodeCommand_SendFullReport{SendFullReport: &clusterpb.SendFullReportCommand{}}})
 	}
 	safe := f.safeMode
 	transfers, excess := n.takeWorkLocked()
@@ -204,16 +206,16 @@ func (s *Server) nodeCommands(id string, now time.Time) []*pb.NodeCommand {
 	}
 	f.mu.Unlock()
 	for i, b := range recs {
-		out = append(out, &pb.NodeCommand{Command: &pb.NodeCommand_RecoverBlock{RecoverBlock: &pb.RecoverBlockCommand{
+		out = append(out, &clusterpb.NodeCommand{Command: &clusterpb.NodeCommand_RecoverBlock{RecoverBlock: &clusterpb.RecoverBlockCommand{
 			BlockId: b.Id, Gs: b.Gs, NumBytes: b.NumBytes, RecoveryId: b.Recovery.GetRecoveryId(), Path: b.Path,
 			Locations: locations(nodes, locs[i]), DeadlineUnixNanos: b.Recovery.GetDeadlineUnixNanos(),
 		}}})
 	}
 	for _, t := range transfers {
-		out = append(out, &pb.NodeCommand{Command: &pb.NodeCommand_Transfer{Transfer: t}})
+		out = append(out, &clusterpb.NodeCommand{Command: &clusterpb.NodeCommand_Transfer{Transfer: t}})
 	}
 	if inv := append(excess, s.invalidations(id, check, now)...); len(inv) > 0 {
-		out = append(out, &pb.NodeCommand{Command: &pb.NodeCommand_Invalidate{Invalidate: &pb.InvalidateCommand{Blocks: inv}}})
+		out = append(out, &clusterpb.NodeCommand{Command: &clusterpb.NodeCommand_Invalidate{Invalidate: &clusterpb.InvalidateCommand{Blocks: inv}}})
 	}
 	return append(out, cacheCommands(cache, uncache)...)
 }
@@ -251,12 +253,12 @@ func (s *Server) readRemovals() {
 // and replicas whose GS is older than their COMMITTED/COMPLETE block's
 // while another live node holds a good copy, are invalidated. Those left
 // unjudged by the per-heartbeat bound are rechecked at the next heartbeat.
-func (s *Server) invalidations(id string, check []replicaCheck, now time.Time) []*pb.BlockRef {
+func (s *Server) invalidations(id string, check []replicaCheck, now time.Time) []*fsmpb.BlockRef {
 	if len(check) == 0 {
 		return nil
 	}
 	stale := s.fsCfg().NodeStaleInterval
-	blocks := make([]*pb.BlockRecord, len(check))
+	blocks := make([]*fsmpb.BlockRecord, len(check))
 	var maxGS uint64
 	chunk := s.lookupChunk()
 	for i := 0; i < len(check); i += chunk {
@@ -270,7 +272,7 @@ func (s *Server) invalidations(id string, check []replicaCheck, now time.Time) [
 			maxGS = st.NextGS() - 1
 		})
 	}
-	var out []*pb.BlockRef
+	var out []*fsmpb.BlockRef
 	f := s.fsLocked()
 	defer f.mu.Unlock()
 	n := f.node(id)
@@ -297,12 +299,12 @@ func (s *Server) invalidations(id string, check []replicaCheck, now time.Time) [
 		rc := lr.ReconcileReplica(stored, rep, lr.ReportContext{MaxGS: maxGS, Location: true})
 		switch {
 		case rc.Action == lr.ReportInvalidate:
-			out = append(out, &pb.BlockRef{Id: r.id, Gs: r.gs, NumBytes: uint64(max(r.numBytes, 0))})
+			out = append(out, &fsmpb.BlockRef{Id: r.id, Gs: r.gs, NumBytes: uint64(max(r.numBytes, 0))})
 		case rc.Action == lr.ReportMarkCorrupt && b != nil && r.gs < b.Gs &&
-			(b.State == pb.BlockState_BLOCK_STATE_COMPLETE || b.State == pb.BlockState_BLOCK_STATE_COMMITTED):
+			(b.State == fsmpb.BlockState_BLOCK_STATE_COMPLETE || b.State == fsmpb.BlockState_BLOCK_STATE_COMMITTED):
 			// Never the last good copy.
 			if f.finalizedAt(r.id, b.Gs, int64(b.NumBytes), now, stale) >= 1 {
-				out = append(out, &pb.BlockRef{Id: r.id, Gs: r.gs, NumBytes: uint64(max(r.numBytes, 0))})
+				out = append(out, &fsmpb.BlockRef{Id: r.id, Gs: r.gs, NumBytes: uint64(max(r.numBytes, 0))})
 			}
 		}
 	}
@@ -322,7 +324,7 @@ func (s *Server) checkReplica(r *pb.ReportedReplica) error {
 	return nil
 }
 
-func (l *nodeLinkService) BlockReport(ctx context.Context, req *pb.NodeBlockReportRequest) (*pb.NodeReportResponse, error) {
+func (l *nodeLinkService) BlockReport(ctx context.Context, req *clusterpb.NodeBlockReportRequest) (*clusterpb.NodeReportResponse, error) {
 	s := l.s
 	if err := s.checkFSName("node id", req.NodeId); err != nil {
 		return nil, err
@@ -394,7 +396,7 @@ func (l *nodeLinkService) BlockReport(ctx context.Context, req *pb.NodeBlockRepo
 		}
 	}
 	s.forgetChunked(term, n, dropped)
-	return &pb.NodeReportResponse{}, nil
+	return &clusterpb.NodeReportResponse{}, nil
 }
 
 // installReport makes reps (of block ids) node id's replicas: it lists the
@@ -457,7 +459,7 @@ func (s *Server) eachChunked(term uint64, ids []uint64, fn func(f *fsSoft, id ui
 	return true
 }
 
-func (l *nodeLinkService) IncrementalReport(ctx context.Context, req *pb.NodeIncrementalReportRequest) (*pb.NodeReportResponse, error) {
+func (l *nodeLinkService) IncrementalReport(ctx context.Context, req *clusterpb.NodeIncrementalReportRequest) (*clusterpb.NodeReportResponse, error) {
 	s := l.s
 	if err := s.checkFSName("node id", req.NodeId); err != nil {
 		return nil, err
@@ -466,10 +468,10 @@ func (l *nodeLinkService) IncrementalReport(ctx context.Context, req *pb.NodeInc
 		return nil, s.badRequest(fmt.Sprintf("%d changes, at most %d", len(req.Changes), maxIncrementalChange))
 	}
 	for _, c := range req.Changes {
-		if c.Change == pb.ReplicaChange_REPLICA_CHANGE_UNSPECIFIED || c.Change > pb.ReplicaChange_REPLICA_CHANGE_DELETED {
+		if c.Change == clusterpb.ReplicaChange_REPLICA_CHANGE_UNSPECIFIED || c.Change > clusterpb.ReplicaChange_REPLICA_CHANGE_DELETED {
 			return nil, s.badRequest(fmt.Sprintf("report: unknown change %v", c.Change))
 		}
-		if c.Change == pb.ReplicaChange_REPLICA_CHANGE_DELETED {
+		if c.Change == clusterpb.ReplicaChange_REPLICA_CHANGE_DELETED {
 			if c.Replica == nil {
 				return nil, s.badRequest("report: deleted change without a replica")
 			}
@@ -490,7 +492,7 @@ func (l *nodeLinkService) IncrementalReport(ctx context.Context, req *pb.NodeInc
 	for _, c := range req.Changes {
 		r := c.Replica
 		f.markDirty(r.BlockId)
-		if c.Change == pb.ReplicaChange_REPLICA_CHANGE_DELETED {
+		if c.Change == clusterpb.ReplicaChange_REPLICA_CHANGE_DELETED {
 			f.deleteReplica(n, r.BlockId)
 			delete(n.invalidating, r.BlockId)
 			continue
@@ -503,10 +505,10 @@ func (l *nodeLinkService) IncrementalReport(ctx context.Context, req *pb.NodeInc
 		}
 	}
 	f.mu.Unlock()
-	return &pb.NodeReportResponse{}, nil
+	return &clusterpb.NodeReportResponse{}, nil
 }
 
-func (l *nodeLinkService) CommitBlockSynchronization(ctx context.Context, req *pb.CommitBlockSyncRequest) (*pb.CommitBlockSyncResponse, error) {
+func (l *nodeLinkService) CommitBlockSynchronization(ctx context.Context, req *clusterpb.CommitBlockSyncRequest) (*clusterpb.CommitBlockSyncResponse, error) {
 	s := l.s
 	if err := s.checkFSName("node id", req.NodeId); err != nil {
 		return nil, err
@@ -531,10 +533,10 @@ func (l *nodeLinkService) CommitBlockSynchronization(ctx context.Context, req *p
 	var replicated []uint64
 	if v, ok := s.viewFileOfBlock(req.BlockId); ok {
 		soft := s.fsLocked()
-		replicated = soft.replicatedLocked(v, &pb.BlockRef{Id: req.BlockId, Gs: req.NewGs, NumBytes: req.NewLength}, time.Now(), s.fsCfg().NodeStaleInterval)
+		replicated = soft.replicatedLocked(v, &fsmpb.BlockRef{Id: req.BlockId, Gs: req.NewGs, NumBytes: req.NewLength}, time.Now(), s.fsCfg().NodeStaleInterval)
 		soft.mu.Unlock()
 	}
-	r, err := s.proposeNS(nil, nsOp(&pb.CommitBlockSyncOp{
+	r, err := s.proposeNS(nil, nsOp(&fsmpb.CommitBlockSyncOp{
 		BlockId: req.BlockId, RecoveryId: req.RecoveryId, NewGs: req.NewGs, NewLength: req.NewLength, CloseFile: req.CloseFile,
 		DeleteBlock: req.DeleteBlock, Targets: req.Targets, OldGs: req.OldGs, ReplicatedBlocks: replicated,
 	}))
@@ -543,7 +545,7 @@ func (l *nodeLinkService) CommitBlockSynchronization(ctx context.Context, req *p
 		return nil, err
 	}
 	s.metrics.recoveryCommits.WithLabelValues("ok").Inc()
-	return &pb.CommitBlockSyncResponse{Result: proto.Clone(r.Result).(*pb.NamespaceResult)}, nil
+	return &clusterpb.CommitBlockSyncResponse{Result: proto.Clone(r.Result).(*fsmpb.NamespaceResult)}, nil
 }
 
 func (s *Server) viewFileOfBlock(id uint64) (fileView, bool) {
@@ -567,7 +569,7 @@ func (n *namespaceService) ListNodes(ctx context.Context, _ *pb.ListNodesRequest
 	if err := s.fsReady(ctx); err != nil {
 		return nil, err
 	}
-	var recs []*pb.NodeRecord
+	var recs []*fsmpb.NodeRecord
 	s.fsm.View(func(st *fsm.State) { recs = st.Nodes() })
 	now := time.Now()
 	stale := s.fsCfg().NodeStaleInterval
@@ -576,7 +578,7 @@ func (n *namespaceService) ListNodes(ctx context.Context, _ *pb.ListNodesRequest
 	resp := &pb.ListNodesResponse{SafeMode: f.safeMode, UnderReplicatedBlocks: uint64(len(f.repl.needed)),
 		MissingBlocks: uint64(len(f.repl.missing)), PendingReplications: uint64(len(f.repl.pending))}
 	for _, r := range recs {
-		ns := &pb.StorageNodeStatus{Node: r, LastHeartbeatMs: -1, Live: f.live(r.Id, now, stale), Gossip: s.gossip.state(r.Id),
+		ns := &pb.StorageNodeStatus{Node: apiNodeRecord(r), LastHeartbeatMs: -1, Live: f.live(r.Id, now, stale), Gossip: s.gossip.state(r.Id),
 			Dead: f.deadLocked(r.Id, now, s.fsCfg().NodeDeadInterval)}
 		if soft := f.nodes[r.Id]; soft != nil {
 			if !soft.lastHeartbeat.IsZero() {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
+	"github.com/logbookhq/logbook/internal/clusterpb"
 	lr "github.com/logbookhq/logbook/leaserecovery"
 )
 
@@ -61,8 +63,8 @@ type nodeSoft struct {
 	dead bool
 	// Work for the next heartbeat reply: transfers it is the source of
 	// and excess replicas to delete.
-	transfers  []*pb.TransferCommand
-	invalidate []*pb.BlockRef
+	transfers  []*clusterpb.TransferCommand
+	invalidate []*fsmpb.BlockRef
 	// invalidating: blocks the leader had this node delete and that it has
 	// not reported deleted yet; the node is no target for them meanwhile.
 	invalidating map[uint64]struct{}
@@ -432,15 +434,15 @@ func toRuleReplicaState(st pb.ReplicaState) (lr.ReplicaState, bool) {
 	return 0, false
 }
 
-func toRuleBlockState(st pb.BlockState) lr.BlockState {
+func toRuleBlockState(st fsmpb.BlockState) lr.BlockState {
 	switch st {
-	case pb.BlockState_BLOCK_STATE_UNDER_CONSTRUCTION:
+	case fsmpb.BlockState_BLOCK_STATE_UNDER_CONSTRUCTION:
 		return lr.BlockUnderConstruction
-	case pb.BlockState_BLOCK_STATE_UNDER_RECOVERY:
+	case fsmpb.BlockState_BLOCK_STATE_UNDER_RECOVERY:
 		return lr.BlockUnderRecovery
-	case pb.BlockState_BLOCK_STATE_COMMITTED:
+	case fsmpb.BlockState_BLOCK_STATE_COMMITTED:
 		return lr.BlockCommitted
-	case pb.BlockState_BLOCK_STATE_COMPLETE:
+	case fsmpb.BlockState_BLOCK_STATE_COMPLETE:
 		return lr.BlockComplete
 	}
 	return lr.BlockStateUnspecified
@@ -448,7 +450,7 @@ func toRuleBlockState(st pb.BlockState) lr.BlockState {
 
 // ruleBlock is b as the rules see it, with live the count of live
 // finalized replicas at its GS and length.
-func ruleBlock(b *pb.BlockRecord, live int) lr.Block {
+func ruleBlock(b *fsmpb.BlockRecord, live int) lr.Block {
 	rb := lr.Block{ID: b.Id, GS: b.Gs, NumBytes: int64(b.NumBytes), State: toRuleBlockState(b.State), LiveReplicas: live}
 	for _, e := range b.ExpectedLocations {
 		rb.Expected = append(rb.Expected, lr.NodeID(e))

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/internal/clusterpb"
 	"github.com/logbookhq/logbook/internal/grpcflow"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -78,10 +79,10 @@ func (p *peerConns) close() {
 	}
 }
 
-func resultsToProto(rs []fsm.Result) []*pb.AppendResult {
-	out := make([]*pb.AppendResult, len(rs))
+func resultsToProto(rs []fsm.Result) []*clusterpb.AppendResult {
+	out := make([]*clusterpb.AppendResult, len(rs))
 	for i, r := range rs {
-		ar := &pb.AppendResult{FirstSeq: r.FirstSeq, Count: r.Count, Index: r.Index}
+		ar := &clusterpb.AppendResult{FirstSeq: r.FirstSeq, Count: r.Count, Index: r.Index}
 		if r.Err != nil {
 			st, _ := status.FromError(r.Err)
 			ar.Code, ar.Message, ar.Reason = uint32(st.Code()), st.Message(), infoReason(st)
@@ -91,7 +92,7 @@ func resultsToProto(rs []fsm.Result) []*pb.AppendResult {
 	return out
 }
 
-func (s *Server) resultsFromProto(rs []*pb.AppendResult) []fsm.Result {
+func (s *Server) resultsFromProto(rs []*clusterpb.AppendResult) []fsm.Result {
 	out := make([]fsm.Result, len(rs))
 	for i, r := range rs {
 		out[i] = fsm.Result{FirstSeq: r.FirstSeq, Count: r.Count, Index: r.Index}

@@ -11,6 +11,8 @@ import (
 	"github.com/google/btree"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
+	"github.com/logbookhq/logbook/internal/clusterpb"
 )
 
 // Re-replication and excess replicas (spec §6, issue deliverable 6), the
@@ -91,7 +93,7 @@ func (f *fsSoft) alive(id string, now time.Time, dead time.Duration) bool {
 
 // blockInfo is what a replication check needs from the FSM.
 type blockInfo struct {
-	block       *pb.BlockRecord
+	block       *fsmpb.BlockRecord
 	replication int
 }
 
@@ -144,7 +146,7 @@ func (s *Server) replicationCycle(now time.Time) {
 				delete(f.repl.missing, id)
 				delete(f.repl.pending, id)
 				delete(f.repl.corrupt, id)
-			case info.block.State != pb.BlockState_BLOCK_STATE_COMPLETE:
+			case info.block.State != fsmpb.BlockState_BLOCK_STATE_COMPLETE:
 				delete(f.repl.needed, id)
 				f.markDirty(id) // judged once it completes
 			default:
@@ -167,9 +169,9 @@ func (s *Server) replicationCycle(now time.Time) {
 
 // blockInfos reads the blocks ids (absent: deleted) and the registered
 // nodes from the FSM.
-func (s *Server) blockInfos(ids []uint64) (map[uint64]blockInfo, map[string]*pb.NodeRecord) {
+func (s *Server) blockInfos(ids []uint64) (map[uint64]blockInfo, map[string]*fsmpb.NodeRecord) {
 	infos := make(map[uint64]blockInfo, len(ids))
-	nodes := map[string]*pb.NodeRecord{}
+	nodes := map[string]*fsmpb.NodeRecord{}
 	// In holds of the read lock of lookupChunk blocks: a cycle checks up
 	// to maxReplChecksPerCycle, and applies wait while the lock is held.
 	for chunk := range slices.Chunk(ids, s.lookupChunk()) {
@@ -309,7 +311,7 @@ func (s *Server) checkBlockLocked(f *fsSoft, info blockInfo, now time.Time, cfg 
 
 // invalidateExcessLocked drops len(good)-want good replicas of b: stale
 // nodes first, then the one with the least free space, then by id.
-func (s *Server) invalidateExcessLocked(f *fsSoft, b *pb.BlockRecord, good []string, want int, now time.Time, cfg FSConfig) {
+func (s *Server) invalidateExcessLocked(f *fsSoft, b *fsmpb.BlockRecord, good []string, want int, now time.Time, cfg FSConfig) {
 	slices.SortFunc(good, func(x, y string) int {
 		lx, ly := f.live(x, now, cfg.NodeStaleInterval), f.live(y, now, cfg.NodeStaleInterval)
 		if lx != ly {
@@ -332,7 +334,7 @@ func (s *Server) invalidateExcessLocked(f *fsSoft, b *pb.BlockRecord, good []str
 
 // scheduleTransfersLocked sends transfers for ids (neediest first) within
 // the per-source stream limit.
-func (s *Server) scheduleTransfersLocked(f *fsSoft, ids []uint64, nodes map[string]*pb.NodeRecord, infos map[uint64]blockInfo, now time.Time, cfg FSConfig) {
+func (s *Server) scheduleTransfersLocked(f *fsSoft, ids []uint64, nodes map[string]*fsmpb.NodeRecord, infos map[uint64]blockInfo, now time.Time, cfg FSConfig) {
 	streams := map[string]int{} // node → transfers in flight as source
 	targeted := map[string]int{}
 	for _, p := range f.repl.pending {
@@ -351,7 +353,7 @@ func (s *Server) scheduleTransfersLocked(f *fsSoft, ids []uint64, nodes map[stri
 	for _, id := range ids {
 		info, ok := infos[id]
 		good, needed := f.repl.needed[id]
-		if _, busy := f.repl.pending[id]; !ok || !needed || busy || info.block.State != pb.BlockState_BLOCK_STATE_COMPLETE {
+		if _, busy := f.repl.pending[id]; !ok || !needed || busy || info.block.State != fsmpb.BlockState_BLOCK_STATE_COMPLETE {
 			continue
 		}
 		b := info.block
@@ -380,7 +382,7 @@ func (s *Server) scheduleTransfersLocked(f *fsSoft, ids []uint64, nodes map[stri
 		streams[source]++
 		f.repl.pending[id] = &pendingTransfer{source: source, targets: cands, gs: b.Gs, expires: now.Add(cfg.ReplicationTimeout)}
 		src := f.nodes[source]
-		src.transfers = append(src.transfers, &pb.TransferCommand{Block: &pb.BlockRef{Id: id, Gs: b.Gs, NumBytes: b.NumBytes}, Targets: targets})
+		src.transfers = append(src.transfers, &clusterpb.TransferCommand{Block: &fsmpb.BlockRef{Id: id, Gs: b.Gs, NumBytes: b.NumBytes}, Targets: targets})
 		s.metrics.replScheduled.Inc()
 		s.log.Info("re-replicating block", "block-id", id, "gs", b.Gs, "path", b.Path, "good", good,
 			"replication", info.replication, "source", source, "targets", cands)
@@ -452,7 +454,7 @@ func (p *targetPicker) pick(id uint64, holders []string, size uint64, need int) 
 // deletion at gs.
 func (f *fsSoft) dropReplicaLocked(n *nodeSoft, id, gs uint64, numBytes int64) {
 	f.deleteReplica(n, id)
-	n.invalidate = append(n.invalidate, &pb.BlockRef{Id: id, Gs: gs, NumBytes: uint64(max(numBytes, 0))})
+	n.invalidate = append(n.invalidate, &fsmpb.BlockRef{Id: id, Gs: gs, NumBytes: uint64(max(numBytes, 0))})
 	if n.invalidating == nil {
 		n.invalidating = map[uint64]struct{}{}
 	}
@@ -462,7 +464,7 @@ func (f *fsSoft) dropReplicaLocked(n *nodeSoft, id, gs uint64, numBytes int64) {
 // takeWorkLocked drains node n's queued transfers and excess
 // invalidations (at most maxInvalidatePerBeat of those) for a heartbeat
 // reply.
-func (n *nodeSoft) takeWorkLocked() (transfers []*pb.TransferCommand, invalidate []*pb.BlockRef) {
+func (n *nodeSoft) takeWorkLocked() (transfers []*clusterpb.TransferCommand, invalidate []*fsmpb.BlockRef) {
 	transfers, n.transfers = n.transfers, nil
 	k := min(len(n.invalidate), maxInvalidatePerBeat)
 	invalidate = append(invalidate, n.invalidate[:k]...)
@@ -577,7 +579,7 @@ func (f *fsSoft) corruptLocked(id uint64, node string, r softReplica) bool {
 // copy it to (the corrupt copy's node becomes the target); never with no
 // good copy, since a corrupt one may be all there is. It forgets marks
 // whose replica is gone.
-func (s *Server) dropCorruptLocked(f *fsSoft, b *pb.BlockRecord, good, want int, now time.Time, stale time.Duration) {
+func (s *Server) dropCorruptLocked(f *fsSoft, b *fsmpb.BlockRecord, good, want int, now time.Time, stale time.Duration) {
 	marks := f.repl.corrupt[b.Id]
 	if good >= 1 && good < want {
 		free := false

@@ -90,6 +90,8 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
+	"github.com/logbookhq/logbook/internal/clusterpb"
 	"github.com/logbookhq/logbook/internal/nodeserver"
 	"github.com/logbookhq/logbook/internal/nodeserver/blockio"
 	"github.com/logbookhq/logbook/internal/testports"
@@ -385,9 +387,9 @@ func (e *fsEnv) nextGS() uint64 {
 }
 
 // events returns the leader's journal events of type typ, decoded.
-func (e *fsEnv) journalEvents(typ string) []*pb.NamespaceEvent {
+func (e *fsEnv) journalEvents(typ string) []*fsmpb.NamespaceEvent {
 	e.t.Helper()
-	var out []*pb.NamespaceEvent
+	var out []*fsmpb.NamespaceEvent
 	e.tc.server(e.tc.waitLeader()).fsm.View(func(st *fsm.State) {
 		for from := st.FirstSeq(); from < st.NextSeq(); {
 			batch := st.Read(from, 1000)
@@ -398,7 +400,7 @@ func (e *fsEnv) journalEvents(typ string) []*pb.NamespaceEvent {
 				if se.Type != typ {
 					continue
 				}
-				var ev pb.NamespaceEvent
+				var ev fsmpb.NamespaceEvent
 				if err := proto.Unmarshal(se.Payload, &ev); err != nil {
 					e.t.Fatalf("event %d: %v", se.Seq, err)
 				}
@@ -422,8 +424,8 @@ func (e *fsEnv) recoveriesOf(blk uint64) []uint64 {
 }
 
 // commitsOf lists the accepted recovery commits of block blk.
-func (e *fsEnv) commitsOf(blk uint64) []*pb.CommitBlockSyncOp {
-	var out []*pb.CommitBlockSyncOp
+func (e *fsEnv) commitsOf(blk uint64) []*fsmpb.CommitBlockSyncOp {
+	var out []*fsmpb.CommitBlockSyncOp
 	for _, ev := range e.journalEvents(fsm.EventRecoveryCommitted) {
 		if c := ev.Op.GetCommitBlockSync(); c.GetBlockId() == blk {
 			out = append(out, c)
@@ -617,7 +619,7 @@ func (d *deadPrimary) shortest() int {
 // recovered stages RBW replicas of the given lengths of one block of path
 // on 3 nodes and runs a real recovery to its end; it returns the block as
 // the writer had it, the data, and the accepted commit.
-func (s *scen) recovered(path string, lengths [3]int) (*pb.BlockRecord, []string, []byte, *pb.CommitBlockSyncOp) {
+func (s *scen) recovered(path string, lengths [3]int) (*pb.BlockRecord, []string, []byte, *fsmpb.CommitBlockSyncOp) {
 	s.t.Helper()
 	blk, locs := s.openFile(path, 3)
 	data := randData(int64(len(path)), slices.Max(lengths[:]))
@@ -652,9 +654,9 @@ func addrsOf(locs []*pb.NodeLocation) []string {
 }
 
 // heartbeat sends one heartbeat of a faked node and returns its commands.
-func (e *fsEnv) fakeHeartbeat(node string) []*pb.NodeCommand {
+func (e *fsEnv) fakeHeartbeat(node string) []*clusterpb.NodeCommand {
 	e.t.Helper()
-	hb, err := e.nl.Heartbeat(e.ctx, &pb.NodeHeartbeatRequest{NodeId: node, Storages: []*pb.StorageReport{{StorageId: "s1", Capacity: 1000, Free: 100}}})
+	hb, err := e.nl.Heartbeat(e.ctx, &clusterpb.NodeHeartbeatRequest{NodeId: node, Storages: []*pb.StorageReport{{StorageId: "s1", Capacity: 1000, Free: 100}}})
 	if err != nil {
 		e.t.Fatalf("heartbeat %s: %v", node, err)
 	}
@@ -666,11 +668,11 @@ func (e *fsEnv) fakeHeartbeat(node string) []*pb.NodeCommand {
 // sends one listing reps, as a real node would. A test's fake node that
 // never answers keeps a leader elected during the test in safe mode until
 // its timeout, and a safe-mode leader re-drives no recovery.
-func (e *fsEnv) heartbeatAnswering(node string, reps ...*pb.ReportedReplica) []*pb.NodeCommand {
+func (e *fsEnv) heartbeatAnswering(node string, reps ...*pb.ReportedReplica) []*clusterpb.NodeCommand {
 	e.t.Helper()
 	cmds := e.fakeHeartbeat(node)
 	if hasFullReportCmd(cmds) {
-		if _, err := e.nl.BlockReport(e.ctx, &pb.NodeBlockReportRequest{NodeId: node, Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}}); err != nil {
+		if _, err := e.nl.BlockReport(e.ctx, &clusterpb.NodeBlockReportRequest{NodeId: node, Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}}); err != nil {
 			e.t.Fatalf("full report of %s: %v", node, err)
 		}
 	}
@@ -855,13 +857,13 @@ func TestScenario01ClientDiesBeforeData(t *testing.T) {
 		primary, cmd := e.waitRecoverCmd(b2.Id, 0)
 		// A commit that keeps the file open and names no registered node
 		// leaves the last block with no expected location and length 0.
-		res, err := e.nl.CommitBlockSynchronization(e.ctx, &pb.CommitBlockSyncRequest{NodeId: primary, BlockId: b2.Id, RecoveryId: cmd.RecoveryId,
+		res, err := e.nl.CommitBlockSynchronization(e.ctx, &clusterpb.CommitBlockSyncRequest{NodeId: primary, BlockId: b2.Id, RecoveryId: cmd.RecoveryId,
 			NewGs: cmd.RecoveryId, OldGs: cmd.Gs, NewLength: 0, CloseFile: false, Targets: []string{"ghost"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		gs := e.nextGS()
-		if l, f := res.Result.GetBlock(), res.Result.GetFile(); !f.GetUnderConstruction() || l.GetState() != pb.BlockState_BLOCK_STATE_UNDER_CONSTRUCTION ||
+		if l, f := res.Result.GetBlock(), res.Result.GetFile(); !f.GetUnderConstruction() || l.GetState() != fsmpb.BlockState_BLOCK_STATE_UNDER_CONSTRUCTION ||
 			len(l.GetExpectedLocations()) != 0 || l.GetNumBytes() != 0 {
 			t.Fatalf("staging: %v", res.Result)
 		}
@@ -878,7 +880,7 @@ func TestScenario01ClientDiesBeforeData(t *testing.T) {
 			t.Fatalf("recoveries of block %d: %v, want only the staging one", b2.Id, r)
 		}
 		for i := 1; i <= 3; i++ {
-			hb, err := e.nl.Heartbeat(e.ctx, &pb.NodeHeartbeatRequest{NodeId: nodeID(i), Storages: []*pb.StorageReport{{StorageId: "s1", Free: uint64(i * 100)}}})
+			hb, err := e.nl.Heartbeat(e.ctx, &clusterpb.NodeHeartbeatRequest{NodeId: nodeID(i), Storages: []*pb.StorageReport{{StorageId: "s1", Free: uint64(i * 100)}}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1235,7 +1237,7 @@ func TestScenario09LateOlderRecovery(t *testing.T) {
 	}
 	// Had A's primary not aborted, its commit would carry A's id: refused,
 	// and nothing changes.
-	_, err := d.nl.CommitBlockSynchronization(d.ctx, &pb.CommitBlockSyncRequest{NodeId: d.r1.Primary, BlockId: d.blk.Id, RecoveryId: r1, NewGs: r1,
+	_, err := d.nl.CommitBlockSynchronization(d.ctx, &clusterpb.CommitBlockSyncRequest{NodeId: d.r1.Primary, BlockId: d.blk.Id, RecoveryId: r1, NewGs: r1,
 		OldGs: d.blk.Gs, NewLength: uint64(d.shortest()), CloseFile: true, Targets: d.survivors()})
 	wantCode(t, "A's commit", err, codes.Aborted, "recovery-id-mismatch")
 	after := d.stat(path)
@@ -1301,14 +1303,14 @@ func TestScenario11CommitRetriedAfterSuccess(t *testing.T) {
 	s := startScen(t, 3, nil)
 	blk, nodes, data, c := s.recovered("/s11", [3]int{4000, 3500, 4000})
 	before, seq := s.stat("/s11"), s.nextSeq()
-	req := &pb.CommitBlockSyncRequest{NodeId: nodes[0], BlockId: c.BlockId, RecoveryId: c.RecoveryId, NewGs: c.NewGs, OldGs: c.OldGs,
+	req := &clusterpb.CommitBlockSyncRequest{NodeId: nodes[0], BlockId: c.BlockId, RecoveryId: c.RecoveryId, NewGs: c.NewGs, OldGs: c.OldGs,
 		NewLength: c.NewLength, CloseFile: c.CloseFile, Targets: c.Targets}
 	res, err := s.nl.CommitBlockSynchronization(s.ctx, req)
 	if err != nil || !res.Result.GetClosed() || !res.Result.GetUnchanged() {
 		t.Fatalf("retried commit: %v, %v; want an unchanged success", res, err)
 	}
 	// A "retry" that disagrees with what was applied is refused.
-	bad := proto.Clone(req).(*pb.CommitBlockSyncRequest)
+	bad := proto.Clone(req).(*clusterpb.CommitBlockSyncRequest)
 	bad.NewLength--
 	_, err = s.nl.CommitBlockSynchronization(s.ctx, bad)
 	wantCode(t, "a retry with another length", err, codes.FailedPrecondition, "length-mismatch")
@@ -1339,7 +1341,7 @@ func TestScenario12DeleteCommitForGoneBlock(t *testing.T) {
 	}
 	seq := s.nextSeq()
 	for _, id := range []uint64{blk.Id, blk.Id + 1000} { // the re-sent commit; a block that never was
-		res, err := s.nl.CommitBlockSynchronization(s.ctx, &pb.CommitBlockSyncRequest{NodeId: locs[0].NodeId, BlockId: id, RecoveryId: c[0].RecoveryId,
+		res, err := s.nl.CommitBlockSynchronization(s.ctx, &clusterpb.CommitBlockSyncRequest{NodeId: locs[0].NodeId, BlockId: id, RecoveryId: c[0].RecoveryId,
 			NewGs: c[0].NewGs, OldGs: c[0].OldGs, CloseFile: true, DeleteBlock: true})
 		if err != nil || !res.Result.GetUnchanged() {
 			t.Fatalf("delete commit for gone block %d: %v, %v", id, res, err)
@@ -1596,7 +1598,7 @@ func TestScenario16StaleNodeFiltering(t *testing.T) {
 			reps[n] = append(reps[n], &pb.ReportedReplica{BlockId: b.Id, Gs: b.Gs, NumBytes: 10, State: pb.ReplicaState_REPLICA_STATE_RBW})
 		}
 	}
-	heartbeat := func(n string) []*pb.NodeCommand { return e.heartbeatAnswering(n, reps[n]...) }
+	heartbeat := func(n string) []*clusterpb.NodeCommand { return e.heartbeatAnswering(n, reps[n]...) }
 	// command heartbeats the given nodes until one gets the recovery of
 	// blk and returns its locations.
 	command := func(blk uint64, beat ...string) []string {
@@ -1726,7 +1728,7 @@ func TestScenario17PrimaryRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Every attempt is a journal event carrying its recovery record.
-	var seen []*pb.BlockRecovery
+	var seen []*fsmpb.BlockRecovery
 	eventually(t, 20*time.Second, "4 attempts", func() bool {
 		seen = nil
 		for _, ev := range e.journalEvents(fsm.EventRecoveryStarted) {
@@ -1763,7 +1765,7 @@ func TestScenario17PrimaryRotation(t *testing.T) {
 	})
 	// n1 is heard from again: the next attempt is its, and so is the
 	// command.
-	var cmd *pb.RecoverBlockCommand
+	var cmd *clusterpb.RecoverBlockCommand
 	rbw := &pb.ReportedReplica{BlockId: b.Id, Gs: b.Gs, NumBytes: 10, State: pb.ReplicaState_REPLICA_STATE_RBW}
 	eventually(t, 20*time.Second, "n1's recovery command", func() bool {
 		for _, r := range recoverCmds(e.heartbeatAnswering("n1", rbw)) {
@@ -1846,7 +1848,7 @@ func testScenario17NoLiveLocationFirstAttempt(t *testing.T, leaderChange bool) {
 		t.Fatalf("second recover lease: %v, %v, next GS %d; want not closed, no new id", r, err, e.nextGS())
 	}
 	// n2 is heard from: the re-driven attempt is its.
-	var cmd *pb.RecoverBlockCommand
+	var cmd *clusterpb.RecoverBlockCommand
 	rbw := &pb.ReportedReplica{BlockId: b.Id, Gs: b.Gs, NumBytes: 10, State: pb.ReplicaState_REPLICA_STATE_RBW}
 	if leaderChange {
 		old := e.leader
@@ -2222,7 +2224,7 @@ func TestScenario32ReportAheadOfMetadata(t *testing.T) {
 			reps = append(reps, &pb.ReportedReplica{BlockId: ahead.Id, Gs: ahead.Gs, NumBytes: 100, State: pb.ReplicaState_REPLICA_STATE_FINALIZED})
 		}
 		eventually(t, 20*time.Second, nodeID(i)+"'s full report", func() bool {
-			_, err := e.nl.BlockReport(e.ctx, &pb.NodeBlockReportRequest{NodeId: nodeID(i), Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}})
+			_, err := e.nl.BlockReport(e.ctx, &clusterpb.NodeBlockReportRequest{NodeId: nodeID(i), Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}})
 			return err == nil
 		})
 	}

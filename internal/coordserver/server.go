@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,8 +16,11 @@ import (
 	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
+	"github.com/logbookhq/logbook/internal/clusterpb"
 	"github.com/logbookhq/logbook/internal/durable"
 	"github.com/logbookhq/logbook/internal/grpcflow"
+	"github.com/logbookhq/logbook/internal/httpserve"
 	"github.com/logbookhq/logbook/internal/logging"
 	"github.com/logbookhq/logbook/internal/raftnet"
 	"github.com/logbookhq/logbook/journal"
@@ -51,8 +52,7 @@ type Server struct {
 	members  *membership.Memberlist
 	grpcSrv  *grpc.Server
 	grpcLn   net.Listener
-	httpSrv  *http.Server
-	httpLn   net.Listener
+	http     *httpserve.Server
 	health   *health.Server
 	metrics  *metrics
 	peers    *peerConns
@@ -61,7 +61,7 @@ type Server struct {
 	forwardB *journal.Batcher // forwards to the leader in batches
 	fwd      *forwarder       // the forward batcher's way to the leader
 
-	self           pb.Member
+	self           fsmpb.Member
 	inflightEvents atomic.Int64                     // leader: events handed to Raft, not yet applied
 	configWarn     atomic.Pointer[string]           // configCheckLoop: this member's config warning, "" or nil when none
 	started        time.Time                        // when New began
@@ -104,7 +104,7 @@ func New(cfg Config) (_ *Server, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		cfg: cfg, log: log, fatalCh: make(chan error, 4), ctx: ctx, cancel: cancel, started: time.Now(),
-		self: pb.Member{
+		self: fsmpb.Member{
 			Id:       cfg.ID,
 			RaftAddr: advertised(cfg.RaftAddr, cfg.AdvertiseRaft),
 			GrpcAddr: advertised(cfg.GRPCAddr, cfg.AdvertiseGRPC),
@@ -170,13 +170,13 @@ func New(cfg Config) (_ *Server, err error) {
 func (s *Server) ID() string { return s.cfg.ID }
 
 // Self returns this member's advertised addresses.
-func (s *Server) Self() *pb.Member { return &s.self }
+func (s *Server) Self() *fsmpb.Member { return &s.self }
 
 // GRPCAddr is the bound gRPC address (useful with port 0).
 func (s *Server) GRPCAddr() string { return s.grpcLn.Addr().String() }
 
 // HTTPAddr is the bound http address.
-func (s *Server) HTTPAddr() string { return s.httpLn.Addr().String() }
+func (s *Server) HTTPAddr() string { return s.http.Addr() }
 
 // Raft exposes the Raft handle to tests and tools in this module.
 func (s *Server) Raft() *raft.Raft { return s.raft }
@@ -265,10 +265,8 @@ func (s *Server) shutdown() error {
 			s.grpcSrv.Stop()
 		}
 	}
-	if s.httpSrv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		s.httpSrv.Shutdown(ctx)
-		cancel()
+	if s.http != nil {
+		s.http.Close()
 	}
 	if s.forwardB != nil {
 		s.forwardB.Close()
@@ -545,7 +543,7 @@ func (s *Server) startGRPC() error {
 		grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes + 64<<10),
 		grpc.MaxConcurrentStreams(4096),
 		grpc.UnaryInterceptor(s.unaryInterceptor),
-		grpc.ChainStreamInterceptor(s.metrics.rpc.StreamInterceptor, s.clusterIDStreamInterceptor),
+		grpc.ChainStreamInterceptor(s.metrics.rpc.StreamInterceptor, s.streamInterceptor),
 	}
 	opts = append(opts, grpcflow.ServerOptions()...)
 	// Handlers run on reused goroutines whose stacks have already grown:
@@ -560,9 +558,9 @@ func (s *Server) startGRPC() error {
 	s.grpcSrv = grpc.NewServer(opts...)
 	pb.RegisterJournalServer(s.grpcSrv, &journalService{s: s})
 	pb.RegisterClusterServer(s.grpcSrv, &clusterService{s: s})
-	pb.RegisterPeerServer(s.grpcSrv, &peerService{s: s})
+	clusterpb.RegisterPeerServer(s.grpcSrv, &peerService{s: s})
 	pb.RegisterNamespaceServer(s.grpcSrv, &namespaceService{s: s})
-	pb.RegisterNodeLinkServer(s.grpcSrv, &nodeLinkService{s: s})
+	clusterpb.RegisterNodeLinkServer(s.grpcSrv, &nodeLinkService{s: s})
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpcSrv, s.health)
 	reflection.Register(s.grpcSrv)
@@ -584,48 +582,19 @@ func (s *Server) startGRPC() error {
 const ReadyService = "logbook.v1.Ready"
 
 func (s *Server) startHTTP() error {
-	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	h, err := httpserve.Start(httpserve.Config{
+		Addr:         s.cfg.HTTPAddr,
+		TLS:          s.cfg.Security.HTTPTLS,
+		Metrics:      s.metrics.handler(),
+		Healthy:      s.healthy,
+		Ready:        s.ready,
+		Pprof:        s.cfg.EnablePprof,
+		OnServeError: s.fatal,
+	})
 	if err != nil {
-		return fmt.Errorf("coordserver: http listener: %w", err)
+		return fmt.Errorf("coordserver: http: %w", err)
 	}
-	s.httpLn = ln
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", s.metrics.handler())
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if err := s.healthy(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if err := s.ready(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	if s.cfg.EnablePprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
-	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, TLSConfig: s.cfg.Security.HTTPTLS}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		var err error
-		if s.cfg.Security.HTTPTLS != nil {
-			err = s.httpSrv.ServeTLS(ln, "", "")
-		} else {
-			err = s.httpSrv.Serve(ln)
-		}
-		if err != nil && !errors.Is(err, http.ErrServerClosed) && !s.closing.Load() {
-			s.fatal(fmt.Errorf("coordserver: http serve: %w", err))
-		}
-	}()
+	s.http = h
 	return nil
 }
 
@@ -703,7 +672,7 @@ func (s *Server) refreshLeaderIndex() {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, time.Second)
 	defer cancel()
-	resp, err := pb.NewPeerClient(conn).ReadIndex(ctx, &pb.ReadIndexRequest{}, grpc.WaitForReady(true))
+	resp, err := clusterpb.NewPeerClient(conn).ReadIndex(ctx, &clusterpb.ReadIndexRequest{}, grpc.WaitForReady(true))
 	if err != nil {
 		s.log.Debug("asking the leader for its read index failed", "leader", id, "err", err)
 		return

@@ -9,6 +9,8 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
+	"github.com/logbookhq/logbook/internal/clusterpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -19,7 +21,7 @@ import (
 // at exactly one index.
 func (c *clusterService) Verify(ctx context.Context, _ *pb.VerifyRequest) (*pb.VerifyResponse, error) {
 	s := c.s
-	resp, err := s.applyCommand(pb.CommandType_COMMAND_TYPE_CHECKPOINT, &pb.CheckpointCommand{})
+	resp, err := s.applyCommand(fsmpb.CommandType_COMMAND_TYPE_CHECKPOINT, &fsmpb.CheckpointCommand{})
 	if err != nil {
 		return nil, err
 	}
@@ -53,12 +55,12 @@ func (c *clusterService) Verify(ctx context.Context, _ *pb.VerifyRequest) (*pb.V
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			conn, err := s.peers.get(addr)
-			var r *pb.CheckpointDigestResponse
+			var r *clusterpb.CheckpointDigestResponse
 			if err == nil {
 				// WaitForReady: a member that restarted moments ago is
 				// answered once its connection is back, not refused from
 				// the redial backoff.
-				r, err = pb.NewPeerClient(conn).CheckpointDigest(cctx, &pb.CheckpointDigestRequest{Index: cp.Index}, grpc.WaitForReady(true))
+				r, err = clusterpb.NewPeerClient(conn).CheckpointDigest(cctx, &clusterpb.CheckpointDigestRequest{Index: cp.Index}, grpc.WaitForReady(true))
 			}
 			if err != nil {
 				md.Error = status.Convert(err).Message()
@@ -79,7 +81,7 @@ func (c *clusterService) Verify(ctx context.Context, _ *pb.VerifyRequest) (*pb.V
 	return out, nil
 }
 
-func (p *peerService) CheckpointDigest(ctx context.Context, req *pb.CheckpointDigestRequest) (*pb.CheckpointDigestResponse, error) {
+func (p *peerService) CheckpointDigest(ctx context.Context, req *clusterpb.CheckpointDigestRequest) (*clusterpb.CheckpointDigestResponse, error) {
 	s := p.s
 	if err := s.fsm.WaitApplied(ctx, req.Index); err != nil {
 		return nil, s.toStatus(err)
@@ -91,7 +93,7 @@ func (p *peerService) CheckpointDigest(ctx context.Context, req *pb.CheckpointDi
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "no checkpoint recorded at index %d (restored from a later snapshot?)", req.Index)
 	}
-	return &pb.CheckpointDigestResponse{Digest: d[:]}, nil
+	return &clusterpb.CheckpointDigestResponse{Digest: d[:]}, nil
 }
 
 // checkpointStatus is the status of a checkpoint digest that could not be

@@ -81,6 +81,8 @@ type Config struct {
 	AdvertiseGRPC   string
 	AdvertiseHTTP   string
 	AdvertiseGossip string
+	// EnablePprof serves net/http/pprof under /debug/pprof/ on HTTPAddr.
+	EnablePprof bool
 
 	// MaxTargets bounds the downstream nodes of one pipeline.
 	MaxTargets int

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
+	"github.com/logbookhq/logbook/internal/clusterpb"
 	"github.com/logbookhq/logbook/internal/grpcflow"
 	"github.com/logbookhq/logbook/replica"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -100,7 +102,7 @@ type coordLink struct {
 	// Replicas to cache, in order (ids in toCacheSet; an uncache takes an
 	// id out of the set and the worker skips it); caching: the worker
 	// runs.
-	toCache    []*pb.BlockRef
+	toCache    []*fsmpb.BlockRef
 	toCacheSet map[uint64]bool
 	caching    bool
 }
@@ -217,7 +219,7 @@ func (l *coordLink) run() {
 // call runs fn against the coordinators: an endpoint that is unavailable
 // (down, or not the leader and unable to forward) gives way to the next;
 // after a round over all of them it backs off. rounds bounds the rounds.
-func (l *coordLink) call(ctx context.Context, rounds int, fn func(context.Context, pb.NodeLinkClient) error) error {
+func (l *coordLink) call(ctx context.Context, rounds int, fn func(context.Context, clusterpb.NodeLinkClient) error) error {
 	return l.callWithin(ctx, rounds, linkAttemptTimeout(l.interval), fn)
 }
 
@@ -227,7 +229,7 @@ func linkAttemptTimeout(heartbeat time.Duration) time.Duration {
 }
 
 // callWithin is call with each endpoint's attempt bounded by attempt.
-func (l *coordLink) callWithin(ctx context.Context, rounds int, attempt time.Duration, fn func(context.Context, pb.NodeLinkClient) error) error {
+func (l *coordLink) callWithin(ctx context.Context, rounds int, attempt time.Duration, fn func(context.Context, clusterpb.NodeLinkClient) error) error {
 	backoff := linkBackoffMin
 	var last error
 	for round := 0; round < rounds; round++ {
@@ -242,7 +244,7 @@ func (l *coordLink) callWithin(ctx context.Context, rounds int, attempt time.Dur
 			i := l.cur
 			l.mu.Unlock()
 			cctx, cancel := context.WithTimeout(ctx, attempt)
-			err := fn(cctx, pb.NewNodeLinkClient(l.conns[i]))
+			err := fn(cctx, clusterpb.NewNodeLinkClient(l.conns[i]))
 			cancel()
 			if err == nil {
 				return nil
@@ -304,9 +306,9 @@ func (l *coordLink) checkRegistered(err error) {
 	}
 }
 
-func (l *coordLink) nodeRecord() *pb.NodeRecord {
+func (l *coordLink) nodeRecord() *fsmpb.NodeRecord {
 	s := l.s
-	rec := &pb.NodeRecord{
+	rec := &fsmpb.NodeRecord{
 		Id: s.cfg.ID, GrpcAddr: s.AdvertisedGRPC(), HttpAddr: advertised(s.HTTPAddr(), s.cfg.AdvertiseHTTP),
 		GossipAddr: s.AdvertisedGossip(), InstanceId: l.instanceID,
 	}
@@ -317,9 +319,9 @@ func (l *coordLink) nodeRecord() *pb.NodeRecord {
 }
 
 func (l *coordLink) register() error {
-	req := &pb.NodeRegisterRequest{Node: l.nodeRecord(), Storages: storageReports(l.s.store.VolumeInfo())}
-	var resp *pb.NodeRegisterResponse
-	err := l.call(l.ctx, 1, func(ctx context.Context, c pb.NodeLinkClient) error {
+	req := &clusterpb.NodeRegisterRequest{Node: l.nodeRecord(), Storages: storageReports(l.s.store.VolumeInfo())}
+	var resp *clusterpb.NodeRegisterResponse
+	err := l.call(l.ctx, 1, func(ctx context.Context, c clusterpb.NodeLinkClient) error {
 		var err error
 		resp, err = c.Register(ctx, req)
 		return err
@@ -339,9 +341,9 @@ func (l *coordLink) fullReport() error {
 	if err != nil {
 		return err
 	}
-	req := &pb.NodeBlockReportRequest{NodeId: l.s.cfg.ID, Storages: blockReportToPB(reports)}
-	var resp *pb.NodeReportResponse
-	err = l.callWithin(l.ctx, 1, linkCallTimeout, func(ctx context.Context, c pb.NodeLinkClient) error {
+	req := &clusterpb.NodeBlockReportRequest{NodeId: l.s.cfg.ID, Storages: blockReportToPB(reports)}
+	var resp *clusterpb.NodeReportResponse
+	err = l.callWithin(l.ctx, 1, linkCallTimeout, func(ctx context.Context, c clusterpb.NodeLinkClient) error {
 		var err error
 		resp, err = c.BlockReport(ctx, req)
 		return err
@@ -359,9 +361,9 @@ func (l *coordLink) fullReport() error {
 }
 
 func (l *coordLink) heartbeat() {
-	req := &pb.NodeHeartbeatRequest{NodeId: l.s.cfg.ID, Storages: storageReports(l.s.store.VolumeInfo()), Cache: l.cacheReport()}
-	var resp *pb.NodeHeartbeatResponse
-	err := l.call(l.ctx, 1, func(ctx context.Context, c pb.NodeLinkClient) error {
+	req := &clusterpb.NodeHeartbeatRequest{NodeId: l.s.cfg.ID, Storages: storageReports(l.s.store.VolumeInfo()), Cache: l.cacheReport()}
+	var resp *clusterpb.NodeHeartbeatResponse
+	err := l.call(l.ctx, 1, func(ctx context.Context, c clusterpb.NodeLinkClient) error {
 		var err error
 		resp, err = c.Heartbeat(ctx, req)
 		return err
@@ -400,7 +402,7 @@ func (l *coordLink) reportBad() {
 		return
 	}
 	req := &pb.ReportBadBlocksRequest{Reporter: l.s.cfg.ID, Replicas: bad}
-	err := l.call(l.ctx, 1, func(ctx context.Context, c pb.NodeLinkClient) error {
+	err := l.call(l.ctx, 1, func(ctx context.Context, c clusterpb.NodeLinkClient) error {
 		_, err := c.ReportBadBlocks(ctx, req)
 		return err
 	})
@@ -432,19 +434,19 @@ func (l *coordLink) incremental() {
 		l.needFull.Store(true)
 		return
 	}
-	var out []*pb.IncrementalChange
+	var out []*clusterpb.IncrementalChange
 	for _, c := range changes {
 		if c.Pool != l.pool {
 			continue
 		}
-		out = append(out, &pb.IncrementalChange{Change: changeToPB(c.Kind), StorageId: c.StorageID, Replica: reportedToPB(c.Replica)})
+		out = append(out, &clusterpb.IncrementalChange{Change: changeToPB(c.Kind), StorageId: c.StorageID, Replica: reportedToPB(c.Replica)})
 	}
 	for len(out) > 0 {
 		batch := out[:min(len(out), linkReportBatch)]
 		out = out[len(batch):]
-		req := &pb.NodeIncrementalReportRequest{NodeId: l.s.cfg.ID, Changes: batch}
-		var resp *pb.NodeReportResponse
-		err := l.call(l.ctx, 1, func(ctx context.Context, c pb.NodeLinkClient) error {
+		req := &clusterpb.NodeIncrementalReportRequest{NodeId: l.s.cfg.ID, Changes: batch}
+		var resp *clusterpb.NodeReportResponse
+		err := l.call(l.ctx, 1, func(ctx context.Context, c clusterpb.NodeLinkClient) error {
 			var err error
 			resp, err = c.IncrementalReport(ctx, req)
 			return err
@@ -464,26 +466,26 @@ func (l *coordLink) incremental() {
 // execute runs the coordinator's commands: reports and registration on the
 // link's goroutine, invalidations at once, recoveries and transfers as
 // bounded tasks.
-func (l *coordLink) execute(cmds []*pb.NodeCommand) {
+func (l *coordLink) execute(cmds []*clusterpb.NodeCommand) {
 	for _, cmd := range cmds {
 		switch c := cmd.GetCommand().(type) {
-		case *pb.NodeCommand_SendFullReport:
+		case *clusterpb.NodeCommand_SendFullReport:
 			l.needFull.Store(true)
 			l.kick()
-		case *pb.NodeCommand_ReRegister:
+		case *clusterpb.NodeCommand_ReRegister:
 			l.needRegister.Store(true)
 			l.kick()
-		case *pb.NodeCommand_Invalidate:
+		case *clusterpb.NodeCommand_Invalidate:
 			l.invalidate(c.Invalidate)
-		case *pb.NodeCommand_Transfer:
+		case *clusterpb.NodeCommand_Transfer:
 			t := c.Transfer
 			key := fmt.Sprintf("transfer/%d/%d/%s", t.GetBlock().GetId(), t.GetBlock().GetGs(), locationAddrs(t.GetTargets()))
 			l.startTask(key, linkMaxTransfers, func(ctx context.Context) { l.transfer(ctx, t) })
-		case *pb.NodeCommand_Uncache:
+		case *clusterpb.NodeCommand_Uncache:
 			l.uncache(c.Uncache)
-		case *pb.NodeCommand_Cache:
+		case *clusterpb.NodeCommand_Cache:
 			l.queueCache(c.Cache.GetBlocks())
-		case *pb.NodeCommand_RecoverBlock:
+		case *clusterpb.NodeCommand_RecoverBlock:
 			r := c.RecoverBlock
 			key := fmt.Sprintf("recover/%d/%d", r.GetBlockId(), r.GetRecoveryId())
 			l.startTask(key, linkMaxRecoveries, func(ctx context.Context) { l.recoverBlock(ctx, r) })
@@ -544,7 +546,7 @@ func (l *coordLink) heartbeatNow() {
 	}
 }
 
-func (l *coordLink) invalidate(cmd *pb.InvalidateCommand) {
+func (l *coordLink) invalidate(cmd *clusterpb.InvalidateCommand) {
 	blocks := make([]replica.Block, 0, len(cmd.GetBlocks()))
 	for _, b := range cmd.GetBlocks() {
 		blocks = append(blocks, replica.Block{ID: b.GetId(), GS: b.GetGs(), NumBytes: int64(b.GetNumBytes())})
@@ -563,7 +565,7 @@ func (l *coordLink) invalidate(cmd *pb.InvalidateCommand) {
 
 // transfer copies a replica to the targets (re-replication) through the
 // TransferBlock path, as FINALIZED replicas.
-func (l *coordLink) transfer(ctx context.Context, cmd *pb.TransferCommand) {
+func (l *coordLink) transfer(ctx context.Context, cmd *clusterpb.TransferCommand) {
 	ctx, cancel := context.WithTimeout(ctx, linkTransferTimeout)
 	defer cancel()
 	targets := make([]string, 0, len(cmd.GetTargets()))
@@ -632,14 +634,14 @@ func blockReportToPB(reports []replica.StorageBlockReport) []*pb.StorageBlockRep
 	return out
 }
 
-func changeToPB(k replica.ChangeKind) pb.ReplicaChange {
+func changeToPB(k replica.ChangeKind) clusterpb.ReplicaChange {
 	switch k {
 	case replica.ChangeReceiving:
-		return pb.ReplicaChange_REPLICA_CHANGE_RECEIVING
+		return clusterpb.ReplicaChange_REPLICA_CHANGE_RECEIVING
 	case replica.ChangeReceived:
-		return pb.ReplicaChange_REPLICA_CHANGE_RECEIVED
+		return clusterpb.ReplicaChange_REPLICA_CHANGE_RECEIVED
 	case replica.ChangeDeleted:
-		return pb.ReplicaChange_REPLICA_CHANGE_DELETED
+		return clusterpb.ReplicaChange_REPLICA_CHANGE_DELETED
 	}
-	return pb.ReplicaChange_REPLICA_CHANGE_UNSPECIFIED
+	return clusterpb.ReplicaChange_REPLICA_CHANGE_UNSPECIFIED
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
+	"github.com/logbookhq/logbook/internal/clusterpb"
 )
 
 // The node's half of cache directives (HDFS DNA_CACHE, DNA_UNCACHE and the
@@ -13,19 +15,19 @@ import (
 // cacheReport is the heartbeat's cache report: the locked-memory budget
 // and use, and the cached replicas of the pool (the lowest
 // pb.MaxCacheReportBlocks ids if more).
-func (l *coordLink) cacheReport() *pb.CacheReport {
+func (l *coordLink) cacheReport() *clusterpb.CacheReport {
 	ids, err := l.s.store.CacheReport(l.pool)
 	if err != nil {
 		l.log.Warn("cache report failed", "error", err)
 		return nil
 	}
-	return &pb.CacheReport{Capacity: u64(l.s.cfg.MaxLockedMemory), Used: u64(l.s.store.Stats().BytesCached), BlockIds: ids[:min(len(ids), pb.MaxCacheReportBlocks)]}
+	return &clusterpb.CacheReport{Capacity: u64(l.s.cfg.MaxLockedMemory), Used: u64(l.s.store.Stats().BytesCached), BlockIds: ids[:min(len(ids), pb.MaxCacheReportBlocks)]}
 }
 
 // queueCache queues replicas to cache (HDFS DNA_CACHE) and starts the
 // worker if it is not running. Called on the link's goroutine, so the
 // worker joins l.wg before stop waits.
-func (l *coordLink) queueCache(blocks []*pb.BlockRef) {
+func (l *coordLink) queueCache(blocks []*fsmpb.BlockRef) {
 	l.mu.Lock()
 	if l.toCacheSet == nil {
 		l.toCacheSet = map[uint64]bool{}
@@ -51,7 +53,7 @@ func (l *coordLink) cacheWorker() {
 	defer l.wg.Done()
 	for {
 		l.mu.Lock()
-		var b *pb.BlockRef
+		var b *fsmpb.BlockRef
 		for b == nil && len(l.toCache) > 0 {
 			if next := l.toCache[0]; l.toCacheSet[next.GetId()] {
 				b = next
@@ -73,7 +75,7 @@ func (l *coordLink) cacheWorker() {
 // cacheBlock caches a FINALIZED replica at the command's GS; a replica at
 // another GS is left alone (the coordinator's view is older or newer than
 // ours).
-func (l *coordLink) cacheBlock(ctx context.Context, b *pb.BlockRef) {
+func (l *coordLink) cacheBlock(ctx context.Context, b *fsmpb.BlockRef) {
 	ctx, cancel := context.WithTimeout(ctx, linkCacheTimeout)
 	defer cancel()
 	r, err := l.s.store.GetReplica(l.pool, b.GetId())
@@ -93,7 +95,7 @@ func (l *coordLink) cacheBlock(ctx context.Context, b *pb.BlockRef) {
 
 // uncache releases cached replicas, and drops queued ones (HDFS
 // DNA_UNCACHE).
-func (l *coordLink) uncache(cmd *pb.UncacheCommand) {
+func (l *coordLink) uncache(cmd *clusterpb.UncacheCommand) {
 	for _, b := range cmd.GetBlocks() {
 		l.mu.Lock()
 		delete(l.toCacheSet, b.GetId())

@@ -5,11 +5,13 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
+
+	"github.com/logbookhq/logbook/internal/clusterpb"
 )
 
 // lastCacheReport is the cache report of the latest heartbeat.
-func (f *fakeCoord) lastCacheReport() *pb.CacheReport {
+func (f *fakeCoord) lastCacheReport() *clusterpb.CacheReport {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.heartbeats) == 0 {
@@ -32,7 +34,7 @@ func TestCoordLinkCacheCommands(t *testing.T) {
 		return r != nil && r.Capacity == 1<<20 && r.Used == 0 && len(r.BlockIds) == 0
 	})
 
-	fc.queue(&pb.NodeCommand{Command: &pb.NodeCommand_Cache{Cache: &pb.CacheCommand{Blocks: []*pb.BlockRef{
+	fc.queue(&clusterpb.NodeCommand{Command: &clusterpb.NodeCommand_Cache{Cache: &clusterpb.CacheCommand{Blocks: []*fsmpb.BlockRef{
 		{Id: 7, Gs: 1007, NumBytes: 20_000}, {Id: 8, Gs: 999, NumBytes: 20_000}, {Id: 9, Gs: 1009}}}}})
 	waitFor(t, "blk_7 cached and reported", func() bool {
 		r := fc.lastCacheReport()
@@ -42,7 +44,7 @@ func TestCoordLinkCacheCommands(t *testing.T) {
 		t.Fatalf("cached %v: a command at another GS or for a missing replica was run", ids)
 	}
 
-	fc.queue(&pb.NodeCommand{Command: &pb.NodeCommand_Uncache{Uncache: &pb.UncacheCommand{Blocks: []*pb.BlockRef{{Id: 7}, {Id: 9}}}}})
+	fc.queue(&clusterpb.NodeCommand{Command: &clusterpb.NodeCommand_Uncache{Uncache: &clusterpb.UncacheCommand{Blocks: []*fsmpb.BlockRef{{Id: 7}, {Id: 9}}}}})
 	waitFor(t, "blk_7 uncached and reported", func() bool {
 		r := fc.lastCacheReport()
 		return r != nil && len(r.BlockIds) == 0 && r.Used == 0

@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
+
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/internal/clusterpb"
 	"github.com/logbookhq/logbook/internal/coordserver"
 	"github.com/logbookhq/logbook/internal/testports"
 )
@@ -32,7 +34,7 @@ func TestCoordLinkWithCoordinator(t *testing.T) {
 
 	n := startNode(t, "n1", withCoord(100*time.Millisecond, coord.GRPCAddr()))
 	writeReplica(t, n, 1, 1001, randomBytes(2000, 5), true)
-	var rec *pb.NodeRecord
+	var rec *fsmpb.NodeRecord
 	waitFor(t, "n1 in the coordinator's FSM", func() bool {
 		coord.FSM().View(func(st *fsm.State) { rec, _ = st.Node("n1") })
 		return rec != nil
@@ -43,7 +45,7 @@ func TestCoordLinkWithCoordinator(t *testing.T) {
 	// The link's heartbeats are accepted, and the coordinator asks for no
 	// new registration.
 	waitFor(t, "accepted heartbeats", func() bool { return n.srv.link.heartbeatsOK.Load() >= 3 })
-	resp, err := pb.NewNodeLinkClient(n.srv.link.conns[0]).Heartbeat(testCtx(t), &pb.NodeHeartbeatRequest{NodeId: "n1", Storages: storageReports(n.srv.Store().VolumeInfo())})
+	resp, err := clusterpb.NewNodeLinkClient(n.srv.link.conns[0]).Heartbeat(testCtx(t), &clusterpb.NodeHeartbeatRequest{NodeId: "n1", Storages: storageReports(n.srv.Store().VolumeInfo())})
 	if err != nil {
 		t.Fatalf("heartbeat: %v", err)
 	}

@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbookhq/logbook/fsm/fsmpb"
+
 	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/internal/clusterpb"
 	"github.com/logbookhq/logbook/internal/nodeserver/blockio"
 	"github.com/logbookhq/logbook/replica"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -20,21 +23,21 @@ import (
 // fakeCoord is a NodeLink server that records every call: the wire peer
 // of the node's coordinator link.
 type fakeCoord struct {
-	pb.UnimplementedNodeLinkServer
+	clusterpb.UnimplementedNodeLinkServer
 	addr string
 
 	mu         sync.Mutex
 	events     []string
-	registers  []*pb.NodeRegisterRequest
-	fulls      []*pb.NodeBlockReportRequest
-	incs       []*pb.NodeIncrementalReportRequest
-	heartbeats []*pb.NodeHeartbeatRequest
+	registers  []*clusterpb.NodeRegisterRequest
+	fulls      []*clusterpb.NodeBlockReportRequest
+	incs       []*clusterpb.NodeIncrementalReportRequest
+	heartbeats []*clusterpb.NodeHeartbeatRequest
 	hbTimes    []time.Time
-	commits    []*pb.CommitBlockSyncRequest
-	hbCommands []*pb.NodeCommand // sent with the next heartbeat reply
-	commitErrs []error           // returned by the commits in turn; then OK
-	commitErr  error             // returned by every commit past commitErrs
-	hbErrs     []error           // returned by the heartbeats in turn
+	commits    []*clusterpb.CommitBlockSyncRequest
+	hbCommands []*clusterpb.NodeCommand // sent with the next heartbeat reply
+	commitErrs []error                  // returned by the commits in turn; then OK
+	commitErr  error                    // returned by every commit past commitErrs
+	hbErrs     []error                  // returned by the heartbeats in turn
 }
 
 func startFakeCoord(t *testing.T) *fakeCoord {
@@ -45,22 +48,22 @@ func startFakeCoord(t *testing.T) *fakeCoord {
 	}
 	fc := &fakeCoord{addr: ln.Addr().String()}
 	srv := grpc.NewServer()
-	pb.RegisterNodeLinkServer(srv, fc)
+	clusterpb.RegisterNodeLinkServer(srv, fc)
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Stop(); <-done })
 	return fc
 }
 
-func (f *fakeCoord) Register(_ context.Context, req *pb.NodeRegisterRequest) (*pb.NodeRegisterResponse, error) {
+func (f *fakeCoord) Register(_ context.Context, req *clusterpb.NodeRegisterRequest) (*clusterpb.NodeRegisterResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.events = append(f.events, "register")
 	f.registers = append(f.registers, req)
-	return &pb.NodeRegisterResponse{Node: req.GetNode()}, nil
+	return &clusterpb.NodeRegisterResponse{Node: req.GetNode()}, nil
 }
 
-func (f *fakeCoord) Heartbeat(_ context.Context, req *pb.NodeHeartbeatRequest) (*pb.NodeHeartbeatResponse, error) {
+func (f *fakeCoord) Heartbeat(_ context.Context, req *clusterpb.NodeHeartbeatRequest) (*clusterpb.NodeHeartbeatResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.events = append(f.events, "heartbeat")
@@ -73,26 +76,26 @@ func (f *fakeCoord) Heartbeat(_ context.Context, req *pb.NodeHeartbeatRequest) (
 	}
 	cmds := f.hbCommands
 	f.hbCommands = nil
-	return &pb.NodeHeartbeatResponse{Commands: cmds}, nil
+	return &clusterpb.NodeHeartbeatResponse{Commands: cmds}, nil
 }
 
-func (f *fakeCoord) BlockReport(_ context.Context, req *pb.NodeBlockReportRequest) (*pb.NodeReportResponse, error) {
+func (f *fakeCoord) BlockReport(_ context.Context, req *clusterpb.NodeBlockReportRequest) (*clusterpb.NodeReportResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.events = append(f.events, "full")
 	f.fulls = append(f.fulls, req)
-	return &pb.NodeReportResponse{}, nil
+	return &clusterpb.NodeReportResponse{}, nil
 }
 
-func (f *fakeCoord) IncrementalReport(_ context.Context, req *pb.NodeIncrementalReportRequest) (*pb.NodeReportResponse, error) {
+func (f *fakeCoord) IncrementalReport(_ context.Context, req *clusterpb.NodeIncrementalReportRequest) (*clusterpb.NodeReportResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.events = append(f.events, "incremental")
 	f.incs = append(f.incs, req)
-	return &pb.NodeReportResponse{}, nil
+	return &clusterpb.NodeReportResponse{}, nil
 }
 
-func (f *fakeCoord) CommitBlockSynchronization(_ context.Context, req *pb.CommitBlockSyncRequest) (*pb.CommitBlockSyncResponse, error) {
+func (f *fakeCoord) CommitBlockSynchronization(_ context.Context, req *clusterpb.CommitBlockSyncRequest) (*clusterpb.CommitBlockSyncResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.events = append(f.events, "commit")
@@ -105,10 +108,10 @@ func (f *fakeCoord) CommitBlockSynchronization(_ context.Context, req *pb.Commit
 	if f.commitErr != nil {
 		return nil, f.commitErr
 	}
-	return &pb.CommitBlockSyncResponse{}, nil
+	return &clusterpb.CommitBlockSyncResponse{}, nil
 }
 
-func (f *fakeCoord) queue(cmds ...*pb.NodeCommand) {
+func (f *fakeCoord) queue(cmds ...*clusterpb.NodeCommand) {
 	f.mu.Lock()
 	f.hbCommands = append(f.hbCommands, cmds...)
 	f.mu.Unlock()
@@ -138,7 +141,7 @@ func (f *fakeCoord) lastFull() map[uint64]*pb.ReportedReplica {
 
 // sawChange reports whether an incremental report carried change kind of
 // block id.
-func (f *fakeCoord) sawChange(id uint64, kind pb.ReplicaChange) bool {
+func (f *fakeCoord) sawChange(id uint64, kind clusterpb.ReplicaChange) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, r := range f.incs {
@@ -244,17 +247,17 @@ func TestCoordLinkLifecycle(t *testing.T) {
 	// A write is reported incrementally.
 	writeReplica(t, n, 2, 1002, randomBytes(3000, 4), true)
 	waitFor(t, "incremental report of blk_2", func() bool {
-		return fc.sawChange(2, pb.ReplicaChange_REPLICA_CHANGE_RECEIVING) && fc.sawChange(2, pb.ReplicaChange_REPLICA_CHANGE_RECEIVED)
+		return fc.sawChange(2, clusterpb.ReplicaChange_REPLICA_CHANGE_RECEIVING) && fc.sawChange(2, clusterpb.ReplicaChange_REPLICA_CHANGE_RECEIVED)
 	})
 
 	// Invalidate deletes it; a DELETED change follows.
-	fc.queue(&pb.NodeCommand{Command: &pb.NodeCommand_Invalidate{Invalidate: &pb.InvalidateCommand{Blocks: []*pb.BlockRef{{Id: 2, Gs: 1002, NumBytes: 3000}}}}})
+	fc.queue(&clusterpb.NodeCommand{Command: &clusterpb.NodeCommand_Invalidate{Invalidate: &clusterpb.InvalidateCommand{Blocks: []*fsmpb.BlockRef{{Id: 2, Gs: 1002, NumBytes: 3000}}}}})
 	waitFor(t, "blk_2 deleted", func() bool { _, err := n.srv.Store().GetReplica(testPool, 2); return err != nil })
-	waitFor(t, "DELETED of blk_2", func() bool { return fc.sawChange(2, pb.ReplicaChange_REPLICA_CHANGE_DELETED) })
+	waitFor(t, "DELETED of blk_2", func() bool { return fc.sawChange(2, clusterpb.ReplicaChange_REPLICA_CHANGE_DELETED) })
 
 	// SendFullReport: a new full report, without blk_2.
 	_, fulls, _, _, _ := fc.counts()
-	fc.queue(&pb.NodeCommand{Command: &pb.NodeCommand_SendFullReport{SendFullReport: &pb.SendFullReportCommand{}}})
+	fc.queue(&clusterpb.NodeCommand{Command: &clusterpb.NodeCommand_SendFullReport{SendFullReport: &clusterpb.SendFullReportCommand{}}})
 	waitFor(t, "full report on command", func() bool { _, f, _, _, _ := fc.counts(); return f > fulls })
 	if got := fc.lastFull(); got[1] == nil || got[2] != nil {
 		t.Fatalf("full report after invalidate: %v", got)
@@ -262,7 +265,7 @@ func TestCoordLinkLifecycle(t *testing.T) {
 
 	// ReRegister: register again (same instance), then a full report.
 	regs, fulls, _, _, _ := fc.counts()
-	fc.queue(&pb.NodeCommand{Command: &pb.NodeCommand_ReRegister{ReRegister: &pb.ReRegisterCommand{}}})
+	fc.queue(&clusterpb.NodeCommand{Command: &clusterpb.NodeCommand_ReRegister{ReRegister: &clusterpb.ReRegisterCommand{}}})
 	waitFor(t, "re-register and full report", func() bool { r, f, _, _, _ := fc.counts(); return r > regs && f > fulls })
 	fc.mu.Lock()
 	again := fc.registers[len(fc.registers)-1]

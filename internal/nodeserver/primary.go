@@ -9,6 +9,7 @@ import (
 	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/internal/clusterpb"
 	lr "github.com/logbookhq/logbook/leaserecovery"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -21,7 +22,7 @@ import (
 const primaryCallTimeout = 20 * time.Second
 
 // callTimeout is the per-location call bound for cmd at now.
-func callTimeout(cmd *pb.RecoverBlockCommand, now time.Time) time.Duration {
+func callTimeout(cmd *clusterpb.RecoverBlockCommand, now time.Time) time.Duration {
 	d := cmd.GetDeadlineUnixNanos()
 	if d == 0 {
 		return primaryCallTimeout
@@ -35,7 +36,7 @@ func callTimeout(cmd *pb.RecoverBlockCommand, now time.Time) time.Duration {
 // 12): until the recovery's deadline — past it the coordinator re-drives
 // the recovery with a new id and refuses this one — but at least
 // linkCommitMinWindow.
-func commitDeadline(cmd *pb.RecoverBlockCommand, now time.Time) time.Time {
+func commitDeadline(cmd *clusterpb.RecoverBlockCommand, now time.Time) time.Time {
 	least := now.Add(linkCommitMinWindow)
 	if d := cmd.GetDeadlineUnixNanos(); d != 0 {
 		if t := time.Unix(0, d); t.After(least) {
@@ -49,7 +50,7 @@ func commitDeadline(cmd *pb.RecoverBlockCommand, now time.Time) time.Time {
 // commits it. A plan that fails (preempted by a newer recovery, every
 // location failed, ...) ends the attempt without a commit: the
 // coordinator's attempt timeout re-drives it with a new id.
-func (l *coordLink) recoverBlock(ctx context.Context, cmd *pb.RecoverBlockCommand) error {
+func (l *coordLink) recoverBlock(ctx context.Context, cmd *clusterpb.RecoverBlockCommand) error {
 	ctx, cancel := context.WithTimeout(ctx, linkRecoveryTimeout)
 	defer cancel()
 	log := l.log.With("block-id", cmd.GetBlockId(), "gs", cmd.GetGs(), "recovery-id", cmd.GetRecoveryId(), "path", cmd.GetPath())
@@ -58,7 +59,7 @@ func (l *coordLink) recoverBlock(ctx context.Context, cmd *pb.RecoverBlockComman
 		log.Warn("block recovery failed: no commit", "error", err)
 		return err
 	}
-	req := &pb.CommitBlockSyncRequest{
+	req := &clusterpb.CommitBlockSyncRequest{
 		NodeId: l.s.cfg.ID, BlockId: c.BlockID, RecoveryId: c.RecoveryID, NewGs: c.NewGS, NewLength: u64(c.NewLength),
 		CloseFile: c.CloseFile, DeleteBlock: c.DeleteBlock, OldGs: c.OldGS,
 	}
@@ -67,7 +68,7 @@ func (l *coordLink) recoverBlock(ctx context.Context, cmd *pb.RecoverBlockComman
 	}
 	cctx, ccancel := context.WithDeadline(ctx, commitDeadline(cmd, time.Now()))
 	defer ccancel()
-	err = l.call(cctx, linkCommitRounds, func(ctx context.Context, nl pb.NodeLinkClient) error {
+	err = l.call(cctx, linkCommitRounds, func(ctx context.Context, nl clusterpb.NodeLinkClient) error {
 		_, err := nl.CommitBlockSynchronization(ctx, req)
 		return err
 	})
@@ -86,7 +87,7 @@ func (l *coordLink) recoverBlock(ctx context.Context, cmd *pb.RecoverBlockComman
 // syncRecovery is the primary's work before the commit: initReplicaRecovery
 // on every location (this node's own directly), the plan, and
 // updateReplicaUnderRecovery on every participant. It returns the commit.
-func (s *Server) syncRecovery(ctx context.Context, pool string, cmd *pb.RecoverBlockCommand) (lr.CommitRequest, error) {
+func (s *Server) syncRecovery(ctx context.Context, pool string, cmd *clusterpb.RecoverBlockCommand) (lr.CommitRequest, error) {
 	locs := cmd.GetLocations()
 	if cmd.GetBlockId() == 0 || cmd.GetRecoveryId() == 0 || len(locs) == 0 || len(locs) > 2*s.cfg.MaxTargets+2 {
 		return lr.CommitRequest{}, fmt.Errorf("bad recovery command: block %d, recovery id %d, %d locations", cmd.GetBlockId(), cmd.GetRecoveryId(), len(locs))

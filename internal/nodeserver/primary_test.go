@@ -7,6 +7,7 @@ import (
 	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/internal/clusterpb"
 	"github.com/logbookhq/logbook/replica"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -36,7 +37,7 @@ func TestPrimaryRecoversRBW(t *testing.T) {
 	fc := startFakeCoord(t)
 	const id, gs, rid = 10, 100, 105
 	nodes, data, locs := recoveryNodes(t, fc, id, gs, [3]int{70_000, 30_001, 90_000})
-	cmd := &pb.RecoverBlockCommand{BlockId: id, Gs: gs, NumBytes: 90_000, RecoveryId: rid, Locations: locs, Path: "/f"}
+	cmd := &clusterpb.RecoverBlockCommand{BlockId: id, Gs: gs, NumBytes: 90_000, RecoveryId: rid, Locations: locs, Path: "/f"}
 	if err := nodes[0].srv.link.recoverBlock(ctx, cmd); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func TestPrimaryFromHeartbeatCommand(t *testing.T) {
 		writeReplica(t, n, id, gs, data[:4000+i*1000], false)
 		locs = append(locs, &pb.NodeLocation{NodeId: n.srv.ID(), GrpcAddr: n.addr})
 	}
-	cmd := &pb.NodeCommand{Command: &pb.NodeCommand_RecoverBlock{RecoverBlock: &pb.RecoverBlockCommand{BlockId: id, Gs: gs, NumBytes: 5000, RecoveryId: rid, Locations: locs}}}
+	cmd := &clusterpb.NodeCommand{Command: &clusterpb.NodeCommand_RecoverBlock{RecoverBlock: &clusterpb.RecoverBlockCommand{BlockId: id, Gs: gs, NumBytes: 5000, RecoveryId: rid, Locations: locs}}}
 	fc.queue(cmd, cmd)
 	waitFor(t, "commit", func() bool { _, _, _, _, c := fc.counts(); return c >= 1 })
 	for _, n := range nodes {
@@ -98,7 +99,7 @@ func TestPrimaryStaleCommitStops(t *testing.T) {
 	fc.commitErr = status.Error(codes.Aborted, "recovery id 105 is not the current one")
 	const id, gs, rid = 12, 100, 105
 	nodes, _, locs := recoveryNodes(t, fc, id, gs, [3]int{1000, 1000, 1000})
-	err := nodes[0].srv.link.recoverBlock(ctx, &pb.RecoverBlockCommand{BlockId: id, Gs: gs, NumBytes: 1000, RecoveryId: rid, Locations: locs})
+	err := nodes[0].srv.link.recoverBlock(ctx, &clusterpb.RecoverBlockCommand{BlockId: id, Gs: gs, NumBytes: 1000, RecoveryId: rid, Locations: locs})
 	if status.Code(err) != codes.Aborted {
 		t.Fatalf("got %v, want Aborted", err)
 	}
@@ -116,7 +117,7 @@ func TestPrimaryCommitRetriesBounded(t *testing.T) {
 	fc.commitErrs = []error{unavailable, unavailable}
 	const id, gs = 13, 100
 	nodes, _, locs := recoveryNodes(t, fc, id, gs, [3]int{1000, 2000, 3000})
-	if err := nodes[0].srv.link.recoverBlock(ctx, &pb.RecoverBlockCommand{BlockId: id, Gs: gs, NumBytes: 3000, RecoveryId: 105, Locations: locs}); err != nil {
+	if err := nodes[0].srv.link.recoverBlock(ctx, &clusterpb.RecoverBlockCommand{BlockId: id, Gs: gs, NumBytes: 3000, RecoveryId: 105, Locations: locs}); err != nil {
 		t.Fatalf("after two Unavailable: %v", err)
 	}
 	if _, _, _, _, c := fc.counts(); c != 3 {
@@ -130,7 +131,7 @@ func TestPrimaryCommitRetriesBounded(t *testing.T) {
 	for _, n := range nodes {
 		writeReplica(t, n, id+1, gs, randomBytes(1000, 1), false)
 	}
-	err := nodes[0].srv.link.recoverBlock(ctx, &pb.RecoverBlockCommand{BlockId: id + 1, Gs: gs, NumBytes: 1000, RecoveryId: 106, Locations: locs})
+	err := nodes[0].srv.link.recoverBlock(ctx, &clusterpb.RecoverBlockCommand{BlockId: id + 1, Gs: gs, NumBytes: 1000, RecoveryId: 106, Locations: locs})
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("got %v, want Unavailable", err)
 	}
@@ -141,15 +142,15 @@ func TestPrimaryCommitRetriesBounded(t *testing.T) {
 
 func TestCommitDeadline(t *testing.T) {
 	now := time.Unix(1000, 0)
-	at := func(d time.Duration) *pb.RecoverBlockCommand {
-		return &pb.RecoverBlockCommand{DeadlineUnixNanos: now.Add(d).UnixNano()}
+	at := func(d time.Duration) *clusterpb.RecoverBlockCommand {
+		return &clusterpb.RecoverBlockCommand{DeadlineUnixNanos: now.Add(d).UnixNano()}
 	}
 	for _, c := range []struct {
 		name string
-		cmd  *pb.RecoverBlockCommand
+		cmd  *clusterpb.RecoverBlockCommand
 		want time.Time
 	}{
-		{"no deadline: the minimum window", &pb.RecoverBlockCommand{}, now.Add(linkCommitMinWindow)},
+		{"no deadline: the minimum window", &clusterpb.RecoverBlockCommand{}, now.Add(linkCommitMinWindow)},
 		{"deadline passed: the minimum window", at(-time.Second), now.Add(linkCommitMinWindow)},
 		{"deadline nearer than the window", at(linkCommitMinWindow / 2), now.Add(linkCommitMinWindow)},
 		{"deadline later: retried until it", at(80 * time.Second), now.Add(80 * time.Second)},
@@ -170,13 +171,13 @@ func TestPrimaryPreemptedAndDelete(t *testing.T) {
 	if _, err := nodes[1].srv.Store().InitReplicaRecovery(ctx, testPool, replica.Block{ID: id, GS: gs, NumBytes: 1000}, 200); err != nil {
 		t.Fatal(err)
 	}
-	if err := nodes[0].srv.link.recoverBlock(ctx, &pb.RecoverBlockCommand{BlockId: id, Gs: gs, NumBytes: 1000, RecoveryId: 150, Locations: locs}); err == nil {
+	if err := nodes[0].srv.link.recoverBlock(ctx, &clusterpb.RecoverBlockCommand{BlockId: id, Gs: gs, NumBytes: 1000, RecoveryId: 150, Locations: locs}); err == nil {
 		t.Fatal("preempted recovery succeeded")
 	}
 	if _, _, _, _, c := fc.counts(); c != 0 {
 		t.Fatalf("%d commits after a preempted plan", c)
 	}
-	if err := nodes[0].srv.link.recoverBlock(ctx, &pb.RecoverBlockCommand{BlockId: 99, Gs: gs, NumBytes: 0, RecoveryId: 150, Locations: locs}); err != nil {
+	if err := nodes[0].srv.link.recoverBlock(ctx, &clusterpb.RecoverBlockCommand{BlockId: 99, Gs: gs, NumBytes: 0, RecoveryId: 150, Locations: locs}); err != nil {
 		t.Fatal(err)
 	}
 	fc.mu.Lock()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/internal/durable"
+	"github.com/logbookhq/logbook/internal/httpserve"
 	"github.com/logbookhq/logbook/membership"
 	"github.com/logbookhq/logbook/replica"
 	"google.golang.org/grpc"
@@ -56,8 +56,7 @@ type Server struct {
 	store   Dataset
 	grpcSrv *grpc.Server
 	grpcLn  net.Listener
-	httpSrv *http.Server
-	httpLn  net.Listener
+	http    *httpserve.Server
 	health  *health.Server
 	metrics *metrics
 	peers   *peerConns
@@ -134,7 +133,7 @@ func (s *Server) Config() Config { return s.cfg }
 func (s *Server) GRPCAddr() string { return s.grpcLn.Addr().String() }
 
 // HTTPAddr is the bound http address.
-func (s *Server) HTTPAddr() string { return s.httpLn.Addr().String() }
+func (s *Server) HTTPAddr() string { return s.http.Addr() }
 
 // AdvertisedGRPC is the address other nodes and clients dial.
 func (s *Server) AdvertisedGRPC() string { return advertised(s.GRPCAddr(), s.cfg.AdvertiseGRPC) }
@@ -202,10 +201,8 @@ func (s *Server) shutdown(graceful bool) error {
 			s.grpcSrv.Stop()
 		}
 	}
-	if s.httpSrv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		s.httpSrv.Shutdown(ctx)
-		cancel()
+	if s.http != nil {
+		s.http.Close()
 	}
 	if s.peers != nil {
 		s.peers.close()
@@ -289,34 +286,18 @@ func (s *Server) startGRPC() error {
 }
 
 func (s *Server) startHTTP() error {
-	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("nodeserver: http listener: %w", err)
-	}
-	s.httpLn = ln
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", s.metrics.handler())
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if err := s.healthy(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
+	h, err := httpserve.Start(httpserve.Config{
+		Addr:         s.cfg.HTTPAddr,
+		TLS:          s.cfg.Security.HTTPTLS,
+		Metrics:      s.metrics.handler(),
+		Healthy:      s.healthy,
+		Pprof:        s.cfg.EnablePprof,
+		OnServeError: s.fatal,
 	})
-	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, TLSConfig: s.cfg.Security.HTTPTLS}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		var err error
-		if s.cfg.Security.HTTPTLS != nil {
-			err = s.httpSrv.ServeTLS(ln, "", "")
-		} else {
-			err = s.httpSrv.Serve(ln)
-		}
-		if err != nil && !errors.Is(err, http.ErrServerClosed) && !s.closing.Load() {
-			s.fatal(fmt.Errorf("nodeserver: http serve: %w", err))
-		}
-	}()
+	if err != nil {
+		return fmt.Errorf("nodeserver: http: %w", err)
+	}
+	s.http = h
 	return nil
 }
 

@@ -24,6 +24,7 @@ import (
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
 	"github.com/logbookhq/logbook/internal/nodeserver/blockio"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -413,8 +414,8 @@ func (w *writerProc) data() []byte { return writerData(w.seed, w.written) }
 
 // recoveryLog is a block's recovery as the journal's audit events tell it.
 type recoveryLog struct {
-	attempts  []*pb.BlockRecovery
-	committed *pb.CommitBlockSyncOp
+	attempts  []*fsmpb.BlockRecovery
+	committed *fsmpb.CommitBlockSyncOp
 }
 
 func (r recoveryLog) String() string {
@@ -447,7 +448,7 @@ func (fc *fsCluster) recoveryOf(ctx context.Context, id uint64) (recoveryLog, er
 			if e.Type != fsm.EventRecoveryStarted && e.Type != fsm.EventRecoveryCommitted {
 				continue
 			}
-			var ev pb.NamespaceEvent
+			var ev fsmpb.NamespaceEvent
 			if err := proto.Unmarshal(e.Payload, &ev); err != nil {
 				return out, fmt.Errorf("event %d: %w", e.Seq, err)
 			}

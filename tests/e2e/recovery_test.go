@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
 	"io"
 	"slices"
 	"testing"
@@ -333,7 +334,7 @@ func TestFSRecovery(t *testing.T) {
 }
 
 // attemptOf is the attempt with recovery id id.
-func (r recoveryLog) attemptOf(id uint64) *pb.BlockRecovery {
+func (r recoveryLog) attemptOf(id uint64) *fsmpb.BlockRecovery {
 	for _, a := range r.attempts {
 		if a.GetRecoveryId() == id {
 			return a

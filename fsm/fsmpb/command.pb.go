@@ -8,9 +8,9 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: logbookv1/command.proto
+// source: fsm/fsmpb/command.proto
 
-package logbookv1
+package fsmpb
 
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -116,11 +116,11 @@ func (x CommandType) String() string {
 }
 
 func (CommandType) Descriptor() protoreflect.EnumDescriptor {
-	return file_logbookv1_command_proto_enumTypes[0].Descriptor()
+	return file_fsm_fsmpb_command_proto_enumTypes[0].Descriptor()
 }
 
 func (CommandType) Type() protoreflect.EnumType {
-	return &file_logbookv1_command_proto_enumTypes[0]
+	return &file_fsm_fsmpb_command_proto_enumTypes[0]
 }
 
 func (x CommandType) Number() protoreflect.EnumNumber {
@@ -129,7 +129,7 @@ func (x CommandType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CommandType.Descriptor instead.
 func (CommandType) EnumDescriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{0}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{0}
 }
 
 type ConsumerOp int32
@@ -168,11 +168,11 @@ func (x ConsumerOp) String() string {
 }
 
 func (ConsumerOp) Descriptor() protoreflect.EnumDescriptor {
-	return file_logbookv1_command_proto_enumTypes[1].Descriptor()
+	return file_fsm_fsmpb_command_proto_enumTypes[1].Descriptor()
 }
 
 func (ConsumerOp) Type() protoreflect.EnumType {
-	return &file_logbookv1_command_proto_enumTypes[1]
+	return &file_fsm_fsmpb_command_proto_enumTypes[1]
 }
 
 func (x ConsumerOp) Number() protoreflect.EnumNumber {
@@ -181,7 +181,7 @@ func (x ConsumerOp) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ConsumerOp.Descriptor instead.
 func (ConsumerOp) EnumDescriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{1}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{1}
 }
 
 // Command is the envelope of every Raft log entry Logbook writes.
@@ -197,7 +197,7 @@ type Command struct {
 	// the replicated log format (SetFormatCommand); a reader refuses any
 	// version it does not know rather than guess.
 	Version uint32      `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
-	Type    CommandType `protobuf:"varint,2,opt,name=type,proto3,enum=logbook.v1.CommandType" json:"type,omitempty"`
+	Type    CommandType `protobuf:"varint,2,opt,name=type,proto3,enum=logbook.fsm.v1.CommandType" json:"type,omitempty"`
 	// The serialized sub-message for type.
 	Payload []byte `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
 	// The proposing leader's wall clock. The FSM never reads a clock: any
@@ -216,7 +216,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_logbookv1_command_proto_msgTypes[0]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -228,7 +228,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[0]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -241,7 +241,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{0}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *Command) GetVersion() uint32 {
@@ -292,7 +292,7 @@ type JournalEvent struct {
 
 func (x *JournalEvent) Reset() {
 	*x = JournalEvent{}
-	mi := &file_logbookv1_command_proto_msgTypes[1]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -304,7 +304,7 @@ func (x *JournalEvent) String() string {
 func (*JournalEvent) ProtoMessage() {}
 
 func (x *JournalEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[1]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -317,7 +317,7 @@ func (x *JournalEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JournalEvent.ProtoReflect.Descriptor instead.
 func (*JournalEvent) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{1}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *JournalEvent) GetType() string {
@@ -365,7 +365,7 @@ type AppendOp struct {
 
 func (x *AppendOp) Reset() {
 	*x = AppendOp{}
-	mi := &file_logbookv1_command_proto_msgTypes[2]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -377,7 +377,7 @@ func (x *AppendOp) String() string {
 func (*AppendOp) ProtoMessage() {}
 
 func (x *AppendOp) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[2]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -390,7 +390,7 @@ func (x *AppendOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendOp.ProtoReflect.Descriptor instead.
 func (*AppendOp) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{2}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AppendOp) GetClientId() string {
@@ -437,7 +437,7 @@ type AppendCommand struct {
 
 func (x *AppendCommand) Reset() {
 	*x = AppendCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[3]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -449,7 +449,7 @@ func (x *AppendCommand) String() string {
 func (*AppendCommand) ProtoMessage() {}
 
 func (x *AppendCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[3]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -462,7 +462,7 @@ func (x *AppendCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendCommand.ProtoReflect.Descriptor instead.
 func (*AppendCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{3}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AppendCommand) GetOps() []*AppendOp {
@@ -487,7 +487,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_logbookv1_command_proto_msgTypes[4]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -499,7 +499,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[4]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -512,7 +512,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{4}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Member) GetId() string {
@@ -568,7 +568,7 @@ type OpenSessionCommand struct {
 
 func (x *OpenSessionCommand) Reset() {
 	*x = OpenSessionCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[5]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -580,7 +580,7 @@ func (x *OpenSessionCommand) String() string {
 func (*OpenSessionCommand) ProtoMessage() {}
 
 func (x *OpenSessionCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[5]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -593,7 +593,7 @@ func (x *OpenSessionCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionCommand.ProtoReflect.Descriptor instead.
 func (*OpenSessionCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{5}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *OpenSessionCommand) GetClientId() string {
@@ -612,7 +612,7 @@ type CloseSessionCommand struct {
 
 func (x *CloseSessionCommand) Reset() {
 	*x = CloseSessionCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[6]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +624,7 @@ func (x *CloseSessionCommand) String() string {
 func (*CloseSessionCommand) ProtoMessage() {}
 
 func (x *CloseSessionCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[6]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,7 +637,7 @@ func (x *CloseSessionCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionCommand.ProtoReflect.Descriptor instead.
 func (*CloseSessionCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{6}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CloseSessionCommand) GetSessionId() string {
@@ -656,7 +656,7 @@ type SetFormatCommand struct {
 
 func (x *SetFormatCommand) Reset() {
 	*x = SetFormatCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[7]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +668,7 @@ func (x *SetFormatCommand) String() string {
 func (*SetFormatCommand) ProtoMessage() {}
 
 func (x *SetFormatCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[7]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +681,7 @@ func (x *SetFormatCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetFormatCommand.ProtoReflect.Descriptor instead.
 func (*SetFormatCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{7}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SetFormatCommand) GetVersion() uint32 {
@@ -700,7 +700,7 @@ type RegisterMemberCommand struct {
 
 func (x *RegisterMemberCommand) Reset() {
 	*x = RegisterMemberCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[8]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -712,7 +712,7 @@ func (x *RegisterMemberCommand) String() string {
 func (*RegisterMemberCommand) ProtoMessage() {}
 
 func (x *RegisterMemberCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[8]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -725,7 +725,7 @@ func (x *RegisterMemberCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterMemberCommand.ProtoReflect.Descriptor instead.
 func (*RegisterMemberCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{8}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RegisterMemberCommand) GetMember() *Member {
@@ -756,7 +756,7 @@ type JournalConfig struct {
 
 func (x *JournalConfig) Reset() {
 	*x = JournalConfig{}
-	mi := &file_logbookv1_command_proto_msgTypes[9]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +768,7 @@ func (x *JournalConfig) String() string {
 func (*JournalConfig) ProtoMessage() {}
 
 func (x *JournalConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[9]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +781,7 @@ func (x *JournalConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JournalConfig.ProtoReflect.Descriptor instead.
 func (*JournalConfig) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{9}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *JournalConfig) GetEventsPerSegment() uint64 {
@@ -841,7 +841,7 @@ type SetJournalConfigCommand struct {
 
 func (x *SetJournalConfigCommand) Reset() {
 	*x = SetJournalConfigCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[10]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -853,7 +853,7 @@ func (x *SetJournalConfigCommand) String() string {
 func (*SetJournalConfigCommand) ProtoMessage() {}
 
 func (x *SetJournalConfigCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[10]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -866,7 +866,7 @@ func (x *SetJournalConfigCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetJournalConfigCommand.ProtoReflect.Descriptor instead.
 func (*SetJournalConfigCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{10}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SetJournalConfigCommand) GetEventsPerSegment() uint64 {
@@ -906,7 +906,7 @@ func (x *SetJournalConfigCommand) GetMaxEvents() uint64 {
 
 type ConsumerCommand struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Op    ConsumerOp             `protobuf:"varint,1,opt,name=op,proto3,enum=logbook.v1.ConsumerOp" json:"op,omitempty"`
+	Op    ConsumerOp             `protobuf:"varint,1,opt,name=op,proto3,enum=logbook.fsm.v1.ConsumerOp" json:"op,omitempty"`
 	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// REGISTER: the consumer has consumed everything up to seq (0: up to the
 	// current safe_pos). ACK: the new acknowledged seq.
@@ -919,7 +919,7 @@ type ConsumerCommand struct {
 
 func (x *ConsumerCommand) Reset() {
 	*x = ConsumerCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[11]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -931,7 +931,7 @@ func (x *ConsumerCommand) String() string {
 func (*ConsumerCommand) ProtoMessage() {}
 
 func (x *ConsumerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[11]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -944,7 +944,7 @@ func (x *ConsumerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerCommand.ProtoReflect.Descriptor instead.
 func (*ConsumerCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{11}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ConsumerCommand) GetOp() ConsumerOp {
@@ -989,7 +989,7 @@ type TrimCommand struct {
 
 func (x *TrimCommand) Reset() {
 	*x = TrimCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[12]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1001,7 +1001,7 @@ func (x *TrimCommand) String() string {
 func (*TrimCommand) ProtoMessage() {}
 
 func (x *TrimCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[12]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1014,7 +1014,7 @@ func (x *TrimCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimCommand.ProtoReflect.Descriptor instead.
 func (*TrimCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{12}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TrimCommand) GetToSeq() uint64 {
@@ -1046,7 +1046,7 @@ type ResetCommand struct {
 
 func (x *ResetCommand) Reset() {
 	*x = ResetCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[13]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1058,7 +1058,7 @@ func (x *ResetCommand) String() string {
 func (*ResetCommand) ProtoMessage() {}
 
 func (x *ResetCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[13]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1071,7 +1071,7 @@ func (x *ResetCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetCommand.ProtoReflect.Descriptor instead.
 func (*ResetCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{13}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{13}
 }
 
 type CheckpointCommand struct {
@@ -1082,7 +1082,7 @@ type CheckpointCommand struct {
 
 func (x *CheckpointCommand) Reset() {
 	*x = CheckpointCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[14]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1094,7 +1094,7 @@ func (x *CheckpointCommand) String() string {
 func (*CheckpointCommand) ProtoMessage() {}
 
 func (x *CheckpointCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[14]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1107,7 +1107,7 @@ func (x *CheckpointCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointCommand.ProtoReflect.Descriptor instead.
 func (*CheckpointCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{14}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{14}
 }
 
 type ImportCommand struct {
@@ -1124,7 +1124,7 @@ type ImportCommand struct {
 
 func (x *ImportCommand) Reset() {
 	*x = ImportCommand{}
-	mi := &file_logbookv1_command_proto_msgTypes[15]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1136,7 @@ func (x *ImportCommand) String() string {
 func (*ImportCommand) ProtoMessage() {}
 
 func (x *ImportCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[15]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1149,7 @@ func (x *ImportCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportCommand.ProtoReflect.Descriptor instead.
 func (*ImportCommand) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{15}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ImportCommand) GetEvents() []*StoredEvent {
@@ -1190,7 +1190,7 @@ type Segment struct {
 
 func (x *Segment) Reset() {
 	*x = Segment{}
-	mi := &file_logbookv1_command_proto_msgTypes[16]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1202,7 @@ func (x *Segment) String() string {
 func (*Segment) ProtoMessage() {}
 
 func (x *Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[16]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1215,7 @@ func (x *Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Segment.ProtoReflect.Descriptor instead.
 func (*Segment) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{16}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Segment) GetId() uint64 {
@@ -1284,7 +1284,7 @@ type Consumer struct {
 
 func (x *Consumer) Reset() {
 	*x = Consumer{}
-	mi := &file_logbookv1_command_proto_msgTypes[17]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1296,7 +1296,7 @@ func (x *Consumer) String() string {
 func (*Consumer) ProtoMessage() {}
 
 func (x *Consumer) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[17]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1309,7 +1309,7 @@ func (x *Consumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Consumer.ProtoReflect.Descriptor instead.
 func (*Consumer) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{17}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Consumer) GetName() string {
@@ -1368,7 +1368,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_logbookv1_command_proto_msgTypes[18]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1380,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[18]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1393,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{18}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SnapshotHeader) GetFormatVersion() uint32 {
@@ -1565,7 +1565,7 @@ type StoredEvent struct {
 
 func (x *StoredEvent) Reset() {
 	*x = StoredEvent{}
-	mi := &file_logbookv1_command_proto_msgTypes[19]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1577,7 +1577,7 @@ func (x *StoredEvent) String() string {
 func (*StoredEvent) ProtoMessage() {}
 
 func (x *StoredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[19]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1590,7 +1590,7 @@ func (x *StoredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredEvent.ProtoReflect.Descriptor instead.
 func (*StoredEvent) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{19}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StoredEvent) GetSeq() uint64 {
@@ -1646,7 +1646,7 @@ type SessionResult struct {
 
 func (x *SessionResult) Reset() {
 	*x = SessionResult{}
-	mi := &file_logbookv1_command_proto_msgTypes[20]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1658,7 +1658,7 @@ func (x *SessionResult) String() string {
 func (*SessionResult) ProtoMessage() {}
 
 func (x *SessionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[20]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +1671,7 @@ func (x *SessionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResult.ProtoReflect.Descriptor instead.
 func (*SessionResult) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{20}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SessionResult) GetRequestSeq() uint64 {
@@ -1716,7 +1716,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_logbookv1_command_proto_msgTypes[21]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1728,7 +1728,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[21]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1741,7 +1741,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{21}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Session) GetClientId() string {
@@ -1806,7 +1806,7 @@ type SnapshotRecord struct {
 
 func (x *SnapshotRecord) Reset() {
 	*x = SnapshotRecord{}
-	mi := &file_logbookv1_command_proto_msgTypes[22]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +1818,7 @@ func (x *SnapshotRecord) String() string {
 func (*SnapshotRecord) ProtoMessage() {}
 
 func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_command_proto_msgTypes[22]
+	mi := &file_fsm_fsmpb_command_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +1831,7 @@ func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRecord.ProtoReflect.Descriptor instead.
 func (*SnapshotRecord) Descriptor() ([]byte, []int) {
-	return file_logbookv1_command_proto_rawDescGZIP(), []int{22}
+	return file_fsm_fsmpb_command_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SnapshotRecord) GetRecord() isSnapshotRecord_Record {
@@ -1982,31 +1982,30 @@ func (*SnapshotRecord_Node) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Directive) isSnapshotRecord_Record() {}
 
-var File_logbookv1_command_proto protoreflect.FileDescriptor
+var File_fsm_fsmpb_command_proto protoreflect.FileDescriptor
 
-const file_logbookv1_command_proto_rawDesc = "" +
+const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\n" +
-	"\x17logbookv1/command.proto\x12\n" +
-	"logbook.v1\x1a\x19logbookv1/namespace.proto\"\xd3\x01\n" +
+	"\x17fsm/fsmpb/command.proto\x12\x0elogbook.fsm.v1\x1a\x19fsm/fsmpb/namespace.proto\"\xd7\x01\n" +
 	"\aCommand\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\rR\aversion\x12+\n" +
-	"\x04type\x18\x02 \x01(\x0e2\x17.logbook.v1.CommandTypeR\x04type\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\x12/\n" +
+	"\x04type\x18\x02 \x01(\x0e2\x1b.logbook.fsm.v1.CommandTypeR\x04type\x12\x18\n" +
 	"\apayload\x18\x03 \x01(\fR\apayload\x12.\n" +
 	"\x13proposed_unix_nanos\x18\x04 \x01(\x03R\x11proposedUnixNanos\x127\n" +
 	"\x18session_clock_unix_nanos\x18\x05 \x01(\x03R\x15sessionClockUnixNanos\"T\n" +
 	"\fJournalEvent\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x16\n" +
-	"\x06crc32c\x18\x03 \x01(\aR\x06crc32c\"\xc8\x01\n" +
+	"\x06crc32c\x18\x03 \x01(\aR\x06crc32c\"\xcc\x01\n" +
 	"\bAppendOp\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1f\n" +
 	"\vrequest_seq\x18\x02 \x01(\x04R\n" +
 	"requestSeq\x12\x1b\n" +
-	"\tacked_seq\x18\x03 \x01(\x04R\backedSeq\x120\n" +
-	"\x06events\x18\x04 \x03(\v2\x18.logbook.v1.JournalEventR\x06events\x12/\n" +
-	"\x13session_established\x18\x05 \x01(\bR\x12sessionEstablished\"7\n" +
-	"\rAppendCommand\x12&\n" +
-	"\x03ops\x18\x01 \x03(\v2\x14.logbook.v1.AppendOpR\x03ops\"\x95\x01\n" +
+	"\tacked_seq\x18\x03 \x01(\x04R\backedSeq\x124\n" +
+	"\x06events\x18\x04 \x03(\v2\x1c.logbook.fsm.v1.JournalEventR\x06events\x12/\n" +
+	"\x13session_established\x18\x05 \x01(\bR\x12sessionEstablished\";\n" +
+	"\rAppendCommand\x12*\n" +
+	"\x03ops\x18\x01 \x03(\v2\x18.logbook.fsm.v1.AppendOpR\x03ops\"\x95\x01\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
@@ -2019,9 +2018,9 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\",\n" +
 	"\x10SetFormatCommand\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\rR\aversion\"C\n" +
-	"\x15RegisterMemberCommand\x12*\n" +
-	"\x06member\x18\x01 \x01(\v2\x12.logbook.v1.MemberR\x06member\"\xf9\x01\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\"G\n" +
+	"\x15RegisterMemberCommand\x12.\n" +
+	"\x06member\x18\x01 \x01(\v2\x16.logbook.fsm.v1.MemberR\x06member\"\xf9\x01\n" +
 	"\rJournalConfig\x12,\n" +
 	"\x12events_per_segment\x18\x01 \x01(\x04R\x10eventsPerSegment\x12#\n" +
 	"\rsegment_bytes\x18\x02 \x01(\x04R\fsegmentBytes\x12?\n" +
@@ -2041,9 +2040,9 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x0e_segment_bytesB\x1f\n" +
 	"\x1d_session_idle_timeout_secondsB\x0f\n" +
 	"\r_max_segmentsB\r\n" +
-	"\v_max_events\"~\n" +
-	"\x0fConsumerCommand\x12&\n" +
-	"\x02op\x18\x01 \x01(\x0e2\x16.logbook.v1.ConsumerOpR\x02op\x12\x12\n" +
+	"\v_max_events\"\x82\x01\n" +
+	"\x0fConsumerCommand\x12*\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x1a.logbook.fsm.v1.ConsumerOpR\x02op\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x1d\n" +
 	"\n" +
@@ -2053,9 +2052,9 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\rcovered_index\x18\x02 \x01(\x04R\fcoveredIndex\x12\x1c\n" +
 	"\tautomatic\x18\x03 \x01(\bR\tautomatic\"\x0e\n" +
 	"\fResetCommand\"\x13\n" +
-	"\x11CheckpointCommand\"w\n" +
-	"\rImportCommand\x12/\n" +
-	"\x06events\x18\x01 \x03(\v2\x17.logbook.v1.StoredEventR\x06events\x12\x1f\n" +
+	"\x11CheckpointCommand\"{\n" +
+	"\rImportCommand\x123\n" +
+	"\x06events\x18\x01 \x03(\v2\x1b.logbook.fsm.v1.StoredEventR\x06events\x12\x1f\n" +
 	"\vfirst_chunk\x18\x02 \x01(\bR\n" +
 	"firstChunk\x12\x14\n" +
 	"\x05force\x18\x03 \x01(\bR\x05force\"\xd7\x01\n" +
@@ -2072,7 +2071,7 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x06sealed\x18\b \x01(\bR\x06sealed\";\n" +
 	"\bConsumer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
-	"\tacked_seq\x18\x02 \x01(\x04R\backedSeq\"\xb8\x06\n" +
+	"\tacked_seq\x18\x02 \x01(\x04R\backedSeq\"\xbc\x06\n" +
 	"\x0eSnapshotHeader\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x19\n" +
 	"\bnext_seq\x18\x02 \x01(\x04R\anextSeq\x12\x1f\n" +
@@ -2083,9 +2082,9 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\rapplied_index\x18\x06 \x01(\x04R\fappliedIndex\x12\x1b\n" +
 	"\tfirst_seq\x18\a \x01(\x04R\bfirstSeq\x12#\n" +
 	"\rsegment_count\x18\b \x01(\x04R\fsegmentCount\x12%\n" +
-	"\x0econsumer_count\x18\t \x01(\x04R\rconsumerCount\x12@\n" +
+	"\x0econsumer_count\x18\t \x01(\x04R\rconsumerCount\x12D\n" +
 	"\x0ejournal_config\x18\n" +
-	" \x01(\v2\x19.logbook.v1.JournalConfigR\rjournalConfig\x12&\n" +
+	" \x01(\v2\x1d.logbook.fsm.v1.JournalConfigR\rjournalConfig\x12&\n" +
 	"\x0fnext_segment_id\x18\v \x01(\x04R\rnextSegmentId\x12\x14\n" +
 	"\x05trims\x18\f \x01(\x04R\x05trims\x12\x1d\n" +
 	"\n" +
@@ -2114,25 +2113,25 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\vrequest_seq\x18\x01 \x01(\x04R\n" +
 	"requestSeq\x12\x1b\n" +
 	"\tfirst_seq\x18\x02 \x01(\x04R\bfirstSeq\x12\x14\n" +
-	"\x05count\x18\x03 \x01(\rR\x05count\"\xf1\x01\n" +
+	"\x05count\x18\x03 \x01(\rR\x05count\"\xf5\x01\n" +
 	"\aSession\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1b\n" +
-	"\tacked_seq\x18\x02 \x01(\x04R\backedSeq\x123\n" +
-	"\aresults\x18\x03 \x03(\v2\x19.logbook.v1.SessionResultR\aresults\x12\x1d\n" +
+	"\tacked_seq\x18\x02 \x01(\x04R\backedSeq\x127\n" +
+	"\aresults\x18\x03 \x03(\v2\x1d.logbook.fsm.v1.SessionResultR\aresults\x12\x1d\n" +
 	"\n" +
 	"last_index\x18\x04 \x01(\x04R\tlastIndex\x12'\n" +
 	"\x0fdropped_through\x18\x05 \x01(\x04R\x0edroppedThrough\x12/\n" +
-	"\x14last_used_unix_nanos\x18\x06 \x01(\x03R\x11lastUsedUnixNanos\"\xd8\x03\n" +
-	"\x0eSnapshotRecord\x12/\n" +
-	"\x05event\x18\x01 \x01(\v2\x17.logbook.v1.StoredEventH\x00R\x05event\x12/\n" +
-	"\asession\x18\x02 \x01(\v2\x13.logbook.v1.SessionH\x00R\asession\x12,\n" +
-	"\x06member\x18\x03 \x01(\v2\x12.logbook.v1.MemberH\x00R\x06member\x12/\n" +
-	"\asegment\x18\x04 \x01(\v2\x13.logbook.v1.SegmentH\x00R\asegment\x122\n" +
-	"\bconsumer\x18\x05 \x01(\v2\x14.logbook.v1.ConsumerH\x00R\bconsumer\x12,\n" +
-	"\x04file\x18\x06 \x01(\v2\x16.logbook.v1.FileRecordH\x00R\x04file\x12/\n" +
-	"\x05block\x18\a \x01(\v2\x17.logbook.v1.BlockRecordH\x00R\x05block\x12,\n" +
-	"\x04node\x18\b \x01(\v2\x16.logbook.v1.NodeRecordH\x00R\x04node\x12:\n" +
-	"\tdirective\x18\t \x01(\v2\x1a.logbook.v1.CacheDirectiveH\x00R\tdirectiveB\b\n" +
+	"\x14last_used_unix_nanos\x18\x06 \x01(\x03R\x11lastUsedUnixNanos\"\xfc\x03\n" +
+	"\x0eSnapshotRecord\x123\n" +
+	"\x05event\x18\x01 \x01(\v2\x1b.logbook.fsm.v1.StoredEventH\x00R\x05event\x123\n" +
+	"\asession\x18\x02 \x01(\v2\x17.logbook.fsm.v1.SessionH\x00R\asession\x120\n" +
+	"\x06member\x18\x03 \x01(\v2\x16.logbook.fsm.v1.MemberH\x00R\x06member\x123\n" +
+	"\asegment\x18\x04 \x01(\v2\x17.logbook.fsm.v1.SegmentH\x00R\asegment\x126\n" +
+	"\bconsumer\x18\x05 \x01(\v2\x18.logbook.fsm.v1.ConsumerH\x00R\bconsumer\x120\n" +
+	"\x04file\x18\x06 \x01(\v2\x1a.logbook.fsm.v1.FileRecordH\x00R\x04file\x123\n" +
+	"\x05block\x18\a \x01(\v2\x1b.logbook.fsm.v1.BlockRecordH\x00R\x05block\x120\n" +
+	"\x04node\x18\b \x01(\v2\x1a.logbook.fsm.v1.NodeRecordH\x00R\x04node\x12>\n" +
+	"\tdirective\x18\t \x01(\v2\x1e.logbook.fsm.v1.CacheDirectiveH\x00R\tdirectiveB\b\n" +
 	"\x06record*\xa7\x03\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x17\n" +
@@ -2155,71 +2154,71 @@ const file_logbookv1_command_proto_rawDesc = "" +
 	"\x17CONSUMER_OP_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14CONSUMER_OP_REGISTER\x10\x01\x12\x13\n" +
 	"\x0fCONSUMER_OP_ACK\x10\x02\x12\x16\n" +
-	"\x12CONSUMER_OP_REMOVE\x10\x03B,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
+	"\x12CONSUMER_OP_REMOVE\x10\x03B(Z&github.com/logbookhq/logbook/fsm/fsmpbb\x06proto3"
 
 var (
-	file_logbookv1_command_proto_rawDescOnce sync.Once
-	file_logbookv1_command_proto_rawDescData []byte
+	file_fsm_fsmpb_command_proto_rawDescOnce sync.Once
+	file_fsm_fsmpb_command_proto_rawDescData []byte
 )
 
-func file_logbookv1_command_proto_rawDescGZIP() []byte {
-	file_logbookv1_command_proto_rawDescOnce.Do(func() {
-		file_logbookv1_command_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_logbookv1_command_proto_rawDesc), len(file_logbookv1_command_proto_rawDesc)))
+func file_fsm_fsmpb_command_proto_rawDescGZIP() []byte {
+	file_fsm_fsmpb_command_proto_rawDescOnce.Do(func() {
+		file_fsm_fsmpb_command_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_fsm_fsmpb_command_proto_rawDesc), len(file_fsm_fsmpb_command_proto_rawDesc)))
 	})
-	return file_logbookv1_command_proto_rawDescData
+	return file_fsm_fsmpb_command_proto_rawDescData
 }
 
-var file_logbookv1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_logbookv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
-var file_logbookv1_command_proto_goTypes = []any{
-	(CommandType)(0),                // 0: logbook.v1.CommandType
-	(ConsumerOp)(0),                 // 1: logbook.v1.ConsumerOp
-	(*Command)(nil),                 // 2: logbook.v1.Command
-	(*JournalEvent)(nil),            // 3: logbook.v1.JournalEvent
-	(*AppendOp)(nil),                // 4: logbook.v1.AppendOp
-	(*AppendCommand)(nil),           // 5: logbook.v1.AppendCommand
-	(*Member)(nil),                  // 6: logbook.v1.Member
-	(*OpenSessionCommand)(nil),      // 7: logbook.v1.OpenSessionCommand
-	(*CloseSessionCommand)(nil),     // 8: logbook.v1.CloseSessionCommand
-	(*SetFormatCommand)(nil),        // 9: logbook.v1.SetFormatCommand
-	(*RegisterMemberCommand)(nil),   // 10: logbook.v1.RegisterMemberCommand
-	(*JournalConfig)(nil),           // 11: logbook.v1.JournalConfig
-	(*SetJournalConfigCommand)(nil), // 12: logbook.v1.SetJournalConfigCommand
-	(*ConsumerCommand)(nil),         // 13: logbook.v1.ConsumerCommand
-	(*TrimCommand)(nil),             // 14: logbook.v1.TrimCommand
-	(*ResetCommand)(nil),            // 15: logbook.v1.ResetCommand
-	(*CheckpointCommand)(nil),       // 16: logbook.v1.CheckpointCommand
-	(*ImportCommand)(nil),           // 17: logbook.v1.ImportCommand
-	(*Segment)(nil),                 // 18: logbook.v1.Segment
-	(*Consumer)(nil),                // 19: logbook.v1.Consumer
-	(*SnapshotHeader)(nil),          // 20: logbook.v1.SnapshotHeader
-	(*StoredEvent)(nil),             // 21: logbook.v1.StoredEvent
-	(*SessionResult)(nil),           // 22: logbook.v1.SessionResult
-	(*Session)(nil),                 // 23: logbook.v1.Session
-	(*SnapshotRecord)(nil),          // 24: logbook.v1.SnapshotRecord
-	(*FileRecord)(nil),              // 25: logbook.v1.FileRecord
-	(*BlockRecord)(nil),             // 26: logbook.v1.BlockRecord
-	(*NodeRecord)(nil),              // 27: logbook.v1.NodeRecord
-	(*CacheDirective)(nil),          // 28: logbook.v1.CacheDirective
+var file_fsm_fsmpb_command_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_fsm_fsmpb_command_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_fsm_fsmpb_command_proto_goTypes = []any{
+	(CommandType)(0),                // 0: logbook.fsm.v1.CommandType
+	(ConsumerOp)(0),                 // 1: logbook.fsm.v1.ConsumerOp
+	(*Command)(nil),                 // 2: logbook.fsm.v1.Command
+	(*JournalEvent)(nil),            // 3: logbook.fsm.v1.JournalEvent
+	(*AppendOp)(nil),                // 4: logbook.fsm.v1.AppendOp
+	(*AppendCommand)(nil),           // 5: logbook.fsm.v1.AppendCommand
+	(*Member)(nil),                  // 6: logbook.fsm.v1.Member
+	(*OpenSessionCommand)(nil),      // 7: logbook.fsm.v1.OpenSessionCommand
+	(*CloseSessionCommand)(nil),     // 8: logbook.fsm.v1.CloseSessionCommand
+	(*SetFormatCommand)(nil),        // 9: logbook.fsm.v1.SetFormatCommand
+	(*RegisterMemberCommand)(nil),   // 10: logbook.fsm.v1.RegisterMemberCommand
+	(*JournalConfig)(nil),           // 11: logbook.fsm.v1.JournalConfig
+	(*SetJournalConfigCommand)(nil), // 12: logbook.fsm.v1.SetJournalConfigCommand
+	(*ConsumerCommand)(nil),         // 13: logbook.fsm.v1.ConsumerCommand
+	(*TrimCommand)(nil),             // 14: logbook.fsm.v1.TrimCommand
+	(*ResetCommand)(nil),            // 15: logbook.fsm.v1.ResetCommand
+	(*CheckpointCommand)(nil),       // 16: logbook.fsm.v1.CheckpointCommand
+	(*ImportCommand)(nil),           // 17: logbook.fsm.v1.ImportCommand
+	(*Segment)(nil),                 // 18: logbook.fsm.v1.Segment
+	(*Consumer)(nil),                // 19: logbook.fsm.v1.Consumer
+	(*SnapshotHeader)(nil),          // 20: logbook.fsm.v1.SnapshotHeader
+	(*StoredEvent)(nil),             // 21: logbook.fsm.v1.StoredEvent
+	(*SessionResult)(nil),           // 22: logbook.fsm.v1.SessionResult
+	(*Session)(nil),                 // 23: logbook.fsm.v1.Session
+	(*SnapshotRecord)(nil),          // 24: logbook.fsm.v1.SnapshotRecord
+	(*FileRecord)(nil),              // 25: logbook.fsm.v1.FileRecord
+	(*BlockRecord)(nil),             // 26: logbook.fsm.v1.BlockRecord
+	(*NodeRecord)(nil),              // 27: logbook.fsm.v1.NodeRecord
+	(*CacheDirective)(nil),          // 28: logbook.fsm.v1.CacheDirective
 }
-var file_logbookv1_command_proto_depIdxs = []int32{
-	0,  // 0: logbook.v1.Command.type:type_name -> logbook.v1.CommandType
-	3,  // 1: logbook.v1.AppendOp.events:type_name -> logbook.v1.JournalEvent
-	4,  // 2: logbook.v1.AppendCommand.ops:type_name -> logbook.v1.AppendOp
-	6,  // 3: logbook.v1.RegisterMemberCommand.member:type_name -> logbook.v1.Member
-	1,  // 4: logbook.v1.ConsumerCommand.op:type_name -> logbook.v1.ConsumerOp
-	21, // 5: logbook.v1.ImportCommand.events:type_name -> logbook.v1.StoredEvent
-	11, // 6: logbook.v1.SnapshotHeader.journal_config:type_name -> logbook.v1.JournalConfig
-	22, // 7: logbook.v1.Session.results:type_name -> logbook.v1.SessionResult
-	21, // 8: logbook.v1.SnapshotRecord.event:type_name -> logbook.v1.StoredEvent
-	23, // 9: logbook.v1.SnapshotRecord.session:type_name -> logbook.v1.Session
-	6,  // 10: logbook.v1.SnapshotRecord.member:type_name -> logbook.v1.Member
-	18, // 11: logbook.v1.SnapshotRecord.segment:type_name -> logbook.v1.Segment
-	19, // 12: logbook.v1.SnapshotRecord.consumer:type_name -> logbook.v1.Consumer
-	25, // 13: logbook.v1.SnapshotRecord.file:type_name -> logbook.v1.FileRecord
-	26, // 14: logbook.v1.SnapshotRecord.block:type_name -> logbook.v1.BlockRecord
-	27, // 15: logbook.v1.SnapshotRecord.node:type_name -> logbook.v1.NodeRecord
-	28, // 16: logbook.v1.SnapshotRecord.directive:type_name -> logbook.v1.CacheDirective
+var file_fsm_fsmpb_command_proto_depIdxs = []int32{
+	0,  // 0: logbook.fsm.v1.Command.type:type_name -> logbook.fsm.v1.CommandType
+	3,  // 1: logbook.fsm.v1.AppendOp.events:type_name -> logbook.fsm.v1.JournalEvent
+	4,  // 2: logbook.fsm.v1.AppendCommand.ops:type_name -> logbook.fsm.v1.AppendOp
+	6,  // 3: logbook.fsm.v1.RegisterMemberCommand.member:type_name -> logbook.fsm.v1.Member
+	1,  // 4: logbook.fsm.v1.ConsumerCommand.op:type_name -> logbook.fsm.v1.ConsumerOp
+	21, // 5: logbook.fsm.v1.ImportCommand.events:type_name -> logbook.fsm.v1.StoredEvent
+	11, // 6: logbook.fsm.v1.SnapshotHeader.journal_config:type_name -> logbook.fsm.v1.JournalConfig
+	22, // 7: logbook.fsm.v1.Session.results:type_name -> logbook.fsm.v1.SessionResult
+	21, // 8: logbook.fsm.v1.SnapshotRecord.event:type_name -> logbook.fsm.v1.StoredEvent
+	23, // 9: logbook.fsm.v1.SnapshotRecord.session:type_name -> logbook.fsm.v1.Session
+	6,  // 10: logbook.fsm.v1.SnapshotRecord.member:type_name -> logbook.fsm.v1.Member
+	18, // 11: logbook.fsm.v1.SnapshotRecord.segment:type_name -> logbook.fsm.v1.Segment
+	19, // 12: logbook.fsm.v1.SnapshotRecord.consumer:type_name -> logbook.fsm.v1.Consumer
+	25, // 13: logbook.fsm.v1.SnapshotRecord.file:type_name -> logbook.fsm.v1.FileRecord
+	26, // 14: logbook.fsm.v1.SnapshotRecord.block:type_name -> logbook.fsm.v1.BlockRecord
+	27, // 15: logbook.fsm.v1.SnapshotRecord.node:type_name -> logbook.fsm.v1.NodeRecord
+	28, // 16: logbook.fsm.v1.SnapshotRecord.directive:type_name -> logbook.fsm.v1.CacheDirective
 	17, // [17:17] is the sub-list for method output_type
 	17, // [17:17] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
@@ -2227,14 +2226,14 @@ var file_logbookv1_command_proto_depIdxs = []int32{
 	0,  // [0:17] is the sub-list for field type_name
 }
 
-func init() { file_logbookv1_command_proto_init() }
-func file_logbookv1_command_proto_init() {
-	if File_logbookv1_command_proto != nil {
+func init() { file_fsm_fsmpb_command_proto_init() }
+func file_fsm_fsmpb_command_proto_init() {
+	if File_fsm_fsmpb_command_proto != nil {
 		return
 	}
-	file_logbookv1_namespace_proto_init()
-	file_logbookv1_command_proto_msgTypes[10].OneofWrappers = []any{}
-	file_logbookv1_command_proto_msgTypes[22].OneofWrappers = []any{
+	file_fsm_fsmpb_namespace_proto_init()
+	file_fsm_fsmpb_command_proto_msgTypes[10].OneofWrappers = []any{}
+	file_fsm_fsmpb_command_proto_msgTypes[22].OneofWrappers = []any{
 		(*SnapshotRecord_Event)(nil),
 		(*SnapshotRecord_Session)(nil),
 		(*SnapshotRecord_Member)(nil),
@@ -2249,18 +2248,18 @@ func file_logbookv1_command_proto_init() {
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_command_proto_rawDesc), len(file_logbookv1_command_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsm_fsmpb_command_proto_rawDesc), len(file_fsm_fsmpb_command_proto_rawDesc)),
 			NumEnums:      2,
 			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_logbookv1_command_proto_goTypes,
-		DependencyIndexes: file_logbookv1_command_proto_depIdxs,
-		EnumInfos:         file_logbookv1_command_proto_enumTypes,
-		MessageInfos:      file_logbookv1_command_proto_msgTypes,
+		GoTypes:           file_fsm_fsmpb_command_proto_goTypes,
+		DependencyIndexes: file_fsm_fsmpb_command_proto_depIdxs,
+		EnumInfos:         file_fsm_fsmpb_command_proto_enumTypes,
+		MessageInfos:      file_fsm_fsmpb_command_proto_msgTypes,
 	}.Build()
-	File_logbookv1_command_proto = out.File
-	file_logbookv1_command_proto_goTypes = nil
-	file_logbookv1_command_proto_depIdxs = nil
+	File_fsm_fsmpb_command_proto = out.File
+	file_fsm_fsmpb_command_proto_goTypes = nil
+	file_fsm_fsmpb_command_proto_depIdxs = nil
 }
