@@ -427,6 +427,15 @@ the journal to measure it. Exit 1 when no call succeeded.`,
 // the same GOGC.
 const benchGCPercent = 400
 
+// benchUsage makes a workload config that Validate refused (a
+// *bench.ConfigError, whose message names the flag) a usage error.
+func benchUsage(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &exitError{code: 2, err: err}
+}
+
 // startCPUProfile profiles this process into path until stop is called.
 func startCPUProfile(path string) (stop func(), err error) {
 	f, err := os.Create(path)
