@@ -7,6 +7,10 @@
 // One workload per file, each a Config with defaults (Default*Config) and
 // a Validate method, a Run function and a Result:
 //
+//   - journal.go: RunJournal, concurrent appends (unary or on the append
+//     stream) for a warmup and a measured duration: calls per second,
+//     latency percentiles, errors and the generator's own CPU time;
+//     timeline.go adds the per-second view (JournalConfig.Timeline).
 //   - write.go: RunWrite, files written through storage-node pipelines and
 //     read back, every byte verified.
 //   - recovery.go: RunRecovery, files abandoned mid-block by writers that
@@ -15,7 +19,7 @@
 //
 // files.go holds what the two file workloads share (deterministic file
 // data, client pools, waiting for storage nodes, a worker pool, cleanup),
-// and stats.go the latency percentiles.
+// and stats.go the latency samples and percentiles.
 //
 // A Result is the figures of one run; its JSON field names are the output
 // of coord bench ... --json, which scripts in bench/ parse, so they do not
@@ -30,10 +34,10 @@
 // The workloads talk to a cluster only through the Go SDK
 // (github.com/logbookhq/logbook/client). Beyond it they may use the API's
 // message types (api/logbookv1) and fsm's event type names, to read the
-// journal events a workload causes. They do not import
-// internal/coordserver or internal/nodeserver (the cluster is whatever the
-// client reaches), nor cobra or any other command-line code: flags, text
-// tables and JSON printing are cmd/coord's.
+// journal events a workload causes, and internal/rusage for the process's
+// CPU time. They do not import internal/coordserver or internal/nodeserver
+// (the cluster is whatever the client reaches), nor cobra or any other
+// command-line code: flags, text tables and JSON printing are cmd/coord's.
 //
 // The shell scripts and the separate tools under bench/ (grpcfloor,
 // diskcheck, etcdput, a module of its own) are not part of this package.

@@ -2,9 +2,29 @@ package bench
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"time"
 )
+
+// reservoir keeps at most cap samples, a uniform sample of all added.
+type reservoir struct {
+	samples []time.Duration
+	seen    int64
+	cap     int
+	rng     *rand.Rand
+}
+
+func (r *reservoir) add(d time.Duration) {
+	r.seen++
+	if len(r.samples) < r.cap {
+		r.samples = append(r.samples, d)
+		return
+	}
+	if j := r.rng.Int64N(r.seen); j < int64(r.cap) {
+		r.samples[j] = d
+	}
+}
 
 // percentile is the nearest-rank percentile (0 < p <= 1) of sorted samples,
 // in milliseconds.
