@@ -11,6 +11,8 @@
 //     stream) for a warmup and a measured duration: calls per second,
 //     latency percentiles, errors and the generator's own CPU time;
 //     timeline.go adds the per-second view (JournalConfig.Timeline).
+//   - tail.go: RunTail, events appended once, then read by several
+//     followers on the tail stream.
 //   - write.go: RunWrite, files written through storage-node pipelines and
 //     read back, every byte verified.
 //   - recovery.go: RunRecovery, files abandoned mid-block by writers that
