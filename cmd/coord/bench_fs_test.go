@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbookhq/logbook/bench"
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/fsm"
 )
@@ -77,7 +78,7 @@ func TestBenchFS(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit %d: %s %s", code, out, stderr)
 		}
-		var r benchWriteResult
+		var r bench.WriteResult
 		decodeJSON(t, out, &r)
 		const size = 600 << 10
 		if r.Files != 3 || r.WrittenFiles != 3 || r.VerifiedFiles != 3 || r.WrittenBytes != 3*size || r.VerifiedBytes != 3*size ||
@@ -92,7 +93,7 @@ func TestBenchFS(t *testing.T) {
 
 	checkRecovery := func(t *testing.T, out string, files int, trigger string) {
 		t.Helper()
-		var r benchRecoveryResult
+		var r bench.RecoveryResult
 		decodeJSON(t, out, &r)
 		if r.Files != files || r.Trigger != trigger || r.OpenAtDeath != files || r.StillOpen != 0 || r.Closed != files ||
 			r.LengthOK != files || r.VerifiedFiles != files || r.Errors != 0 || r.Kept || r.BytesSynced != 4096 {
@@ -122,7 +123,7 @@ func TestBenchFS(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit %d: %s %s", code, out, stderr)
 		}
-		checkRecovery(t, out, 10, triggerRecoverLease)
+		checkRecovery(t, out, 10, bench.TriggerRecoverLease)
 		gone("/bench/t-rl")
 	})
 
@@ -132,8 +133,8 @@ func TestBenchFS(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit %d: %s %s", code, out, stderr)
 		}
-		checkRecovery(t, out, 4, triggerHardLimit)
-		var r benchRecoveryResult
+		checkRecovery(t, out, 4, bench.TriggerHardLimit)
+		var r bench.RecoveryResult
 		decodeJSON(t, out, &r)
 		if r.RecoverLeaseS != 0 || r.ClosedByCall != 0 {
 			t.Fatalf("hard-limit made RecoverLease calls: %s", out)

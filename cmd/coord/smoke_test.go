@@ -10,6 +10,7 @@ import (
 	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
+	lbbench "github.com/logbookhq/logbook/bench" // "bench" is a result below
 	"github.com/logbookhq/logbook/internal/testports"
 )
 
@@ -242,8 +243,8 @@ func TestDevClusterSmoke(t *testing.T) {
 	// Second by second: the seconds' calls add up to the run's, each
 	// second's percentiles are ordered.
 	var tl struct {
-		Ops      int64            `json:"ops"`
-		Timeline []timelineSecond `json:"timeline"`
+		Ops      int64                    `json:"ops"`
+		Timeline []lbbench.TimelineSecond `json:"timeline"`
 	}
 	decode(coord(0, "bench", "journal", "--size", "16", "--warmup", "100ms", "--json", "--endpoints", eps, "--clients", "2", "--duration", "2s", "--timeline"), &tl)
 	var sum int64

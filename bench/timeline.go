@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"math/bits"
@@ -6,9 +6,10 @@ import (
 )
 
 // A timeline counts successful calls per second of the measured duration
-// in latency buckets, so that a run can be shown second by second (coord
-// bench journal --timeline): a stall of a second or a burst of slow calls
-// is visible there, while the run's percentiles only say that it happened.
+// in latency buckets, so that a run can be shown second by second
+// (JournalConfig.Timeline, coord bench journal --timeline): a stall of a
+// second or a burst of slow calls is visible there, while the run's
+// percentiles only say that it happened.
 //
 // Buckets are logarithmic with four per power of two (a bucket's upper
 // bound is at most 25% above its lower one): latBucket(d) for d below 8 µs
@@ -48,10 +49,11 @@ func (t *timeline) add(sec int, d time.Duration) {
 	(*t)[sec][latBucket(d)]++
 }
 
-// timelineSecond is one second of the measured duration in coord bench
-// journal's JSON; the percentiles are bucket upper bounds (at most 25%
-// above the true value).
-type timelineSecond struct {
+// TimelineSecond is one second of a journal run's measured duration
+// (JournalResult.Timeline, the "timeline" of coord bench journal --json):
+// the calls that ended in it and their latency percentiles, which are
+// bucket upper bounds (at most 25% above the true value).
+type TimelineSecond struct {
 	Second int     `json:"second"`
 	Ops    int64   `json:"ops"`
 	P50Ms  float64 `json:"p50_ms"`
@@ -60,8 +62,8 @@ type timelineSecond struct {
 }
 
 // mergeTimelines sums the workers' timelines into seconds seconds.
-func mergeTimelines(ts []timeline, seconds int) []timelineSecond {
-	out := make([]timelineSecond, seconds)
+func mergeTimelines(ts []timeline, seconds int) []TimelineSecond {
+	out := make([]TimelineSecond, seconds)
 	counts := make([]uint64, latBuckets)
 	for s := range out {
 		clear(counts)
@@ -74,7 +76,7 @@ func mergeTimelines(ts []timeline, seconds int) []timelineSecond {
 				}
 			}
 		}
-		out[s] = timelineSecond{Second: s + 1, Ops: int64(total)}
+		out[s] = TimelineSecond{Second: s + 1, Ops: int64(total)}
 		if total == 0 {
 			continue
 		}
