@@ -11,7 +11,7 @@ import (
 	lr "github.com/logbookhq/logbook/leaserecovery"
 )
 
-// fsSoft is the leader's soft state for the file system (spec §9.6): node
+// fsSoft is the leader's soft state for the file system (design §R9.6): node
 // liveness, reported replicas and lease renewals. Nothing here is
 // replicated; a new leader starts empty (term change) and in safe mode,
 // and counts every existing lease as just renewed.
@@ -308,7 +308,7 @@ func (f *fsSoft) deadLocked(id string, now time.Time, dead time.Duration) bool {
 }
 
 // recoveryLocationsLocked is the locations a recovery command names
-// (spec §3.4, §7.16, leaserecovery.RecoveryLocations): the expected
+// (design §R3.4, §R7.16, leaserecovery.RecoveryLocations): the expected
 // locations heard from within the stale interval (and not failed in
 // gossip), or every one not dead when that leaves at most one. A node not
 // heard from yet this term counts as heard from at the term's start (as
