@@ -92,8 +92,10 @@ type sweepBuild struct {
 // sweepBuildMin: a node with at most this many replicas has its sweep list
 // rebuilt at once, in the heartbeat that starts the pass (a hold of ~2 ms);
 // a larger one's is built in the background, sweepBuildChunk ids per hold,
-// so that a node with a million replicas no longer holds the lock for
-// 18-35 ms every ~31 heartbeats (docs/benchmarks.md, session 29).
+// so that a node with a million replicas never holds the lock for the
+// 18-35 ms a rebuild in one hold takes, once every ~31 heartbeats
+// (docs/benchmarks.md, "Storage node: write, read, restart, block
+// report").
 // Variables for tests.
 var (
 	sweepBuildMin   = 1 << 16
