@@ -3,7 +3,7 @@
 # against a 3-member etcd cluster and `coord bench journal` against a
 # 3-member Logbook cluster (`coord dev`), one after the other, both with 100 clients spread over
 # the three members (see SHAPE) and 256-byte values. Prints both results
-# and the ratios the journal issue asks for (throughput ≥ 3× etcd's, p99 ≤ half),
+# and the ratios of Logbook's target (throughput ≥ 3× etcd's, p99 ≤ half),
 # then where the machine's CPU went during each measured run ("cpu:" lines):
 # the servers' cores from /proc/PID/stat, the load generator's own CPU (it
 # reports it), and the whole machine's busy share from /proc/stat, each per
@@ -26,12 +26,12 @@
 #        SHAPE: spread (default) spreads both tools' clients over the three
 #        members by connection (etcdput --pin: connection i talks to member
 #        i mod 3; coord bench journal --spread: SDK client i sends to member
-#        i mod 3, followers forward to the leader), the issue's "100
-#        clients spread over all members"; leader sends every Logbook
-#        append to the leader while etcd's connections balance over all
-#        members (what sessions before 7 measured); etcd-default runs
-#        etcd's benchmark as it runs by default (connections balanced over
-#        all members) against Logbook's --spread clients. DEV_FLAGS: more
+#        i mod 3, followers forward to the leader): 100 clients spread
+#        over all members; leader sends every Logbook append to the
+#        leader while etcd's connections balance over all members;
+#        etcd-default runs etcd's benchmark as it runs by default
+#        (connections balanced over all members) against Logbook's
+#        --spread clients. DEV_FLAGS: more
 #        coord dev flags, e.g. DEV_FLAGS=--raft-wal-prefill=false (with
 #        LB_PROCS=3, flags for each coord serve).
 #        LB_PROCS=3: run Logbook as three `coord serve` processes (the
@@ -43,12 +43,12 @@
 #        usual warm-up and before the measured run (default 0), to
 #        compare clusters past their first seconds (Logbook's heap grows
 #        for ~15 s from a fresh start; then its journal is at its limits
-#        and snapshots and trims run, see docs/benchmarks.md session 13).
+#        and snapshots and trims run).
 #        GEN_GOGC: the garbage-collection target (GOGC) of both load
 #        generators (default 400, coord bench's own default; etcd's
 #        benchmark runs with the same: a generator's heap is a few MB, and
 #        at Go's default of 100 its collections take CPU from the cluster
-#        it measures, see docs/benchmarks.md session 23).
+#        it measures: docs/benchmarks.md, "What the settings are worth").
 #        FLOOR=1: after each pair, also run bench/grpcfloor (a Journal
 #        service whose Append answers at once, client and server in one
 #        process, same clients, connections and payload, GOGC=GEN_GOGC)

@@ -7,6 +7,9 @@
 // writes straight to it. Writes carry a session (client id + request seq), so
 // retries through a leader change are applied exactly once. Every call takes
 // a context; its deadline bounds all retries.
+//
+// Comments cite docs/design.md as "design §…": its journal rules (§J) and its
+// rules for replicas and recovery (§R).
 package client
 
 import (
@@ -85,7 +88,7 @@ type Config struct {
 }
 
 // ReplaceNodePolicy says when a writer replaces a failed pipeline node
-// (spec §5.3 step 5). With r the file's replication and n < r the nodes
+// (design §R5.3 step 5). With r the file's replication and n < r the nodes
 // left:
 type ReplaceNodePolicy int
 

@@ -82,7 +82,7 @@ func randomData(seed int64, n int) []byte {
 	return b
 }
 
-// TestWriterReplacesFailedNode (spec §5.3 step 5, policy DEFAULT): a node
+// TestWriterReplacesFailedNode (design §R5.3 step 5, policy DEFAULT): a node
 // of a synced pipeline dies mid-block; the writer asks the leader for an
 // additional node, has a survivor copy the replica there (TRANSFER_RBW),
 // recovers the pipeline onto three nodes and finishes. The file ends with
@@ -123,7 +123,7 @@ func TestWriterReplacesFailedNode(t *testing.T) {
 	checkReplicas(ctx, t, fsys, b, b.Expected, data)
 }
 
-// TestWriterCloseRecovery (spec §5.3, PIPELINE_CLOSE_RECOVERY): a node dies
+// TestWriterCloseRecovery (design §R5.3, PIPELINE_CLOSE_RECOVERY): a node dies
 // after every byte of the block was acked, before the packet that ends it.
 // The writer recovers with the close stage (no node added there), so the
 // survivors finalize at a new GS and the file closes with 2 replicas; the
@@ -172,7 +172,7 @@ func TestWriterCloseRecovery(t *testing.T) {
 	checkReplicas(ctx, t, fsys, info.Blocks[0], finalizedOn(info.Blocks[0]), data)
 }
 
-// TestAppendRecovery (spec §5.3, PIPELINE_SETUP_APPEND_RECOVERY): the first
+// TestAppendRecovery (design §R5.3, PIPELINE_SETUP_APPEND_RECOVERY): the first
 // node of a closed file's last block is dead when the file is reopened for
 // append; the append's pipeline setup fails, the writer recovers it on the
 // survivors with the append recovery stage (adding a node: the stream is an

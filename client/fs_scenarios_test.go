@@ -1,8 +1,8 @@
 package client
 
-// The writer-side acceptance scenarios of the replica-recovery spec (§7,
+// The writer-side acceptance scenarios of docs/design.md (§R7,
 // scenarios 19–26) with real coordinators and storage nodes in this
-// process. The scenario table (every §7 scenario → the test that covers it,
+// process. The scenario table (every §R7 scenario → the test that covers it,
 // or why no cluster test does) is at the top of
 // internal/coordserver/scenarios_test.go.
 
@@ -189,7 +189,7 @@ func sortedIDs(ids []string) []string {
 	return out
 }
 
-// TestScenario19StreamingFailureNoHflush — §7 scenario 19: "Streaming
+// TestScenario19StreamingFailureNoHflush — §R7 scenario 19: "Streaming
 // failure, replication 3, DN2 dies, no hflush. n = 2 > floor(3/2) → no
 // replacement; new GS; recoverRbw on DN1, DN3 with min = acked, max = sent;
 // updatePipeline sets 2 expected locations and new GS; DN2's old-GS RBW
@@ -253,7 +253,7 @@ func TestScenario19StreamingFailureNoHflush(t *testing.T) {
 	fc.synchronised(ctx, t, info.Blocks[0], finalizedOn(info.Blocks[0]), data)
 }
 
-// TestScenario20RecoverRbwTruncatesUnacked — §7 scenario 20: "recoverRbw
+// TestScenario20RecoverRbwTruncatesUnacked — §R7 scenario 20: "recoverRbw
 // with bytesOnDisk > bytesAcked → tail truncated to bytesAcked before the
 // GS bump (resent packets rewrite it)." The pipeline's last node dies, so
 // the two others write a packet nobody acks; the writer's steps are done
@@ -354,7 +354,7 @@ func TestScenario20RecoverRbwTruncatesUnacked(t *testing.T) {
 	fc.synchronised(ctx, t, info.Blocks[0], idsOf(survivors), data)
 }
 
-// TestScenario21RecoverRbwUnmatchedLength — §7 scenario 21: "recoverRbw
+// TestScenario21RecoverRbwUnmatchedLength — §R7 scenario 21: "recoverRbw
 // where DN's bytesAcked < client's acked bytes (or numBytes > bytes sent) →
 // 'Unmatched length' → that DN becomes the bad node of the next
 // iteration." The first node dies; meanwhile the last one's replica gained
@@ -420,7 +420,7 @@ func TestScenario21RecoverRbwUnmatchedLength(t *testing.T) {
 	fc.synchronised(ctx, t, b, []string{mid, last}, data)
 }
 
-// TestScenario24PipelineRecoveryLimit — §7 scenario 24: "Six consecutive
+// TestScenario24PipelineRecoveryLimit — §R7 scenario 24: "Six consecutive
 // recoveries on the same packet → write fails after the 5th retry; counter
 // resets whenever an ack is received." Replication 7 on 7 nodes, so that
 // each recovery can drop one more dead node; no replacements.
@@ -495,7 +495,7 @@ func TestScenario24PipelineRecoveryLimit(t *testing.T) {
 	})
 }
 
-// TestScenario25AllPipelineNodesFail — §7 scenario 25: "All pipeline nodes
+// TestScenario25AllPipelineNodesFail — §R7 scenario 25: "All pipeline nodes
 // fail → stream aborts ('All datanodes are bad'); file stays open; lease
 // recovery later closes it with the acked/available data." The nodes come
 // back (their replicas RWR) and another client recovers the lease. With
@@ -554,7 +554,7 @@ func testAllPipelineNodesFail(t *testing.T, policy ReplaceNodePolicy) {
 	}
 }
 
-// TestScenario26RollingRestart — §7 scenario 26: "DN rolling restart (OOB)
+// TestScenario26RollingRestart — §R7 scenario 26: "DN rolling restart (OOB)
 // within 50 s. RBW re-loaded as RBW; client waits (≤ 30 s) and resumes via
 // pipeline recovery with the same DN." For each pipeline position in turn
 // a writer hflushes, its node is shut down for a restart through the SDK

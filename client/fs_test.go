@@ -189,7 +189,7 @@ func testPipelineRecovery(t *testing.T, victim int) {
 
 // TestFSSetupFailureExcludesNode: a node dies while the coordinator still
 // counts it live; the setup of a block on it fails, the writer abandons
-// the block and gets another without that node (spec §5.2).
+// the block and gets another without that node (design §R5.2).
 func TestFSSetupFailureExcludesNode(t *testing.T) {
 	fc := startFSCluster(t)
 	fs := fc.client(t).FS()

@@ -13,17 +13,17 @@ import (
 
 const (
 	// maxPipelineRecoveries bounds the recoveries of one pipeline failure
-	// (spec §5.3 step 2).
+	// (design §R5.3 step 2).
 	maxPipelineRecoveries = 5
-	// maxBlockSetups bounds the AddBlock attempts of one block (§5.2).
+	// maxBlockSetups bounds the AddBlock attempts of one block (§R5.2).
 	maxBlockSetups = 4
 	// maxNodeReplacements bounds the nodes tried as a replacement in one
-	// recovery (§5.3 step 5).
+	// recovery (§R5.3 step 5).
 	maxNodeReplacements = 3
 	// replaceNodeTimeout bounds asking the leader for a replacement node.
 	replaceNodeTimeout = 10 * time.Second
 	// restartRetryFirst and restartRetryMax space the pipeline setups
-	// tried while a restarting node is awaited (spec §5.3 step 3: at most
+	// tried while a restarting node is awaited (design §R5.3 step 3: at most
 	// every 4 s).
 	restartRetryFirst = 500 * time.Millisecond
 	restartRetryMax   = 4 * time.Second
@@ -165,7 +165,7 @@ func (w *FileWriter) reopen(ctx context.Context, old BlockInfo, nb *pb.BlockReco
 	w.last = w.blk.ref()
 	pipe, err := w.fs.openPipeline(ctx, locs[0], setup)
 	if err != nil {
-		// Append recovery (spec §5.3): the replicas may still be at the
+		// Append recovery (design §R5.3): the replicas may still be at the
 		// old GS, or some already at the append's.
 		w.blk.appendGS = old.GS
 		return w.recoverPipeline(ctx, err)
@@ -520,7 +520,7 @@ func (w *FileWriter) Abort() {
 	}
 }
 
-// recoverPipeline is the recovery loop of spec §5.3: drop the failed
+// recoverPipeline is the recovery loop of design §R5.3: drop the failed
 // node, add a replacement when the policy asks for one (a live node the
 // leader picks, given a copy of the replica by a surviving node), get a
 // new GS, reopen the pipeline with the recovery stage (append, streaming
@@ -696,7 +696,7 @@ func (w *FileWriter) wantReplacement(n int) bool {
 }
 
 // maybeReplaceNode adds a node to the shrunken pipeline when the policy
-// asks for one (spec §5.3 step 5): the leader picks a live node outside
+// asks for one (design §R5.3 step 5): the leader picks a live node outside
 // the pipeline and the failed ones; a surviving node copies its replica
 // there (TRANSFER_RBW) and the node joins the pipeline at its end. Nothing
 // is added before any byte was written, nor to a close recovery. A

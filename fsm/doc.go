@@ -1,5 +1,7 @@
 // Package fsm is Logbook's deterministic state machine: the coordinator
-// metadata folded from the Raft log, in order.
+// metadata folded from the Raft log, in order. Comments cite docs/design.md
+// as "design §…": its journal rules (§J) and its rules for replicas and
+// recovery (§R).
 //
 // # Layers
 //
@@ -165,7 +167,7 @@
 // only grows per block (invariant 3) and a recovery id is never reused, a
 // restore included. Leases are the files' lease_holder fields (holder →
 // files is an index); renewal times, liveness and reported replicas are
-// leader soft state and never enter the state machine (spec §9.6): what the
+// leader soft state and never enter the state machine (design §R9.6): what the
 // apply needs of them travels in the entry.
 //
 // Ops, their results (NamespaceResult) and refusals (sentinels with a Kind,
@@ -204,7 +206,7 @@
 //	                 RecoveryLeaseHolder. Re-driving before the deadline (by
 //	                 proposed time) is ErrRecoveryInProgress; after it the new
 //	                 id preempts the old one.
-//	commit_block_sync  every check of spec §4.2 at apply time; a recovery id
+//	commit_block_sync  every check of design §R4.2 at apply time; a recovery id
 //	                 that is not the block's current one is ErrStaleRecovery
 //	                 (Aborted) and changes nothing (invariant 5); a retry of
 //	                 an applied commit answers unchanged. close_file: the block
@@ -239,7 +241,7 @@
 // minimally replicated at its GS and length (add_block, complete_file,
 // release_lease, commit_block_sync carry the list) — or when a recovery
 // commit closes the file (the recovered block is COMPLETE whatever its
-// replica count, spec §9.5). A file closes only with every block COMPLETE
+// replica count, design §R9.5). A file closes only with every block COMPLETE
 // (HDFS's num-committed-allowed = 0), so a closed file never holds an
 // incomplete block.
 //

@@ -344,7 +344,7 @@ func TestImport(t *testing.T) {
 	}
 }
 
-// TestSnapshotWithOpenSegment is spec §9.8(b): a snapshot taken while a
+// TestSnapshotWithOpenSegment is design §J8 (b): a snapshot taken while a
 // segment is open restores, on a fresh member, the identical segment table
 // (bounds, bytes, counts, the open segment still open) and state, and the
 // open segment goes on filling from where it stopped.
@@ -398,7 +398,7 @@ func TestSnapshotWithOpenSegment(t *testing.T) {
 	}
 }
 
-// TestMixedFormatLog is spec §9.8(e): a log in format 1 up to a SET_FORMAT
+// TestMixedFormatLog is design §J8 (e): a log in format 1 up to a SET_FORMAT
 // and in format 2 after it applies, snapshots and replays identically to a
 // straight apply; format 2 entries carry per-event CRCs that every member
 // checks; the format never goes back.

@@ -494,7 +494,7 @@ func (s *State) RecoveryLoad() map[string]int {
 }
 
 // RecoveriesOfPrimary returns the blocks under recovery whose primary is
-// node, sorted by id: the recovery work to send it (spec §9.11, commands
+// node, sorted by id: the recovery work to send it (design §R9.11, commands
 // derived from FSM state).
 func (s *State) RecoveriesOfPrimary(node string) []*pb.BlockRecord {
 	var out []*pb.BlockRecord
@@ -521,7 +521,7 @@ func (s *State) AuditFromSeq() uint64 { return s.ns.auditFrom }
 // fit together: every block belongs to exactly the file that lists it, no
 // path is both a file and a directory, open files have a lease holder and
 // closed ones complete blocks, and the counters lie above every id and GS
-// handed out (spec §9.10: a restore never reuses a recovery id).
+// handed out (design §R9.10: a restore never reuses a recovery id).
 func (ns *namespace) rebuild() error {
 	corrupt := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrSnapshotCorrupt}, args...)...)

@@ -266,7 +266,7 @@ func (s *State) openForWrite(path, client string) (*pb.FileRecord, error) {
 }
 
 // competingWriter is the refusal for a create or append of a file another
-// writer has open (spec §3.5, the part decidable from replicated state:
+// writer has open (design §R3.5, the part decidable from replicated state:
 // soft-limit expiry is leader-local, so the leader releases or recovers the
 // lease first and retries).
 func (s *State) competingWriter(f *pb.FileRecord, client string) error {
@@ -350,7 +350,7 @@ func (s *State) markReplicated(f *pb.FileRecord, ids []uint64, st staged) error 
 }
 
 // commitLast stages the client's commit of the file's last block by
-// leaserecovery.CheckCommitBlock (spec §5.1/§5.4, §9.4): the GS must be the
+// leaserecovery.CheckCommitBlock (design §R5.1/§R5.4, §R9.4): the GS must be the
 // block's, the length at least the one recorded (and at most the block
 // size); a block already committed must match exactly (a retry, changing
 // nothing); a block under recovery is fenced. A file without blocks takes

@@ -8,20 +8,20 @@ import (
 )
 
 // Lease release, block recovery and node registration. The leader decides
-// when (its lease monitor and recovery driver keep the timers, spec §9.6);
+// when (its lease monitor and recovery driver keep the timers, design §R9.6);
 // the state machine re-checks every rule at apply time, so two proposals
-// racing each other cannot both win (spec §9.4).
+// racing each other cannot both win (design §R9.4).
 
 // opStartRecovery moves the file's last block to UNDER_RECOVERY with a
-// fresh recovery id (a GS from next_gs) and reassigns the lease (spec §3.2
-// c–d, §3.3, §9.1). leaserecovery.DecideRelease, re-run at apply time on
+// fresh recovery id (a GS from next_gs) and reassigns the lease (design §R3.2
+// c–d, §R3.3, §R9.1). leaserecovery.DecideRelease, re-run at apply time on
 // the entry's proposed time, must still answer "start recovery": an attempt
 // still before its deadline refuses with ErrRecoveryInProgress (a re-drive
 // after it preempts the old id), a file that can simply be closed with
 // ErrBlockState (ReleaseLease is the way). The tried-primaries list follows
 // leaserecovery.ChoosePrimary: the primary is appended, or the list starts
 // over with it when it was tried before (every live candidate was). An
-// empty primary is allowed (no expected location is alive, §3.3).
+// empty primary is allowed (no expected location is alive, §R3.3).
 func (s *State) opStartRecovery(now int64, op *pb.StartRecoveryOp) (*pb.NamespaceResult, error) {
 	if err := validFilePath(op.Path); err != nil {
 		return nil, err
@@ -109,7 +109,7 @@ func (s *State) opStartRecovery(now int64, op *pb.StartRecoveryOp) (*pb.Namespac
 	return &pb.NamespaceResult{Block: nb, File: s.ns.fileStatus(nf)}, nil
 }
 
-// opCommitBlockSync is commitBlockSynchronization (spec §4.2, §9.4, §9.5):
+// opCommitBlockSync is commitBlockSynchronization (design §R4.2, §R9.4, §R9.5):
 // leaserecovery.CheckCommit re-does every check at apply time. A recovery
 // id that is not the block's current one changes nothing (invariant 5). A
 // retry of a commit already applied, or a delete_block commit for a block
@@ -117,7 +117,7 @@ func (s *State) opStartRecovery(now int64, op *pb.StartRecoveryOp) (*pb.Namespac
 // whatever its replica count and the file closes; a COMMITTED block before
 // it must be COMPLETE first (the leader vouches in replicated_blocks).
 // Targets that are not registered nodes are left out of the block's
-// locations (§4.2 step 6).
+// locations (§R4.2 step 6).
 func (s *State) opCommitBlockSync(now int64, op *pb.CommitBlockSyncOp) (*pb.NamespaceResult, error) {
 	if len(op.Targets) > MaxReplication {
 		return nil, errorf(ErrInvalidTargets, "%d targets, at most %d", len(op.Targets), MaxReplication)
@@ -181,7 +181,7 @@ func (s *State) opCommitBlockSync(now int64, op *pb.CommitBlockSyncOp) (*pb.Name
 }
 
 // opReleaseLease applies a release that needs no block recovery, by
-// leaserecovery.DecideRelease re-run at apply time (spec §3.2): every block
+// leaserecovery.DecideRelease re-run at apply time (design §R3.2): every block
 // COMPLETE, or COMMITTED last blocks the leader vouched for in
 // replicated_blocks (they become COMPLETE), close the file; a last block
 // never written (no locations, length 0) is removed first. A last block

@@ -40,7 +40,7 @@ func fromNodeIDs(ids []lr.NodeID) []string {
 // ruleBlock is b as leaserecovery sees it. live marks the blocks the leader
 // vouched for as minimally replicated (LiveReplicas 1 against a
 // MinReplication of 1: the FSM knows no replica counts, only the leader's
-// verdict carried in the entry, spec §9.5).
+// verdict carried in the entry, design §R9.5).
 func ruleBlock(b *pb.BlockRecord, live bool) lr.Block {
 	rb := lr.Block{
 		ID: b.Id, GS: b.Gs, NumBytes: int64(b.NumBytes), State: toRuleState(b.State),

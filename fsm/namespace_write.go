@@ -104,7 +104,7 @@ func (s *State) opAddBlock(now int64, op *pb.AddBlockOp) (*pb.NamespaceResult, e
 }
 
 // opComplete commits the last block and closes the file, but only when
-// every block is then COMPLETE (leaserecovery.CanClose; spec §5.4 with
+// every block is then COMPLETE (leaserecovery.CanClose; design §R5.4 with
 // dfs.namenode.file.close.num-committed-allowed = 0): a block is COMPLETE
 // once the leader vouches, in replicated_blocks, that it saw it minimally
 // replicated. Otherwise it refuses with ErrNotReplicatedYet and changes
@@ -242,7 +242,7 @@ func (s *State) opDelete(op *pb.DeleteFileOp) (*pb.NamespaceResult, error) {
 }
 
 // opAbandon drops the holder's last block while it is still
-// UNDER_CONSTRUCTION (pipeline setup failed, spec §5.2).
+// UNDER_CONSTRUCTION (pipeline setup failed, design §R5.2).
 func (s *State) opAbandon(now int64, op *pb.AbandonBlockOp) (*pb.NamespaceResult, error) {
 	f, err := s.openForWrite(op.Path, op.ClientName)
 	if err != nil {
@@ -282,7 +282,7 @@ func (s *State) pipelineFile(path, client string) (*pb.FileRecord, error) {
 	return f, nil
 }
 
-// opUpdateBlockForPipeline allocates a GS for a new pipeline (spec §5.3
+// opUpdateBlockForPipeline allocates a GS for a new pipeline (design §R5.3
 // step 6, leaserecovery.CheckUpdateBlockForPipeline: the holder's last
 // block, still UNDER_CONSTRUCTION — a recovery fences the writer). The block
 // keeps its GS until UpdatePipeline.
@@ -297,7 +297,7 @@ func (s *State) opUpdateBlockForPipeline(op *pb.UpdateBlockForPipelineOp) (*pb.N
 	return &pb.NamespaceResult{Block: s.ns.blocks.at(op.BlockId), NewGs: s.ns.allocGS()}, nil
 }
 
-// opUpdatePipeline records a recovered pipeline (spec §5.3 step 8, §9.4,
+// opUpdatePipeline records a recovered pipeline (design §R5.3 step 8, §R9.4,
 // leaserecovery.CheckUpdatePipeline): old_gs must be the block's GS (else
 // the update is stale), new_gs newer than it and already allocated, the
 // length not below the recorded one; here also at most the block size, on

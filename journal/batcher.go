@@ -52,22 +52,23 @@ type BatcherConfig struct {
 // One batch in flight makes every Raft entry as large as the load allows:
 // each entry costs a log store commit with an fdatasync on every member, and
 // on the reference machine that per-entry cost, not the bytes, bounds the
-// throughput. Measured with coord bench journal on coord dev (docs/
-// benchmarks.md, "Group commit: one batch in flight"): with raft-boltdb, at
-// 100 clients one in flight gave ~40 ops per entry and 10-15% more appends/s
-// than two (~24 per entry), at 1000 clients the two were equal; with
-// raft-wal (session 6) one in flight gave 10.3-10.8k appends/s against
-// 8.3-9.8k with two.
+// throughput. Measured with coord bench journal on coord dev, 100 clients
+// spread over the members (docs/benchmarks.md, "What the settings are
+// worth"): two in flight make the same appends/s (16.9-20.1k against
+// 17.3-19.0k with one) from entries of 21-22 appends instead of 32, so
+// every append pays a larger share of each entry's syncs on every member.
 //
 // Linger 500µs: when an entry commits, its submitters get their replies and
 // most send their next op within a few hundred microseconds; taken at once,
 // the next batch misses them and they wait out a whole commit, so the
 // clients split into cohorts that take turns. Waiting for them (at most
 // 500µs, never for a batch of one) merges the cohorts, in the spirit of
-// PostgreSQL's commit_delay/commit_siblings. Measured (docs/benchmarks.md,
-// session 10, 100 clients spread over 3 members): ops per entry 27 → 32,
-// a median of +13% appends/s over nine alternating pairs, -6% server CPU
-// per append; 1 client unchanged (it never waits).
+// PostgreSQL's commit_delay/commit_siblings. Measured against no linger
+// (docs/benchmarks.md, "What the settings are worth"; 100 clients spread
+// over 3 members): ops per entry 27 → 32, a median of +13% appends/s over
+// nine alternating pairs, -6% server CPU per append, +16% at 10 clients;
+// 1 client unchanged (it never waits). 250 µs and 1 ms both measured below
+// 500 µs.
 func DefaultBatcherConfig() BatcherConfig {
 	return BatcherConfig{MaxBatchOps: 1024, MaxBatchBytes: 4 << 20, InFlight: 1, MaxQueued: 65536, Linger: 500 * time.Microsecond}
 }

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// WriteOp is an operation that needs a file's lease (§3.5).
+// WriteOp is an operation that needs a file's lease (§R3.5).
 type WriteOp uint8
 
 const (
@@ -36,7 +36,7 @@ type AccessRequest struct {
 	Caller string // client name
 	Now    time.Time
 	// LeaseRenewed is when the holder last renewed its lease (leader-local
-	// soft state, §9.6: a new leader treats every lease as just renewed).
+	// soft state, §R9.6: a new leader treats every lease as just renewed).
 	LeaseRenewed time.Time
 }
 
@@ -50,12 +50,12 @@ type Access struct {
 	Release bool
 	// NewHolder takes the lease if the release leaves the file open: the
 	// caller of recoverLease; "" keeps the current holder and renews it
-	// (§3.2 rule 4d).
+	// (§R3.2 rule 4d).
 	NewHolder string
 }
 
 // CheckWriteAccess decides whether req may write f, HDFS
-// recoverLeaseInternal (§3.5, §7.14, §7.15). It runs on the leader: lease
+// recoverLeaseInternal (§R3.5, §R7.14, §R7.15). It runs on the leader: lease
 // renewal times are leader soft state. Rules, in order:
 //   - file not under construction → Proceed;
 //   - no lease holder on an open file → KindInternal ReasonNoLeaseHolder;
@@ -99,7 +99,7 @@ func CheckWriteAccess(f File, req AccessRequest, cfg Config) (Access, error) {
 }
 
 // AnswerRelease is the answer to op once the release decision d is applied
-// (§3.5): a closed file lets every op proceed (closed is true); an open one
+// (§R3.5): a closed file lets every op proceed (closed is true); an open one
 // makes recoverLease answer false and create/append/truncate fail with
 // KindUnavailable ReasonRecoveryInProgress ("try again later").
 func AnswerRelease(op WriteOp, d ReleaseDecision) (closed bool, err error) {

@@ -4,8 +4,8 @@ import "slices"
 
 // CommitOutcome is what an accepted commitBlockSynchronization changes.
 type CommitOutcome struct {
-	// Noop: the commit was already applied (a retry, §7.11) or asks to
-	// delete a block that is already gone (§7.12). Change nothing, answer
+	// Noop: the commit was already applied (a retry, §R7.11) or asks to
+	// delete a block that is already gone (§R7.12). Change nothing, answer
 	// success, journal nothing.
 	Noop bool
 	// RemoveBlock: remove the last block from the file (deleteBlock).
@@ -15,17 +15,17 @@ type CommitOutcome struct {
 	// Block is the block after the commit (not for Noop or RemoveBlock): GS
 	// and length from the request, Expected = the targets, no recovery, and
 	// COMPLETE when closing — a recovery commit always completes the block,
-	// whatever the replica count (§4.2 step 7, §9.5) — else
+	// whatever the replica count (§R4.2 step 7, §R9.5) — else
 	// UNDER_CONSTRUCTION.
 	Block Block
 	// Dropped are the expected locations left out of the targets: their
-	// replicas keep the old GS and are marked corrupt once reported (§4.2
+	// replicas keep the old GS and are marked corrupt once reported (§R4.2
 	// step 6).
 	Dropped []NodeID
 }
 
 // CheckCommit validates commitBlockSynchronization against the current
-// state and says what it changes (§4.2, §9.4). The FSM runs it at apply
+// state and says what it changes (§R4.2, §R9.4). The FSM runs it at apply
 // time, with the state as of that entry: a check made by the leader before
 // proposing is not enough, because two proposals can race. f is the file
 // holding req.BlockID, nil if none (a deleted file holds no blocks).
@@ -36,10 +36,10 @@ type CommitOutcome struct {
 //     length (ReasonBadLength); deleteBlock with targets
 //     (ReasonTargetsWithDelete); no targets otherwise (ReasonNoTargets);
 //     empty or repeated target (ReasonBadNodes);
-//   - no such block: deleteBlock → Noop (§7.12), else KindNotFound
-//     ReasonBlockNotFound (§4.2 steps 2-3);
+//   - no such block: deleteBlock → Noop (§R7.12), else KindNotFound
+//     ReasonBlockNotFound (§R4.2 steps 2-3);
 //   - block not UNDER_RECOVERY: it already has GS NewGS (this recovery was
-//     applied) → Noop if the length matches (§4.2 step 4, §7.11), else
+//     applied) → Noop if the length matches (§R4.2 step 4, §R7.11), else
 //     KindFailedPrecondition ReasonLengthMismatch; otherwise
 //     KindFailedPrecondition ReasonNotUnderConstruction (file closed) or
 //     ReasonNotUnderRecovery;
@@ -48,13 +48,13 @@ type CommitOutcome struct {
 //   - not the file's last block → KindFailedPrecondition ReasonNotLastBlock;
 //   - RecoveryID ≠ the block's current recovery id → KindAborted
 //     ReasonRecoveryIDMismatch: a stale or preempted attempt changes
-//     nothing (§4.2 step 5, invariant 5);
+//     nothing (§R4.2 step 5, invariant 5);
 //   - OldGS ≠ the block's GS → KindInvalidArgument ReasonOldGSMismatch;
 //   - closing while an earlier block is not COMPLETE → KindUnavailable
 //     ReasonPenultimateNotComplete (a file closes only with every block
-//     COMPLETE, §5.4; the penultimate completes once reported);
+//     COMPLETE, §R5.4; the penultimate completes once reported);
 //   - else deleteBlock → RemoveBlock (+ CloseFile), or the synchronised
-//     block (§4.2 steps 6-7).
+//     block (§R4.2 steps 6-7).
 func CheckCommit(f *File, req CommitRequest) (CommitOutcome, error) {
 	if err := validateCommit(req); err != nil {
 		return CommitOutcome{}, err

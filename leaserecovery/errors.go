@@ -69,8 +69,8 @@ var (
 	ErrInternal           error = KindInternal
 )
 
-// Reasons. Each names one rule; the comment gives its kind and spec section
-// (specs/replica-recovery.md).
+// Reasons. Each names one rule; the comment gives its kind and its section
+// of docs/design.md.
 const (
 	// Malformed input to any rule.
 	ReasonBadConfig = "bad-config" // InvalidArgument: Config.Validate
@@ -78,28 +78,28 @@ const (
 	ReasonBadCaller = "bad-caller" // InvalidArgument: empty client name
 	ReasonBadPlan   = "bad-plan"   // InvalidArgument: BuildCommit without a plan
 
-	// Lease release and competing writers (§3.2, §3.5).
-	ReasonBadBlockStates         = "bad-block-states"         // Internal, §3.2 rule 2
-	ReasonCommittedNotReplicated = "committed-not-replicated" // Unavailable, §3.2 rule 4 COMMITTED
-	ReasonAlreadyLeaseHolder     = "already-lease-holder"     // FailedPrecondition, §3.5
-	ReasonLeaseHeld              = "lease-held"               // FailedPrecondition, §3.5 soft limit not expired
-	ReasonRecoveryInProgress     = "recovery-in-progress"     // Unavailable, §3.5
-	ReasonNoLeaseHolder          = "no-lease-holder"          // Internal, §3.5 "under construction but no leases found"
+	// Lease release and competing writers (§R3.2, §R3.5).
+	ReasonBadBlockStates         = "bad-block-states"         // Internal, §R3.2 rule 2
+	ReasonCommittedNotReplicated = "committed-not-replicated" // Unavailable, §R3.2 rule 4 COMMITTED
+	ReasonAlreadyLeaseHolder     = "already-lease-holder"     // FailedPrecondition, §R3.5
+	ReasonLeaseHeld              = "lease-held"               // FailedPrecondition, §R3.5 soft limit not expired
+	ReasonRecoveryInProgress     = "recovery-in-progress"     // Unavailable, §R3.5
+	ReasonNoLeaseHolder          = "no-lease-holder"          // Internal, §R3.5 "under construction but no leases found"
 
-	// Starting an attempt (§3.3, §9.1).
+	// Starting an attempt (§R3.3, §R9.1).
 	ReasonBadRecoveryID = "bad-recovery-id" // InvalidArgument: not above the block's GS and current recovery id
 
-	// The primary's plan (§4.1).
+	// The primary's plan (§R4.1).
 	ReasonNoLocations        = "no-locations"                // InvalidArgument: nothing to recover from
 	ReasonBadNodes           = "bad-nodes"                   // InvalidArgument: empty or duplicated node id
-	ReasonPreempted          = "preempted"                   // Aborted, §4.1 step 1 RecoveryInProgress
-	ReasonAllFailed          = "all-failed"                  // Unavailable, §4.1 step 2
-	ReasonNoRWROrBetter      = "no-rwr-or-better"            // FailedPrecondition, §4.1 step 3
+	ReasonPreempted          = "preempted"                   // Aborted, §R4.1 step 1 RecoveryInProgress
+	ReasonAllFailed          = "all-failed"                  // Unavailable, §R4.1 step 2
+	ReasonNoRWROrBetter      = "no-rwr-or-better"            // FailedPrecondition, §R4.1 step 3
 	ReasonIncompleteReplies  = "incomplete-replies"          // Unavailable: no data found but some nodes failed
-	ReasonInconsistentLength = "inconsistent-finalized-size" // FailedPrecondition, §4.1 step 5
-	ReasonCannotRecover      = "cannot-recover"              // Unavailable, §4.1 step 8
+	ReasonInconsistentLength = "inconsistent-finalized-size" // FailedPrecondition, §R4.1 step 5
+	ReasonCannotRecover      = "cannot-recover"              // Unavailable, §R4.1 step 8
 
-	// commitBlockSynchronization (§4.2, §9.4).
+	// commitBlockSynchronization (§R4.2, §R9.4).
 	ReasonBadGS                  = "bad-gs"                      // InvalidArgument
 	ReasonBadLength              = "bad-length"                  // InvalidArgument
 	ReasonNoTargets              = "no-targets"                  // InvalidArgument
@@ -113,7 +113,7 @@ const (
 	ReasonRecoveryIDMismatch     = "recovery-id-mismatch"        // Aborted
 	ReasonPenultimateNotComplete = "penultimate-not-complete"    // Unavailable
 
-	// Pipeline update, commit and complete (§5.3, §5.4, §9.4).
+	// Pipeline update, commit and complete (§R5.3, §R5.4, §R9.4).
 	ReasonLeaseMismatch     = "lease-mismatch"         // FailedPrecondition
 	ReasonUnexpectedState   = "unexpected-block-state" // FailedPrecondition
 	ReasonUnderRecovery     = "under-recovery"         // FailedPrecondition

@@ -99,7 +99,7 @@ func TestConfig(t *testing.T) {
 	}
 }
 
-// §3.1: a lease expires strictly after its limit.
+// §R3.1: a lease expires strictly after its limit.
 func TestLeaseLimits(t *testing.T) {
 	c := DefaultConfig()
 	tests := []struct {
@@ -138,7 +138,7 @@ func TestStateNames(t *testing.T) {
 			t.Errorf("String() = %q, want %q", got, want)
 		}
 	}
-	// §4.1: only FINALIZED, RBW and RWR are recovery sources.
+	// §R4.1: only FINALIZED, RBW and RWR are recovery sources.
 	for s := ReplicaFinalized; s <= ReplicaTemporary; s++ {
 		if got, want := s.Recoverable(), s <= ReplicaRWR; got != want {
 			t.Errorf("%v.Recoverable() = %v", s, got)

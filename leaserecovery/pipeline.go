@@ -3,7 +3,7 @@ package leaserecovery
 import "slices"
 
 // writableLastBlock applies the checks shared by updateBlockForPipeline,
-// updatePipeline and commit (§5.3 step 6, §9.4): the block exists, the file
+// updatePipeline and commit (§R5.3 step 6, §R9.4): the block exists, the file
 // is under construction, the caller holds the lease, the block is the last
 // one. It returns the block's index.
 func writableLastBlock(f *File, blockID uint64, caller string) (int, error) {
@@ -25,13 +25,13 @@ func writableLastBlock(f *File, blockID uint64, caller string) (int, error) {
 }
 
 // CheckUpdateBlockForPipeline checks a writer's request for a new pipeline GS
-// (HDFS updateBlockForPipeline, §5.3 step 6): the block exists
+// (HDFS updateBlockForPipeline, §R5.3 step 6): the block exists
 // (KindNotFound), the file is under construction, the caller holds the
 // lease, the block is the last one and UNDER_CONSTRUCTION — not
 // UNDER_RECOVERY or COMMITTED (KindFailedPrecondition ReasonUnexpectedState:
-// once a recovery started the old writer is fenced, §7.13). The caller then
+// once a recovery started the old writer is fenced, §R7.13). The caller then
 // allocates the GS in the same Raft entry and returns it only once committed
-// (§9.2).
+// (§R9.2).
 func CheckUpdateBlockForPipeline(f *File, blockID uint64, caller string) error {
 	i, err := writableLastBlock(f, blockID, caller)
 	if err != nil {
@@ -44,7 +44,7 @@ func CheckUpdateBlockForPipeline(f *File, blockID uint64, caller string) error {
 }
 
 // PipelineUpdate is HDFS updatePipeline: the writer's new GS, acked length
-// and pipeline after a pipeline recovery (§5.3 step 8).
+// and pipeline after a pipeline recovery (§R5.3 step 8).
 type PipelineUpdate struct {
 	Caller    string
 	BlockID   uint64
@@ -55,18 +55,18 @@ type PipelineUpdate struct {
 }
 
 // CheckUpdatePipeline validates updatePipeline against the state at apply
-// time (§5.3 step 8, §9.4) and returns the updated block (GS, length,
+// time (§R5.3 step 8, §R9.4) and returns the updated block (GS, length,
 // Expected = Nodes, UNDER_CONSTRUCTION). maxGS is the GS counter.
 //
 // Rules, in order: malformed → KindInvalidArgument (NewGS ≤ OldGS:
 // ReasonBadGS; negative length: ReasonBadLength; no node: ReasonNoTargets;
 // empty or repeated node: ReasonBadNodes); NewGS above maxGS was never
-// allocated → KindInvalidArgument ReasonGSNotAllocated (§9.2); then the
+// allocated → KindInvalidArgument ReasonGSNotAllocated (§R9.2); then the
 // CheckUpdateBlockForPipeline checks; OldGS ≠ the stored GS (a stale or
 // repeated update) → KindFailedPrecondition ReasonGSMismatch; NewLength
 // below the stored length (bytes readers may have seen) → KindOutOfRange
 // ReasonLengthShrinks. With OldGS equal to the stored GS, NewGS > OldGS is
-// the spec's "newGS > stored GS".
+// the rule "newGS > stored GS" of §R5.3 step 8.
 func CheckUpdatePipeline(f *File, u PipelineUpdate, maxGS uint64) (Block, error) {
 	switch {
 	case u.NewGS <= u.OldGS:
@@ -95,7 +95,7 @@ func CheckUpdatePipeline(f *File, u PipelineUpdate, maxGS uint64) (Block, error)
 }
 
 // BlockCommit is the client's commit of its last block (complete, or
-// addBlock with this block as previous, §5.1, §5.4).
+// addBlock with this block as previous, §R5.1, §R5.4).
 type BlockCommit struct {
 	Caller   string
 	BlockID  uint64
@@ -113,7 +113,7 @@ type CommitBlockOutcome struct {
 }
 
 // CheckCommitBlock validates a client's commit of its last block at apply
-// time (§5.1, §5.4, §9.4).
+// time (§R5.1, §R5.4, §R9.4).
 //
 // Rules, in order: negative length → KindInvalidArgument ReasonBadLength; no
 // block → KindNotFound; file closed → Noop if this is its last block with
@@ -121,7 +121,7 @@ type CommitBlockOutcome struct {
 // ReasonNotUnderConstruction; caller not the lease holder →
 // ReasonLeaseMismatch; not the last block → ReasonNotLastBlock;
 // UNDER_RECOVERY → KindFailedPrecondition ReasonUnderRecovery (the writer is
-// fenced, §3.5, §7.13); COMMITTED/COMPLETE → Noop with the same GS and
+// fenced, §R3.5, §R7.13); COMMITTED/COMPLETE → Noop with the same GS and
 // length, else ReasonAlreadyCommitted; GS ≠ stored GS →
 // KindFailedPrecondition ReasonGSMismatch ("commit block with mismatching
 // GS"); length below the stored (acked) length → KindOutOfRange
@@ -167,13 +167,13 @@ func CheckCommitBlock(f *File, c BlockCommit) (CommitBlockOutcome, error) {
 
 // CanComplete reports whether block b, COMMITTED, may become COMPLETE now
 // that finalized live FINALIZED replicas at its GS are known: finalized ≥
-// minReplication (at least 1) (§5.4, §6.2 step 5). Any other state → false.
+// minReplication (at least 1) (§R5.4, §R6.2 step 5). Any other state → false.
 func CanComplete(b Block, finalized, minReplication int) bool {
 	return b.State == BlockCommitted && finalized >= max(1, minReplication)
 }
 
 // CanClose reports whether complete(file) may close f: it is under
-// construction and every block is COMPLETE (§5.4, with HDFS's default of no
+// construction and every block is COMPLETE (§R5.4, with HDFS's default of no
 // COMMITTED block allowed). Until then complete answers false and the
 // client retries.
 func CanClose(f File) bool {

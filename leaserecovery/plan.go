@@ -6,7 +6,7 @@ import (
 	"slices"
 )
 
-// ReplyKind is the outcome of initReplicaRecovery on one location (§2.12).
+// ReplyKind is the outcome of initReplicaRecovery on one location (§R2.12).
 type ReplyKind uint8
 
 const (
@@ -54,7 +54,7 @@ const (
 	// PlanSync: updateReplicaUnderRecovery(R, NewLength) on every
 	// participant, then commit the successes (BuildCommit).
 	PlanSync
-	// PlanDelete: no location has data; commit with deleteBlock (§4.1 step 4).
+	// PlanDelete: no location has data; commit with deleteBlock (§R4.1 step 4).
 	PlanDelete
 )
 
@@ -83,7 +83,7 @@ type Plan struct {
 	Reason    string // for logs
 }
 
-// PlanRecovery is the primary's algorithm (§4.1, contiguous blocks, no
+// PlanRecovery is the primary's algorithm (§R4.1, contiguous blocks, no
 // truncate): from the replies of initReplicaRecovery on every location of b
 // (b.GS is the coordinator's GS, b.Recovery.ID the recovery id R), choose the
 // participants and the target length.
@@ -91,27 +91,27 @@ type Plan struct {
 // Rules, in order:
 //   - malformed input → KindInvalidArgument: R ≤ b.GS (ReasonBadRecoveryID),
 //     no replies (ReasonNoLocations: the coordinator sends no command without
-//     locations, §3.3), empty or repeated node (ReasonBadNodes);
+//     locations, §R3.3), empty or repeated node (ReasonBadNodes);
 //   - any ReplyRecoveryInProgress → KindAborted ReasonPreempted: a newer
-//     recovery owns the block; no commit (step 1, §7.9);
+//     recovery owns the block; no commit (step 1, §R7.9);
 //   - a reply is an error if the call failed or the replica could not have
-//     been returned by a conforming node: GS < b.GS (stale, §2.12 step 3,
-//     §7.8), GS ≥ R (§2.12 step 4) or negative length;
+//     been returned by a conforming node: GS < b.GS (stale, §R2.12 step 3,
+//     §R7.8), GS ≥ R (§R2.12 step 4) or negative length;
 //   - a reply is a candidate iff GS ≥ b.GS and length > 0; a candidate is
 //     usable iff its state is FINALIZED, RBW or RWR (step 1);
 //   - every reply an error → KindUnavailable ReasonAllFailed (step 2);
 //   - candidates but none usable → KindFailedPrecondition
 //     ReasonNoRWROrBetter (step 3);
 //   - no candidate: every node answered no replica or a zero-length one →
-//     PlanDelete (step 4, §7.2); if some node failed instead →
+//     PlanDelete (step 4, §R7.2); if some node failed instead →
 //     KindUnavailable ReasonIncompleteReplies (its data may exist);
 //   - FINALIZED lengths differ → KindFailedPrecondition
-//     ReasonInconsistentLength, no commit (step 5, §7.6);
+//     ReasonInconsistentLength, no commit (step 5, §R7.6);
 //   - best FINALIZED: length = the FINALIZED length, participants = every
 //     FINALIZED + every RBW of exactly that length (RWR never) (step 6);
 //   - best RBW: participants = every RBW (RWR excluded), length = their
-//     minimum (§7.5);
-//   - best RWR: participants = every RWR, length = their minimum (§7.7).
+//     minimum (§R7.5);
+//   - best RWR: participants = every RWR, length = their minimum (§R7.7).
 func PlanRecovery(b Block, replies []ReplicaReply) (Plan, error) {
 	r := b.Recovery.ID
 	if r <= b.GS {
@@ -193,23 +193,23 @@ func PlanRecovery(b Block, replies []ReplicaReply) (Plan, error) {
 	return p, nil
 }
 
-// CommitRequest is commitBlockSynchronization (§4.2, §4.3).
+// CommitRequest is commitBlockSynchronization (§R4.2, §R4.3).
 type CommitRequest struct {
 	BlockID uint64
 	// OldGS is the coordinator GS the recovery started from.
 	OldGS uint64
-	// NewGS is the GS the block takes: always the recovery id (§4.3).
+	// NewGS is the GS the block takes: always the recovery id (§R4.3).
 	NewGS      uint64
 	NewLength  int64
 	RecoveryID uint64
 	CloseFile  bool
-	// DeleteBlock: no location had data; remove the block (§4.1 step 4).
+	// DeleteBlock: no location had data; remove the block (§R4.1 step 4).
 	DeleteBlock bool
-	// Targets are the participants that synchronised (§4.1 step 9).
+	// Targets are the participants that synchronised (§R4.1 step 9).
 	Targets []NodeID
 }
 
-// BuildCommit builds the commit of a finished plan (§4.1 steps 7-9, §4.3).
+// BuildCommit builds the commit of a finished plan (§R4.1 steps 7-9, §R4.3).
 // synced lists the participants whose updateReplicaUnderRecovery succeeded.
 // PlanDelete → {newLength 0, closeFile, deleteBlock, no targets}; PlanSync →
 // targets = the participants in synced (plan order), closeFile; none →

@@ -36,7 +36,7 @@ func TestPlanRecovery(t *testing.T) {
 		kind    ErrorKind
 		reason  string
 	}{
-		// The table of §4.1 step 6.
+		// The table of §R4.1 step 6.
 		{"three RBW of different lengths", "§4.1 step 6 RBW, §7.5", recBlock,
 			[]ReplicaReply{rep("a", B, 100, 100), rep("b", B, 100, 120), rep("c", B, 100, 150)}, PlanSync, B, []NodeID{"a", "b", "c"}, 100, 0, ""},
 		{"RBW of equal lengths", "§4.1 step 6 RBW", recBlock,
@@ -61,7 +61,7 @@ func TestPlanRecovery(t *testing.T) {
 		{"RBW ahead of the coordinator GS", "§5.3 ordering: DN GS > NN GS accepted", recBlock,
 			[]ReplicaReply{rep("a", B, 103, 90), rep("b", B, 100, 95)}, PlanSync, B, []NodeID{"a", "b"}, 90, 0, ""},
 
-		// Candidates and errors (§4.1 steps 1-4).
+		// Candidates and errors (§R4.1 steps 1-4).
 		{"stale replica is an error, others proceed", "§4.1 step 1, §7.8", recBlock,
 			[]ReplicaReply{rep("a", B, 99, 500), rep("b", B, 100, 120), rep("c", B, 100, 130)}, PlanSync, B, []NodeID{"b", "c"}, 120, 0, ""},
 		{"stale replica is the only location", "§4.1 step 2, §7.8", recBlock,

@@ -26,7 +26,7 @@ type PrimaryChoice struct {
 	Chosen []NodeID
 }
 
-// ChoosePrimary picks the primary of a new recovery attempt (§3.3, §7.17).
+// ChoosePrimary picks the primary of a new recovery attempt (§R3.3, §R7.17).
 // chosen is the block's Recovery.Chosen (nil for a first attempt).
 //
 // Rules: only alive expected locations qualify; among them prefer those not
@@ -76,8 +76,8 @@ func ChoosePrimary(expected []Location, chosen []NodeID) (PrimaryChoice, bool) {
 	return PrimaryChoice{Node: best.Node, Chosen: append(next, best.Node)}, true
 }
 
-// RecoveryLocations lists the locations a recovery command names (§3.4,
-// §7.16): the alive expected locations heard from within staleInterval; if
+// RecoveryLocations lists the locations a recovery command names (§R3.4,
+// §R7.16): the alive expected locations heard from within staleInterval; if
 // that leaves at most one, every alive expected location (the primary copes
 // with failures). Dead nodes are never listed (HDFS-17430). Order follows
 // expected.

@@ -59,9 +59,9 @@ func TestChoosePrimary(t *testing.T) {
 	}
 }
 
-// §7.17: attempts 1..3 on a 3-replica block with all nodes alive choose
+// §R7.17: attempts 1..3 on a 3-replica block with all nodes alive choose
 // three different primaries, most recent heartbeat first; attempt 4 starts
-// over. §7.10: a primary that died is not chosen again.
+// over. §R7.10: a primary that died is not chosen again.
 func TestChoosePrimaryRotation(t *testing.T) {
 	expected := []Location{loc("a", true, 1), loc("b", true, 3), loc("c", true, 2)}
 	var chosen []NodeID

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// ReleaseAction is what releasing a file's lease does (§3.2).
+// ReleaseAction is what releasing a file's lease does (§R3.2).
 type ReleaseAction uint8
 
 const (
@@ -15,17 +15,17 @@ const (
 	// do (recoverLease answers true).
 	ReleaseAlreadyClosed
 	// ReleaseClose: close the file now and remove the lease; no GS is
-	// allocated (§3.2 rules 1 and 4 COMMITTED).
+	// allocated (§R3.2 rules 1 and 4 COMMITTED).
 	ReleaseClose
 	// ReleaseRemoveLastBlock: remove the empty last block, then close the
-	// file (§3.2 rule 4b: the client died before any pipeline or data).
+	// file (§R3.2 rule 4b: the client died before any pipeline or data).
 	ReleaseRemoveLastBlock
 	// ReleaseStartRecovery: allocate a recovery id from the GS counter and
-	// start a recovery attempt of the last block (BeginRecovery) (§3.2 rule
+	// start a recovery attempt of the last block (BeginRecovery) (§R3.2 rule
 	// 4c). The lease is reassigned and renewed (rule 4d).
 	ReleaseStartRecovery
 	// ReleaseInProgress: an attempt is running and has not timed out;
-	// allocate nothing, send nothing (§3.2 rule 4c, §7.14).
+	// allocate nothing, send nothing (§R3.2 rule 4c, §R7.14).
 	ReleaseInProgress
 )
 
@@ -52,12 +52,12 @@ type ReleaseDecision struct {
 }
 
 // Closes reports whether applying the decision closes the file (recoverLease
-// then answers true, §3.5).
+// then answers true, §R3.5).
 func (d ReleaseDecision) Closes() bool {
 	return d.Action == ReleaseAlreadyClosed || d.Action == ReleaseClose || d.Action == ReleaseRemoveLastBlock
 }
 
-// DecideRelease is HDFS internalReleaseLease (§3.2): what to do with an open
+// DecideRelease is HDFS internalReleaseLease (§R3.2): what to do with an open
 // file whose lease is being released (hard limit, recoverLease, or another
 // writer after the soft limit). now is the time of the command or of the
 // leader's monitor tick, compared with the running attempt's deadline. The
@@ -74,11 +74,11 @@ func (d ReleaseDecision) Closes() bool {
 //   - 3/4 COMMITTED (or COMPLETE after a COMMITTED penultimate): penultimate
 //     (if any) and last have ≥ MinReplication live replicas → ReleaseClose,
 //     else KindUnavailable ReasonCommittedNotReplicated (HDFS
-//     AlreadyBeingCreated; no recovery for a committed block, §7.4);
+//     AlreadyBeingCreated; no recovery for a committed block, §R7.4);
 //   - 4b UNDER_CONSTRUCTION/UNDER_RECOVERY with no expected or reported
-//     location and length 0 → ReleaseRemoveLastBlock (§7.1);
-//   - 4c UNDER_RECOVERY before its deadline → ReleaseInProgress (§7.10,
-//     §7.14); otherwise → ReleaseStartRecovery.
+//     location and length 0 → ReleaseRemoveLastBlock (§R7.1);
+//   - 4c UNDER_RECOVERY before its deadline → ReleaseInProgress (§R7.10,
+//     §R7.14); otherwise → ReleaseStartRecovery.
 func DecideRelease(f File, now time.Time) (ReleaseDecision, error) {
 	if !f.UnderConstruction {
 		return ReleaseDecision{Action: ReleaseAlreadyClosed, Reason: "file is not under construction"}, nil
@@ -120,8 +120,8 @@ func DecideRelease(f File, now time.Time) (ReleaseDecision, error) {
 	return ReleaseDecision{}, newErr(KindInternal, ReasonUnknownBlockState, "%s: last block in state %v", f.Path, last.State)
 }
 
-// BeginRecovery returns b moved to UNDER_RECOVERY under a new attempt (§3.3,
-// §9.1): recovery id id (freshly allocated from the GS counter by the same
+// BeginRecovery returns b moved to UNDER_RECOVERY under a new attempt (§R3.3,
+// §R9.1): recovery id id (freshly allocated from the GS counter by the same
 // Raft entry), primary and chosen set from ChoosePrimary, and the attempt's
 // deadline (now + Config.RecoveryTimeout, now from the command). The FSM
 // applies it; it never reads a clock.
@@ -131,7 +131,7 @@ func DecideRelease(f File, now time.Time) (ReleaseDecision, error) {
 // and above the current recovery id, so a newer attempt always preempts an
 // older one and GS only grows (invariant 3) (KindInvalidArgument
 // ReasonBadRecoveryID). An empty primary is allowed: no expected location is
-// alive, so no command is sent until the next attempt (§3.3, §7.17).
+// alive, so no command is sent until the next attempt (§R3.3, §R7.17).
 func BeginRecovery(b Block, id uint64, p PrimaryChoice, deadline time.Time) (Block, error) {
 	if b.State != BlockUnderConstruction && b.State != BlockUnderRecovery {
 		return Block{}, newErr(KindFailedPrecondition, ReasonUnexpectedState, "blk_%d is %v", b.ID, b.State)

@@ -2,7 +2,7 @@ package leaserecovery
 
 import "fmt"
 
-// ReportedReplica is one replica in a node's block report (§6.1): an RUR is
+// ReportedReplica is one replica in a node's block report (§R6.1): an RUR is
 // reported as its original; TEMPORARY is never reported.
 type ReportedReplica struct {
 	Node     NodeID
@@ -24,12 +24,12 @@ type ReportContext struct {
 	Corrupt bool
 	// PendingInvalidation: the replica is scheduled for deletion on the node.
 	PendingInvalidation bool
-	// Postpone: the leader is not caught up (§9.7); queue a report that
+	// Postpone: the leader is not caught up (§R9.7); queue a report that
 	// looks corrupt instead of marking it.
 	Postpone bool
 }
 
-// ReportAction is what the leader does with one reported replica (§6.2).
+// ReportAction is what the leader does with one reported replica (§R6.2).
 type ReportAction uint8
 
 const (
@@ -51,7 +51,7 @@ const (
 	// ReportIgnore: nothing to do.
 	ReportIgnore
 	// ReportQueue: keep the report and replay it once the applied state has
-	// caught up (HDFS PendingDataNodeMessages, §7.32).
+	// caught up (HDFS PendingDataNodeMessages, §R7.32).
 	ReportQueue
 )
 
@@ -98,25 +98,25 @@ type Reconciliation struct {
 	Action ReportAction
 	Reason string // a ReportReason* constant
 	// CheckComplete: a location was added to a COMMITTED block; complete it
-	// if CanComplete (§6.2 step 5).
+	// if CanComplete (§R6.2 step 5).
 	CheckComplete bool
 }
 
 // ReconcileReplica decides what one reported replica means for the stored
-// block with that id (nil: unknown id), HDFS processReportedBlock (§6.2).
+// block with that id (nil: unknown id), HDFS processReportedBlock (§R6.2).
 //
 // Rules, in order:
-//   - GS above c.MaxGS → ReportQueue (future; §7.32; before the lookup, so a
+//   - GS above c.MaxGS → ReportQueue (future; §R7.32; before the lookup, so a
 //     block whose allocation is not applied yet is not deleted);
 //   - negative length → ReportIgnore (malformed);
-//   - unknown block → ReportInvalidate (step 1, §7.29);
+//   - unknown block → ReportInvalidate (step 1, §R7.29);
 //   - stored id differs → ReportIgnore (caller error);
 //   - pending invalidation on the node → ReportIgnore (step 2);
 //   - corrupt per the table below → ReportMarkCorrupt, or ReportQueue when
 //     c.Postpone (step 3);
 //   - FINALIZED for an UNDER_CONSTRUCTION/UNDER_RECOVERY block →
 //     ReportAddLocationAndExpected, or ReportAddExpected when already a
-//     valid location (steps 4-5, §7.28);
+//     valid location (steps 4-5, §R7.28);
 //   - RBW/RWR for a block not COMPLETE → ReportAddExpected (step 4);
 //   - FINALIZED, not yet a valid location → ReportAddLocation (step 5);
 //   - else ReportIgnore (already a location; RBW at the GS of a COMPLETE
@@ -171,7 +171,7 @@ func ReconcileReplica(stored *Block, r ReportedReplica, c ReportContext) Reconci
 	return Reconciliation{Action: ReportIgnore, Reason: ReportReasonLateRBW}
 }
 
-// corruptReason applies the corruption table of §6.2; "" means not corrupt.
+// corruptReason applies the corruption table of §R6.2; "" means not corrupt.
 func corruptReason(b *Block, r ReportedReplica) string {
 	switch r.State {
 	case ReplicaFinalized:

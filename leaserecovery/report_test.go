@@ -29,7 +29,7 @@ func TestReconcileReplica(t *testing.T) {
 		reason   string
 		complete bool
 	}{
-		// Steps 1-3 of §6.2.
+		// Steps 1-3 of §R6.2.
 		{"GS from the future", "§7.32 queue, HDFS-6289", cmp, r(F, 21, 100), ctx, ReportQueue, ReportReasonFutureGS, false},
 		{"new block not applied yet", "§7.32: queue before the lookup", nil, r(B, 21, 0), ctx, ReportQueue, ReportReasonFutureGS, false},
 		{"future check disabled", "MaxGS 0", cmp, r(F, 21, 100), ReportContext{}, ReportMarkCorrupt, ReportReasonGSMismatch, false},

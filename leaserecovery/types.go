@@ -9,7 +9,7 @@ import (
 // NodeID names a registered storage node.
 type NodeID string
 
-// BlockState is the coordinator's state of a block (HDFS BlockUCState, §0).
+// BlockState is the coordinator's state of a block (HDFS BlockUCState, §R0).
 // The zero value is not a state: every rule refuses or ignores it.
 type BlockState uint8
 
@@ -19,13 +19,13 @@ const (
 	// pipeline in Expected.
 	BlockUnderConstruction
 	// BlockUnderRecovery: a block recovery (Block.Recovery) owns the block;
-	// the writer is fenced (§3.5).
+	// the writer is fenced (§R3.5).
 	BlockUnderRecovery
 	// BlockCommitted: the client fixed GS and length; fewer than
 	// MinReplication FINALIZED replicas are known.
 	BlockCommitted
 	// BlockComplete: length and GS final, minimally replicated (or forced by
-	// a recovery commit, §9.5).
+	// a recovery commit, §R9.5).
 	BlockComplete
 )
 
@@ -43,7 +43,7 @@ func (s BlockState) String() string {
 	return fmt.Sprintf("BlockState(%d)", uint8(s))
 }
 
-// ReplicaState is a storage node's replica state (HDFS ReplicaState, §1).
+// ReplicaState is a storage node's replica state (HDFS ReplicaState, §R1).
 // The values are HDFS's ordinals, the same as replica.State, so the wiring
 // converts with a cast: lower is better, and recovery ranks FINALIZED > RBW
 // > RWR.
@@ -74,7 +74,7 @@ func (s ReplicaState) String() string {
 }
 
 // Recoverable reports whether block recovery may use a replica in state s as
-// a source: FINALIZED, RBW or RWR, never RUR or TEMPORARY (§4.1 step 1).
+// a source: FINALIZED, RBW or RWR, never RUR or TEMPORARY (§R4.1 step 1).
 func (s ReplicaState) Recoverable() bool { return s <= ReplicaRWR }
 
 // Block is the coordinator's view of one block.
@@ -83,33 +83,33 @@ type Block struct {
 	GS       uint64
 	NumBytes int64
 	State    BlockState
-	// Expected is the pipeline (HDFS expected locations), FSM state (§9.9).
+	// Expected is the pipeline (HDFS expected locations), FSM state (§R9.9).
 	Expected []NodeID
 	// LiveReplicas counts live nodes known to hold a FINALIZED replica of
 	// this block at its GS (HDFS blocksMap locations). It is leader soft
 	// state, rebuilt from reports: the leader fills it, and a command that
-	// the FSM re-checks at apply time carries it (§9.5). The rules read it
+	// the FSM re-checks at apply time carries it (§R9.5). The rules read it
 	// only for a file's last two blocks.
 	LiveReplicas int
-	// Recovery is set while State is BlockUnderRecovery (§9.1).
+	// Recovery is set while State is BlockUnderRecovery (§R9.1).
 	Recovery Recovery
 }
 
-// Recovery is the replicated state of a block recovery (§9.1): the current
+// Recovery is the replicated state of a block recovery (§R9.1): the current
 // attempt's id and primary, and what earlier attempts chose.
 type Recovery struct {
 	// ID is the current recovery id: a fresh GS, and the GS the block takes
 	// when this attempt commits. Only a commit carrying it is accepted.
 	ID uint64
 	// Primary is the node told to run the recovery ("" when no expected
-	// location was alive, §3.3).
+	// location was alive, §R3.3).
 	Primary NodeID
 	// Attempt counts attempts of this recovery, from 1.
 	Attempt int
 	// Chosen lists the nodes already chosen as primary (HDFS chosenAsPrimary,
-	// §3.3), in the order they were chosen.
+	// §R3.3), in the order they were chosen.
 	Chosen []NodeID
-	// Deadline is when the current attempt times out (§3.2 rule 4c): from
+	// Deadline is when the current attempt times out (§R3.2 rule 4c): from
 	// then on the next release re-drives recovery with a new id. Time comes
 	// from the command that started the attempt, never from a clock read at
 	// apply time.
@@ -143,20 +143,20 @@ func (f *File) isLast(i int) bool { return i == len(f.Blocks)-1 }
 // Config holds the timing rules. Every coordinator must use the same values.
 type Config struct {
 	// SoftLimit: after it, another client's create/append/truncate may take
-	// the file over (§3.1). HDFS: 60 s.
+	// the file over (§R3.1). HDFS: 60 s.
 	SoftLimit time.Duration
 	// HardLimit: after it, the lease monitor recovers the file on its own
-	// (§3.1). HDFS 3.3+: 1200 s.
+	// (§R3.1). HDFS 3.3+: 1200 s.
 	HardLimit time.Duration
 	// RecoveryTimeout: how long one recovery attempt may run before a new
-	// one (new id, next primary) may start (§3.2 rule 4c). HDFS: 90 s.
+	// one (new id, next primary) may start (§R3.2 rule 4c). HDFS: 90 s.
 	RecoveryTimeout time.Duration
 	// StaleInterval: a node without a heartbeat for this long is left out
-	// of a recovery command's locations (§3.4). HDFS: 30 s.
+	// of a recovery command's locations (§R3.4). HDFS: 30 s.
 	StaleInterval time.Duration
 }
 
-// DefaultConfig returns HDFS's defaults (§8).
+// DefaultConfig returns HDFS's defaults (§R8).
 func DefaultConfig() Config {
 	return Config{
 		SoftLimit:       60 * time.Second,
@@ -178,11 +178,11 @@ func (c Config) Validate() error {
 }
 
 // SoftExpired reports whether a lease last renewed at renewed has passed the
-// soft limit at now (§3.1).
+// soft limit at now (§R3.1).
 func (c Config) SoftExpired(renewed, now time.Time) bool { return now.Sub(renewed) > c.SoftLimit }
 
 // HardExpired reports whether a lease last renewed at renewed has passed the
-// hard limit at now (§3.1): the lease monitor then releases it with
+// hard limit at now (§R3.1): the lease monitor then releases it with
 // InternalHolder as the new holder.
 func (c Config) HardExpired(renewed, now time.Time) bool { return now.Sub(renewed) > c.HardLimit }
 

@@ -66,7 +66,7 @@ func (d *Dataset) AddBlockPool(ctx context.Context, bpid string) error {
 }
 
 // addLoadedLocked adds a replica found on disk, resolving a duplicate
-// (HDFS resolveDuplicateReplicas, spec §2.15).
+// (HDFS resolveDuplicateReplicas, design §R2.15).
 func (d *Dataset) addLoadedLocked(p *blockPool, r *replica) {
 	r.vol.reservedForReplicas += r.reserved // a reloaded RBW's rest of block
 	old := p.replicas[r.id]

@@ -74,7 +74,7 @@ type Config struct {
 	Logger           *slog.Logger
 }
 
-// DefaultConfig returns HDFS's defaults (spec §8).
+// DefaultConfig returns HDFS's defaults (design §R8).
 func DefaultConfig() Config {
 	return Config{
 		BlockSize:               128 << 20,

@@ -73,7 +73,7 @@ type memView struct {
 }
 
 // Reconcile walks the pool's finalized/ directories on every volume,
-// compares them with the replica map and fixes the map (spec §2.14, §6.3):
+// compares them with the replica map and fixes the map (design §R2.14, §R6.3):
 // differences go through CheckAndUpdate, which re-checks under the lock.
 // Paced by Config.DirScanFilesPerSecond.
 func (d *Dataset) Reconcile(ctx context.Context, bpid string) (ScanReport, error) {
@@ -198,7 +198,7 @@ func metaGS(path string) uint64 {
 }
 
 // CheckAndUpdate reconciles one block id's files on disk with the replica
-// map (HDFS checkAndUpdate, spec §2.14). Only an absent or FINALIZED memory
+// map (HDFS checkAndUpdate, design §R2.14). Only an absent or FINALIZED memory
 // replica is touched. A length mismatch fixes the memory length and reports
 // the replica bad (Config.OnBadBlock).
 func (d *Dataset) CheckAndUpdate(bpid string, si ScanInfo) error {

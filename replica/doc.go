@@ -1,9 +1,9 @@
 // Package replica is the storage node's dataset: volumes, block pools, the
 // replica map and every operation that moves a replica between the states
 // TEMPORARY, RBW, RWR, RUR and FINALIZED — HDFS FsDatasetImpl semantics
-// (../shared/specs/replica-recovery.md §1, §2), re-implemented. It never
-// imports gRPC: every error is an *Error with an ErrorKind (errors.go) that a
-// server maps to one status code.
+// (docs/design.md §R1, §R2), re-implemented. It never imports gRPC: every
+// error is an *Error with an ErrorKind (errors.go) that a server maps to one
+// status code. "design §…" in this package cites docs/design.md.
 //
 // # API shape
 //
@@ -100,7 +100,7 @@
 //   - packet writes: data, then checksums ("write/before-data",
 //     "write/after-data"); a torn tail is dropped at restart.
 //
-// # Load (restart, spec §1.4)
+// # Load (restart, design §R1.4)
 //
 // Open loads every block pool directory found; AddBlockPool loads one. Per
 // volume, in parallel: tmp/ is removed (TEMPORARY replicas vanish, never
@@ -111,12 +111,12 @@
 // RWR (RBW under an unexpired restart marker, below) with the length of the longest prefix whose chunks verify (the last
 // stored checksum may cover a shorter prefix of its chunk), and the data
 // then the meta file are truncated to it. Replicas of one id found twice are
-// resolved as HDFS resolveDuplicateReplicas (§2.15): higher GS, then longer,
+// resolved as HDFS resolveDuplicateReplicas (§R2.15): higher GS, then longer,
 // then persistent storage, else the first found; the loser's files are
 // deleted unless Config.DeleteDuplicateReplicas is false. No replica cache
 // file is written or read.
 //
-// The restart marker (HDFS's restart meta, spec §1.4 step 5): before a
+// The restart marker (HDFS's restart meta, design §R1.4 step 5): before a
 // node shuts down for a quick restart, WriteRestartMarker fsyncs an RBW
 // replica's data and meta and writes rbw/blk_<id>.restart (the expiry as a
 // decimal Unix time in milliseconds, fsynced, directory synced). At load,

@@ -83,7 +83,7 @@ func (d *Dataset) gatherGroups(ctx context.Context, pp poolPaths) (map[uint64]*f
 	return groups, nil
 }
 
-// loadVolumePool is the restart of one pool on one volume (spec §1.4):
+// loadVolumePool is the restart of one pool on one volume (design §R1.4):
 // tmp/ is wiped, half-done truncations and moves are completed or undone,
 // rbw/ replicas load as RWR with their checksum-validated length (as RBW
 // while an unexpired restart marker says the node was restarted for an
@@ -119,7 +119,7 @@ func (d *Dataset) loadVolumePool(ctx context.Context, v *volume, bpid string) ([
 // duplicated), repairing what a crash left half done.
 func (d *Dataset) resolveGroup(v *volume, bpid string, id uint64, g *fileGroup) []*replica {
 	// 0. Restart markers: an unexpired one keeps the rbw/ replica RBW. Each
-	// is read once and deleted, whatever it says (spec §1.4 step 5).
+	// is read once and deleted, whatever it says (design §R1.4 step 5).
 	keepRbw := false
 	for _, m := range g.restart {
 		path := filepath.Join(m.dir, restartName(id))

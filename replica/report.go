@@ -7,7 +7,7 @@ import (
 
 // BlockReport returns the full block report of a pool, one entry per
 // volume (failed volumes flagged, with no replicas): FINALIZED, RBW and RWR
-// replicas as themselves, RUR as its original, never TEMPORARY (spec §6.1).
+// replicas as themselves, RUR as its original, never TEMPORARY (design §R6.1).
 func (d *Dataset) BlockReport(bpid string) ([]StorageBlockReport, error) {
 	var out []StorageBlockReport
 	err := d.view("block-report", bpid, 0, func(p *blockPool, _ *replica) error {

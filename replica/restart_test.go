@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// TestLoadRestartMarker is spec §1.4 step 5: an rbw/ replica loads RBW
+// TestLoadRestartMarker is design §R1.4 step 5: an rbw/ replica loads RBW
 // (no writer, every validated byte acked) while an unexpired restart
 // marker exists, RWR otherwise; the marker is deleted either way.
 func TestLoadRestartMarker(t *testing.T) {

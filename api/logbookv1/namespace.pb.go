@@ -2549,7 +2549,8 @@ func (x *BlockRef) GetNumBytes() uint64 {
 	return 0
 }
 
-// BlockRecovery is the replicated state of one block recovery (spec §9.1).
+// BlockRecovery is the replicated state of one block recovery
+// (docs/design.md §R9.1).
 type BlockRecovery struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A fresh GS: identifies the attempt and is the GS the block gets when it

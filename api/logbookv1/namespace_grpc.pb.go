@@ -60,10 +60,11 @@ type NamespaceClient interface {
 	AbandonBlock(ctx context.Context, in *AbandonBlockRequest, opts ...grpc.CallOption) (*FileOpResponse, error)
 	UpdateBlockForPipeline(ctx context.Context, in *UpdateBlockForPipelineRequest, opts ...grpc.CallOption) (*FileOpResponse, error)
 	UpdatePipeline(ctx context.Context, in *UpdatePipelineRequest, opts ...grpc.CallOption) (*FileOpResponse, error)
-	// GetAdditionalNode picks a node to add to a shrunken pipeline (spec
-	// §5.3 step 5, HDFS getAdditionalDatanode): live, with space, in neither
-	// list. The lease holder of the file whose last block it is asks; the
-	// writer then copies the replica there (TransferBlock, TRANSFER_RBW).
+	// GetAdditionalNode picks a node to add to a shrunken pipeline
+	// (docs/design.md §R5.3 step 5, HDFS getAdditionalDatanode): live, with
+	// space, in neither list. The lease holder of the file whose last block
+	// it is asks; the writer then copies the replica there (TransferBlock,
+	// TRANSFER_RBW).
 	// Not journaled: nothing changes until UpdatePipeline.
 	GetAdditionalNode(ctx context.Context, in *GetAdditionalNodeRequest, opts ...grpc.CallOption) (*GetAdditionalNodeResponse, error)
 	// RecoverLease takes the lease of path over for client_name: closed is
@@ -289,10 +290,11 @@ type NamespaceServer interface {
 	AbandonBlock(context.Context, *AbandonBlockRequest) (*FileOpResponse, error)
 	UpdateBlockForPipeline(context.Context, *UpdateBlockForPipelineRequest) (*FileOpResponse, error)
 	UpdatePipeline(context.Context, *UpdatePipelineRequest) (*FileOpResponse, error)
-	// GetAdditionalNode picks a node to add to a shrunken pipeline (spec
-	// §5.3 step 5, HDFS getAdditionalDatanode): live, with space, in neither
-	// list. The lease holder of the file whose last block it is asks; the
-	// writer then copies the replica there (TransferBlock, TRANSFER_RBW).
+	// GetAdditionalNode picks a node to add to a shrunken pipeline
+	// (docs/design.md §R5.3 step 5, HDFS getAdditionalDatanode): live, with
+	// space, in neither list. The lease holder of the file whose last block
+	// it is asks; the writer then copies the replica there (TransferBlock,
+	// TRANSFER_RBW).
 	// Not journaled: nothing changes until UpdatePipeline.
 	GetAdditionalNode(context.Context, *GetAdditionalNodeRequest) (*GetAdditionalNodeResponse, error)
 	// RecoverLease takes the lease of path over for client_name: closed is

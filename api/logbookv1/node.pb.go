@@ -1,6 +1,6 @@
 // The storage node's data service: the write pipeline, reads, node-to-node
 // transfer, the replica side of block recovery, and operator views
-// (../shared/specs/replica-recovery.md §1, §2, §4, §5). Block data never
+// (docs/design.md §R1, §R2, §R4, §R5). Block data never
 // goes to a coordinator; only these node-to-node and client-to-node calls
 // carry it.
 //
@@ -30,7 +30,8 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// BlockStage says what a WriteBlock does to the replica (spec §5.1).
+// BlockStage says what a WriteBlock does to the replica
+// (docs/design.md §R5.1).
 type BlockStage int32
 
 const (

@@ -1,6 +1,6 @@
 // The storage node's data service: the write pipeline, reads, node-to-node
 // transfer, the replica side of block recovery, and operator views
-// (../shared/specs/replica-recovery.md §1, §2, §4, §5). Block data never
+// (docs/design.md §R1, §R2, §R4, §R5). Block data never
 // goes to a coordinator; only these node-to-node and client-to-node calls
 // carry it.
 //
@@ -66,7 +66,8 @@ type DataNodeClient interface {
 	// it with WriteBlock, stage TRANSFER_RBW or TRANSFER_FINALIZED.
 	TransferBlock(ctx context.Context, in *TransferBlockRequest, opts ...grpc.CallOption) (*TransferBlockResponse, error)
 	// InitReplicaRecovery and UpdateReplicaUnderRecovery are the two halves
-	// of block recovery run by the recovery primary on every location (§4.1).
+	// of block recovery run by the recovery primary on every location
+	// (docs/design.md §R4.1).
 	InitReplicaRecovery(ctx context.Context, in *InitReplicaRecoveryRequest, opts ...grpc.CallOption) (*InitReplicaRecoveryResponse, error)
 	UpdateReplicaUnderRecovery(ctx context.Context, in *UpdateReplicaUnderRecoveryRequest, opts ...grpc.CallOption) (*UpdateReplicaUnderRecoveryResponse, error)
 	VolumeInfo(ctx context.Context, in *VolumeInfoRequest, opts ...grpc.CallOption) (*VolumeInfoResponse, error)
@@ -228,7 +229,8 @@ type DataNodeServer interface {
 	// it with WriteBlock, stage TRANSFER_RBW or TRANSFER_FINALIZED.
 	TransferBlock(context.Context, *TransferBlockRequest) (*TransferBlockResponse, error)
 	// InitReplicaRecovery and UpdateReplicaUnderRecovery are the two halves
-	// of block recovery run by the recovery primary on every location (§4.1).
+	// of block recovery run by the recovery primary on every location
+	// (docs/design.md §R4.1).
 	InitReplicaRecovery(context.Context, *InitReplicaRecoveryRequest) (*InitReplicaRecoveryResponse, error)
 	UpdateReplicaUnderRecovery(context.Context, *UpdateReplicaUnderRecoveryRequest) (*UpdateReplicaUnderRecoveryResponse, error)
 	VolumeInfo(context.Context, *VolumeInfoRequest) (*VolumeInfoResponse, error)

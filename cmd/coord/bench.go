@@ -36,9 +36,9 @@ func newBenchCmd() *cobra.Command {
 // takes a quarter of the machine's Ps for marking and scans every caller's
 // stack: CPU taken from the cluster it measures when both share a machine.
 // At 400, 100 clients spread over a coord dev cluster cost the generator
-// 29-31 µs of CPU per append instead of 40-47 (docs/benchmarks.md,
-// session 23). bench/etcd-vs-logbook.sh runs etcd's load generator with
-// the same GOGC.
+// 29-31 µs of CPU per append instead of 40-47 (docs/benchmarks.md, "What
+// the settings are worth"). bench/etcd-vs-logbook.sh runs etcd's load
+// generator with the same GOGC.
 const benchGCPercent = 400
 
 // benchUsage makes a workload config that Validate refused (a

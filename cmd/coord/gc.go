@@ -9,17 +9,14 @@ import (
 // GOGC, whose own default this is): the heap may grow to twice what is live
 // before a collection. A coordinator's live heap is the state machine
 // (mostly the retained journal, docs/benchmarks.md "Memory per retained
-// event") plus buffers. Until session 14 the default was 400: with a
-// message per retained event a collection had ~4 objects per event to mark,
-// and collecting a fifth as often cut the p99 of 100 spread clients'
-// appends from 37 to 30 ms (docs/benchmarks.md, session 7). Since events
-// are packed in pointer-free blocks a collection marks little, while a
-// heap five times the live one costs a fresh coordinator hundreds of MB of
-// page faults as it grows: at 100, six alternating pairs of warmed coord
-// dev clusters gave +15% appends/s (median) and a lower p99 in five
-// (docs/benchmarks.md, session 14). A GOGC or GOMEMLIMIT in the
-// environment is the runtime's and still applies; GOGC wins over
-// --gc-percent.
+// event") plus buffers. Retained events are packed in pointer-free blocks,
+// so a collection has little to mark, while a heap allowed to grow to five
+// times the live one (400) costs a fresh coordinator hundreds of MB of page
+// faults as it grows: against 400, 100 gave +11% appends/s cold and +15%
+// warmed (medians of alternating pairs of coord dev clusters) and a lower
+// p99 in five of six warmed pairs (docs/benchmarks.md, "What the settings
+// are worth"). A GOGC or GOMEMLIMIT in the environment is the runtime's and
+// still applies; GOGC wins over --gc-percent.
 const defaultGCPercent = 100
 
 // minGCPercent keeps --gc-percent from turning collection off or into a

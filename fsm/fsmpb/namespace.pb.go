@@ -200,7 +200,8 @@ func (x *FileRecord) GetMtimeUnixNanos() int64 {
 	return 0
 }
 
-// BlockRecovery is the replicated state of one block recovery (spec §9.1).
+// BlockRecovery is the replicated state of one block recovery
+// (docs/design.md §R9.1).
 type BlockRecovery struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A fresh GS: identifies the attempt and is the GS the block gets when it
@@ -1199,8 +1200,9 @@ type StartRecoveryOp struct {
 	// The lease goes to this holder (a recover-lease caller); empty: to
 	// fsm.RecoveryLeaseHolder.
 	NewHolder string `protobuf:"bytes,6,opt,name=new_holder,json=newHolder,proto3" json:"new_holder,omitempty"`
-	// Spec §3.2 rule 4a: when the block has no expected locations, the
-	// nodes the leader saw report it become them (registered node ids).
+	// docs/design.md §R3.2 rule 4a: when the block has no expected
+	// locations, the nodes the leader saw report it become them (registered
+	// node ids).
 	ReportedLocations []string `protobuf:"bytes,7,rep,name=reported_locations,json=reportedLocations,proto3" json:"reported_locations,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache

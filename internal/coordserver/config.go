@@ -3,6 +3,9 @@
 // cluster-id handshake), the FSM, gossip membership, the gRPC API with leader
 // forwarding, and the http endpoints. `coord serve`, `coord dev`, the
 // in-process cluster tests and the compose images all use this one wiring.
+//
+// Comments cite docs/design.md as "design §…": its journal rules (§J) and
+// its rules for replicas and recovery (§R).
 package coordserver
 
 import (

@@ -27,8 +27,11 @@ import (
 // rolling upgrade) gets ForwardAppend RPCs, one at a time.
 
 // forwardInFlight is how many forwarded batches a follower keeps awaiting
-// the leader's answer. Two measured best (docs/benchmarks.md, session 20):
-// a batch forms while the last one commits.
+// the leader's answer. Two let a batch form while the last one commits:
+// one in flight made a follower's batch wait out the last one's commit,
+// and more (3 to 32) gave the same appends/s while moving latency from the
+// followers' clients to the leader's (docs/benchmarks.md, "What the
+// settings are worth").
 const forwardInFlight = 2
 
 // maxForwardStreamQueued bounds the batches one ForwardStream keeps queued

@@ -20,7 +20,7 @@ const (
 	ReasonBadRequest        = "BAD_REQUEST"
 	ReasonNoAdditionalNode  = "NO_ADDITIONAL_NODE"
 	// ReasonSafeMode: a new leader has not heard every storage node's
-	// full report yet (spec §9 rule 12); the call is retryable.
+	// full report yet (design §R9.12); the call is retryable.
 	ReasonSafeMode = "SAFE_MODE"
 )
 

@@ -14,7 +14,7 @@ import (
 // ruleFileLocked is v as the lease rules see it: each block's live
 // replicas are the live nodes that reported it finalized at its GS and
 // length. A last block without expected locations takes the nodes that
-// reported it (spec §3.2 rule 4a, as the FSM does with
+// reported it (design §R3.2 rule 4a, as the FSM does with
 // StartRecoveryOp.reported_locations).
 func (s *Server) ruleFileLocked(f *fsSoft, v fileView, now time.Time) lr.File {
 	stale := s.fsCfg().NodeStaleInterval
@@ -92,12 +92,12 @@ func (s *Server) releaseFile(path, newHolder, reason string) (lr.ReleaseDecision
 		if !ok && last.State == fsmpb.BlockState_BLOCK_STATE_UNDER_RECOVERY {
 			// A re-drive with no live location: the attempt stays as it
 			// is (no new id, no command) until a location is heard from
-			// again (§7.17); recoverLease answers "in progress".
+			// again (§R7.17); recoverLease answers "in progress".
 			s.log.Debug("recovery not re-driven: no live location", "path", path, "block", last.Id, "why", reason)
 			return lr.ReleaseDecision{Action: lr.ReleaseInProgress, Reason: fmt.Sprintf("no live location of block %d", last.Id)}, nil
 		}
 		// !ok on a first attempt: the block still goes UNDER_RECOVERY with
-		// a recovery id and no primary (§3.3: "no alive candidate → no
+		// a recovery id and no primary (§R3.3: "no alive candidate → no
 		// command"), which fences the writer and hands the lease over; the
 		// monitor re-drives it once a location is live.
 		why := reason
@@ -140,7 +140,7 @@ func (s *Server) leaseCycle(now time.Time) {
 	soft := s.fsLocked()
 	soft.updateSafeMode(registered, now, cfg.NodeStaleInterval)
 	if soft.safeMode {
-		// Spec §9 rule 12: no lease is released and no recovery started
+		// Design §R9.12: no lease is released and no recovery started
 		// or re-driven before the nodes have reported to this leader (a
 		// primary chosen now would be judged on liveness it has not seen).
 		soft.mu.Unlock()

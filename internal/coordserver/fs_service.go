@@ -215,8 +215,8 @@ func (f *fsSoft) replicatedLocked(v fileView, ref *fsmpb.BlockRef, now time.Time
 
 func notFound(path string) error { return fmt.Errorf("%w: %s", fsm.ErrFileNotFound, path) }
 
-// takeOver runs the soft-limit takeover of a create or append (spec
-// §3.5): an open file of another writer whose lease passed the soft limit
+// takeOver runs the soft-limit takeover of a create or append (design
+// §R3.5): an open file of another writer whose lease passed the soft limit
 // is released (or recovered) first.
 func (s *Server) takeOver(op lr.WriteOp, path, client string) error {
 	v, ok := s.viewFile(path)
@@ -434,7 +434,7 @@ func (n *namespaceService) UpdateBlockForPipeline(ctx context.Context, req *pb.U
 }
 
 // GetAdditionalNode chooses a node to add to the pipeline of path's last
-// block (spec §5.3 step 5) from the leader's soft state.
+// block (design §R5.3 step 5) from the leader's soft state.
 func (n *namespaceService) GetAdditionalNode(ctx context.Context, req *pb.GetAdditionalNodeRequest) (*pb.GetAdditionalNodeResponse, error) {
 	s := n.s
 	if err := s.checkFileCall("get additional node", req.Path, req.ClientName, nil); err != nil {

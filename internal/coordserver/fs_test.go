@@ -444,7 +444,7 @@ func TestFSLeaseHardLimitStartsRecovery(t *testing.T) {
 	}
 }
 
-// TestFSSafeModeHoldsLeaseMonitor: spec §9 rule 12 — a new leader releases
+// TestFSSafeModeHoldsLeaseMonitor: design §R9.12 — a new leader releases
 // no lease and starts no recovery until the nodes have sent it their full
 // reports, even for a lease past its hard limit.
 func TestFSSafeModeHoldsLeaseMonitor(t *testing.T) {
@@ -502,7 +502,7 @@ func TestFSLeaderChangeResumesRecovery(t *testing.T) {
 	if got.RecoveryId != cmd.RecoveryId {
 		t.Fatalf("new leader's recovery id %d, was %d", got.RecoveryId, cmd.RecoveryId)
 	}
-	// Spec §9 rule 12: in safe mode the commit is refused (Unavailable,
+	// Design §R9.12: in safe mode the commit is refused (Unavailable,
 	// retryable by the primary) and changes nothing.
 	commit := &clusterpb.CommitBlockSyncRequest{NodeId: primary, BlockId: b.Id, RecoveryId: got.RecoveryId,
 		NewGs: got.RecoveryId, NewLength: 10, CloseFile: true, Targets: b.ExpectedLocations, OldGs: b.Gs}

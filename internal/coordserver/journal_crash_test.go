@@ -164,7 +164,7 @@ func checkRetained(t *testing.T, s *Server, first uint64, want map[uint64][]byte
 	})
 }
 
-// TestRestartWithoutLeaderStopsAtSnapshot is spec §9.8(f): a member
+// TestRestartWithoutLeaderStopsAtSnapshot is design §J8 (f): a member
 // restarted while no leader can be elected restores its snapshot and goes
 // no further (the commit index is not persisted, so the entries after the
 // snapshot are not applied yet), and it does not claim to be ready. Once

@@ -20,7 +20,9 @@ import (
 // leaderLoop owns leader-only setup. On gaining leadership it waits for a
 // barrier (every earlier entry applied), then applies its own member record
 // as the first command of the term; only then is it ready for linearizable
-// reads (the read index is the leader's applied index, see readindex.go).
+// reads (the read index is the leader's applied index: localReadIndex in
+// journal_service.go, with the batched leadership check of readIndexer in
+// peers.go).
 func (s *Server) leaderLoop() {
 	obs := make(chan raft.Observation, 16)
 	observer := raft.NewObserver(obs, false, func(o *raft.Observation) bool {

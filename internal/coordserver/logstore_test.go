@@ -112,7 +112,7 @@ func TestMixedLogStores(t *testing.T) {
 	}
 }
 
-// TestWALTornTailDropped (mdlog spec §9.8 (h)): a member whose last log
+// TestWALTornTailDropped (design §J8 (h)): a member whose last log
 // batch did not fully reach the disk — its commit frame lost, or its bytes
 // damaged — opens without it (raft-wal checks the last batch's CRC), then
 // gets the entry again from the leader; every member ends with the same

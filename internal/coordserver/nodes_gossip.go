@@ -9,10 +9,10 @@ import (
 
 // nodeGossip is what memberlist says about the storage nodes that joined
 // the coordinators' gossip (node serve --join): the second half of node
-// liveness (issue deliverable 1). A node gossip reports dead or gone is not
-// live (no target, source or primary) even while its last heartbeat is
-// recent, so a crash is noticed in the failure detector's time rather than
-// the stale interval's; it is declared dead only by heartbeat silence
+// liveness. A node gossip reports dead or gone is not live (no target,
+// source or primary) even while its last heartbeat is recent, so a crash
+// is noticed in the failure detector's time rather than the stale
+// interval's; it is declared dead only by heartbeat silence
 // (--dead-node-interval), so a gossip flap never starts re-replication.
 // Nodes that never gossiped are judged by heartbeats alone. Kept by every
 // member (gossip is not leadership state).

@@ -522,7 +522,7 @@ func (l *nodeLinkService) CommitBlockSynchronization(ctx context.Context, req *c
 	if _, err := s.registeredNode(req.NodeId); err != nil {
 		return nil, err
 	}
-	// Spec §9 rule 12 (HDFS rejects commitBlockSynchronization in safe
+	// Design §R9.12 (HDFS rejects commitBlockSynchronization in safe
 	// mode): a new leader judges a recovery's outcome only once the nodes
 	// have reported. The primary retries Unavailable until its deadline.
 	if s.SafeMode() {

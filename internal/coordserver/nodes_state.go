@@ -13,7 +13,7 @@ import (
 	lr "github.com/logbookhq/logbook/leaserecovery"
 )
 
-// fsSoft is the leader's soft state for the file system (spec §9.6): node
+// fsSoft is the leader's soft state for the file system (design §R9.6): node
 // liveness, reported replicas and lease renewals. Nothing here is
 // replicated; a new leader starts empty (term change) and in safe mode,
 // and counts every existing lease as just renewed.
@@ -94,8 +94,10 @@ type sweepBuild struct {
 // sweepBuildMin: a node with at most this many replicas has its sweep list
 // rebuilt at once, in the heartbeat that starts the pass (a hold of ~2 ms);
 // a larger one's is built in the background, sweepBuildChunk ids per hold,
-// so that a node with a million replicas no longer holds the lock for
-// 18-35 ms every ~31 heartbeats (docs/benchmarks.md, session 29).
+// so that a node with a million replicas never holds the lock for the
+// 18-35 ms a rebuild in one hold takes, once every ~31 heartbeats
+// (docs/benchmarks.md, "Storage node: write, read, restart, block
+// report").
 // Variables for tests.
 var (
 	sweepBuildMin   = 1 << 16
@@ -310,7 +312,7 @@ func (f *fsSoft) deadLocked(id string, now time.Time, dead time.Duration) bool {
 }
 
 // recoveryLocationsLocked is the locations a recovery command names
-// (spec §3.4, §7.16, leaserecovery.RecoveryLocations): the expected
+// (design §R3.4, §R7.16, leaserecovery.RecoveryLocations): the expected
 // locations heard from within the stale interval (and not failed in
 // gossip), or every one not dead when that leaves at most one. A node not
 // heard from yet this term counts as heard from at the term's start (as

@@ -69,7 +69,7 @@ func startNodes(t *testing.T, e *fsEnv, n int, opts ...func(*nodeserver.Config))
 //   - the coordinator leader is killed as soon as the recovery is started
 //     (the new leader resumes it from FSM state);
 //   - one node restarts after the writer died, so its replica comes back
-//     RWR: the RBW replicas win (spec §4.1), the RWR one is left out and,
+//     RWR: the RBW replicas win (design §R4.1), the RWR one is left out and,
 //     now stale, invalidated by the leader, which then re-replicates the
 //     block, one replica short, back onto that node.
 func TestLeaseRecoveryWithRealNodes(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"github.com/logbookhq/logbook/internal/clusterpb"
 )
 
-// Re-replication and excess replicas (spec §6, issue deliverable 6), the
+// Re-replication and excess replicas (design §R6), the
 // analogue of HDFS's RedundancyMonitor, kept in the leader's soft state:
 //
 //   - A block is checked when something about it changed: a report added,

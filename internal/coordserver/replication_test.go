@@ -76,7 +76,7 @@ func finalizedHolders(ctx context.Context, t *testing.T, nodes map[string]pb.Dat
 	return out
 }
 
-// TestReReplicationAfterNodeDeath (spec §6, invariant 6): a complete block
+// TestReReplicationAfterNodeDeath (design §R6, invariant 6): a complete block
 // on 3 of 4 nodes loses one node for good; once the node is dead the leader
 // copies the block from a surviving replica to the fourth node, which then
 // holds the same bytes. When the dead node comes back with its replica, the

@@ -1,16 +1,16 @@
 package coordserver
 
-// Spec replica-recovery.md §7, acceptance scenarios 1–34, and the cluster
+// docs/design.md §R7, acceptance scenarios 1–34, and the cluster
 // tests (real coordinators; real storage nodes unless "faked": node reports
 // and heartbeats sent by the test over the real NodeLink API) covering them.
 // New tests are in this file and in client/fs_scenarios_test.go (the
-// writer-side ones, 19–26); the oracle is DESIGN.md's invariants read from
+// writer-side ones, 19–26); the oracle is docs/design.md's invariants read from
 // the nodes and the FSM (GS, length, bytes and CRCs of every replica; GS
 // only grows; refused ops change nothing and write no journal event).
 //
 //	 #  covered by
 //	 1  TestScenario01ClientDiesBeforeData: locations-no-replica (real nodes:
-//	    this design always records the pipeline as expected locations, §9.9,
+//	    this design always records the pipeline as expected locations, §R9.9,
 //	    so the block is deleted by a recovery that finds no replica) and
 //	    no-locations (faked: the rule-4b state, reached through a
 //	    close_file=false commit; the hard limit removes the block, no GS)
@@ -103,7 +103,7 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Harness for the §7 scenarios: real coordinators (newFSEnv) and real
+// Harness for the §R7 scenarios: real coordinators (newFSEnv) and real
 // storage nodes (nodeserver.New), with replicas staged through each node's
 // own dataset (Server.Store) where a scenario needs a replica state no
 // client would produce on cue, and the oracle read back from the nodes
@@ -787,15 +787,15 @@ func (s *scen) complete(path string, last *pb.BlockRef) {
 }
 
 // ---------------------------------------------------------------------------
-// The scenarios, in the order of §7.
+// The scenarios, in the order of §R7.
 
-// TestScenario01ClientDiesBeforeData — §7 scenario 1: "Client dies before
+// TestScenario01ClientDiesBeforeData — §R7 scenario 1: "Client dies before
 // any DN got data. Last block UC, no expected locations known, NN length
 // 0. Hard limit expires → last block removed, file closed, file length =
 // sum of earlier blocks; no recovery command sent."
 //
 // In this design AddBlock always records the pipeline as the block's
-// expected locations (FSM state, spec §9.9), so a writer dying right after
+// expected locations (FSM state, design §R9.9), so a writer dying right after
 // AddBlock leaves a block WITH locations: its recovery finds no replica
 // anywhere and deletes the block ("locations-no-replica", real nodes).
 // The rule-4b state itself, no expected location at all, is reachable only
@@ -891,7 +891,7 @@ func TestScenario01ClientDiesBeforeData(t *testing.T) {
 	})
 }
 
-// TestScenario02ZeroBytesWritten — §7 scenario 2: "Pipeline set up but zero
+// TestScenario02ZeroBytesWritten — §R7 scenario 2: "Pipeline set up but zero
 // bytes written. Expected locations = 3 DNs, each has a 0-byte RBW. →
 // recovery starts; primary sees no candidate (len 0) → commit with
 // deleteBlock=true → block removed, file closed."
@@ -929,7 +929,7 @@ func TestScenario02ZeroBytesWritten(t *testing.T) {
 	}
 }
 
-// TestScenario03AllBlocksCompleteFileOpen — §7 scenario 3: "All blocks
+// TestScenario03AllBlocksCompleteFileOpen — §R7 scenario 3: "All blocks
 // COMPLETE but file still open (... or a file with zero blocks) →
 // internalReleaseLease closes immediately, recoverLease returns true, no
 // GS allocated." Staged with real nodes: a finalized, reported block whose
@@ -979,7 +979,7 @@ func TestScenario03AllBlocksCompleteFileOpen(t *testing.T) {
 	}
 }
 
-// TestScenario04LastBlockCommitted — §7 scenario 4: "Last block COMMITTED,
+// TestScenario04LastBlockCommitted — §R7 scenario 4: "Last block COMMITTED,
 // ≥1 FINALIZED replica known → closed immediately. COMMITTED, 0 replicas
 // known → AlreadyBeingCreated; no recoveryId allocated; monitor retries
 // each cycle it is due; file closes as soon as one RECEIVED IBR arrives and
@@ -1036,7 +1036,7 @@ func TestScenario04LastBlockCommitted(t *testing.T) {
 	}
 }
 
-// TestScenario05ThreeRBWDifferentLengths — §7 scenario 5: "Three RBW
+// TestScenario05ThreeRBWDifferentLengths — §R7 scenario 5: "Three RBW
 // replicas with bytesOnDisk 100/120/150, NN GS g → newLength = 100, all
 // three truncated to 100, GS = recoveryId, FINALIZED; NN block COMPLETE,
 // len 100, 3 locations."
@@ -1070,7 +1070,7 @@ func TestScenario05ThreeRBWDifferentLengths(t *testing.T) {
 	}
 }
 
-// TestScenario06InconsistentFinalizedLengths — §7 scenario 6: "Two
+// TestScenario06InconsistentFinalizedLengths — §R7 scenario 6: "Two
 // FINALIZED replicas with different lengths (150 vs 140) → primary fails
 // with 'Inconsistent size'; no commit; file remains UNDER_RECOVERY; every
 // later attempt fails the same way (needs operator action). Test that the
@@ -1121,7 +1121,7 @@ func TestScenario06InconsistentFinalizedLengths(t *testing.T) {
 	s.tc.waitConverged()
 }
 
-// TestScenario07OnlyRWRReplicas — §7 scenario 7: "Only RWR replicas (all
+// TestScenario07OnlyRWRReplicas — §R7 scenario 7: "Only RWR replicas (all
 // DNs restarted), lengths 512/1024/1000. → all participate, length 512."
 func TestScenario07OnlyRWRReplicas(t *testing.T) {
 	s := startScen(t, 3, nil)
@@ -1146,7 +1146,7 @@ func TestScenario07OnlyRWRReplicas(t *testing.T) {
 	}
 }
 
-// TestScenario08StaleReplica — §7 scenario 8: "Stale replica: one DN has GS
+// TestScenario08StaleReplica — §R7 scenario 8: "Stale replica: one DN has GS
 // g−1 (missed a pipeline recovery). → its initReplicaRecovery fails
 // (replica GS < block GS) → counted as error; others proceed. If it is the
 // only location → 'All datanodes failed', no commit." The stale replica is
@@ -1214,7 +1214,7 @@ func TestScenario08StaleReplica(t *testing.T) {
 	}
 }
 
-// TestScenario09LateOlderRecovery — §7 scenario 9: "Late older recovery. B
+// TestScenario09LateOlderRecovery — §R7 scenario 9: "Late older recovery. B
 // (1002) already initialized; A's init (1001) arrives → RecoveryInProgress
 // → A's primary aborts silently, sends no commit; B unaffected." A is a
 // first attempt whose primary died mid-way; B its re-drive, paused after
@@ -1258,7 +1258,7 @@ func TestScenario09LateOlderRecovery(t *testing.T) {
 	}
 }
 
-// TestScenario10PrimaryDiesAfterInit — §7 scenario 10: "Primary dies after
+// TestScenario10PrimaryDiesAfterInit — §R7 scenario 10: "Primary dies after
 // init, before commit. NN stays UNDER_RECOVERY; no new attempt within 90 s
 // (recoverLease returns false without a new id); after 90 s the next
 // trigger allocates a new id and picks a different alive primary (not
@@ -1296,7 +1296,7 @@ func TestScenario10PrimaryDiesAfterInit(t *testing.T) {
 	}
 }
 
-// TestScenario11CommitRetriedAfterSuccess — §7 scenario 11: "Commit retried
+// TestScenario11CommitRetriedAfterSuccess — §R7 scenario 11: "Commit retried
 // after success (RPC retry / DN re-send) → file already closed with
 // COMPLETE last block → success, no second CLOSE journaled."
 func TestScenario11CommitRetriedAfterSuccess(t *testing.T) {
@@ -1325,7 +1325,7 @@ func TestScenario11CommitRetriedAfterSuccess(t *testing.T) {
 	s.checkSynchronised("/s11", blk.Id, nodes, data, 3500)
 }
 
-// TestScenario12DeleteCommitForGoneBlock — §7 scenario 12: "deleteBlock
+// TestScenario12DeleteCommitForGoneBlock — §R7 scenario 12: "deleteBlock
 // commit for a block that is already gone → silent success."
 func TestScenario12DeleteCommitForGoneBlock(t *testing.T) {
 	s := startScen(t, 3, nil)
@@ -1355,7 +1355,7 @@ func TestScenario12DeleteCommitForGoneBlock(t *testing.T) {
 	}
 }
 
-// TestScenario13WriterFencedAfterRecoveryStarts — §7 scenario 13:
+// TestScenario13WriterFencedAfterRecoveryStarts — §R7 scenario 13:
 // "Original writer after recovery starts: updateBlockForPipeline →
 // 'Unexpected BlockUCState'; complete → 'under recovery'; any lease-checked
 // op → lease mismatch. The writer can never revive the block at its old
@@ -1455,7 +1455,7 @@ func TestScenario13WriterFencedAfterRecoveryStarts(t *testing.T) {
 	s.checkSynchronised(path, blk.Id, locIDs(locs), data, 100_000)
 }
 
-// TestScenario14RecoverLeaseTwice — §7 scenario 14: "recoverLease twice
+// TestScenario14RecoverLeaseTwice — §R7 scenario 14: "recoverLease twice
 // within 90 s → second returns false, no new GS allocated, no second
 // command. recoverLease on a closed file → true."
 func TestScenario14RecoverLeaseTwice(t *testing.T) {
@@ -1491,7 +1491,7 @@ func TestScenario14RecoverLeaseTwice(t *testing.T) {
 	s.checkSynchronised(path, blk.Id, locIDs(locs), data, len(data))
 }
 
-// TestScenario15CompetingWriter — §7 scenario 15: "Another client
+// TestScenario15CompetingWriter — §R7 scenario 15: "Another client
 // create(overwrite)/append while holder's lease < 60 s old →
 // AlreadyBeingCreated; after 60 s → RecoveryInProgress (or success if the
 // file could be closed synchronously)." (Soft limit 1 s here.)
@@ -1558,7 +1558,7 @@ func TestScenario15CompetingWriter(t *testing.T) {
 	}
 }
 
-// TestScenario16StaleNodeFiltering — §7 scenario 16: "Stale-node
+// TestScenario16StaleNodeFiltering — §R7 scenario 16: "Stale-node
 // filtering. 3 expected locations, 1 DN without heartbeat for > 30 s →
 // command lists 2 locations. 2 of 3 stale → all 3 listed. (Recommended per
 // HDFS-17430: dead nodes never listed.)" The command's locations can only
@@ -1699,7 +1699,7 @@ func TestScenario16DeadBeforeLeaderChange(t *testing.T) {
 	}
 }
 
-// TestScenario17PrimaryRotation — §7 scenario 17: "Primary rotation.
+// TestScenario17PrimaryRotation — §R7 scenario 17: "Primary rotation.
 // Recovery attempts k = 1..3 on a 3-replica block with all DNs alive choose
 // three different primaries (most-recent heartbeat first); attempt 4 resets
 // and may reuse any. No alive replica → UNDER_RECOVERY with no command."
@@ -1780,7 +1780,7 @@ func TestScenario17PrimaryRotation(t *testing.T) {
 	}
 }
 
-// TestScenario17NoLiveLocationFirstAttempt — §3.3 "No expected replicas
+// TestScenario17NoLiveLocationFirstAttempt — §R3.3 "No expected replicas
 // [alive] → primary = none; nothing is sent (file stays UNDER_RECOVERY)"
 // for a block's first attempt: recover-lease still allocates a recovery id,
 // moves the block UNDER_RECOVERY with no primary (the old writer is fenced)
@@ -1868,7 +1868,7 @@ func testScenario17NoLiveLocationFirstAttempt(t *testing.T, leaderChange bool) {
 	}
 }
 
-// TestScenario27RestartDropsTemporary — §7 scenario 27: "DN restart with
+// TestScenario27RestartDropsTemporary — §R7 scenario 27: "DN restart with
 // TEMPORARY replica → deleted, never reported; NN re-replicates." A node
 // holds an interrupted transfer's TEMPORARY copy of a complete block; it
 // restarts; then a holder dies and the block is copied to it afresh.
@@ -1930,7 +1930,7 @@ func TestScenario27RestartDropsTemporary(t *testing.T) {
 	}
 }
 
-// TestScenario28ReportsOfUCBlock — §7 scenario 28: "FBR: FINALIZED replica
+// TestScenario28ReportsOfUCBlock — §R7 scenario 28: "FBR: FINALIZED replica
 // with GS ≥ NN GS for an UNDER_CONSTRUCTION block → recorded as location
 // and in the UC list; GS < NN GS → corrupt." Real pipelines leave it so: a
 // first pipeline recovery (g0 → g1) dropped node c; a close recovery then
@@ -2003,7 +2003,7 @@ func TestScenario28ReportsOfUCBlock(t *testing.T) {
 	}
 }
 
-// TestScenario29ReportOfUnknownBlock — §7 scenario 29: "Report for an
+// TestScenario29ReportOfUnknownBlock — §R7 scenario 29: "Report for an
 // unknown block id → DN told to delete it." The nodes hold, besides a real
 // file's replicas, replicas of ids the coordinators never allocated.
 func TestScenario29ReportOfUnknownBlock(t *testing.T) {
@@ -2030,7 +2030,7 @@ func TestScenario29ReportOfUnknownBlock(t *testing.T) {
 	}
 }
 
-// TestScenario30ScannerLengthMismatch — §7 scenario 30: "Directory scanner
+// TestScenario30ScannerLengthMismatch — §R7 scenario 30: "Directory scanner
 // length mismatch on a FINALIZED replica → memory length corrected and
 // replica reported bad → NN marks it corrupt and re-replicates. A
 // concurrent append must not cause a false corrupt report (HDFS-17346)."
@@ -2095,7 +2095,7 @@ func TestScenario30ScannerLengthMismatch(t *testing.T) {
 	s.checkSynchronised("/s30a", ab.Id, serverIDs(s.nodes), all, len(all))
 }
 
-// TestScenario31ExpiredLeasesInBulk — §7 scenario 31: "Expired leases in
+// TestScenario31ExpiredLeasesInBulk — §R7 scenario 31: "Expired leases in
 // bulk (e.g. 100 000 files) → monitor processes at most ~25 ms worth per
 // 2 s cycle; NN stays responsive (HDFS-10220)." Here the bound is
 // MaxLeaseActionsPerCycle (10 per 1 s cycle) on 60 expired files; the
@@ -2161,7 +2161,7 @@ func TestScenario31ExpiredLeasesInBulk(t *testing.T) {
 	}
 }
 
-// TestScenario32ReportAheadOfMetadata — §7 scenario 32: "Standby/after-
+// TestScenario32ReportAheadOfMetadata — §R7 scenario 32: "Standby/after-
 // failover IBR ordering. A DN IBR with GS ahead of the applied metadata
 // must be queued, not marked corrupt, and replayed once metadata catches
 // up." A node reports a replica of the next block id at a GS not allocated
@@ -2257,9 +2257,9 @@ func TestScenario32ReportAheadOfMetadata(t *testing.T) {
 	}
 }
 
-// TestScenario33FailoverMidRecovery — §7 scenario 33: "Recovery across
+// TestScenario33FailoverMidRecovery — §R7 scenario 33: "Recovery across
 // failover. Recovery started on leader A (id R); failover to B before
-// commit. ... Our Raft design: see §8 (the commit with R should be accepted
+// commit. ... Our Raft design: see §R9.1 (the commit with R should be accepted
 // by B if R is the replicated current id)." The primary is paused between
 // its initialisations and its updates while the leader is killed.
 func TestScenario33FailoverMidRecovery(t *testing.T) {
@@ -2294,7 +2294,7 @@ func TestScenario33FailoverMidRecovery(t *testing.T) {
 	s.tc.waitConverged()
 }
 
-// TestScenario34AppendRecoveryInterleavingReplays — §7 scenario 34: "Append
+// TestScenario34AppendRecoveryInterleavingReplays — §R7 scenario 34: "Append
 // newGS == current GS → should be rejected (HDFS-17850 direction) ... test
 // that replaying the journal after any recovery/append interleaving never
 // hits a GS mismatch." One block goes through write, append, append + dead

@@ -28,11 +28,12 @@ import (
 // data flush. Every commit waits for the leader's sync and then a
 // follower's, and on a disk the members share their journal commits queue
 // behind each other. Measured on the reference machine
-// (BenchmarkWALStoreLogs, docs/benchmarks.md session 9, medians of four):
-// a 10 KB StoreLogs (100 clients' batch) 264 -> 180 µs, three logs at once
-// 428 -> 298 µs; 400 bytes, three logs 358 -> 281 µs, one log the same
-// (183 vs 182 µs); coord dev with 100 clients, +11% appends/s (median of
-// six alternating pairs). etcd's WAL preallocates with fallocate too; log
+// (BenchmarkWALStoreLogs, medians of four, fallocated against zeroed): a
+// 10 KB StoreLogs (100 clients' batch) 264 against 180 µs, three logs at
+// once 428 against 298 µs; 400 bytes, three logs 358 against 281 µs, one
+// log the same (183 and 182 µs); coord dev with 100 clients, +11% appends/s
+// (median of six alternating pairs) (docs/benchmarks.md, "Raft log store:
+// one synced write"). etcd's WAL preallocates with fallocate too; log
 // writers that recycle or zero their files (RocksDB's recycled logs) avoid
 // the same cost.
 //
@@ -49,9 +50,10 @@ import (
 // then entries). The zeros are written with O_DIRECT where the file
 // system allows it (openZeroWriter): through the page cache, copying them
 // in and writing them back cost the members more CPU under load than the
-// log's own syncs (coord dev, 100 clients spread: 7.8% of the process in
-// the spare's writes; with O_DIRECT members' CPU per append -5 µs and +6%
-// appends/s, docs/benchmarks.md session 11).
+// log's own syncs (coord dev, 100 clients spread: buffered, the spare's
+// writes took 7.8% of the process, 5 µs more of the members' CPU per
+// append and 6% of appends/s; docs/benchmarks.md, "Raft log store: one
+// synced write").
 type zeroedSegments struct {
 	*walfs.FS
 	dir  string
@@ -341,10 +343,12 @@ func (z *zeroedSegments) Close() {
 // end of its last page (never past the file's end): the file holds zeros
 // there already, so the bytes are the same, but every page a write touches
 // is either written whole or begins where the last write ended, in a page
-// that write left in the cache. No append ever reads from the disk. (Until
-// session 29 the next 512 KiB past each write were read in ahead with
-// posix_fadvise instead: as many bytes read as the log wrote.) The padding
-// costs no disk writes: a dirty page is written back whole anyway.
+// that write left in the cache. No append ever reads from the disk: under
+// load the members read 0 bytes, where reading the next 512 KiB ahead with
+// posix_fadvise would keep the reads out of the commit path but not off the
+// disk (16.7-18.4 MB/s read, as much as the log wrote; docs/benchmarks.md,
+// "Raft log store: one synced write"). The padding costs no disk writes: a
+// dirty page is written back whole anyway.
 //
 // The next spare is written once this segment is half full, not when it
 // is created: the write is spread out (a new member does not write two

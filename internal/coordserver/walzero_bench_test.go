@@ -16,8 +16,8 @@ import (
 // with fallocated or zeroed segments, for one log or three logs on the same
 // disk at once (a coord dev cluster), with a small batch (one 400-byte
 // entry, one client) and a large one (~10 KB, what 100 clients make).
-// Needs a real disk under the temp dir (TMPDIR). docs/benchmarks.md,
-// session 9.
+// Needs a real disk under the temp dir (TMPDIR). docs/benchmarks.md, "Raft
+// log store: one synced write".
 func BenchmarkWALStoreLogs(b *testing.B) {
 	for _, size := range []int{400, 10000} {
 		for _, logs := range []int{1, 3} {

@@ -2,9 +2,10 @@
 // (package replica) over its volumes, the DataNode gRPC service
 // (api/logbookv1/node.proto) and the http endpoints (/metrics, /healthz).
 // `node serve`, the in-process tests and the benchmarks use this one
-// wiring, plus the coordinator link (below). Gossip comes later: the
-// gossip address and Config.Join are validated and advertised only. The
-// client side of the pipeline is package blockio.
+// wiring, plus the coordinator link and, with Config.Join, the
+// coordinators' gossip (gossip.go). The client side of the pipeline
+// is package blockio. Comments cite docs/design.md as "design §…" (its
+// rules for replicas and recovery, §R).
 //
 // # The write pipeline (WriteBlock)
 //
@@ -15,7 +16,7 @@
 //     length rules, at most 16 targets of at most 256 bytes, a client name
 //     of at most 256 bytes) — a refusal is the stream's status, nothing is
 //     touched;
-//  2. runs the stage's replica operation (the table below, spec §5.1);
+//  2. runs the stage's replica operation (the table below, design §R5.1);
 //  3. opens WriteBlock to targets[0] with targets[1:], waits for its setup
 //     ack (bounded by Config.SetupTimeout), and acks the setup upstream
 //     (seqno -1) with its own status followed by the downstream ones.
@@ -60,7 +61,7 @@
 // # Shutdown for restart
 //
 // ShutdownForRestart (the ShutdownNode RPC with for_restart; HDFS's
-// shutdown for upgrade, spec §1.4 and §5.3) first refuses new client
+// shutdown for upgrade, design §R1.4 and §R5.3) first refuses new client
 // pipelines (Unavailable, NODE_RESTARTING; transfers are not client
 // pipelines); every open one then sends its writer an out-of-band ack
 // (seqno -2, this node's status Unavailable/NODE_RESTARTING) and ends.
@@ -123,7 +124,7 @@
 // at once to get them), and a command whose task (block + recovery id, or
 // block + targets) is running is ignored. Close stops the link and waits for its tasks first.
 //
-// The recovery primary (primary.go, spec §4.1) calls InitReplicaRecovery
+// The recovery primary (primary.go, design §R4.1) calls InitReplicaRecovery
 // on every location (its own dataset directly, the others through their
 // DataNode service), leaserecovery.PlanRecovery, UpdateReplicaUnderRecovery
 // on the participants (truncate to the plan's length, GS := recovery id,

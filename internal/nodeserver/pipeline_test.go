@@ -122,7 +122,7 @@ func httpGet(t *testing.T, url string) string {
 // The middle node dies mid-stream: the client learns it was node 1, runs
 // streaming recovery on the survivors with a new GS, fills a replacement
 // node by TransferBlock (TRANSFER_RBW) at a non-chunk-aligned acked length,
-// resends from the acked length and finishes (spec §5.3, §7 items 19, 20,
+// resends from the acked length and finishes (design §R5.3, §R7 items 19, 20,
 // 22).
 func TestPipelineRecoveryAfterMiddleNodeDies(t *testing.T) {
 	ctx := testCtx(t)
@@ -205,7 +205,7 @@ func TestPipelineRecoveryAfterMiddleNodeDies(t *testing.T) {
 
 // Block recovery through the DataNode RPCs: three RBW replicas of
 // different lengths are initialized under a recovery id, truncated to the
-// shortest and finalized with GS = recovery id (spec §4.1, §7 item 5).
+// shortest and finalized with GS = recovery id (design §R4.1, §R7 item 5).
 func TestBlockRecoveryRPCs(t *testing.T) {
 	ctx := testCtx(t)
 	nodes := []*testNode{startNode(t, "n1"), startNode(t, "n2"), startNode(t, "n3")}
@@ -228,7 +228,7 @@ func TestBlockRecoveryRPCs(t *testing.T) {
 		waitFor(t, "writer released", func() bool { return !getReplica(t, n, id).HasWriter })
 	}
 
-	// The primary's part (spec §4.1): init everywhere, pick the length.
+	// The primary's part (design §R4.1): init everywhere, pick the length.
 	var infos []*pb.InitReplicaRecoveryResponse
 	for _, n := range nodes {
 		info, err := n.client.InitReplicaRecovery(ctx, &pb.InitReplicaRecoveryRequest{Pool: testPool, BlockId: id, Gs: gs, RecoveryId: rid})

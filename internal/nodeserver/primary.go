@@ -32,8 +32,8 @@ func callTimeout(cmd *clusterpb.RecoverBlockCommand, now time.Time) time.Duratio
 
 // commitDeadline is how long the primary retries its commit while the
 // coordinators answer Unavailable (no leader yet, or a new leader in safe
-// mode that refuses commits until the nodes have reported, spec §9 rule
-// 12): until the recovery's deadline — past it the coordinator re-drives
+// mode that refuses commits until the nodes have reported, design
+// §R9.12): until the recovery's deadline — past it the coordinator re-drives
 // the recovery with a new id and refuses this one — but at least
 // linkCommitMinWindow.
 func commitDeadline(cmd *clusterpb.RecoverBlockCommand, now time.Time) time.Time {
@@ -46,7 +46,7 @@ func commitDeadline(cmd *clusterpb.RecoverBlockCommand, now time.Time) time.Time
 	return least
 }
 
-// recoverBlock runs one block recovery as its primary (spec §4.1) and
+// recoverBlock runs one block recovery as its primary (design §R4.1) and
 // commits it. A plan that fails (preempted by a newer recovery, every
 // location failed, ...) ends the attempt without a commit: the
 // coordinator's attempt timeout re-drives it with a new id.

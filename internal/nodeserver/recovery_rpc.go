@@ -8,7 +8,7 @@ import (
 )
 
 // initReplicaRecovery is the first half of block recovery on this location
-// (spec §2.12): the replica becomes RUR under recoveryId and its original
+// (design §R2.12): the replica becomes RUR under recoveryId and its original
 // bytes on disk, GS and state are returned. No replica → found = false.
 func (s *Server) initReplicaRecovery(ctx context.Context, req *pb.InitReplicaRecoveryRequest) (*pb.InitReplicaRecoveryResponse, error) {
 	if err := validateBlockRef(req.GetPool(), req.GetBlockId(), req.GetGs()); err != nil {
@@ -33,7 +33,7 @@ func (s *Server) initReplicaRecovery(ctx context.Context, req *pb.InitReplicaRec
 	}, nil
 }
 
-// updateReplicaUnderRecovery is the second half (spec §2.13): truncate to
+// updateReplicaUnderRecovery is the second half (design §R2.13): truncate to
 // the agreed length, GS := recoveryId, FINALIZED.
 func (s *Server) updateReplicaUnderRecovery(ctx context.Context, req *pb.UpdateReplicaUnderRecoveryRequest) (*pb.UpdateReplicaUnderRecoveryResponse, error) {
 	if err := validateBlockRef(req.GetPool(), req.GetBlockId(), req.GetGs()); err != nil {

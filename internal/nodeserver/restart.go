@@ -14,7 +14,7 @@ import (
 const restartDrainTimeout = 5 * time.Second
 
 // restartState is the node's side of a shutdown for restart (HDFS's
-// shutdown for upgrade, spec §1.4 and §5.3): the client pipelines open on
+// shutdown for upgrade, design §R1.4 and §R5.3): the client pipelines open on
 // this node and the replicas they were writing.
 type restartState struct {
 	mu        sync.Mutex

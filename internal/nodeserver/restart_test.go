@@ -46,7 +46,7 @@ func openRetry(t *testing.T, ctx context.Context, n *testNode, setup *pb.WriteSe
 	}
 }
 
-// TestShutdownForRestartResumesPipeline is the node side of spec §7
+// TestShutdownForRestartResumesPipeline is the node side of design §R7
 // scenario 26: a node of an open pipeline shuts down for a restart; the
 // writer gets an out-of-band NODE_RESTARTING naming that node (relayed by
 // the nodes upstream of it); the node's replica comes back RBW from its

@@ -11,7 +11,7 @@ import (
 
 // Append to a finalized block whose length ends inside a chunk (the
 // partial chunk is resent), then a failure while closing is recovered with
-// PIPELINE_CLOSE_RECOVERY (spec §2.4, §2.7, §7 item 23).
+// PIPELINE_CLOSE_RECOVERY (design §R2.4, §R2.7, §R7 item 23).
 func TestAppendThenCloseRecovery(t *testing.T) {
 	ctx := testCtx(t)
 	a, b := startNode(t, "n1"), startNode(t, "n2")

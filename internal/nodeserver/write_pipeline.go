@@ -93,7 +93,7 @@ func (s *Server) writeBlock(up pb.DataNode_WriteBlockServer) error {
 	return r.respond()
 }
 
-// setupReplica runs the replica operation of the setup's stage (spec §5.1)
+// setupReplica runs the replica operation of the setup's stage (design §R5.1)
 // and returns the replica's writer (nil for close recovery).
 func (s *Server) setupReplica(ctx context.Context, st *pb.WriteSetup) (replica.Writer, error) {
 	pool := st.GetPool()

@@ -1,6 +1,6 @@
 // Package export reads, writes and inspects journal export files: the
 // Logbook analogue of `cephfs-journal-tool journal export` (see
-// docs spec mdlog.md §7 and §9.7). An export is a self-describing,
+// docs/design.md §J7, the journal tool). An export is a self-describing,
 // checksummed, offline copy of a contiguous range of journal events. The
 // package is pure: it has no network, Raft or storage code; callers feed it
 // an io.Writer or io.Reader.

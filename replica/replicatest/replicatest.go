@@ -1,6 +1,7 @@
 // Package replicatest is the conformance suite of replica.Store: one body of
 // tests run against every implementation (the disk Dataset, the MemFS fake,
-// and any fake a caller builds). It also holds the §2.16 transition table.
+// and any fake a caller builds). It also holds the transition table of
+// docs/design.md §R2.16 ("design §…" in this package cites that file).
 package replicatest
 
 import (
@@ -521,7 +522,7 @@ func testUpdateRecovery(t *testing.T, f Factory) {
 	}
 }
 
-// testRecoveryThreeRBW is spec §7 scenario 5: RBW 100/120/150 → 100 each.
+// testRecoveryThreeRBW is design §R7 scenario 5: RBW 100/120/150 → 100 each.
 func testRecoveryThreeRBW(t *testing.T, f Factory) {
 	data := Data(22, 150)
 	var stores []replica.Store
@@ -555,7 +556,7 @@ func testRecoveryThreeRBW(t *testing.T, f Factory) {
 	}
 }
 
-// testTransferPartialChunk is spec §7 scenario 22 (HDFS-4660/10587): a
+// testTransferPartialChunk is design §R7 scenario 22 (HDFS-4660/10587): a
 // transfer of an RBW whose acked length is not chunk aligned, then writing
 // continues on the new node; every chunk verifies.
 func testTransferPartialChunk(t *testing.T, f Factory) {
@@ -685,7 +686,7 @@ func testRestart(t *testing.T, f Factory) {
 	if got := ReadAll(t, s, replica.Block{ID: 60, GS: 2}); !bytes.Equal(got, data) {
 		t.Fatalf("finalized data mismatch")
 	}
-	// Spec §7 scenario 7: only RWR replicas can still be recovered.
+	// Design §R7 scenario 7: only RWR replicas can still be recovered.
 	if _, err := s.InitReplicaRecovery(ctx, Pool, replica.Block{ID: 61, GS: 2}, 5); err != nil {
 		t.Fatal(err)
 	}

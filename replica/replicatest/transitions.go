@@ -7,7 +7,7 @@ import (
 	"github.com/logbookhq/logbook/replica"
 )
 
-// The §2.16 transition table, cell by cell. Every replica is set up with
+// The §R2.16 transition table, cell by cell. Every replica is set up with
 // id tid, GS 100 and 1000 bytes (not chunk aligned); RUR has recovery id
 // 200. An operation's arguments are the valid ones for that replica, so the
 // cell's outcome depends on the state alone.
@@ -176,7 +176,7 @@ func setup(t *testing.T, f Factory, row from) replica.Store {
 	return s
 }
 
-// RunTransitionTable checks every cell of spec §2.16 (plus the restart
+// RunTransitionTable checks every cell of design §R2.16 (plus the restart
 // column) against f.
 func RunTransitionTable(t *testing.T, f Factory) {
 	for _, o := range ops {

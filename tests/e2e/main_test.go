@@ -9,6 +9,9 @@
 // TestMain builds the binary and the image once; each test starts its own
 // uniquely named compose project and always removes it (containers, network,
 // volumes), also on SIGINT and shortly before the -timeout panic.
+//
+// Comments cite docs/design.md as "design §…"; the "spec §1.4" of a
+// TestFSRecovery message is its §R1.4.
 package e2e
 
 import (

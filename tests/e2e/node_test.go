@@ -22,7 +22,7 @@ import (
 // writes a block to completion and a second one only up to an hsync, then
 // SIGKILLs the container and starts it again on the same volume: the
 // finalized block comes back FINALIZED with every byte, the other comes
-// back RWR (spec §1.4) holding at least every byte that was acked after an
+// back RWR (design §R1.4) holding at least every byte that was acked after an
 // fsync, and both verify against their checksums when read.
 func TestNodeKilledKeepsSyncedBytes(t *testing.T) {
 	p, err := newProject("docker-compose-node.yml", []string{"node1"})

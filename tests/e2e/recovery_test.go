@@ -181,7 +181,7 @@ func TestFSRecovery(t *testing.T) {
 		}
 		b, rec := fc.waitRecovered(t, w.path, blk.Id)
 		fc.logf("closed %.1fs after the writer's kill: %s", time.Since(killed).Seconds(), rec)
-		// RBW beats RWR (spec §4.1): the restarted replica takes no part.
+		// RBW beats RWR (design §R4.1): the restarted replica takes no part.
 		if slices.Contains(rec.committed.GetTargets(), victim) {
 			t.Errorf("the RWR replica on %s took part in the recovery: %s", victim, rec)
 		}
@@ -195,7 +195,7 @@ func TestFSRecovery(t *testing.T) {
 	})
 
 	run("NodeRollingRestart", func(t *testing.T) {
-		// Spec §7 scenario 26 with containers: a writer on the host
+		// Design §R7 scenario 26 with containers: a writer on the host
 		// hflushes; the last node of its pipeline is shut down for a
 		// restart (ShutdownNode, as coord nodes shutdown --restart does);
 		// the writer goes on and waits for it; the container is started
