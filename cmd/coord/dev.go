@@ -16,6 +16,7 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
+	"github.com/logbookhq/logbook/internal/blocks"
 	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/logbookhq/logbook/internal/coordserver"
 	"github.com/logbookhq/logbook/internal/logging"
@@ -265,7 +266,7 @@ func startDev(opts devOptions) (_ *devCluster, err error) {
 			cfg.FS.NodeDeadInterval = opts.DeadNodeInterval
 			stale := cfg.FS.NodeStaleInterval
 			if stale == 0 {
-				stale = coordserver.DefaultFSConfig().NodeStaleInterval
+				stale = blocks.DefaultConfig().NodeStaleInterval
 			}
 			if stale > opts.DeadNodeInterval {
 				cfg.FS.NodeStaleInterval = opts.DeadNodeInterval / 3

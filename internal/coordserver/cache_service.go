@@ -64,30 +64,9 @@ func (n *namespaceService) ListCacheDirectives(ctx context.Context, _ *pb.ListCa
 		return nil, err
 	}
 	resp := &pb.ListCacheDirectivesResponse{}
-	var blocks [][]*fsmpb.BlockRecord
-	s.fsm.View(func(st *fsm.State) {
-		for _, d := range st.CacheDirectives() {
-			resp.Directives = append(resp.Directives, &pb.CacheDirectiveStatus{Directive: apiCacheDirective(d)})
-			bs, _ := st.BlocksOfFile(d.Path)
-			blocks = append(blocks, bs)
-		}
-	})
-	f := s.fsLocked()
-	defer f.mu.Unlock()
-	for i, ds := range resp.Directives {
-		want := uint64(ds.Directive.Replication)
-		for _, b := range blocks[i] {
-			if b.State != fsmpb.BlockState_BLOCK_STATE_COMPLETE {
-				continue
-			}
-			cached := min(uint64(f.cachedCountLocked(b.Id)), want)
-			ds.BlocksNeeded++
-			ds.BytesNeeded += want * b.NumBytes
-			ds.BytesCached += cached * b.NumBytes
-			if cached == want {
-				ds.BlocksCached++
-			}
-		}
+	for _, d := range s.blocks.CacheDirectives() {
+		resp.Directives = append(resp.Directives, &pb.CacheDirectiveStatus{Directive: apiCacheDirective(d.Directive),
+			BlocksNeeded: d.BlocksNeeded, BlocksCached: d.BlocksCached, BytesNeeded: d.BytesNeeded, BytesCached: d.BytesCached})
 	}
 	return resp, nil
 }

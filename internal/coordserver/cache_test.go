@@ -141,9 +141,7 @@ func TestCacheDirectivesWithRealNodes(t *testing.T) {
 	eventually(t, 30*time.Second, "the block uncached everywhere", func() bool {
 		return len(cachedOn(t, nodes, b.Id)) == 0 && leaderSeesCached(ctx, e, "/cache/f", nil)
 	})
-	f := e.tc.server(e.tc.waitLeader()).fsLocked()
-	defer f.mu.Unlock()
-	if err := f.checkCacherIndex(); err != nil {
+	if err := e.tc.server(e.tc.waitLeader()).blocks.CheckIndexes(); err != nil {
 		t.Fatal(err)
 	}
 }

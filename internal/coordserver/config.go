@@ -1,11 +1,3 @@
-// Package coordserver wires one Logbook coordinator: Raft (log and stable
-// store in raft-wal or raft-boltdb/v2, file snapshots, TCP transport with a
-// cluster-id handshake), the FSM, gossip membership, the gRPC API with leader
-// forwarding, and the http endpoints. `coord serve`, `coord dev`, the
-// in-process cluster tests and the compose images all use this one wiring.
-//
-// Comments cite docs/design.md as "design §…": its journal rules (§J) and
-// its rules for replicas and recovery (§R).
 package coordserver
 
 import (
@@ -20,6 +12,7 @@ import (
 
 	"github.com/logbookhq/logbook/fsm"
 	"github.com/logbookhq/logbook/fsm/fsmpb"
+	"github.com/logbookhq/logbook/internal/blocks"
 	"github.com/logbookhq/logbook/internal/raftnet"
 	"github.com/logbookhq/logbook/journal"
 	"google.golang.org/protobuf/proto"
@@ -183,7 +176,7 @@ type Config struct {
 	Logger   *slog.Logger
 
 	// FS tunes leases, block recovery and storage-node liveness.
-	FS FSConfig
+	FS blocks.Config
 
 	// raftDialer, when set (tests only), opens Raft connections.
 	raftDialer raftnet.DialFunc
@@ -191,9 +184,6 @@ type Config struct {
 	// follower asks the leader for its read index (refreshLeaderIndex);
 	// true makes the attempt fail, as an unreachable leader would.
 	leaderIndexBlocked func() bool
-	// lookupChunk, when set (tests only), replaces defaultLookupChunk: the
-	// block lookups made per hold of a lock (Server.lookupChunk).
-	lookupChunk int
 	// crashAt, when set (tests only), is asked at each named step of a
 	// multi-step operation; true aborts the operation there, as a crash
 	// would (Server.crashPoint).
@@ -255,7 +245,7 @@ func DefaultConfig() Config {
 		MaxEventsPerRequest: 10000,
 		MaxRequestBytes:     4 << 20,
 		MaxReadEvents:       10000,
-		FS:                  DefaultFSConfig(),
+		FS:                  blocks.DefaultConfig(),
 	}
 }
 

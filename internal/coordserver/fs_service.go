@@ -3,13 +3,12 @@ package coordserver
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
-	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
 	"github.com/logbookhq/logbook/fsm/fsmpb"
+	"github.com/logbookhq/logbook/internal/blocks"
 	lr "github.com/logbookhq/logbook/leaserecovery"
 	"google.golang.org/grpc/codes"
 )
@@ -127,120 +126,9 @@ func (s *Server) fileOp(sess *pb.FsSession, client string, op *fsmpb.NamespaceOp
 		return nil, err
 	}
 	if client != "" {
-		s.renew(client, time.Now())
+		s.blocks.Renew(client)
 	}
 	return &pb.FileOpResponse{Seq: r.Seq, Result: apiNamespaceResult(r.Result)}, nil
-}
-
-// renew records a lease renewal of client (leader memory).
-func (s *Server) renew(client string, now time.Time) {
-	f := s.fsLocked()
-	f.renewals[client] = now
-	f.mu.Unlock()
-}
-
-func nsOp(op any) *fsmpb.NamespaceOp {
-	switch x := op.(type) {
-	case *fsmpb.CreateFileOp:
-		return &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_CreateFile{CreateFile: x}}
-	case *fsmpb.AddBlockOp:
-		return &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_AddBlock{AddBlock: x}}
-	case *fsmpb.CompleteFileOp:
-		return &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_CompleteFile{CompleteFile: x}}
-	case *fsmpb.AppendFileOp:
-		return &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_AppendFile{AppendFile: x}}
-	case *fsmpb.DeleteFileOp:
-		return &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_DeleteFile{DeleteFile: x}}
-	case *fsmpb.AbandonBlockOp:
-		return &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_AbandonBlock{AbandonBlock: x}}
-	case *fsmpb.UpdateBlockForPipelineOp:
-		return &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_UpdateBlockForPipeline{UpdateBlockForPipeline: x}}
-	case *fsmpb.UpdatePipelineOp:
-		return &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_UpdatePipeline{UpdatePipeline: x}}
-	case *fsmpb.StartRecoveryOp:
-		return &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_StartRecovery{StartRecovery: x}}
-	case *fsmpb.CommitBlockSyncOp:
-		return &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_CommitBlockSync{CommitBlockSync: x}}
-	case *fsmpb.ReleaseLeaseOp:
-		return &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_ReleaseLease{ReleaseLease: x}}
-	case *fsmpb.RegisterNodeOp:
-		return &fsmpb.NamespaceOp{Op: &fsmpb.NamespaceOp_RegisterNode{RegisterNode: x}}
-	}
-	panic(fmt.Sprintf("nsOp: %T", op))
-}
-
-// fileView is a file and its blocks read under one FSM view.
-type fileView struct {
-	file   *fsmpb.FileRecord
-	blocks []*fsmpb.BlockRecord
-	nodes  map[string]*fsmpb.NodeRecord
-}
-
-func (s *Server) viewFile(path string) (fileView, bool) {
-	var v fileView
-	var ok bool
-	s.fsm.View(func(st *fsm.State) {
-		v.file, ok = st.File(path)
-		if ok {
-			v.blocks, _ = st.BlocksOfFile(path)
-		}
-		v.nodes = map[string]*fsmpb.NodeRecord{}
-		for _, n := range st.Nodes() {
-			v.nodes[n.Id] = n
-		}
-	})
-	return v, ok
-}
-
-// replicatedLocked lists the blocks of v that live nodes reported
-// FINALIZED at their GS and length (ref, when given, overrides the
-// client's view of its block): the leader vouches for their minimal
-// replication.
-func (f *fsSoft) replicatedLocked(v fileView, ref *fsmpb.BlockRef, now time.Time, stale time.Duration) []uint64 {
-	var out []uint64
-	for _, b := range v.blocks {
-		gs, n := b.Gs, int64(b.NumBytes)
-		if ref != nil && ref.Id == b.Id {
-			gs, n = ref.Gs, int64(ref.NumBytes)
-		}
-		if b.State == fsmpb.BlockState_BLOCK_STATE_COMPLETE {
-			continue
-		}
-		if f.finalizedAt(b.Id, gs, n, now, stale) >= 1 {
-			out = append(out, b.Id)
-		}
-	}
-	return out
-}
-
-func notFound(path string) error { return fmt.Errorf("%w: %s", fsm.ErrFileNotFound, path) }
-
-// takeOver runs the soft-limit takeover of a create or append (design
-// §R3.5): an open file of another writer whose lease passed the soft limit
-// is released (or recovered) first.
-func (s *Server) takeOver(op lr.WriteOp, path, client string) error {
-	v, ok := s.viewFile(path)
-	if !ok || !v.file.UnderConstruction || v.file.LeaseHolder == client {
-		return nil // the FSM decides
-	}
-	now := time.Now()
-	soft := s.fsLocked()
-	rf := s.ruleFileLocked(soft, v, now)
-	renewed := soft.renewed(v.file.LeaseHolder)
-	soft.mu.Unlock()
-	acc, err := lr.CheckWriteAccess(rf, lr.AccessRequest{Op: op, Caller: client, Now: now, LeaseRenewed: renewed}, s.fsCfg().rules())
-	if err != nil {
-		return s.fsErr(err)
-	}
-	if !acc.Release {
-		return nil
-	}
-	d, err := s.releaseFile(path, acc.NewHolder, "soft limit passed: "+op.String()+" by "+client)
-	if err != nil {
-		return err
-	}
-	_, err = lr.AnswerRelease(op, d)
-	return s.fsErr(err)
 }
 
 func (n *namespaceService) Create(ctx context.Context, req *pb.CreateRequest) (*pb.FileOpResponse, error) {
@@ -252,46 +140,13 @@ func (n *namespaceService) Create(ctx context.Context, req *pb.CreateRequest) (*
 		return nil, err
 	}
 	if req.Overwrite {
-		if err := s.takeOver(lr.OpCreate, req.Path, req.ClientName); err != nil {
-			return nil, err
+		if err := s.blocks.TakeOver(lr.OpCreate, req.Path, req.ClientName); err != nil {
+			return nil, s.fsErr(err)
 		}
 	}
-	return s.fileOp(req.Session, req.ClientName, nsOp(&fsmpb.CreateFileOp{
+	return s.fileOp(req.Session, req.ClientName, blocks.NamespaceOp(&fsmpb.CreateFileOp{
 		Path: req.Path, Replication: req.Replication, BlockSize: req.BlockSize, ClientName: req.ClientName, Overwrite: req.Overwrite,
 	}))
-}
-
-// chooseTargetsLocked picks count distinct live registered nodes, most
-// free space first (then by id), avoiding excluded; fewer when not enough
-// are live, at least one.
-func (s *Server) chooseTargetsLocked(f *fsSoft, nodes map[string]*fsmpb.NodeRecord, count int, excluded []string, now time.Time) ([]string, error) {
-	stale := s.fsCfg().NodeStaleInterval
-	var live []string
-	for id := range nodes {
-		if f.live(id, now, stale) && !contains(excluded, id) {
-			live = append(live, id)
-		}
-	}
-	sort.Slice(live, func(i, j int) bool {
-		a, b := f.nodes[live[i]].free, f.nodes[live[j]].free
-		if a != b {
-			return a > b
-		}
-		return live[i] < live[j]
-	})
-	if len(live) == 0 {
-		return nil, s.statusErr(codes.Unavailable, ReasonNoLiveNodes, "no live storage nodes")
-	}
-	return live[:min(max(count, 1), len(live))], nil
-}
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 func locations(nodes map[string]*fsmpb.NodeRecord, ids []string) []*pb.NodeLocation {
@@ -313,25 +168,22 @@ func (n *namespaceService) AddBlock(ctx context.Context, req *pb.AddBlockRequest
 	if err := s.fsReady(ctx); err != nil {
 		return nil, err
 	}
-	v, ok := s.viewFile(req.Path)
-	if !ok {
-		return nil, s.fsErr(notFound(req.Path))
-	}
-	now := time.Now()
-	soft := s.fsLocked()
-	targets, err := s.chooseTargetsLocked(soft, v.nodes, int(v.file.Replication), req.ExcludedNodes, now)
-	replicated := soft.replicatedLocked(v, formatBlockRef(req.Previous), now, s.fsCfg().NodeStaleInterval)
-	soft.mu.Unlock()
+	v, err := s.blocks.ViewFile(req.Path)
 	if err != nil {
-		return nil, err
+		return nil, s.fsErr(err)
 	}
-	resp, err := s.fileOp(req.Session, req.ClientName, nsOp(&fsmpb.AddBlockOp{
-		Path: req.Path, ClientName: req.ClientName, Previous: formatBlockRef(req.Previous), Targets: targets, ReplicatedBlocks: replicated,
+	prev := formatBlockRef(req.Previous)
+	targets, replicated, err := s.blocks.NewBlock(v, req.ExcludedNodes, prev)
+	if err != nil {
+		return nil, s.fsErr(err)
+	}
+	resp, err := s.fileOp(req.Session, req.ClientName, blocks.NamespaceOp(&fsmpb.AddBlockOp{
+		Path: req.Path, ClientName: req.ClientName, Previous: prev, Targets: targets, ReplicatedBlocks: replicated,
 	}))
 	if err != nil {
 		return nil, err
 	}
-	resp.Locations = locations(v.nodes, resp.Result.GetBlock().GetExpectedLocations())
+	resp.Locations = locations(v.Nodes, resp.Result.GetBlock().GetExpectedLocations())
 	return resp, nil
 }
 
@@ -343,15 +195,14 @@ func (n *namespaceService) Complete(ctx context.Context, req *pb.CompleteRequest
 	if err := s.fsReady(ctx); err != nil {
 		return nil, err
 	}
-	v, ok := s.viewFile(req.Path)
-	if !ok {
-		return nil, s.fsErr(notFound(req.Path))
+	v, err := s.blocks.ViewFile(req.Path)
+	if err != nil {
+		return nil, s.fsErr(err)
 	}
-	soft := s.fsLocked()
-	replicated := soft.replicatedLocked(v, formatBlockRef(req.Last), time.Now(), s.fsCfg().NodeStaleInterval)
-	soft.mu.Unlock()
-	return s.fileOp(req.Session, req.ClientName, nsOp(&fsmpb.CompleteFileOp{
-		Path: req.Path, ClientName: req.ClientName, Last: formatBlockRef(req.Last), ReplicatedBlocks: replicated,
+	last := formatBlockRef(req.Last)
+	replicated := s.blocks.Replicated(v, last)
+	return s.fileOp(req.Session, req.ClientName, blocks.NamespaceOp(&fsmpb.CompleteFileOp{
+		Path: req.Path, ClientName: req.ClientName, Last: last, ReplicatedBlocks: replicated,
 	}))
 }
 
@@ -363,34 +214,21 @@ func (n *namespaceService) Append(ctx context.Context, req *pb.AppendFileRequest
 	if err := s.fsReady(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.takeOver(lr.OpAppend, req.Path, req.ClientName); err != nil {
-		return nil, err
+	if err := s.blocks.TakeOver(lr.OpAppend, req.Path, req.ClientName); err != nil {
+		return nil, s.fsErr(err)
 	}
-	v, ok := s.viewFile(req.Path)
-	if !ok {
-		return nil, s.fsErr(notFound(req.Path))
+	v, err := s.blocks.ViewFile(req.Path)
+	if err != nil {
+		return nil, s.fsErr(err)
 	}
 	// The replicas of a partial last block: the live nodes that reported
 	// it finalized at its GS and length (empty keeps its expected ones).
-	var targets []string
-	if k := len(v.blocks); k > 0 {
-		last := v.blocks[k-1]
-		now, stale := time.Now(), s.fsCfg().NodeStaleInterval
-		soft := s.fsLocked()
-		for _, id := range soft.reporters(last.Id) {
-			r := soft.nodes[id].replicas[last.Id]
-			if _, reg := v.nodes[id]; reg && soft.live(id, now, stale) && r.state == pb.ReplicaState_REPLICA_STATE_FINALIZED &&
-				r.gs == last.Gs && r.numBytes == int64(last.NumBytes) && len(targets) < maxFSTargets {
-				targets = append(targets, id)
-			}
-		}
-		soft.mu.Unlock()
-	}
-	resp, err := s.fileOp(req.Session, req.ClientName, nsOp(&fsmpb.AppendFileOp{Path: req.Path, ClientName: req.ClientName, Targets: targets}))
+	targets := s.blocks.AppendTargets(v, maxFSTargets)
+	resp, err := s.fileOp(req.Session, req.ClientName, blocks.NamespaceOp(&fsmpb.AppendFileOp{Path: req.Path, ClientName: req.ClientName, Targets: targets}))
 	if err != nil {
 		return nil, err
 	}
-	resp.Locations = locations(v.nodes, resp.Result.GetBlock().GetExpectedLocations())
+	resp.Locations = locations(v.Nodes, resp.Result.GetBlock().GetExpectedLocations())
 	return resp, nil
 }
 
@@ -408,7 +246,7 @@ func (n *namespaceService) Delete(ctx context.Context, req *pb.DeleteRequest) (*
 	// The removed blocks' replicas are invalidated at the nodes' next
 	// heartbeats (an unknown block; the state machine's removal feed
 	// marks them, see readRemovals).
-	return s.fileOp(req.Session, "", nsOp(&fsmpb.DeleteFileOp{Path: req.Path, Recursive: req.Recursive}))
+	return s.fileOp(req.Session, "", blocks.NamespaceOp(&fsmpb.DeleteFileOp{Path: req.Path, Recursive: req.Recursive}))
 }
 
 func (n *namespaceService) AbandonBlock(ctx context.Context, req *pb.AbandonBlockRequest) (*pb.FileOpResponse, error) {
@@ -419,7 +257,7 @@ func (n *namespaceService) AbandonBlock(ctx context.Context, req *pb.AbandonBloc
 	if err := s.fsReady(ctx); err != nil {
 		return nil, err
 	}
-	return s.fileOp(req.Session, req.ClientName, nsOp(&fsmpb.AbandonBlockOp{Path: req.Path, ClientName: req.ClientName, BlockId: req.BlockId}))
+	return s.fileOp(req.Session, req.ClientName, blocks.NamespaceOp(&fsmpb.AbandonBlockOp{Path: req.Path, ClientName: req.ClientName, BlockId: req.BlockId}))
 }
 
 func (n *namespaceService) UpdateBlockForPipeline(ctx context.Context, req *pb.UpdateBlockForPipelineRequest) (*pb.FileOpResponse, error) {
@@ -430,7 +268,7 @@ func (n *namespaceService) UpdateBlockForPipeline(ctx context.Context, req *pb.U
 	if err := s.fsReady(ctx); err != nil {
 		return nil, err
 	}
-	return s.fileOp(req.Session, req.ClientName, nsOp(&fsmpb.UpdateBlockForPipelineOp{Path: req.Path, ClientName: req.ClientName, BlockId: req.BlockId}))
+	return s.fileOp(req.Session, req.ClientName, blocks.NamespaceOp(&fsmpb.UpdateBlockForPipelineOp{Path: req.Path, ClientName: req.ClientName, BlockId: req.BlockId}))
 }
 
 // GetAdditionalNode chooses a node to add to the pipeline of path's last
@@ -449,30 +287,15 @@ func (n *namespaceService) GetAdditionalNode(ctx context.Context, req *pb.GetAdd
 	if err := s.fsReady(ctx); err != nil {
 		return nil, err
 	}
-	v, ok := s.viewFile(req.Path)
-	if !ok {
-		return nil, s.fsErr(notFound(req.Path))
-	}
-	switch {
-	case !v.file.UnderConstruction:
-		return nil, s.fsErr(fmt.Errorf("%w: %s", fsm.ErrNotUnderConstruction, req.Path))
-	case v.file.LeaseHolder != req.ClientName:
-		return nil, s.fsErr(fmt.Errorf("%w: %s is held by %s, not %s", fsm.ErrNotLeaseHolder, req.Path, v.file.LeaseHolder, req.ClientName))
-	case len(v.blocks) == 0 || v.blocks[len(v.blocks)-1].Id != req.BlockId:
-		return nil, s.fsErr(fmt.Errorf("%w: block %d is not the last block of %s", fsm.ErrNotLastBlock, req.BlockId, req.Path))
-	case v.blocks[len(v.blocks)-1].State != fsmpb.BlockState_BLOCK_STATE_UNDER_CONSTRUCTION:
-		return nil, s.fsErr(fmt.Errorf("%w: block %d is %v", fsm.ErrBlockState, req.BlockId, v.blocks[len(v.blocks)-1].State))
-	}
-	soft := s.fsLocked()
-	targets, err := s.chooseTargetsLocked(soft, v.nodes, 1, append(append([]string(nil), req.Existing...), req.Excluded...), time.Now())
-	soft.mu.Unlock()
+	v, err := s.blocks.ViewFile(req.Path)
 	if err != nil {
-		// Not Unavailable: no node to add is an answer, not a reason to
-		// retry (the writer goes on without one, or fails if it must add).
-		return nil, s.statusErr(codes.FailedPrecondition, ReasonNoAdditionalNode,
-			fmt.Sprintf("no live node outside the pipeline of block %d and the %d excluded", req.BlockId, len(req.Excluded)))
+		return nil, s.fsErr(err)
 	}
-	return &pb.GetAdditionalNodeResponse{Node: locations(v.nodes, targets)[0]}, nil
+	node, err := s.blocks.AdditionalNode(v, req.ClientName, req.BlockId, append(append([]string(nil), req.Existing...), req.Excluded...))
+	if err != nil {
+		return nil, s.fsErr(err)
+	}
+	return &pb.GetAdditionalNodeResponse{Node: locations(v.Nodes, []string{node})[0]}, nil
 }
 
 func (n *namespaceService) UpdatePipeline(ctx context.Context, req *pb.UpdatePipelineRequest) (*pb.FileOpResponse, error) {
@@ -486,14 +309,14 @@ func (n *namespaceService) UpdatePipeline(ctx context.Context, req *pb.UpdatePip
 	if err := s.fsReady(ctx); err != nil {
 		return nil, err
 	}
-	resp, err := s.fileOp(req.Session, req.ClientName, nsOp(&fsmpb.UpdatePipelineOp{
+	resp, err := s.fileOp(req.Session, req.ClientName, blocks.NamespaceOp(&fsmpb.UpdatePipelineOp{
 		Path: req.Path, ClientName: req.ClientName, BlockId: req.BlockId, OldGs: req.OldGs, NewGs: req.NewGs, NewLength: req.NewLength, NewNodes: req.NewNodes,
 	}))
 	if err != nil {
 		return nil, err
 	}
-	if v, ok := s.viewFile(req.Path); ok {
-		resp.Locations = locations(v.nodes, resp.Result.GetBlock().GetExpectedLocations())
+	if v, err := s.blocks.ViewFile(req.Path); err == nil {
+		resp.Locations = locations(v.Nodes, resp.Result.GetBlock().GetExpectedLocations())
 	}
 	return resp, nil
 }
@@ -507,7 +330,7 @@ func (n *namespaceService) Stat(ctx context.Context, req *pb.StatRequest) (*pb.S
 		return nil, err
 	}
 	var resp *pb.StatResponse
-	var blocks []*fsmpb.BlockRecord
+	var blks []*fsmpb.BlockRecord
 	addrs := map[string]string{}
 	s.fsm.View(func(st *fsm.State) {
 		fs, ok := st.FileStatus(req.Path)
@@ -515,25 +338,26 @@ func (n *namespaceService) Stat(ctx context.Context, req *pb.StatRequest) (*pb.S
 			return
 		}
 		resp = &pb.StatResponse{File: apiFileStatus(fs)}
-		blocks, _ = st.BlocksOfFile(req.Path)
+		blks, _ = st.BlocksOfFile(req.Path)
 		for _, n := range st.Nodes() {
 			addrs[n.Id] = n.GrpcAddr
 		}
 	})
 	if resp == nil {
-		return nil, s.fsErr(notFound(req.Path))
+		return nil, s.fsErr(fmt.Errorf("%w: %s", fsm.ErrFileNotFound, req.Path))
 	}
-	var soft *fsSoft
-	if s.isLeader() {
-		soft = s.fsLocked()
-		defer soft.mu.Unlock()
-		resp.FromLeader = true
+	ids := make([]uint64, len(blks))
+	for i, b := range blks {
+		ids[i] = b.Id
 	}
-	for _, b := range blocks {
+	reported, fromLeader := s.blocks.Reported(ids)
+	resp.FromLeader = fromLeader
+	for _, b := range blks {
 		bs := &pb.BlockStatus{Id: b.Id, Gs: b.Gs, NumBytes: b.NumBytes, State: apiBlockState(b.State), ExpectedLocations: append([]string(nil), b.ExpectedLocations...)}
 		bs.Recovery = apiBlockRecovery(b.Recovery)
-		if soft != nil {
-			bs.ReportedLocations = soft.reported(b.Id)
+		for _, r := range reported[b.Id] {
+			bs.ReportedLocations = append(bs.ReportedLocations, &pb.ReportedLocation{NodeId: r.NodeID, State: apiReplicaState(r.State), Gs: r.GS,
+				NumBytes: r.NumBytes, Corrupt: r.Corrupt, Cached: r.Cached})
 		}
 		named := map[string]bool{}
 		addLoc := func(id string) {
@@ -600,27 +424,7 @@ func (n *namespaceService) RecoverLease(ctx context.Context, req *pb.RecoverLeas
 	if err := s.fsReady(ctx); err != nil {
 		return nil, err
 	}
-	v, ok := s.viewFile(req.Path)
-	if !ok {
-		return nil, s.fsErr(notFound(req.Path))
-	}
-	now := time.Now()
-	soft := s.fsLocked()
-	rf := s.ruleFileLocked(soft, v, now)
-	renewed := soft.renewed(v.file.LeaseHolder)
-	soft.mu.Unlock()
-	acc, err := lr.CheckWriteAccess(rf, lr.AccessRequest{Op: lr.OpRecoverLease, Caller: req.ClientName, Now: now, LeaseRenewed: renewed}, s.fsCfg().rules())
-	if err != nil {
-		return nil, s.fsErr(err)
-	}
-	if acc.Proceed {
-		return &pb.RecoverLeaseResponse{Closed: true}, nil
-	}
-	d, err := s.releaseFile(req.Path, acc.NewHolder, "recover lease by "+req.ClientName)
-	if err != nil {
-		return nil, err
-	}
-	closed, err := lr.AnswerRelease(lr.OpRecoverLease, d)
+	closed, err := s.blocks.RecoverLease(req.Path, req.ClientName)
 	if err != nil {
 		return nil, s.fsErr(err)
 	}
@@ -635,9 +439,9 @@ func (n *namespaceService) RenewLease(ctx context.Context, req *pb.RenewLeaseReq
 	if err := s.fsReady(ctx); err != nil {
 		return nil, err
 	}
-	s.renew(req.ClientName, time.Now())
+	s.blocks.Renew(req.ClientName)
 	var open int
 	s.fsm.View(func(st *fsm.State) { open = len(st.FilesOfHolder(req.ClientName)) })
-	cfg := s.fsCfg()
+	cfg := s.blocks.Config()
 	return &pb.RenewLeaseResponse{OpenFiles: uint32(open), SoftLimitMs: cfg.LeaseSoftLimit.Milliseconds(), HardLimitMs: cfg.LeaseHardLimit.Milliseconds()}, nil
 }

@@ -16,22 +16,31 @@ import (
 )
 
 // applyCommand proposes one non-append command on the leader and returns
-// the state machine's response. Followers reach it through the forward
-// interceptor.
+// the state machine's response, its errors as gRPC statuses. Followers
+// reach it through the forward interceptor.
 func (s *Server) applyCommand(t fsmpb.CommandType, m proto.Message) (any, error) {
+	resp, err := s.apply(t, m)
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return resp, nil
+}
+
+// apply is applyCommand with the domain's and Raft's errors as they are.
+func (s *Server) apply(t fsmpb.CommandType, m proto.Message) (any, error) {
 	if s.raft.State() != raft.Leader {
-		return nil, s.statusErr(codes.Unavailable, ReasonNotLeader, "not the leader")
+		return nil, raft.ErrNotLeader
 	}
 	data, err := s.encode(t, m)
 	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+		return nil, err
 	}
 	f := s.raft.Apply(data, s.cfg.ApplyTimeout)
 	if err := s.await(f); err != nil {
-		return nil, s.toStatus(err)
+		return nil, err
 	}
 	if err, ok := f.Response().(error); ok {
-		return nil, s.toStatus(err)
+		return nil, err
 	}
 	return f.Response(), nil
 }

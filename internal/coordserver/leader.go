@@ -598,3 +598,5 @@ func (s *Server) withStatus(rs []fsm.Result) []fsm.Result {
 	}
 	return rs
 }
+
+func (s *Server) isLeader() bool { return s.raft.State() == raft.Leader }

@@ -22,12 +22,9 @@ type metrics struct {
 	batchOps      prometheus.Histogram
 	leaderChanges prometheus.Counter
 	rpc           *rpcmetrics.Metrics
-	// File system (leader): lease releases by action, recovery commits by
-	// result, re-replication transfers sent, excess replicas invalidated.
-	leaseReleases   *prometheus.CounterVec
+	// Recovery commits from primaries by result (the block manager has
+	// the rest of the file system's: blocks.Manager.Collectors).
 	recoveryCommits *prometheus.CounterVec
-	replScheduled   prometheus.Counter
-	replExcess      prometheus.Counter
 }
 
 func newMetrics(s *Server) *metrics {
@@ -50,36 +47,14 @@ func newMetrics(s *Server) *metrics {
 	})
 	m.leaderChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "logbook_raft_leader_changes_total", Help: "Leader changes observed by this member."})
 	m.rpc = rpcmetrics.New()
-	m.leaseReleases = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "logbook_fs_lease_releases_total",
-		Help: "Leases the leader released, by action: close, remove_last_block, start_recovery (started or re-driven)."}, []string{"action"})
 	m.recoveryCommits = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "logbook_fs_recovery_commits_total",
 		Help: "Block recovery commits from primaries, by result (ok or the refusal reason)."}, []string{"result"})
-	m.replScheduled = prometheus.NewCounter(prometheus.CounterOpts{Name: "logbook_fs_replications_scheduled_total", Help: "Re-replication transfers the leader sent to source nodes."})
-	m.replExcess = prometheus.NewCounter(prometheus.CounterOpts{Name: "logbook_fs_excess_replicas_invalidated_total", Help: "Excess replicas the leader invalidated."})
 	gauge := func(name, help string, fn func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn)
 	}
-	repl := func(fn func(replicationStats) int) func() float64 {
-		return func() float64 {
-			if s.raft == nil {
-				return 0
-			}
-			return float64(fn(s.ReplicationStats()))
-		}
-	}
 	m.reg.MustRegister(m.rpc.Collectors()...)
 	m.reg.MustRegister(m.commitSeconds, m.applySeconds, m.storeSeconds, m.batchOps, m.leaderChanges,
-		m.leaseReleases, m.recoveryCommits, m.replScheduled, m.replExcess,
-		gauge("logbook_fs_under_replicated_blocks", "COMPLETE blocks with fewer good replicas than their replication factor (leader).", repl(func(r replicationStats) int { return r.UnderReplicated })),
-		gauge("logbook_fs_missing_blocks", "COMPLETE blocks without a good replica on a live node (leader).", repl(func(r replicationStats) int { return r.Missing })),
-		gauge("logbook_fs_pending_replications", "Re-replication transfers in flight (leader).", repl(func(r replicationStats) int { return r.Pending })),
-		gauge("logbook_fs_dead_nodes", "Storage nodes silent past the dead interval (leader).", repl(func(r replicationStats) int { return r.DeadNodes })),
-		gauge("logbook_fs_safe_mode", "1 while the leader is in safe mode (and on followers).", func() float64 {
-			if s.raft == nil || s.SafeMode() {
-				return 1
-			}
-			return 0
-		}),
+		m.recoveryCommits,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		gauge("logbook_raft_term", "Current Raft term.", func() float64 { return float64(s.raftOr(func(r *raft.Raft) uint64 { return r.CurrentTerm() })) }),
 		gauge("logbook_raft_commit_index", "Raft commit index.", func() float64 { return float64(s.raftOr(func(r *raft.Raft) uint64 { return r.CommitIndex() })) }),

@@ -3,18 +3,13 @@ package coordserver
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
-	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
 	"github.com/logbookhq/logbook/fsm/fsmpb"
+	"github.com/logbookhq/logbook/internal/blocks"
 	"github.com/logbookhq/logbook/internal/clusterpb"
 	lr "github.com/logbookhq/logbook/leaserecovery"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -22,56 +17,15 @@ import (
 const (
 	maxReportReplicas    = 1 << 20
 	maxIncrementalChange = 10000
-	maxInvalidatePerBeat = 1000
-	// maxRecoveriesPerBeat bounds the recover commands of one heartbeat
-	// reply (the rest come with the next ones, oldest recovery first).
-	maxRecoveriesPerBeat = 64
-	// maxReplChecksPerCycle bounds the dirty blocks one replication cycle
-	// checks (the rest wait for the next).
-	maxReplChecksPerCycle = 100000
 )
 
-// defaultLookupChunk bounds the block lookups made under one hold of the state
-// machine's read lock, which applies wait for, and the blocks handled
-// under one hold of the soft state's lock, which every node's heartbeats
-// and reports wait for (Server.lookupChunk; Config.lookupChunk in tests).
-const defaultLookupChunk = 4096
-
-// lookupChunk is this server's chunk: defaultLookupChunk unless a test
-// set a smaller one in its Config.
-func (s *Server) lookupChunk() int {
-	if s.cfg.lookupChunk > 0 {
-		return s.cfg.lookupChunk
-	}
-	return defaultLookupChunk
-}
-
-// invalidateChecksPerBeat bounds the replicas a heartbeat checks for
-// invalidation, from each source (rechecks, the sweep): a node with a
-// million replicas has each swept every ~31 heartbeats, one with at most
-// this many at every heartbeat. A variable for tests.
-var invalidateChecksPerBeat = 1 << 15
-
 // nodeLinkService is the storage nodes' API: registration (replicated),
-// heartbeats and block reports (leader soft state), recovery commits
-// (replicated).
+// heartbeats and block reports (leader soft state, the block manager's),
+// recovery commits (replicated). It checks and converts; the block
+// manager decides.
 type nodeLinkService struct {
 	clusterpb.UnimplementedNodeLinkServer
 	s *Server
-}
-
-// registeredNode returns the node's record, or FailedPrecondition "node
-// not registered" (the node registers again on that reason).
-func (s *Server) registeredNode(id string) (*fsmpb.NodeRecord, error) {
-	if err := s.checkFSName("node id", id); err != nil {
-		return nil, err
-	}
-	var n *fsmpb.NodeRecord
-	s.fsm.View(func(st *fsm.State) { n, _ = st.Node(id) })
-	if n == nil {
-		return nil, s.statusErr(codes.FailedPrecondition, ReasonNodeNotRegistered, fmt.Sprintf("node %q not registered", id))
-	}
-	return n, nil
 }
 
 func (s *Server) checkStorages(reps []*pb.StorageReport) error {
@@ -86,16 +40,12 @@ func (s *Server) checkStorages(reps []*pb.StorageReport) error {
 	return nil
 }
 
-// setStorages records a node's storage stats (caller holds f.mu).
-func (n *nodeSoft) setStorages(reps []*pb.StorageReport) {
-	n.storages = map[string]*pb.StorageReport{}
-	n.free = 0
-	for _, r := range reps {
-		n.storages[r.StorageId] = proto.Clone(r).(*pb.StorageReport)
-		if !r.Failed {
-			n.free += r.Free
-		}
+func storages(reps []*pb.StorageReport) []blocks.Storage {
+	out := make([]blocks.Storage, len(reps))
+	for i, r := range reps {
+		out[i] = blocks.Storage{ID: r.StorageId, Capacity: r.Capacity, Used: r.Used, Free: r.Free, Failed: r.Failed}
 	}
+	return out
 }
 
 func (l *nodeLinkService) Register(ctx context.Context, req *clusterpb.NodeRegisterRequest) (*clusterpb.NodeRegisterResponse, error) {
@@ -114,24 +64,11 @@ func (l *nodeLinkService) Register(ctx context.Context, req *clusterpb.NodeRegis
 	}
 	node := proto.Clone(req.Node).(*fsmpb.NodeRecord)
 	node.RegisteredUnixNanos, node.UpdatedUnixNanos = 0, 0
-	r, err := s.proposeNS(nil, nsOp(&fsmpb.RegisterNodeOp{Node: node}))
+	rec, err := s.blocks.Register(node, storages(req.Storages))
 	if err != nil {
-		return nil, err
+		return nil, s.fsErr(err)
 	}
-	f := s.fsLocked()
-	term := f.term
-	n := f.node(node.Id)
-	n.lastHeartbeat = time.Now()
-	n.setStorages(req.Storages)
-	// A (re-)registered node sends a full report before its replicas
-	// count again; its blocks are judged without them meanwhile.
-	n.fullReport = false
-	old := n.replicas // no longer written once replaced
-	n.setReplicas(map[uint64]softReplica{})
-	f.mu.Unlock()
-	s.forgetChunked(term, n, slices.Collect(maps.Keys(old)))
-	s.log.Info("storage node registered", "node", node.Id, "grpc-addr", node.GrpcAddr)
-	return &clusterpb.NodeRegisterResponse{Node: proto.Clone(r.Result.GetNode()).(*fsmpb.NodeRecord), ClusterId: s.cfg.ClusterID}, nil
+	return &clusterpb.NodeRegisterResponse{Node: proto.Clone(rec).(*fsmpb.NodeRecord), ClusterId: s.cfg.ClusterID}, nil
 }
 
 func (l *nodeLinkService) Heartbeat(ctx context.Context, req *clusterpb.NodeHeartbeatRequest) (*clusterpb.NodeHeartbeatResponse, error) {
@@ -148,180 +85,122 @@ func (l *nodeLinkService) Heartbeat(ctx context.Context, req *clusterpb.NodeHear
 	if err := s.fsReady(ctx); err != nil {
 		return nil, err
 	}
-	rec, err := s.registeredNode(req.NodeId)
+	r, err := s.blocks.Heartbeat(blocks.Heartbeat{NodeID: req.NodeId, Storages: storages(req.Storages), Cache: blocks.CacheReport{
+		Capacity: req.Cache.GetCapacity(), Used: req.Cache.GetUsed(), BlockIDs: req.Cache.GetBlockIds(),
+	}})
 	if err != nil {
-		return nil, err
+		return nil, s.fsErr(err)
 	}
-	now := time.Now()
-	f := s.fsLocked()
-	n := f.node(req.NodeId)
-	n.lastHeartbeat = now
-	n.dead = false
-	n.setStorages(req.Storages)
-	f.setCacheReport(n, req.Cache)
-	safe := f.safeMode
-	f.mu.Unlock()
-	resp := &clusterpb.NodeHeartbeatResponse{SafeMode: safe}
-	for _, r := range req.Storages {
-		if !contains(rec.StorageIds, r.StorageId) {
-			// A storage the registration does not list: register again.
-			resp.Commands = append(resp.Commands, &clusterpb.NodeCommand{Command: &clusterpb.NodeCommand_ReRegister{ReRegister: &clusterpb.ReRegisterCommand{}}})
-			break
-		}
-	}
-	resp.Commands = append(resp.Commands, s.nodeCommands(req.NodeId, now)...)
-	return resp, nil
+	return &clusterpb.NodeHeartbeatResponse{SafeMode: r.SafeMode, Commands: nodeCommands(r.Work)}, nil
 }
 
-// nodeCommands is the work for node id, derived from the FSM (recoveries
-// whose primary it is) and from the leader's soft state (full report
-// request, invalidations outside safe mode).
-func (s *Server) nodeCommands(id string, now time.Time) []*clusterpb.NodeCommand {
-	s.readRemovals()
+// nodeCommands is w as heartbeat reply commands: re-register, full
+// report, recoveries, transfers, one invalidation, uncache, cache.
+func nodeCommands(w blocks.Work) []*clusterpb.NodeCommand {
 	var out []*clusterpb.NodeCommand
-	var recs []*fsmpb.BlockRecord
-	nodes := map[string]*fsmpb.NodeRecord{}
-	s.fsm.View(func(st *fsm.State) {
-		recs = st.RecoveriesOfPrimary(id)
-		recs = recs[:min(len(recs), maxRecoveriesPerBeat)]
-		for _, n := range st.Nodes() {
-			nodes[n.Id] = n
+	cmd := func(c any) {
+		nc := &clusterpb.NodeCommand{}
+		switch c := c.(type) {
+		case *clusterpb.ReRegisterCommand:
+			nc.Command = &clusterpb.NodeCommand_ReRegister{ReRegister: c}
+		case *clusterpb.SendFullReportCommand:
+			nc.Command = &clusterpb.NodeCommand_SendFullReport{SendFullReport: c}
+		case *clusterpb.RecoverBlockCommand:
+			nc.Command = &clusterpb.NodeCommand_RecoverBlock{RecoverBlock: c}
+		case *clusterpb.TransferCommand:
+			nc.Command = &clusterpb.NodeCommand_Transfer{Transfer: c}
+		case *clusterpb.InvalidateCommand:
+			nc.Command = &clusterpb.NodeCommand_Invalidate{Invalidate: c}
+		case *clusterpb.UncacheCommand:
+			nc.Command = &clusterpb.NodeCommand_Uncache{Uncache: c}
+		case *clusterpb.CacheCommand:
+			nc.Command = &clusterpb.NodeCommand_Cache{Cache: c}
 		}
-	})
-	f := s.fsLocked()
-	locs := make([][]string, len(recs))
-	for i, b := range recs {
-		locs[i] = f.recoveryLocationsLocked(b.ExpectedLocations, now, s.fsCfg().NodeStaleInterval, s.fsCfg().NodeDeadInterval)
+		out = append(out, nc)
 	}
-	n := f.node(id)
-	if !n.fullReport {
-		out = append(out, &clusterpb.NodeCommand{Command: &clusterpb.NodeCommand_SendFullReport{SendFullReport: &clusterpb.SendFullReportCommand{}}})
+	if w.ReRegister {
+		cmd(&clusterpb.ReRegisterCommand{})
 	}
-	safe := f.safeMode
-	transfers, excess := n.takeWorkLocked()
-	cache, uncache := n.cache.takeWork(now, s.fsCfg().CacheTimeout)
-	var check []replicaCheck
-	if !safe && n.fullReport {
-		check = f.takeChecksLocked(n, invalidateChecksPerBeat)
+	if w.SendFullReport {
+		cmd(&clusterpb.SendFullReportCommand{})
 	}
-	f.mu.Unlock()
-	for i, b := range recs {
-		out = append(out, &clusterpb.NodeCommand{Command: &clusterpb.NodeCommand_RecoverBlock{RecoverBlock: &clusterpb.RecoverBlockCommand{
-			BlockId: b.Id, Gs: b.Gs, NumBytes: b.NumBytes, RecoveryId: b.Recovery.GetRecoveryId(), Path: b.Path,
-			Locations: locations(nodes, locs[i]), DeadlineUnixNanos: b.Recovery.GetDeadlineUnixNanos(),
-		}}})
-	}
-	for _, t := range transfers {
-		out = append(out, &clusterpb.NodeCommand{Command: &clusterpb.NodeCommand_Transfer{Transfer: t}})
-	}
-	if inv := append(excess, s.invalidations(id, check, now)...); len(inv) > 0 {
-		out = append(out, &clusterpb.NodeCommand{Command: &clusterpb.NodeCommand_Invalidate{Invalidate: &clusterpb.InvalidateCommand{Blocks: inv}}})
-	}
-	return append(out, cacheCommands(cache, uncache)...)
-}
-
-// readRemovals reads the state machine's removal feed on from where this
-// term read to and marks each replica of a removed block for a recheck,
-// so that a deleted file's replicas are invalidated at the next heartbeats
-// however large the sweep. Removals the feed lost (to its bound or a
-// restore) are left to the sweep.
-func (s *Server) readRemovals() {
-	f := s.fsLocked()
-	term, from, started := f.term, f.removedAt, f.removedRead
-	f.mu.Unlock()
-	var ids []uint64
-	next := from
-	s.fsm.View(func(st *fsm.State) {
-		if !started {
-			next = st.RemovalFeedEnd()
-			return
-		}
-		ids, next, _ = st.RemovedBlocks(from, 1<<16)
-	})
-	f = s.fsLocked()
-	if f.term != term || (f.removedRead && f.removedAt >= next) {
-		f.mu.Unlock()
-		return // a new term, or another heartbeat read as far
-	}
-	f.removedAt, f.removedRead = next, true
-	f.mu.Unlock()
-	s.eachChunked(term, ids, func(f *fsSoft, id uint64) { f.recheckHolders(id, "") })
-}
-
-// invalidations classifies node id's replicas check with
-// leaserecovery.ReconcileReplica: replicas of deleted (unknown) blocks,
-// and replicas whose GS is older than their COMMITTED/COMPLETE block's
-// while another live node holds a good copy, are invalidated. Those left
-// unjudged by the per-heartbeat bound are rechecked at the next heartbeat.
-func (s *Server) invalidations(id string, check []replicaCheck, now time.Time) []*fsmpb.BlockRef {
-	if len(check) == 0 {
-		return nil
-	}
-	stale := s.fsCfg().NodeStaleInterval
-	blocks := make([]*fsmpb.BlockRecord, len(check))
-	var maxGS uint64
-	chunk := s.lookupChunk()
-	for i := 0; i < len(check); i += chunk {
-		end := min(i+chunk, len(check))
-		s.fsm.View(func(st *fsm.State) {
-			for j := i; j < end; j++ {
-				blocks[j], _ = st.Block(check[j].id)
-			}
-			// The highest GS allocated (NextGS is not yet), read with the
-			// last lookups: no block looked up has a newer one.
-			maxGS = st.NextGS() - 1
+	for _, r := range w.Recover {
+		cmd(&clusterpb.RecoverBlockCommand{
+			BlockId: r.BlockID, Gs: r.GS, NumBytes: r.NumBytes, RecoveryId: r.RecoveryID, Path: r.Path,
+			Locations: nodeLocations(r.Locations), DeadlineUnixNanos: r.DeadlineUnixNanos,
 		})
 	}
-	var out []*fsmpb.BlockRef
-	f := s.fsLocked()
-	defer f.mu.Unlock()
-	n := f.node(id)
-	for i, r := range check {
-		if len(out) >= maxInvalidatePerBeat {
-			for _, rest := range check[i:] {
-				if _, ok := n.replicas[rest.id]; ok {
-					n.markRecheck(rest.id)
-				}
-			}
-			break
-		}
-		rs, ok := toRuleReplicaState(r.state)
-		if !ok {
-			continue
-		}
-		var stored *lr.Block
-		b := blocks[i]
-		if b != nil {
-			rb := ruleBlock(b, 0)
-			stored = &rb
-		}
-		rep := lr.ReportedReplica{Node: lr.NodeID(id), ID: r.id, GS: r.gs, NumBytes: r.numBytes, State: rs}
-		rc := lr.ReconcileReplica(stored, rep, lr.ReportContext{MaxGS: maxGS, Location: true})
-		switch {
-		case rc.Action == lr.ReportInvalidate:
-			out = append(out, &fsmpb.BlockRef{Id: r.id, Gs: r.gs, NumBytes: uint64(max(r.numBytes, 0))})
-		case rc.Action == lr.ReportMarkCorrupt && b != nil && r.gs < b.Gs &&
-			(b.State == fsmpb.BlockState_BLOCK_STATE_COMPLETE || b.State == fsmpb.BlockState_BLOCK_STATE_COMMITTED):
-			// Never the last good copy.
-			if f.finalizedAt(r.id, b.Gs, int64(b.NumBytes), now, stale) >= 1 {
-				out = append(out, &fsmpb.BlockRef{Id: r.id, Gs: r.gs, NumBytes: uint64(max(r.numBytes, 0))})
-			}
-		}
+	for _, t := range w.Transfers {
+		cmd(&clusterpb.TransferCommand{Block: t.Block, Targets: nodeLocations(t.Targets)})
+	}
+	if len(w.Invalidate) > 0 {
+		cmd(&clusterpb.InvalidateCommand{Blocks: w.Invalidate})
+	}
+	if len(w.Uncache) > 0 {
+		cmd(&clusterpb.UncacheCommand{Blocks: w.Uncache})
+	}
+	if len(w.Cache) > 0 {
+		cmd(&clusterpb.CacheCommand{Blocks: w.Cache})
 	}
 	return out
 }
 
-func (s *Server) checkReplica(r *pb.ReportedReplica) error {
-	if r == nil {
-		return s.badRequest("report: empty replica")
+func nodeLocations(ls []blocks.Location) []*pb.NodeLocation {
+	out := make([]*pb.NodeLocation, len(ls))
+	for i, l := range ls {
+		out[i] = &pb.NodeLocation{NodeId: l.NodeID, GrpcAddr: l.Addr}
 	}
-	if _, ok := toRuleReplicaState(r.State); !ok {
-		return s.badRequest(fmt.Sprintf("report: block %d in replica state %v", r.BlockId, r.State))
+	return out
+}
+
+// toRuleReplicaState maps the wire replica state to the rules' (ok false
+// for UNSPECIFIED or unknown values).
+func toRuleReplicaState(st pb.ReplicaState) (lr.ReplicaState, bool) {
+	switch st {
+	case pb.ReplicaState_REPLICA_STATE_FINALIZED:
+		return lr.ReplicaFinalized, true
+	case pb.ReplicaState_REPLICA_STATE_RBW:
+		return lr.ReplicaRBW, true
+	case pb.ReplicaState_REPLICA_STATE_RWR:
+		return lr.ReplicaRWR, true
+	case pb.ReplicaState_REPLICA_STATE_RUR:
+		return lr.ReplicaRUR, true
+	case pb.ReplicaState_REPLICA_STATE_TEMPORARY:
+		return lr.ReplicaTemporary, true
+	}
+	return 0, false
+}
+
+// apiReplicaState is toRuleReplicaState's inverse.
+func apiReplicaState(st lr.ReplicaState) pb.ReplicaState {
+	switch st {
+	case lr.ReplicaFinalized:
+		return pb.ReplicaState_REPLICA_STATE_FINALIZED
+	case lr.ReplicaRBW:
+		return pb.ReplicaState_REPLICA_STATE_RBW
+	case lr.ReplicaRWR:
+		return pb.ReplicaState_REPLICA_STATE_RWR
+	case lr.ReplicaRUR:
+		return pb.ReplicaState_REPLICA_STATE_RUR
+	case lr.ReplicaTemporary:
+		return pb.ReplicaState_REPLICA_STATE_TEMPORARY
+	}
+	return pb.ReplicaState_REPLICA_STATE_UNSPECIFIED
+}
+
+// replica checks and converts one reported replica.
+func (s *Server) replica(r *pb.ReportedReplica) (blocks.Replica, error) {
+	if r == nil {
+		return blocks.Replica{}, s.badRequest("report: empty replica")
+	}
+	st, ok := toRuleReplicaState(r.State)
+	if !ok {
+		return blocks.Replica{}, s.badRequest(fmt.Sprintf("report: block %d in replica state %v", r.BlockId, r.State))
 	}
 	if r.NumBytes < 0 || r.NumBytes > fsm.MaxBlockSize {
-		return s.badRequest(fmt.Sprintf("report: block %d of %d bytes", r.BlockId, r.NumBytes))
+		return blocks.Replica{}, s.badRequest(fmt.Sprintf("report: block %d of %d bytes", r.BlockId, r.NumBytes))
 	}
-	return nil
+	return blocks.Replica{BlockID: r.BlockId, GS: r.Gs, NumBytes: r.NumBytes, State: st}, nil
 }
 
 func (l *nodeLinkService) BlockReport(ctx context.Context, req *clusterpb.NodeBlockReportRequest) (*clusterpb.NodeReportResponse, error) {
@@ -333,130 +212,28 @@ func (l *nodeLinkService) BlockReport(ctx context.Context, req *clusterpb.NodeBl
 		return nil, s.badRequest(fmt.Sprintf("%d storages, at most %d", len(req.Storages), fsm.MaxStoragesPerNode))
 	}
 	total := 0
-	for _, st := range req.Storages {
+	report := make([]blocks.StorageReplicas, len(req.Storages))
+	for i, st := range req.Storages {
 		total += len(st.Replicas)
 		if total > maxReportReplicas {
 			return nil, s.badRequest(fmt.Sprintf("report of more than %d replicas", maxReportReplicas))
 		}
-		for _, r := range st.Replicas {
-			if err := s.checkReplica(r); err != nil {
+		report[i] = blocks.StorageReplicas{StorageID: st.StorageId, Failed: st.Failed, Replicas: make([]blocks.Replica, len(st.Replicas))}
+		for j, r := range st.Replicas {
+			rep, err := s.replica(r)
+			if err != nil {
 				return nil, err
 			}
+			report[i].Replicas[j] = rep
 		}
 	}
 	if err := s.fsReady(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := s.registeredNode(req.NodeId); err != nil {
-		return nil, err
+	if err := s.blocks.BlockReport(ctx, req.NodeId, report); err != nil {
+		return nil, s.fsErr(err)
 	}
-	var registered []string
-	s.fsm.View(func(st *fsm.State) {
-		for _, n := range st.Nodes() {
-			registered = append(registered, n.Id)
-		}
-	})
-	// The soft state's lock, which every node's heartbeats and reports
-	// wait for, is held only to swap the node's replicas: they are
-	// gathered and indexed before, and the blocks that changed are marked
-	// for the replication check after, a chunk at a time. Only those that
-	// changed, as HDFS's report diff: a block this node reports as it was
-	// holds the same good replicas as before, so its check would find what
-	// the last one found, and a large node's periodic report would bury the
-	// blocks that do need a check under its own.
-	reps := make(map[uint64]softReplica, total)
-	ids := make([]uint64, 0, total)
-	for _, st := range req.Storages {
-		if st.Failed {
-			continue
-		}
-		for _, r := range st.Replicas {
-			if _, dup := reps[r.BlockId]; !dup {
-				ids = append(ids, r.BlockId)
-			}
-			reps[r.BlockId] = softReplica{storage: st.StorageId, gs: r.Gs, numBytes: r.NumBytes, state: r.State}
-		}
-	}
-	term, n, old, err := s.installReport(ctx, req.NodeId, reps, ids, registered)
-	if err != nil {
-		return nil, err
-	}
-	s.eachChunked(term, ids, func(f *fsSoft, id uint64) {
-		// reps is written only under f.mu (incremental reports); one
-		// that changed it since the swap marked the block itself.
-		if was, ok := old[id]; !ok || was != reps[id] {
-			f.markDirty(id)
-		}
-	})
-	slices.Sort(ids)
-	var dropped []uint64
-	for bid := range old {
-		if _, found := slices.BinarySearch(ids, bid); !found {
-			dropped = append(dropped, bid)
-		}
-	}
-	s.forgetChunked(term, n, dropped)
 	return &clusterpb.NodeReportResponse{}, nil
-}
-
-// installReport makes reps (of block ids) node id's replicas: it lists the
-// node under each block in the holder index, lookupChunk per hold of the
-// soft state's lock, then swaps the map in. It returns the term it did so
-// in, the node's soft record and its previous replicas. One full report
-// is installed at a time (Server.fullReports): a report's holders must
-// stay listed until its swap, which a concurrent one for the same node
-// could undo. A term that moves on meanwhile starts it over (the new
-// term's index is empty).
-func (s *Server) installReport(ctx context.Context, id string, reps map[uint64]softReplica, ids []uint64, registered []string) (uint64, *nodeSoft, map[uint64]softReplica, error) {
-	s.fullReports.Lock()
-	defer s.fullReports.Unlock()
-	if err := ctx.Err(); err != nil {
-		return 0, nil, nil, status.FromContextError(err).Err() // the node gave up waiting
-	}
-	for range 3 {
-		f := s.fsLocked()
-		term := f.term
-		n := f.node(id)
-		n.incoming = reps
-		f.mu.Unlock()
-		if !s.eachChunked(term, ids, func(f *fsSoft, bid uint64) { f.indexHolder(bid, n) }) {
-			continue
-		}
-		f = s.fsLocked()
-		if f.term != term {
-			f.mu.Unlock()
-			continue
-		}
-		old := n.replicas // no longer written once replaced
-		n.setReplicas(reps)
-		n.incoming = nil
-		n.invalidating = nil
-		n.fullReport = true
-		n.dead = false
-		f.updateSafeMode(registered, time.Now(), s.fsCfg().NodeStaleInterval)
-		f.mu.Unlock()
-		return term, n, old, nil
-	}
-	return 0, nil, nil, status.Error(codes.Unavailable, "leadership changed during the block report; send it again")
-}
-
-// eachChunked calls fn on each of ids with the soft state locked,
-// lookupChunk ids per hold of its lock (which every node's heartbeats and
-// reports wait for), while the term is still term. It reports whether it
-// got through them all.
-func (s *Server) eachChunked(term uint64, ids []uint64, fn func(f *fsSoft, id uint64)) bool {
-	for chunk := range slices.Chunk(ids, s.lookupChunk()) {
-		f := s.fsLocked()
-		if f.term != term {
-			f.mu.Unlock()
-			return false
-		}
-		for _, id := range chunk {
-			fn(f, id)
-		}
-		f.mu.Unlock()
-	}
-	return true
 }
 
 func (l *nodeLinkService) IncrementalReport(ctx context.Context, req *clusterpb.NodeIncrementalReportRequest) (*clusterpb.NodeReportResponse, error) {
@@ -467,44 +244,34 @@ func (l *nodeLinkService) IncrementalReport(ctx context.Context, req *clusterpb.
 	if len(req.Changes) > maxIncrementalChange {
 		return nil, s.badRequest(fmt.Sprintf("%d changes, at most %d", len(req.Changes), maxIncrementalChange))
 	}
-	for _, c := range req.Changes {
-		if c.Change == clusterpb.ReplicaChange_REPLICA_CHANGE_UNSPECIFIED || c.Change > clusterpb.ReplicaChange_REPLICA_CHANGE_DELETED {
-			return nil, s.badRequest(fmt.Sprintf("report: unknown change %v", c.Change))
-		}
-		if c.Change == clusterpb.ReplicaChange_REPLICA_CHANGE_DELETED {
+	changes := make([]blocks.Change, len(req.Changes))
+	for i, c := range req.Changes {
+		switch c.Change {
+		case clusterpb.ReplicaChange_REPLICA_CHANGE_DELETED:
 			if c.Replica == nil {
 				return nil, s.badRequest("report: deleted change without a replica")
 			}
-			continue
-		}
-		if err := s.checkReplica(c.Replica); err != nil {
-			return nil, err
+			// A deleted replica's state and length do not matter.
+			changes[i] = blocks.Change{Deleted: true, StorageID: c.StorageId, Replica: blocks.Replica{BlockID: c.Replica.BlockId, GS: c.Replica.Gs}}
+		case clusterpb.ReplicaChange_REPLICA_CHANGE_UNSPECIFIED:
+			return nil, s.badRequest(fmt.Sprintf("report: unknown change %v", c.Change))
+		default:
+			if c.Change > clusterpb.ReplicaChange_REPLICA_CHANGE_DELETED {
+				return nil, s.badRequest(fmt.Sprintf("report: unknown change %v", c.Change))
+			}
+			rep, err := s.replica(c.Replica)
+			if err != nil {
+				return nil, err
+			}
+			changes[i] = blocks.Change{StorageID: c.StorageId, Replica: rep}
 		}
 	}
 	if err := s.fsReady(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := s.registeredNode(req.NodeId); err != nil {
-		return nil, err
+	if err := s.blocks.IncrementalReport(req.NodeId, changes); err != nil {
+		return nil, s.fsErr(err)
 	}
-	f := s.fsLocked()
-	n := f.node(req.NodeId)
-	for _, c := range req.Changes {
-		r := c.Replica
-		f.markDirty(r.BlockId)
-		if c.Change == clusterpb.ReplicaChange_REPLICA_CHANGE_DELETED {
-			f.deleteReplica(n, r.BlockId)
-			delete(n.invalidating, r.BlockId)
-			continue
-		}
-		f.setReplica(n, r.BlockId, softReplica{storage: c.StorageId, gs: r.Gs, numBytes: r.NumBytes, state: r.State})
-		n.markRecheck(r.BlockId)
-		if r.State == pb.ReplicaState_REPLICA_STATE_FINALIZED {
-			// A new good copy: the others' older ones may go now.
-			f.recheckHolders(r.BlockId, req.NodeId)
-		}
-	}
-	f.mu.Unlock()
 	return &clusterpb.NodeReportResponse{}, nil
 }
 
@@ -519,46 +286,17 @@ func (l *nodeLinkService) CommitBlockSynchronization(ctx context.Context, req *c
 	if err := s.fsReady(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := s.registeredNode(req.NodeId); err != nil {
-		return nil, err
-	}
-	// Design §R9.12 (HDFS rejects commitBlockSynchronization in safe
-	// mode): a new leader judges a recovery's outcome only once the nodes
-	// have reported. The primary retries Unavailable until its deadline.
-	if s.SafeMode() {
-		err := s.statusErr(codes.Unavailable, ReasonSafeMode, "commit block synchronization: the leader is in safe mode, waiting for the storage nodes' full reports")
-		s.metrics.recoveryCommits.WithLabelValues(errReason(err)).Inc()
-		return nil, err
-	}
-	var replicated []uint64
-	if v, ok := s.viewFileOfBlock(req.BlockId); ok {
-		soft := s.fsLocked()
-		replicated = soft.replicatedLocked(v, &fsmpb.BlockRef{Id: req.BlockId, Gs: req.NewGs, NumBytes: req.NewLength}, time.Now(), s.fsCfg().NodeStaleInterval)
-		soft.mu.Unlock()
-	}
-	r, err := s.proposeNS(nil, nsOp(&fsmpb.CommitBlockSyncOp{
+	r, err := s.blocks.CommitBlockSync(&fsmpb.CommitBlockSyncOp{
 		BlockId: req.BlockId, RecoveryId: req.RecoveryId, NewGs: req.NewGs, NewLength: req.NewLength, CloseFile: req.CloseFile,
-		DeleteBlock: req.DeleteBlock, Targets: req.Targets, OldGs: req.OldGs, ReplicatedBlocks: replicated,
-	}))
+		DeleteBlock: req.DeleteBlock, Targets: req.Targets, OldGs: req.OldGs,
+	}, req.NodeId)
 	if err != nil {
+		err = s.fsErr(err)
 		s.metrics.recoveryCommits.WithLabelValues(errReason(err)).Inc()
 		return nil, err
 	}
 	s.metrics.recoveryCommits.WithLabelValues("ok").Inc()
 	return &clusterpb.CommitBlockSyncResponse{Result: proto.Clone(r.Result).(*fsmpb.NamespaceResult)}, nil
-}
-
-func (s *Server) viewFileOfBlock(id uint64) (fileView, bool) {
-	var path string
-	s.fsm.View(func(st *fsm.State) {
-		if b, ok := st.Block(id); ok {
-			path = b.Path
-		}
-	})
-	if path == "" {
-		return fileView{}, false
-	}
-	return s.viewFile(path)
 }
 
 // ListNodes lists the registered storage nodes (replicated) with the
@@ -569,30 +307,59 @@ func (n *namespaceService) ListNodes(ctx context.Context, _ *pb.ListNodesRequest
 	if err := s.fsReady(ctx); err != nil {
 		return nil, err
 	}
-	var recs []*fsmpb.NodeRecord
-	s.fsm.View(func(st *fsm.State) { recs = st.Nodes() })
-	now := time.Now()
-	stale := s.fsCfg().NodeStaleInterval
-	f := s.fsLocked()
-	defer f.mu.Unlock()
-	resp := &pb.ListNodesResponse{SafeMode: f.safeMode, UnderReplicatedBlocks: uint64(len(f.repl.needed)),
-		MissingBlocks: uint64(len(f.repl.missing)), PendingReplications: uint64(len(f.repl.pending))}
-	for _, r := range recs {
-		ns := &pb.StorageNodeStatus{Node: apiNodeRecord(r), LastHeartbeatMs: -1, Live: f.live(r.Id, now, stale), Gossip: s.gossip.state(r.Id),
-			Dead: f.deadLocked(r.Id, now, s.fsCfg().NodeDeadInterval)}
-		if soft := f.nodes[r.Id]; soft != nil {
-			if !soft.lastHeartbeat.IsZero() {
-				ns.LastHeartbeatMs = now.Sub(soft.lastHeartbeat).Milliseconds()
-			}
-			ns.FullReport = soft.fullReport
-			ns.Replicas = uint64(len(soft.replicas))
-			ns.CacheCapacity, ns.CacheUsed, ns.CachedBlocks = soft.cache.capacity, soft.cache.used, uint64(len(soft.cache.cached))
-			for _, st := range soft.storages {
-				ns.Storages = append(ns.Storages, st)
-			}
-			slices.SortFunc(ns.Storages, func(a, b *pb.StorageReport) int { return strings.Compare(a.StorageId, b.StorageId) })
+	v := s.blocks.Nodes()
+	resp := &pb.ListNodesResponse{SafeMode: v.SafeMode, UnderReplicatedBlocks: v.UnderReplicated, MissingBlocks: v.Missing, PendingReplications: v.PendingTransfers}
+	for _, ns := range v.Nodes {
+		st := &pb.StorageNodeStatus{Node: apiNodeRecord(ns.Record), LastHeartbeatMs: -1, Live: ns.Live, Gossip: ns.Gossip, Dead: ns.Dead,
+			FullReport: ns.FullReport, Replicas: ns.Replicas, CacheCapacity: ns.CacheCapacity, CacheUsed: ns.CacheUsed, CachedBlocks: ns.CachedBlocks}
+		if ns.SinceHeartbeat >= 0 {
+			st.LastHeartbeatMs = ns.SinceHeartbeat.Milliseconds()
 		}
-		resp.Nodes = append(resp.Nodes, ns)
+		for _, r := range ns.Storages {
+			st.Storages = append(st.Storages, &pb.StorageReport{StorageId: r.ID, Capacity: r.Capacity, Used: r.Used, Free: r.Free, Failed: r.Failed})
+		}
+		resp.Nodes = append(resp.Nodes, st)
 	}
 	return resp, nil
+}
+
+// ReportBadBlocks (Namespace): a reader's checksum failures.
+func (n *namespaceService) ReportBadBlocks(ctx context.Context, req *pb.ReportBadBlocksRequest) (*pb.ReportBadBlocksResponse, error) {
+	return n.s.reportBadBlocks(ctx, req, false)
+}
+
+// ReportBadBlocks (NodeLink): a node's scanners and reads; the reporter
+// must be a registered node.
+func (l *nodeLinkService) ReportBadBlocks(ctx context.Context, req *pb.ReportBadBlocksRequest) (*pb.ReportBadBlocksResponse, error) {
+	return l.s.reportBadBlocks(ctx, req, true)
+}
+
+func (s *Server) reportBadBlocks(ctx context.Context, req *pb.ReportBadBlocksRequest, fromNode bool) (*pb.ReportBadBlocksResponse, error) {
+	if err := s.checkFSName("reporter", req.Reporter); err != nil {
+		return nil, err
+	}
+	if len(req.Replicas) == 0 || len(req.Replicas) > blocks.MaxBadReplicas {
+		return nil, s.badRequest(fmt.Sprintf("%d bad replicas: want 1..%d", len(req.Replicas), blocks.MaxBadReplicas))
+	}
+	bad := make([]blocks.BadReplica, len(req.Replicas))
+	for i, r := range req.Replicas {
+		if r.BlockId == 0 || r.Gs == 0 {
+			return nil, s.badRequest(fmt.Sprintf("bad replica: block %d at GS %d", r.BlockId, r.Gs))
+		}
+		if err := s.checkFSName("node id", r.NodeId); err != nil {
+			return nil, err
+		}
+		if len(r.Reason) > fsm.MaxReasonBytes {
+			return nil, s.badRequest(fmt.Sprintf("reason of %d bytes, at most %d", len(r.Reason), fsm.MaxReasonBytes))
+		}
+		bad[i] = blocks.BadReplica{BlockID: r.BlockId, GS: r.Gs, NodeID: r.NodeId, Reason: r.Reason}
+	}
+	if err := s.fsReady(ctx); err != nil {
+		return nil, err
+	}
+	accepted, err := s.blocks.ReportBadBlocks(req.Reporter, fromNode, bad)
+	if err != nil {
+		return nil, s.fsErr(err)
+	}
+	return &pb.ReportBadBlocksResponse{Accepted: accepted}, nil
 }

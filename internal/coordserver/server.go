@@ -17,6 +17,7 @@ import (
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
 	"github.com/logbookhq/logbook/fsm/fsmpb"
+	"github.com/logbookhq/logbook/internal/blocks"
 	"github.com/logbookhq/logbook/internal/clusterpb"
 	"github.com/logbookhq/logbook/internal/durable"
 	"github.com/logbookhq/logbook/internal/grpcflow"
@@ -81,13 +82,9 @@ type Server struct {
 	bootstrapd     atomic.Bool
 	// formed is set on the one member that called BootstrapCluster.
 	formed atomic.Bool
-	// fsSoft is the leader's file-system soft state (nodes_state.go).
-	fsSoft fsSoft
-	// fullReports: one storage node's full block report is installed at
-	// a time (installReport).
-	fullReports sync.Mutex
-	// gossip is the storage nodes' gossip state (nodes_gossip.go).
-	gossip nodeGossip
+	// blocks is the block manager: the leader's soft state of the file
+	// system and its monitors (internal/blocks).
+	blocks *blocks.Manager
 }
 
 // New opens the data dir, starts Raft, gossip, gRPC and http, and begins
@@ -130,6 +127,8 @@ func New(cfg Config) (_ *Server, err error) {
 	if err := s.openRaft(); err != nil {
 		return nil, err
 	}
+	s.blocks = blocks.New(cfg.FS, log.With("component", "blocks"), s.fsm, blockPorts{s}, blockPorts{s})
+	s.metrics.reg.MustRegister(s.blocks.Collectors()...)
 	s.peers = newPeerConns(cfg.ClusterID, cfg.Security.PeerTLS, cfg.MaxRequestBytes)
 	s.readIdx = newReadIndexer(s.raft)
 	bc := journal.DefaultBatcherConfig()
@@ -155,10 +154,7 @@ func New(cfg Config) (_ *Server, err error) {
 	s.goLoop(s.leaderIndexLoop)
 	s.goLoop(s.journalLoop)
 	s.goLoop(s.configCheckLoop)
-	s.goLoop(s.leaseMonitor)
-	s.goLoop(s.replicationMonitor)
-	s.goLoop(s.cacheMonitor)
-	s.goLoop(s.watchNodeGossip)
+	s.goLoop(func() { s.blocks.Run(s.ctx, s.members) })
 	if err := s.bootstrap(); err != nil {
 		return nil, err
 	}

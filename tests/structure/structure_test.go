@@ -22,8 +22,13 @@ const module = "github.com/logbookhq/logbook"
 // directly or through another package: servers translate at the edge
 // (docs/design.md, "Layout").
 var domainPackages = []string{
-	"fsm", "fsm/fsmpb", "journal", "journal/export", "leaserecovery", "replica", "membership",
+	"fsm", "fsm/fsmpb", "journal", "journal/export", "leaserecovery", "replica", "membership", "internal/blocks",
 }
+
+// raftFree are domain packages that reach Raft only through an interface
+// of their own (the block manager's Leadership and Proposer): they do not
+// import hashicorp/raft themselves.
+var raftFree = []string{"internal/blocks", "leaserecovery", "replica", "membership"}
 
 // maxLines bounds a hand-written, non-test Go file.
 const maxLines = 800
@@ -88,6 +93,23 @@ func TestDomainPackagesImportNoGRPC(t *testing.T) {
 		for _, dep := range strings.Fields(string(out)) {
 			if strings.Contains(dep, "grpc") {
 				t.Errorf("%s/%s imports %s (directly or through another package): domain packages never reach gRPC", module, p, dep)
+			}
+		}
+	}
+}
+
+func TestRaftBehindInterfaces(t *testing.T) {
+	root := repoRoot(t)
+	for _, p := range raftFree {
+		cmd := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "./"+p)
+		cmd.Dir = root
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", p, err)
+		}
+		for _, imp := range strings.Fields(string(out)) {
+			if strings.HasPrefix(imp, "github.com/hashicorp/raft") {
+				t.Errorf("%s/%s imports %s: it reaches Raft through its own interfaces", module, p, imp)
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package coordserver
+package blocks
 
 import (
 	"fmt"
@@ -8,7 +8,6 @@ import (
 	"github.com/logbookhq/logbook/fsm"
 	"github.com/logbookhq/logbook/fsm/fsmpb"
 	lr "github.com/logbookhq/logbook/leaserecovery"
-	"google.golang.org/grpc/codes"
 )
 
 // ruleFileLocked is v as the lease rules see it: each block's live
@@ -16,14 +15,14 @@ import (
 // length. A last block without expected locations takes the nodes that
 // reported it (design §R3.2 rule 4a, as the FSM does with
 // StartRecoveryOp.reported_locations).
-func (s *Server) ruleFileLocked(f *fsSoft, v fileView, now time.Time) lr.File {
-	stale := s.fsCfg().NodeStaleInterval
-	rf := lr.File{Path: v.file.Path, UnderConstruction: v.file.UnderConstruction, LeaseHolder: v.file.LeaseHolder, MinReplication: 1}
-	for i, b := range v.blocks {
+func (m *Manager) ruleFileLocked(f *fsSoft, v FileView, now time.Time) lr.File {
+	stale := m.cfg.NodeStaleInterval
+	rf := lr.File{Path: v.File.Path, UnderConstruction: v.File.UnderConstruction, LeaseHolder: v.File.LeaseHolder, MinReplication: 1}
+	for i, b := range v.Blocks {
 		rb := ruleBlock(b, f.finalizedAt(b.Id, b.Gs, int64(b.NumBytes), now, stale))
-		if i == len(v.blocks)-1 && len(rb.Expected) == 0 {
+		if i == len(v.Blocks)-1 && len(rb.Expected) == 0 {
 			for _, id := range f.reporters(b.Id) {
-				if _, ok := v.nodes[id]; ok {
+				if _, ok := v.Nodes[id]; ok {
 					rb.Expected = append(rb.Expected, lr.NodeID(id))
 				}
 			}
@@ -37,23 +36,23 @@ func (s *Server) ruleFileLocked(f *fsSoft, v fileView, now time.Time) lr.File {
 // limit, soft-limit takeover, recover-lease): close it, drop an empty last
 // block, or start (re-drive) a block recovery whose lease goes to
 // newHolder ("" for the coordinator's holder). It returns the decision.
-func (s *Server) releaseFile(path, newHolder, reason string) (lr.ReleaseDecision, error) {
-	v, ok := s.viewFile(path)
+func (m *Manager) releaseFile(path, newHolder, reason string) (lr.ReleaseDecision, error) {
+	v, ok := m.viewFile(path)
 	if !ok {
-		return lr.ReleaseDecision{}, s.fsErr(notFound(path))
+		return lr.ReleaseDecision{}, notFound(path)
 	}
 	now := time.Now()
-	cfg := s.fsCfg()
+	cfg := m.cfg
 	var load map[string]int
-	s.fsm.View(func(st *fsm.State) { load = st.RecoveryLoad() })
-	soft := s.fsLocked()
-	rf := s.ruleFileLocked(soft, v, now)
+	m.fsm.View(func(st *fsm.State) { load = st.RecoveryLoad() })
+	soft := m.locked()
+	rf := m.ruleFileLocked(soft, v, now)
 	replicated := soft.replicatedLocked(v, nil, now, cfg.NodeStaleInterval)
 	var locs []lr.Location
 	var reported []string
 	var last *fsmpb.BlockRecord
-	if k := len(v.blocks); k > 0 {
-		last = v.blocks[k-1]
+	if k := len(v.Blocks); k > 0 {
+		last = v.Blocks[k-1]
 		if len(last.ExpectedLocations) == 0 {
 			for _, id := range rf.Blocks[k-1].Expected {
 				reported = append(reported, string(id))
@@ -71,16 +70,16 @@ func (s *Server) releaseFile(path, newHolder, reason string) (lr.ReleaseDecision
 	soft.mu.Unlock()
 	d, err := lr.DecideRelease(rf, now)
 	if err != nil {
-		return d, s.fsErr(err)
+		return d, err
 	}
 	switch d.Action {
 	case lr.ReleaseAlreadyClosed, lr.ReleaseInProgress:
 		return d, nil
 	case lr.ReleaseClose, lr.ReleaseRemoveLastBlock:
-		_, err := s.proposeNS(nil, nsOp(&fsmpb.ReleaseLeaseOp{Path: path, Holder: v.file.LeaseHolder, ReplicatedBlocks: replicated}))
+		_, err := m.propose(&fsmpb.ReleaseLeaseOp{Path: path, Holder: v.File.LeaseHolder, ReplicatedBlocks: replicated})
 		if err == nil {
-			s.metrics.leaseReleases.WithLabelValues(d.Action.String()).Inc()
-			s.log.Info("lease released", "path", path, "holder", v.file.LeaseHolder, "action", d.Action.String(), "why", reason)
+			m.met.leaseReleases.WithLabelValues(d.Action.String()).Inc()
+			m.log.Info("lease released", "path", path, "holder", v.File.LeaseHolder, "action", d.Action.String(), "why", reason)
 		}
 		return d, err
 	case lr.ReleaseStartRecovery:
@@ -93,7 +92,7 @@ func (s *Server) releaseFile(path, newHolder, reason string) (lr.ReleaseDecision
 			// A re-drive with no live location: the attempt stays as it
 			// is (no new id, no command) until a location is heard from
 			// again (§R7.17); recoverLease answers "in progress".
-			s.log.Debug("recovery not re-driven: no live location", "path", path, "block", last.Id, "why", reason)
+			m.log.Debug("recovery not re-driven: no live location", "path", path, "block", last.Id, "why", reason)
 			return lr.ReleaseDecision{Action: lr.ReleaseInProgress, Reason: fmt.Sprintf("no live location of block %d", last.Id)}, nil
 		}
 		// !ok on a first attempt: the block still goes UNDER_RECOVERY with
@@ -104,32 +103,29 @@ func (s *Server) releaseFile(path, newHolder, reason string) (lr.ReleaseDecision
 		if len(why) > fsm.MaxReasonBytes {
 			why = why[:fsm.MaxReasonBytes]
 		}
-		r, err := s.proposeNS(nil, nsOp(&fsmpb.StartRecoveryOp{
+		r, err := m.propose(&fsmpb.StartRecoveryOp{
 			Path: path, BlockId: last.Id, Primary: string(pc.Node), DeadlineUnixNanos: now.Add(cfg.RecoveryTimeout).UnixNano(),
 			Reason: why, NewHolder: newHolder, ReportedLocations: reported,
-		}))
+		})
 		if err == nil {
-			s.metrics.leaseReleases.WithLabelValues(d.Action.String()).Inc()
-			s.log.Info("block recovery started", "path", path, "block", last.Id, "primary", pc.Node,
+			m.met.leaseReleases.WithLabelValues(d.Action.String()).Inc()
+			m.log.Info("block recovery started", "path", path, "block", last.Id, "primary", pc.Node,
 				"recovery-id", r.Result.GetBlock().GetRecovery().GetRecoveryId(), "why", reason)
 		}
 		return d, err
 	}
-	return d, s.statusErr(codes.Internal, "BAD_DECISION", fmt.Sprintf("%s: release decision %v", path, d.Action))
+	return d, fmt.Errorf("%w: %s: %v", ErrBadDecision, path, d.Action)
 }
 
-// leaseMonitor is the leader's lease loop: every LeaseCheckInterval it
-// releases or recovers the leases past the hard limit and re-drives the
-// recoveries past their deadline, at most MaxLeaseActionsPerCycle a cycle.
-func (s *Server) leaseMonitor() {
-	s.leaderEvery(s.fsCfg().LeaseCheckInterval, fsm.NamespaceFormat, s.leaseCycle)
-}
-
-func (s *Server) leaseCycle(now time.Time) {
-	cfg := s.fsCfg()
+// leaseCycle is one round of the leader's lease monitor (every
+// LeaseCheckInterval): it releases or recovers the leases past the hard
+// limit and re-drives the recoveries past their deadline, at most
+// MaxLeaseActionsPerCycle a cycle.
+func (m *Manager) leaseCycle(now time.Time) {
+	cfg := m.cfg
 	var open []fsm.OpenFile
 	var registered []string
-	s.fsm.View(func(st *fsm.State) {
+	m.fsm.View(func(st *fsm.State) {
 		open = st.UnderConstruction()
 		for _, n := range st.Nodes() {
 			registered = append(registered, n.Id)
@@ -137,7 +133,7 @@ func (s *Server) leaseCycle(now time.Time) {
 	})
 	type due struct{ path, holder, why string }
 	var work []due
-	soft := s.fsLocked()
+	soft := m.locked()
 	soft.updateSafeMode(registered, now, cfg.NodeStaleInterval)
 	if soft.safeMode {
 		// Design §R9.12: no lease is released and no recovery started
@@ -170,14 +166,14 @@ func (s *Server) leaseCycle(now time.Time) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, leaseWorkers)
 	for _, w := range work {
-		if !s.isLeader() {
+		if !m.lead.IsLeader() {
 			break
 		}
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if _, err := s.releaseFile(w.path, w.holder, w.why); err != nil {
-				s.log.Debug("lease release failed; will retry", "path", w.path, "why", w.why, "err", err)
+			if _, err := m.releaseFile(w.path, w.holder, w.why); err != nil {
+				m.log.Debug("lease release failed; will retry", "path", w.path, "why", w.why, "err", err)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package coordserver
+package blocks
 
 import (
 	"errors"
@@ -7,9 +7,9 @@ import (
 	lr "github.com/logbookhq/logbook/leaserecovery"
 )
 
-// FSConfig tunes the file-system half of the coordinator: leases, block
-// recovery and storage-node liveness (leader soft state).
-type FSConfig struct {
+// Config tunes the block manager: leases, block recovery, storage-node
+// liveness, re-replication and caching (leader soft state).
+type Config struct {
 	// LeaseSoftLimit: another writer may take a lease over after it.
 	LeaseSoftLimit time.Duration
 	// LeaseHardLimit: the leader releases or recovers the lease itself.
@@ -44,11 +44,20 @@ type FSConfig struct {
 	// CacheTimeout: a cache or uncache command not shown by the node's
 	// cache report within it is forgotten and the block judged again.
 	CacheTimeout time.Duration
+	// LookupChunk bounds the block lookups made under one hold of the
+	// state machine's read lock, which applies wait for, and the blocks
+	// handled under one hold of the soft state's lock, which every node's
+	// heartbeats and reports wait for (default 4096; tests set it smaller
+	// to interleave reports).
+	LookupChunk int
 }
 
-// DefaultFSConfig returns the defaults (HDFS lease limits).
-func DefaultFSConfig() FSConfig {
-	return FSConfig{
+// defaultLookupChunk is Config.LookupChunk's default.
+const defaultLookupChunk = 4096
+
+// DefaultConfig returns the defaults (HDFS lease limits).
+func DefaultConfig() Config {
+	return Config{
 		LeaseSoftLimit:           60 * time.Second,
 		LeaseHardLimit:           1200 * time.Second,
 		RecoveryTimeout:          90 * time.Second,
@@ -62,12 +71,13 @@ func DefaultFSConfig() FSConfig {
 		MaxLeaseActionsPerCycle:  100,
 		CacheCheckInterval:       3 * time.Second,
 		CacheTimeout:             time.Minute,
+		LookupChunk:              defaultLookupChunk,
 	}
 }
 
-// withDefaults fills zero fields (a Config built without DefaultConfig).
-func (c FSConfig) withDefaults() FSConfig {
-	d := DefaultFSConfig()
+// WithDefaults fills zero fields (a Config built without DefaultConfig).
+func (c Config) WithDefaults() Config {
+	d := DefaultConfig()
 	set := func(v *time.Duration, def time.Duration) {
 		if *v == 0 {
 			*v = def
@@ -90,12 +100,15 @@ func (c FSConfig) withDefaults() FSConfig {
 	}
 	set(&c.CacheCheckInterval, d.CacheCheckInterval)
 	set(&c.CacheTimeout, d.CacheTimeout)
+	if c.LookupChunk <= 0 {
+		c.LookupChunk = d.LookupChunk
+	}
 	return c
 }
 
 // Validate checks the (defaulted) values.
-func (c FSConfig) Validate() error {
-	c = c.withDefaults()
+func (c Config) Validate() error {
+	c = c.WithDefaults()
 	if c.LeaseSoftLimit < 0 || c.LeaseHardLimit < 0 || c.RecoveryTimeout < 0 || c.NodeStaleInterval < 0 ||
 		c.SafeModeTimeout < 0 || c.LeaseCheckInterval < 0 || c.MaxLeaseActionsPerCycle < 0 ||
 		c.NodeDeadInterval < 0 || c.ReplicationCheckInterval < 0 || c.ReplicationStreams < 0 || c.ReplicationTimeout < 0 ||
@@ -112,6 +125,6 @@ func (c FSConfig) Validate() error {
 }
 
 // rules is the leaserecovery view of the config.
-func (c FSConfig) rules() lr.Config {
+func (c Config) rules() lr.Config {
 	return lr.Config{SoftLimit: c.LeaseSoftLimit, HardLimit: c.LeaseHardLimit, RecoveryTimeout: c.RecoveryTimeout, StaleInterval: c.NodeStaleInterval}
 }

@@ -1,9 +1,8 @@
-package coordserver
+package blocks
 
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -14,83 +13,8 @@ import (
 	"time"
 
 	"github.com/logbookhq/logbook/fsm/fsmpb"
-
-	pb "github.com/logbookhq/logbook/api/logbookv1"
-	"github.com/logbookhq/logbook/internal/clusterpb"
+	lr "github.com/logbookhq/logbook/leaserecovery"
 )
-
-// checkHolderIndex checks the holder index against the nodes' replicas
-// (holders.go): every replica is listed, and every incoming one once
-// indexed (indexed: no report is midway through being indexed); with no
-// report being installed, every listed node holds its block; no node is
-// listed twice; and holdersOf yields exactly the nodes that hold the
-// block.
-func (f *fsSoft) checkHolderIndex(indexed bool) error {
-	listed := map[uint64][]int32{}
-	for id, h := range f.holders.inline {
-		if h == (holderSet{}) {
-			return fmt.Errorf("block %d: an empty inline set kept", id)
-		}
-		for _, x := range h {
-			if x != 0 {
-				listed[id] = append(listed[id], x)
-			}
-		}
-	}
-	for id, more := range f.holders.more {
-		if len(more) == 0 {
-			return fmt.Errorf("block %d: an empty overflow kept", id)
-		}
-		if _, ok := f.holders.inline[id]; !ok {
-			return fmt.Errorf("block %d: overflow %v without an inline set", id, more)
-		}
-		listed[id] = append(listed[id], more...)
-	}
-	installing := false
-	for i, n := range f.byIndex {
-		if n.index != int32(i) || f.nodes[n.id] != n {
-			return fmt.Errorf("node %q at index %d has index %d", n.id, i, n.index)
-		}
-		installing = installing || n.incoming != nil
-		for k, reps := range []map[uint64]softReplica{n.replicas, n.incoming} {
-			if k == 1 && !indexed {
-				break
-			}
-			for id := range reps {
-				if !slices.Contains(listed[id], n.index+1) {
-					return fmt.Errorf("node %s holds block %d, not listed (%v)", n.id, id, listed[id])
-				}
-			}
-		}
-	}
-	for id, xs := range listed {
-		if len(slices.Compact(slices.Sorted(slices.Values(xs)))) != len(xs) {
-			return fmt.Errorf("block %d: a node listed twice: %v", id, xs)
-		}
-		var want []string
-		for _, x := range xs {
-			n := f.byIndex[x-1]
-			_, held := n.replicas[id]
-			if !held && !installing {
-				return fmt.Errorf("node %s listed under block %d it does not hold", n.id, id)
-			}
-			if held {
-				want = append(want, n.id)
-			}
-		}
-		var got []string
-		for h := range f.holdersOf(id) {
-			if h.replica != f.nodes[h.id].replicas[id] {
-				return fmt.Errorf("block %d on %s: yielded %+v", id, h.id, h.replica)
-			}
-			got = append(got, h.id)
-		}
-		if slices.Sort(want); !slices.Equal(slices.Sorted(slices.Values(got)), want) {
-			return fmt.Errorf("block %d: holdersOf yielded %v, want %v", id, got, want)
-		}
-	}
-	return nil
-}
 
 // TestHolderIndex drives the index through random incremental changes,
 // drops and full-report installs (index ahead, swap, then forget the
@@ -155,30 +79,6 @@ func TestHolderIndex(t *testing.T) {
 	}
 }
 
-// checkCacherIndex checks the cachers index against the nodes' cache
-// state: a node whose report lists a block cached, or with a command for
-// it pending, is listed under it, and a listed node has one or the other.
-func (f *fsSoft) checkCacherIndex() error {
-	for _, n := range f.byIndex {
-		for _, ids := range [][]uint64{slices.Collect(maps.Keys(n.cache.cached)), slices.Collect(maps.Keys(n.cache.pending))} {
-			for _, id := range ids {
-				if !slices.Contains(slices.Collect(f.cachers.each(id)), n.index+1) {
-					return fmt.Errorf("node %s caches block %d, not listed", n.id, id)
-				}
-			}
-		}
-	}
-	for id := range f.cachers.inline {
-		for x := range f.cachers.each(id) {
-			n := f.byIndex[x-1]
-			if _, pending := n.cache.pending[id]; !pending && !n.cache.has(id) {
-				return fmt.Errorf("node %s listed as caching block %d: neither cached nor pending", n.id, id)
-			}
-		}
-	}
-	return nil
-}
-
 // TestCacherIndex drives the cachers index through random cache reports,
 // cache and uncache commands, expiries and dead nodes on up to nine
 // nodes, checking it after every step.
@@ -191,9 +91,9 @@ func TestCacherIndex(t *testing.T) {
 		id := uint64(1 + rng.IntN(12))
 		switch k := rng.IntN(10); {
 		case k < 3:
-			r := &clusterpb.CacheReport{Capacity: 1 << 30}
+			r := CacheReport{Capacity: 1 << 30}
 			for range rng.IntN(6) {
-				r.BlockIds = append(r.BlockIds, uint64(1+rng.IntN(12)))
+				r.BlockIDs = append(r.BlockIDs, uint64(1+rng.IntN(12)))
 			}
 			f.setCacheReport(n, r)
 		case k < 7:
@@ -219,11 +119,13 @@ func TestCacherIndex(t *testing.T) {
 func TestHolderIndexReports(t *testing.T) {
 	// Small chunks: a node's incremental reports land between the
 	// chunks of its full report's indexing.
-	e := newFSEnv(t, func(_ int, c *Config) { c.lookupChunk = 16 })
-	e.registerNodes(3)
+	e := newTestEnv(t, Config{LookupChunk: 16})
+	for i := 1; i <= 3; i++ {
+		e.register(nodeID(i), uint64(i*100))
+	}
 	var wg sync.WaitGroup
-	replica := func(rng *rand.Rand) *pb.ReportedReplica {
-		return &pb.ReportedReplica{BlockId: 1 + rng.Uint64N(3000), Gs: 1, NumBytes: 1, State: pb.ReplicaState_REPLICA_STATE_FINALIZED}
+	replica := func(rng *rand.Rand) Replica {
+		return Replica{BlockID: 1 + rng.Uint64N(3000), GS: 1, NumBytes: 1, State: lr.ReplicaFinalized}
 	}
 	for i := 1; i <= 3; i++ {
 		node := nodeID(i)
@@ -232,11 +134,11 @@ func TestHolderIndexReports(t *testing.T) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(i), 9))
 			for range 6 {
-				var reps []*pb.ReportedReplica
+				var reps []Replica
 				for range 2000 {
 					reps = append(reps, replica(rng))
 				}
-				if _, err := e.nl.BlockReport(context.Background(), &clusterpb.NodeBlockReportRequest{NodeId: node, Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}}); err != nil {
+				if err := e.m.BlockReport(context.Background(), node, []StorageReplicas{{StorageID: "s1", Replicas: reps}}); err != nil {
 					t.Errorf("full report of %s: %v", node, err)
 					return
 				}
@@ -246,15 +148,11 @@ func TestHolderIndexReports(t *testing.T) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(i), 10))
 			for range 25 {
-				var changes []*clusterpb.IncrementalChange
+				var changes []Change
 				for range 200 {
-					c := &clusterpb.IncrementalChange{StorageId: "s1", Change: clusterpb.ReplicaChange_REPLICA_CHANGE_RECEIVED, Replica: replica(rng)}
-					if rng.IntN(2) == 0 {
-						c.Change = clusterpb.ReplicaChange_REPLICA_CHANGE_DELETED
-					}
-					changes = append(changes, c)
+					changes = append(changes, Change{StorageID: "s1", Deleted: rng.IntN(2) == 0, Replica: replica(rng)})
 				}
-				if _, err := e.nl.IncrementalReport(context.Background(), &clusterpb.NodeIncrementalReportRequest{NodeId: node, Changes: changes}); err != nil {
+				if err := e.m.IncrementalReport(node, changes); err != nil {
 					t.Errorf("incremental report of %s: %v", node, err)
 					return
 				}
@@ -273,7 +171,7 @@ func TestHolderIndexReports(t *testing.T) {
 				return
 			default:
 			}
-			f := e.tc.server(e.tc.waitLeader()).fsLocked()
+			f := e.m.locked()
 			for _, node := range f.byIndex {
 				for id := range node.replicas {
 					if !slices.ContainsFunc(slices.Collect(f.holdersOf(id)), func(h holder) bool { return h.node == node }) {
@@ -296,7 +194,7 @@ func TestHolderIndexReports(t *testing.T) {
 		return
 	}
 	check := func(when string) {
-		f := e.tc.server(e.tc.waitLeader()).fsLocked()
+		f := e.m.locked()
 		defer f.mu.Unlock()
 		if err := f.checkHolderIndex(true); err != nil {
 			t.Fatalf("%s: %v", when, err)
@@ -306,7 +204,7 @@ func TestHolderIndexReports(t *testing.T) {
 		}
 	}
 	check("after the reports")
-	e.reregister("n1")
+	e.register("n1", 100)
 	check("after n1 registered again")
 }
 
@@ -366,20 +264,18 @@ func TestTargetPicker(t *testing.T) {
 	}
 }
 
-// benchSoftState starts one coordinator and fills its leader's soft
-// state: LOGBOOK_BENCH_NODES live nodes (default 100) with free space,
-// and blocks 1..blocks(nodes) with a FINALIZED replica (GS 1, 1 MiB) on
-// each of replicas consecutive nodes, round robin. It returns the server
-// and the number of blocks.
-func benchSoftState(b *testing.B, blocks func(nodes int) int, replicas int) (*Server, int) {
+// benchSoftState fills a leader's soft state: LOGBOOK_BENCH_NODES live
+// nodes (default 100) with free space, and blocks 1..blocks(nodes) with a
+// FINALIZED replica (GS 1, 1 MiB) on each of replicas consecutive nodes,
+// round robin. It returns the manager and the number of blocks.
+func benchSoftState(b *testing.B, blocks func(nodes int) int, replicas int) (*Manager, int) {
 	nodes := 100
 	if v, err := strconv.Atoi(os.Getenv("LOGBOOK_BENCH_NODES")); err == nil && v >= 3 {
 		nodes = v
 	}
-	tc := newTestCluster(b, 1)
-	s := tc.server(tc.waitLeader())
+	m := newTestEnv(b, Config{}).m
 	now := time.Now()
-	f := s.fsLocked()
+	f := m.locked()
 	defer f.mu.Unlock()
 	for i := range nodes {
 		n := f.node(nodeID(i + 1))
@@ -388,10 +284,10 @@ func benchSoftState(b *testing.B, blocks func(nodes int) int, replicas int) (*Se
 	nb := blocks(nodes)
 	for i := range nb {
 		for k := range replicas {
-			f.setReplica(f.nodes[nodeID(1+(i+k)%nodes)], uint64(i+1), softReplica{storage: "s1", gs: 1, numBytes: 1 << 20, state: pb.ReplicaState_REPLICA_STATE_FINALIZED})
+			f.setReplica(f.nodes[nodeID(1+(i+k)%nodes)], uint64(i+1), softReplica{storage: "s1", gs: 1, numBytes: 1 << 20, state: lr.ReplicaFinalized})
 		}
 	}
-	return s, nb
+	return m, nb
 }
 
 func fixed(n int) func(int) int { return func(int) int { return n } }
@@ -407,24 +303,24 @@ func completeBlock(id uint64) *fsmpb.BlockRecord {
 // as a cycle does (the soft state only: no state machine lookups). Before
 // the holder index each block's check looked at every node.
 func BenchmarkCheckBlocks(b *testing.B) {
-	s, blocks := benchSoftState(b, fixed(100_000), 3)
-	cfg, now := s.fsCfg(), time.Now()
+	m, blocks := benchSoftState(b, fixed(100_000), 3)
+	cfg, now := m.cfg, time.Now()
 	infos := make([]blockInfo, blocks)
 	for i := range infos {
 		infos[i] = blockInfo{block: completeBlock(uint64(i + 1)), replication: 3}
 	}
 	b.ResetTimer()
 	for b.Loop() {
-		for chunk := range slices.Chunk(infos, s.lookupChunk()) {
-			f := s.fsLocked()
+		for chunk := range slices.Chunk(infos, m.lookupChunk()) {
+			f := m.locked()
 			for _, info := range chunk {
-				s.checkBlockLocked(f, info, now, cfg)
+				m.checkBlockLocked(f, info, now, cfg)
 			}
 			f.mu.Unlock()
 		}
 	}
 	b.StopTimer()
-	f := s.fsLocked()
+	f := m.locked()
 	defer f.mu.Unlock()
 	if len(f.repl.needed) != 0 || len(f.repl.missing) != 0 {
 		b.Fatalf("%d blocks needed, %d missing: want all replicated", len(f.repl.needed), len(f.repl.missing))
@@ -437,36 +333,36 @@ func BenchmarkCheckBlocks(b *testing.B) {
 // changes), in one hold of the lock, as a cycle does. Before the holder
 // and cachers indexes each block's check looked at every node.
 func BenchmarkCheckCache(b *testing.B) {
-	s, blocks := benchSoftState(b, fixed(10_000), 3)
-	cfg, now := s.fsCfg(), time.Now()
-	f := s.fsLocked()
+	m, blocks := benchSoftState(b, fixed(10_000), 3)
+	cfg, now := m.cfg, time.Now()
+	f := m.locked()
 	nodes := len(f.nodes)
 	f.mu.Unlock()
-	cached := make([]*clusterpb.CacheReport, nodes)
+	cached := make([]CacheReport, nodes)
 	for i := range cached {
-		cached[i] = &clusterpb.CacheReport{Capacity: 1 << 40}
+		cached[i] = CacheReport{Capacity: 1 << 40}
 	}
 	for i := range blocks {
 		for k := range 2 {
-			r := cached[(i+k)%nodes]
-			r.BlockIds = append(r.BlockIds, uint64(i+1))
+			r := &cached[(i+k)%nodes]
+			r.BlockIDs = append(r.BlockIDs, uint64(i+1))
 		}
 	}
-	f = s.fsLocked()
+	f = m.locked()
 	for i, r := range cached {
 		f.setCacheReport(f.nodes[nodeID(i+1)], r)
 	}
 	f.mu.Unlock()
 	b.ResetTimer()
 	for b.Loop() {
-		f := s.fsLocked()
+		f := m.locked()
 		for i := range blocks {
-			s.checkCacheLocked(f, uint64(i+1), cacheTarget{block: completeBlock(uint64(i + 1)), want: 2}, now, cfg)
+			m.checkCacheLocked(f, uint64(i+1), cacheTarget{block: completeBlock(uint64(i + 1)), want: 2}, now, cfg)
 		}
 		f.mu.Unlock()
 	}
 	b.StopTimer()
-	f = s.fsLocked()
+	f = m.locked()
 	defer f.mu.Unlock()
 	for _, n := range f.nodes {
 		if len(n.cache.pending) != 0 {
@@ -480,12 +376,12 @@ func BenchmarkCheckCache(b *testing.B) {
 // wanted (benchSoftState): a target picked per block.
 func BenchmarkScheduleTransfers(b *testing.B) {
 	// Every block finds a source with a stream free.
-	s, blocks := benchSoftState(b, func(nodes int) int { return DefaultFSConfig().ReplicationStreams * nodes / 2 }, 2)
-	cfg, now := s.fsCfg(), time.Now()
+	m, blocks := benchSoftState(b, func(nodes int) int { return DefaultConfig().ReplicationStreams * nodes / 2 }, 2)
+	cfg, now := m.cfg, time.Now()
 	recs := map[string]*fsmpb.NodeRecord{}
 	ids := make([]uint64, blocks)
 	infos := map[uint64]blockInfo{}
-	f := s.fsLocked()
+	f := m.locked()
 	for id := range f.nodes {
 		recs[id] = &fsmpb.NodeRecord{Id: id, GrpcAddr: "127.0.0.1:1"}
 	}
@@ -498,12 +394,12 @@ func BenchmarkScheduleTransfers(b *testing.B) {
 	f.mu.Unlock()
 	b.ResetTimer()
 	for b.Loop() {
-		f := s.fsLocked()
+		f := m.locked()
 		clear(f.repl.pending)
 		for _, n := range f.nodes {
 			n.transfers = nil
 		}
-		s.scheduleTransfersLocked(f, ids, recs, infos, now, cfg)
+		m.scheduleTransfersLocked(f, ids, recs, infos, now, cfg)
 		if len(f.repl.pending) != blocks {
 			b.Fatalf("%d transfers scheduled, want %d", len(f.repl.pending), blocks)
 		}

@@ -1,18 +1,15 @@
-package coordserver
+package blocks
 
 import (
 	"cmp"
-	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"time"
 
 	"github.com/google/btree"
-	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
 	"github.com/logbookhq/logbook/fsm/fsmpb"
-	"github.com/logbookhq/logbook/internal/clusterpb"
+	lr "github.com/logbookhq/logbook/leaserecovery"
 )
 
 // Re-replication and excess replicas (design §R6), the
@@ -97,43 +94,38 @@ type blockInfo struct {
 	replication int
 }
 
-// replicationMonitor is the leader's replication loop.
-func (s *Server) replicationMonitor() {
-	s.leaderEvery(s.fsCfg().ReplicationCheckInterval, fsm.NamespaceFormat, s.replicationCycle)
-}
-
 // replicationCycle marks dead nodes, checks the dirty blocks and schedules
 // transfers for the neediest blocks. Outside safe mode only, except the
 // dead-node check and the transfer timeouts.
-func (s *Server) replicationCycle(now time.Time) {
-	cfg := s.fsCfg()
-	f := s.fsLocked()
+func (m *Manager) replicationCycle(now time.Time) {
+	cfg := m.cfg
+	f := m.locked()
 	term := f.term
-	dead := s.markDeadLocked(f, now, cfg.NodeDeadInterval)
+	dead := m.markDeadLocked(f, now, cfg.NodeDeadInterval)
 	for id, p := range f.repl.pending {
 		if now.After(p.expires) {
 			delete(f.repl.pending, id)
 			f.markDirty(id)
-			s.log.Warn("transfer not reported in time; rescheduling", "block-id", id, "source", p.source, "targets", p.targets)
+			m.log.Warn("transfer not reported in time; rescheduling", "block-id", id, "source", p.source, "targets", p.targets)
 		}
 	}
 	safe := f.safeMode
 	f.mu.Unlock()
 	for n, old := range dead {
-		s.forgetChunked(term, n, slices.Collect(maps.Keys(old)))
+		m.forgetChunked(term, n, slices.Collect(maps.Keys(old)))
 	}
 	if safe {
 		return
 	}
-	f = s.fsLocked()
+	f = m.locked()
 	ids := f.repl.dirty.take(maxReplChecksPerCycle)
 	f.mu.Unlock()
 
-	infos, _ := s.blockInfos(ids)
+	infos, _ := m.blockInfos(ids)
 	// Checked a chunk per hold of the lock: heartbeats and reports wait
 	// while it is held.
-	for chunk := range slices.Chunk(ids, s.lookupChunk()) {
-		f = s.fsLocked()
+	for chunk := range slices.Chunk(ids, m.lookupChunk()) {
+		f = m.locked()
 		for _, id := range chunk {
 			if !f.repl.dirty.has(id) {
 				continue
@@ -150,32 +142,32 @@ func (s *Server) replicationCycle(now time.Time) {
 				delete(f.repl.needed, id)
 				f.markDirty(id) // judged once it completes
 			default:
-				s.checkBlockLocked(f, info, now, cfg)
+				m.checkBlockLocked(f, info, now, cfg)
 			}
 		}
 		f.mu.Unlock()
 	}
-	f = s.fsLocked()
+	f = m.locked()
 	cands := f.neediestLocked(cfg.ReplicationStreams * max(len(f.nodes), 1))
 	f.mu.Unlock()
 	if len(cands) == 0 {
 		return
 	}
-	infos, nodes := s.blockInfos(cands)
-	f = s.fsLocked()
+	infos, nodes := m.blockInfos(cands)
+	f = m.locked()
 	defer f.mu.Unlock()
-	s.scheduleTransfersLocked(f, cands, nodes, infos, now, cfg)
+	m.scheduleTransfersLocked(f, cands, nodes, infos, now, cfg)
 }
 
 // blockInfos reads the blocks ids (absent: deleted) and the registered
 // nodes from the FSM.
-func (s *Server) blockInfos(ids []uint64) (map[uint64]blockInfo, map[string]*fsmpb.NodeRecord) {
+func (m *Manager) blockInfos(ids []uint64) (map[uint64]blockInfo, map[string]*fsmpb.NodeRecord) {
 	infos := make(map[uint64]blockInfo, len(ids))
 	nodes := map[string]*fsmpb.NodeRecord{}
 	// In holds of the read lock of lookupChunk blocks: a cycle checks up
 	// to maxReplChecksPerCycle, and applies wait while the lock is held.
-	for chunk := range slices.Chunk(ids, s.lookupChunk()) {
-		s.fsm.View(func(st *fsm.State) {
+	for chunk := range slices.Chunk(ids, m.lookupChunk()) {
+		m.fsm.View(func(st *fsm.State) {
 			for _, id := range chunk {
 				b, ok := st.Block(id)
 				if !ok {
@@ -189,7 +181,7 @@ func (s *Server) blockInfos(ids []uint64) (map[uint64]blockInfo, map[string]*fsm
 			}
 		})
 	}
-	s.fsm.View(func(st *fsm.State) {
+	m.fsm.View(func(st *fsm.State) {
 		for _, n := range st.Nodes() {
 			nodes[n.Id] = n
 		}
@@ -226,14 +218,14 @@ func (f *fsSoft) neediestLocked(limit int) []uint64 {
 // it must send a full report again. It returns the dead nodes' replicas,
 // whose blocks the caller marks for the check (forgetChunked) once it
 // has unlocked f.
-func (s *Server) markDeadLocked(f *fsSoft, now time.Time, dead time.Duration) map[*nodeSoft]map[uint64]softReplica {
+func (m *Manager) markDeadLocked(f *fsSoft, now time.Time, dead time.Duration) map[*nodeSoft]map[uint64]softReplica {
 	var out map[*nodeSoft]map[uint64]softReplica
 	for id, n := range f.nodes {
 		if n.dead || n.lastHeartbeat.IsZero() || now.Sub(n.lastHeartbeat) < dead {
 			continue
 		}
 		n.dead = true
-		s.log.Warn("storage node dead: its replicas no longer count", "node", id, "replicas", len(n.replicas),
+		m.log.Warn("storage node dead: its replicas no longer count", "node", id, "replicas", len(n.replicas),
 			"silent-for", now.Sub(n.lastHeartbeat).Round(time.Millisecond))
 		if out == nil {
 			out = map[*nodeSoft]map[uint64]softReplica{}
@@ -256,8 +248,8 @@ func (s *Server) markDeadLocked(f *fsSoft, now time.Time, dead time.Duration) ma
 // replicas, which the caller swapped): it marks their blocks ids for the
 // replication check and takes n off their holders, lookupChunk ids per
 // hold of the soft state's lock, while the term is still term.
-func (s *Server) forgetChunked(term uint64, n *nodeSoft, ids []uint64) {
-	s.eachChunked(term, ids, func(f *fsSoft, id uint64) {
+func (m *Manager) forgetChunked(term uint64, n *nodeSoft, ids []uint64) {
+	m.eachChunked(term, ids, func(f *fsSoft, id uint64) {
 		f.markDirty(id)
 		f.unindexHolder(id, n)
 	})
@@ -265,7 +257,7 @@ func (s *Server) forgetChunked(term uint64, n *nodeSoft, ids []uint64) {
 
 // checkBlockLocked classifies one COMPLETE block: enough, needed, missing
 // or over-replicated (invalidating the excess).
-func (s *Server) checkBlockLocked(f *fsSoft, info blockInfo, now time.Time, cfg FSConfig) {
+func (m *Manager) checkBlockLocked(f *fsSoft, info blockInfo, now time.Time, cfg Config) {
 	b := info.block
 	var good []string
 	for h := range f.holdersOf(b.Id) {
@@ -274,7 +266,7 @@ func (s *Server) checkBlockLocked(f *fsSoft, info blockInfo, now time.Time, cfg 
 		}
 	}
 	if _, ok := f.repl.corrupt[b.Id]; ok {
-		s.dropCorruptLocked(f, b, len(good), info.replication, now, cfg.NodeStaleInterval)
+		m.dropCorruptLocked(f, b, len(good), info.replication, now, cfg.NodeStaleInterval)
 	}
 	inFlight := 0
 	if p := f.repl.pending[b.Id]; p != nil {
@@ -293,7 +285,7 @@ func (s *Server) checkBlockLocked(f *fsSoft, info blockInfo, now time.Time, cfg 
 	case len(good) == 0:
 		delete(f.repl.needed, b.Id)
 		if _, ok := f.repl.missing[b.Id]; !ok {
-			s.log.Error("block missing: no good replica on a live node", "block-id", b.Id, "gs", b.Gs, "path", b.Path)
+			m.log.Error("block missing: no good replica on a live node", "block-id", b.Id, "gs", b.Gs, "path", b.Path)
 		}
 		f.repl.missing[b.Id] = struct{}{}
 	case len(good)+inFlight < want:
@@ -302,7 +294,7 @@ func (s *Server) checkBlockLocked(f *fsSoft, info blockInfo, now time.Time, cfg 
 	case len(good) > want && inFlight == 0:
 		delete(f.repl.missing, b.Id)
 		delete(f.repl.needed, b.Id)
-		s.invalidateExcessLocked(f, b, good, want, now, cfg)
+		m.invalidateExcessLocked(f, b, good, want, now, cfg)
 	default:
 		delete(f.repl.missing, b.Id)
 		delete(f.repl.needed, b.Id)
@@ -311,7 +303,7 @@ func (s *Server) checkBlockLocked(f *fsSoft, info blockInfo, now time.Time, cfg 
 
 // invalidateExcessLocked drops len(good)-want good replicas of b: stale
 // nodes first, then the one with the least free space, then by id.
-func (s *Server) invalidateExcessLocked(f *fsSoft, b *fsmpb.BlockRecord, good []string, want int, now time.Time, cfg FSConfig) {
+func (m *Manager) invalidateExcessLocked(f *fsSoft, b *fsmpb.BlockRecord, good []string, want int, now time.Time, cfg Config) {
 	slices.SortFunc(good, func(x, y string) int {
 		lx, ly := f.live(x, now, cfg.NodeStaleInterval), f.live(y, now, cfg.NodeStaleInterval)
 		if lx != ly {
@@ -327,14 +319,14 @@ func (s *Server) invalidateExcessLocked(f *fsSoft, b *fsmpb.BlockRecord, good []
 	})
 	for _, nid := range good[:len(good)-want] {
 		f.dropReplicaLocked(f.nodes[nid], b.Id, b.Gs, int64(b.NumBytes))
-		s.metrics.replExcess.Inc()
-		s.log.Info("excess replica invalidated", "block-id", b.Id, "gs", b.Gs, "node", nid, "replicas", len(good), "replication", want)
+		m.met.replExcess.Inc()
+		m.log.Info("excess replica invalidated", "block-id", b.Id, "gs", b.Gs, "node", nid, "replicas", len(good), "replication", want)
 	}
 }
 
 // scheduleTransfersLocked sends transfers for ids (neediest first) within
 // the per-source stream limit.
-func (s *Server) scheduleTransfersLocked(f *fsSoft, ids []uint64, nodes map[string]*fsmpb.NodeRecord, infos map[uint64]blockInfo, now time.Time, cfg FSConfig) {
+func (m *Manager) scheduleTransfersLocked(f *fsSoft, ids []uint64, nodes map[string]*fsmpb.NodeRecord, infos map[uint64]blockInfo, now time.Time, cfg Config) {
 	streams := map[string]int{} // node → transfers in flight as source
 	targeted := map[string]int{}
 	for _, p := range f.repl.pending {
@@ -362,7 +354,7 @@ func (s *Server) scheduleTransfersLocked(f *fsSoft, ids []uint64, nodes map[stri
 		for h := range f.holdersOf(id) {
 			nid, r := h.id, h.replica
 			holders = append(holders, nid)
-			if r.state == pb.ReplicaState_REPLICA_STATE_FINALIZED && r.gs == b.Gs && r.numBytes == int64(b.NumBytes) &&
+			if r.state == lr.ReplicaFinalized && r.gs == b.Gs && r.numBytes == int64(b.NumBytes) &&
 				f.live(nid, now, cfg.NodeStaleInterval) && streams[nid] < cfg.ReplicationStreams && !f.corruptLocked(id, nid, r) &&
 				(source == "" || streams[nid] < streams[source] || streams[nid] == streams[source] && nid < source) {
 				source = nid
@@ -375,16 +367,16 @@ func (s *Server) scheduleTransfersLocked(f *fsSoft, ids []uint64, nodes map[stri
 		if len(cands) == 0 {
 			continue
 		}
-		targets := make([]*pb.NodeLocation, 0, len(cands))
+		targets := make([]Location, 0, len(cands))
 		for _, t := range cands {
-			targets = append(targets, &pb.NodeLocation{NodeId: t, GrpcAddr: nodes[t].GrpcAddr})
+			targets = append(targets, Location{NodeID: t, Addr: nodes[t].GrpcAddr})
 		}
 		streams[source]++
 		f.repl.pending[id] = &pendingTransfer{source: source, targets: cands, gs: b.Gs, expires: now.Add(cfg.ReplicationTimeout)}
 		src := f.nodes[source]
-		src.transfers = append(src.transfers, &clusterpb.TransferCommand{Block: &fsmpb.BlockRef{Id: id, Gs: b.Gs, NumBytes: b.NumBytes}, Targets: targets})
-		s.metrics.replScheduled.Inc()
-		s.log.Info("re-replicating block", "block-id", id, "gs", b.Gs, "path", b.Path, "good", good,
+		src.transfers = append(src.transfers, Transfer{Block: &fsmpb.BlockRef{Id: id, Gs: b.Gs, NumBytes: b.NumBytes}, Targets: targets})
+		m.met.replScheduled.Inc()
+		m.log.Info("re-replicating block", "block-id", id, "gs", b.Gs, "path", b.Path, "good", good,
 			"replication", info.replication, "source", source, "targets", cands)
 	}
 }
@@ -464,7 +456,7 @@ func (f *fsSoft) dropReplicaLocked(n *nodeSoft, id, gs uint64, numBytes int64) {
 // takeWorkLocked drains node n's queued transfers and excess
 // invalidations (at most maxInvalidatePerBeat of those) for a heartbeat
 // reply.
-func (n *nodeSoft) takeWorkLocked() (transfers []*clusterpb.TransferCommand, invalidate []*fsmpb.BlockRef) {
+func (n *nodeSoft) takeWorkLocked() (transfers []Transfer, invalidate []*fsmpb.BlockRef) {
 	transfers, n.transfers = n.transfers, nil
 	k := min(len(n.invalidate), maxInvalidatePerBeat)
 	invalidate = append(invalidate, n.invalidate[:k]...)
@@ -472,20 +464,15 @@ func (n *nodeSoft) takeWorkLocked() (transfers []*clusterpb.TransferCommand, inv
 	return transfers, invalidate
 }
 
-// replicationStats is the replication soft state for metrics and status.
-type replicationStats struct {
-	UnderReplicated, Missing, Pending, DeadNodes int
-}
-
 // ReplicationStats reports this leader's replication state (zero on a
 // follower).
-func (s *Server) ReplicationStats() replicationStats {
-	if !s.isLeader() {
-		return replicationStats{}
+func (m *Manager) ReplicationStats() ReplicationStats {
+	if !m.lead.IsLeader() {
+		return ReplicationStats{}
 	}
-	f := s.fsLocked()
+	f := m.locked()
 	defer f.mu.Unlock()
-	st := replicationStats{UnderReplicated: len(f.repl.needed), Missing: len(f.repl.missing), Pending: len(f.repl.pending)}
+	st := ReplicationStats{UnderReplicated: len(f.repl.needed), Missing: len(f.repl.missing), Pending: len(f.repl.pending)}
 	for _, n := range f.nodes {
 		if n.dead {
 			st.DeadNodes++
@@ -494,77 +481,48 @@ func (s *Server) ReplicationStats() replicationStats {
 	return st
 }
 
-// maxBadReplicas bounds one ReportBadBlocks call.
-const maxBadReplicas = 1000
+// MaxBadReplicas bounds one ReportBadBlocks call.
+const MaxBadReplicas = 1000
 
-// ReportBadBlocks (Namespace): a reader's checksum failures.
-func (n *namespaceService) ReportBadBlocks(ctx context.Context, req *pb.ReportBadBlocksRequest) (*pb.ReportBadBlocksResponse, error) {
-	return n.s.reportBadBlocks(ctx, req, false)
-}
-
-// ReportBadBlocks (NodeLink): a node's scanners and reads; the reporter
-// must be a registered node.
-func (l *nodeLinkService) ReportBadBlocks(ctx context.Context, req *pb.ReportBadBlocksRequest) (*pb.ReportBadBlocksResponse, error) {
-	return l.s.reportBadBlocks(ctx, req, true)
-}
-
-// reportBadBlocks marks the named replicas corrupt in the leader's soft
+// ReportBadBlocks marks the named replicas corrupt in the leader's soft
 // state (as HDFS's CorruptReplicasMap, not journaled: it changes no FSM
-// state) and queues their blocks for a check. Entries naming a deleted
-// block, an unknown node or a replica the node does not hold at that GS
-// are ignored.
-func (s *Server) reportBadBlocks(ctx context.Context, req *pb.ReportBadBlocksRequest, fromNode bool) (*pb.ReportBadBlocksResponse, error) {
-	if err := s.checkFSName("reporter", req.Reporter); err != nil {
-		return nil, err
-	}
-	if len(req.Replicas) == 0 || len(req.Replicas) > maxBadReplicas {
-		return nil, s.badRequest(fmt.Sprintf("%d bad replicas: want 1..%d", len(req.Replicas), maxBadReplicas))
-	}
-	for _, r := range req.Replicas {
-		if r.BlockId == 0 || r.Gs == 0 {
-			return nil, s.badRequest(fmt.Sprintf("bad replica: block %d at GS %d", r.BlockId, r.Gs))
-		}
-		if err := s.checkFSName("node id", r.NodeId); err != nil {
-			return nil, err
-		}
-		if len(r.Reason) > fsm.MaxReasonBytes {
-			return nil, s.badRequest(fmt.Sprintf("reason of %d bytes, at most %d", len(r.Reason), fsm.MaxReasonBytes))
-		}
-	}
-	if err := s.fsReady(ctx); err != nil {
-		return nil, err
-	}
+// state) and queues their blocks for a check; it returns how many it
+// accepted. Entries naming a deleted block, an unknown node or a replica
+// the node does not hold at that GS are ignored. fromNode: the reporter
+// is a storage node (its scanners or reads), which must be registered;
+// otherwise a reader.
+func (m *Manager) ReportBadBlocks(reporter string, fromNode bool, bad []BadReplica) (uint32, error) {
 	if fromNode {
-		if _, err := s.registeredNode(req.Reporter); err != nil {
-			return nil, err
+		if _, err := m.registeredNode(reporter); err != nil {
+			return 0, err
 		}
 	}
 	known := map[uint64]bool{}
-	s.fsm.View(func(st *fsm.State) {
-		for _, r := range req.Replicas {
-			_, known[r.BlockId] = st.Block(r.BlockId)
+	m.fsm.View(func(st *fsm.State) {
+		for _, r := range bad {
+			_, known[r.BlockID] = st.Block(r.BlockID)
 		}
 	})
-	f := s.fsLocked()
+	f := m.locked()
 	defer f.mu.Unlock()
 	var accepted uint32
-	for _, r := range req.Replicas {
-		n := f.nodes[r.NodeId]
-		if !known[r.BlockId] || n == nil {
+	for _, r := range bad {
+		n := f.nodes[r.NodeID]
+		if !known[r.BlockID] || n == nil {
 			continue
 		}
-		if rep, ok := n.replicas[r.BlockId]; !ok || rep.gs != r.Gs {
+		if rep, ok := n.replicas[r.BlockID]; !ok || rep.gs != r.GS {
 			continue
 		}
-		if f.repl.corrupt[r.BlockId] == nil {
-			f.repl.corrupt[r.BlockId] = map[string]uint64{}
+		if f.repl.corrupt[r.BlockID] == nil {
+			f.repl.corrupt[r.BlockID] = map[string]uint64{}
 		}
-		f.repl.corrupt[r.BlockId][r.NodeId] = r.Gs
-		f.markDirty(r.BlockId)
+		f.repl.corrupt[r.BlockID][r.NodeID] = r.GS
+		f.markDirty(r.BlockID)
 		accepted++
-		s.log.Warn("replica reported corrupt", "block-id", r.BlockId, "gs", r.Gs, "node", r.NodeId, "reporter", req.Reporter, "reason", r.Reason)
+		m.log.Warn("replica reported corrupt", "block-id", r.BlockID, "gs", r.GS, "node", r.NodeID, "reporter", reporter, "reason", r.Reason)
 	}
-	return &pb.ReportBadBlocksResponse{Accepted: accepted}, nil
+	return accepted, nil
 }
 
 // corruptLocked reports whether node's replica r of block id was reported
@@ -579,7 +537,7 @@ func (f *fsSoft) corruptLocked(id uint64, node string, r softReplica) bool {
 // copy it to (the corrupt copy's node becomes the target); never with no
 // good copy, since a corrupt one may be all there is. It forgets marks
 // whose replica is gone.
-func (s *Server) dropCorruptLocked(f *fsSoft, b *fsmpb.BlockRecord, good, want int, now time.Time, stale time.Duration) {
+func (m *Manager) dropCorruptLocked(f *fsSoft, b *fsmpb.BlockRecord, good, want int, now time.Time, stale time.Duration) {
 	marks := f.repl.corrupt[b.Id]
 	if good >= 1 && good < want {
 		free := false
@@ -603,7 +561,7 @@ func (s *Server) dropCorruptLocked(f *fsSoft, b *fsmpb.BlockRecord, good, want i
 		if good >= want && good >= 1 {
 			f.dropReplicaLocked(n, b.Id, gs, r.numBytes)
 			delete(marks, nid)
-			s.log.Info("corrupt replica invalidated", "block-id", b.Id, "gs", gs, "node", nid, "good", good)
+			m.log.Info("corrupt replica invalidated", "block-id", b.Id, "gs", gs, "node", nid, "good", good)
 		}
 	}
 	if len(marks) == 0 {

@@ -1,4 +1,4 @@
-package coordserver
+package blocks
 
 import (
 	"cmp"
@@ -6,10 +6,9 @@ import (
 	"sort"
 	"time"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
 	"github.com/logbookhq/logbook/fsm/fsmpb"
-	"github.com/logbookhq/logbook/internal/clusterpb"
+	lr "github.com/logbookhq/logbook/leaserecovery"
 )
 
 // Cache directives, the leader's half (HDFS CacheReplicationMonitor), kept
@@ -18,7 +17,7 @@ import (
 //   - Directives are replicated (fsm): path → cached replicas wanted. What
 //     each node holds in locked memory comes from its cache report, sent
 //     with every heartbeat (capacity, bytes used, cached block ids).
-//   - Each cycle (FSConfig.CacheCheckInterval, outside safe mode) checks
+//   - Each cycle (Config.CacheCheckInterval, outside safe mode) checks
 //     the blocks of a bounded slice of the directives (maxCacheChecksPerCycle
 //     blocks, resuming where the last cycle stopped) and a bounded sample of
 //     the blocks nodes report cached. A COMPLETE block of a directive's
@@ -34,7 +33,7 @@ import (
 //     uncached.
 //   - Commands ride the next heartbeat reply (at most maxCacheCmdsPerBeat
 //     blocks of each kind). A command is pending until a report shows it
-//     done; a sent cache command not shown within FSConfig.CacheTimeout is
+//     done; a sent cache command not shown within Config.CacheTimeout is
 //     forgotten and the block judged again (so re-sent, maybe elsewhere).
 //
 // Nothing here is journaled: a new leader starts with no cache state and
@@ -100,12 +99,12 @@ func (c *nodeCache) queue(b *fsmpb.BlockRef, uncache bool) bool {
 	return true
 }
 
-// setReport records a heartbeat's cache report (nil: the node caches
-// nothing) and settles the commands it shows done.
-func (c *nodeCache) setReport(r *clusterpb.CacheReport) {
-	c.reported, c.capacity, c.used = true, r.GetCapacity(), r.GetUsed()
-	c.cached = make(map[uint64]struct{}, len(r.GetBlockIds()))
-	for _, id := range r.GetBlockIds() {
+// setReport records a heartbeat's cache report (the zero report: the
+// node caches nothing) and settles the commands it shows done.
+func (c *nodeCache) setReport(r CacheReport) {
+	c.reported, c.capacity, c.used = true, r.Capacity, r.Used
+	c.cached = make(map[uint64]struct{}, len(r.BlockIDs))
+	for _, id := range r.BlockIDs {
 		c.cached[id] = struct{}{}
 	}
 	for id, cmd := range c.pending {
@@ -139,23 +138,6 @@ func (c *nodeCache) takeWork(now time.Time, timeout time.Duration) (cache, uncac
 	return cache, uncache
 }
 
-// cacheCommands wraps the work in node commands.
-func cacheCommands(cache, uncache []*fsmpb.BlockRef) []*clusterpb.NodeCommand {
-	var out []*clusterpb.NodeCommand
-	if len(uncache) > 0 {
-		out = append(out, &clusterpb.NodeCommand{Command: &clusterpb.NodeCommand_Uncache{Uncache: &clusterpb.UncacheCommand{Blocks: uncache}}})
-	}
-	if len(cache) > 0 {
-		out = append(out, &clusterpb.NodeCommand{Command: &clusterpb.NodeCommand_Cache{Cache: &clusterpb.CacheCommand{Blocks: cache}}})
-	}
-	return out
-}
-
-// cacheMonitor is the leader's cache loop.
-func (s *Server) cacheMonitor() {
-	s.leaderEvery(s.fsCfg().CacheCheckInterval, fsm.CacheFormat, s.cacheCycle)
-}
-
 // cacheTarget is what a cache check needs of a block: its record (nil
 // when deleted) and the cached replicas wanted (0: none).
 type cacheTarget struct {
@@ -165,8 +147,8 @@ type cacheTarget struct {
 
 // cacheCycle expires old commands, forgets dead nodes' caches, then checks
 // a bounded set of blocks (see the top of this file).
-func (s *Server) cacheCycle(now time.Time) {
-	f := s.fsLocked()
+func (m *Manager) cacheCycle(now time.Time) {
+	f := m.locked()
 	if f.safeMode {
 		f.mu.Unlock()
 		return
@@ -182,7 +164,7 @@ func (s *Server) cacheCycle(now time.Time) {
 			if cmd.sent && now.After(cmd.expires) {
 				delete(c.pending, id)
 				f.unindexCacher(id, n)
-				s.log.Warn("cache command not reported in time; judging the block again", "block-id", id, "node", nid, "uncache", cmd.uncache)
+				m.log.Warn("cache command not reported in time; judging the block again", "block-id", id, "node", nid, "uncache", cmd.uncache)
 			}
 		}
 		for id := range c.cached {
@@ -201,21 +183,21 @@ func (s *Server) cacheCycle(now time.Time) {
 	cursor := f.cacheCursor
 	f.mu.Unlock()
 
-	targets, next := s.readCacheTargets(sample, cursor)
+	targets, next := m.readCacheTargets(sample, cursor)
 	ids := make([]uint64, 0, len(targets))
 	for id := range targets {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	cfg := s.fsCfg()
-	f = s.fsLocked()
+	cfg := m.cfg
+	f = m.locked()
 	defer f.mu.Unlock()
 	if f.safeMode { // a new term began meanwhile
 		return
 	}
 	f.cacheCursor = next
 	for _, id := range ids {
-		s.checkCacheLocked(f, id, targets[id], now, cfg)
+		m.checkCacheLocked(f, id, targets[id], now, cfg)
 	}
 }
 
@@ -223,10 +205,10 @@ func (s *Server) cacheCycle(now time.Time) {
 // cached or pending) and of the directives from the one with id cursor on,
 // up to about maxCacheChecksPerCycle blocks (wrapping around); it returns
 // the directive id the next cycle starts from.
-func (s *Server) readCacheTargets(sample []uint64, cursor uint64) (map[uint64]cacheTarget, uint64) {
+func (m *Manager) readCacheTargets(sample []uint64, cursor uint64) (map[uint64]cacheTarget, uint64) {
 	out := make(map[uint64]cacheTarget, len(sample))
 	next := cursor
-	s.fsm.View(func(st *fsm.State) {
+	m.fsm.View(func(st *fsm.State) {
 		for _, id := range sample {
 			b, ok := st.Block(id)
 			if !ok {
@@ -262,7 +244,7 @@ func (s *Server) readCacheTargets(sample []uint64, cursor uint64) (map[uint64]ca
 
 // checkCacheLocked brings block id to t.want cached replicas on good
 // holders, and uncaches it wherever it is not wanted.
-func (s *Server) checkCacheLocked(f *fsSoft, id uint64, t cacheTarget, now time.Time, cfg FSConfig) {
+func (m *Manager) checkCacheLocked(f *fsSoft, id uint64, t cacheTarget, now time.Time, cfg Config) {
 	ref := &fsmpb.BlockRef{Id: id}
 	if t.block != nil {
 		ref = &fsmpb.BlockRef{Id: id, Gs: t.block.Gs, NumBytes: t.block.NumBytes}
@@ -281,7 +263,7 @@ func (s *Server) checkCacheLocked(f *fsSoft, id uint64, t cacheTarget, now time.
 		switch {
 		case c.caching(id) && !good:
 			if f.queueCache(n, ref, true) {
-				s.log.Info("uncaching block: no directive wants it there", "block-id", id, "node", nid)
+				m.log.Info("uncaching block: no directive wants it there", "block-id", id, "node", nid)
 			}
 		case c.caching(id):
 			cachedOn = append(cachedOn, nid)
@@ -304,7 +286,7 @@ func (s *Server) checkCacheLocked(f *fsSoft, id uint64, t cacheTarget, now time.
 		})
 		for _, nid := range cachedOn[:len(cachedOn)-t.want] {
 			f.queueCache(f.nodes[nid], ref, true)
-			s.log.Info("uncaching excess cached replica", "block-id", id, "node", nid, "cached", len(cachedOn), "replication", t.want)
+			m.log.Info("uncaching excess cached replica", "block-id", id, "node", nid, "cached", len(cachedOn), "replication", t.want)
 		}
 	case len(cachedOn) < t.want:
 		free := make(map[string]uint64, len(candidates))
@@ -314,7 +296,7 @@ func (s *Server) checkCacheLocked(f *fsSoft, id uint64, t cacheTarget, now time.
 		slices.SortFunc(candidates, func(x, y string) int { return cmp.Or(cmp.Compare(free[y], free[x]), cmp.Compare(x, y)) })
 		for _, nid := range candidates[:min(len(candidates), t.want-len(cachedOn))] {
 			f.queueCache(f.nodes[nid], ref, false)
-			s.log.Info("caching block", "block-id", id, "gs", ref.Gs, "path", t.block.Path, "node", nid, "cached", len(cachedOn), "replication", t.want)
+			m.log.Info("caching block", "block-id", id, "gs", ref.Gs, "path", t.block.Path, "node", nid, "cached", len(cachedOn), "replication", t.want)
 		}
 	}
 }
@@ -327,7 +309,7 @@ func (f *fsSoft) goodReplicaLocked(nid string, b *fsmpb.BlockRecord, now time.Ti
 		return false
 	}
 	r, ok := n.replicas[b.Id]
-	return ok && r.state == pb.ReplicaState_REPLICA_STATE_FINALIZED && r.gs == b.Gs && r.numBytes == int64(b.NumBytes) &&
+	return ok && r.state == lr.ReplicaFinalized && r.gs == b.Gs && r.numBytes == int64(b.NumBytes) &&
 		f.alive(nid, now, dead) && !f.corruptLocked(b.Id, nid, r)
 }
 
@@ -376,7 +358,7 @@ func (f *fsSoft) unindexCacher(id uint64, n *nodeSoft) {
 
 // setCacheReport records node n's cache report (nodeCache.setReport) and
 // brings its cachers entries up to date.
-func (f *fsSoft) setCacheReport(n *nodeSoft, r *clusterpb.CacheReport) {
+func (f *fsSoft) setCacheReport(n *nodeSoft, r CacheReport) {
 	c := &n.cache
 	old := c.cached
 	var settled []uint64
@@ -407,4 +389,45 @@ func (f *fsSoft) forgetCache(n *nodeSoft) {
 	for id := range old.pending {
 		f.unindexCacher(id, n)
 	}
+}
+
+// DirectiveStatus is a cache directive with how much of it is cached: its
+// file's COMPLETE blocks, each wanted on Directive.Replication nodes.
+type DirectiveStatus struct {
+	Directive                  *fsmpb.CacheDirective
+	BlocksNeeded, BlocksCached uint64
+	BytesNeeded, BytesCached   uint64
+}
+
+// CacheDirectives lists every directive (replicated) with the leader's
+// view of how much of it is cached (soft state, from cache reports).
+func (m *Manager) CacheDirectives() []DirectiveStatus {
+	var out []DirectiveStatus
+	var blocks [][]*fsmpb.BlockRecord
+	m.fsm.View(func(st *fsm.State) {
+		for _, d := range st.CacheDirectives() {
+			out = append(out, DirectiveStatus{Directive: d})
+			bs, _ := st.BlocksOfFile(d.Path)
+			blocks = append(blocks, bs)
+		}
+	})
+	f := m.locked()
+	defer f.mu.Unlock()
+	for i := range out {
+		ds := &out[i]
+		want := uint64(ds.Directive.Replication)
+		for _, b := range blocks[i] {
+			if b.State != fsmpb.BlockState_BLOCK_STATE_COMPLETE {
+				continue
+			}
+			cached := min(uint64(f.cachedCountLocked(b.Id)), want)
+			ds.BlocksNeeded++
+			ds.BytesNeeded += want * b.NumBytes
+			ds.BytesCached += cached * b.NumBytes
+			if cached == want {
+				ds.BlocksCached++
+			}
+		}
+	}
+	return out
 }

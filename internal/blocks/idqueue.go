@@ -1,4 +1,4 @@
-package coordserver
+package blocks
 
 // idQueue is a set of block ids that hands them out in the order they were
 // added, each once: the replication check's dirty blocks and a node's

@@ -1,6 +1,7 @@
-package coordserver
+package blocks
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -52,26 +53,29 @@ func (g *nodeGossip) set(id string, st membership.State) {
 // every second re-reads the live members (an event dropped on a full
 // channel is made up for; a dead one comes only as an event, and heartbeat
 // staleness covers a lost one).
-func (s *Server) watchNodeGossip() {
+func (m *Manager) watchNodeGossip(ctx context.Context, g Gossip) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		select {
-		case <-s.ctx.Done():
+		case <-ctx.Done():
 			return
-		case ev := <-s.members.Events():
-			if m := ev.Member; m.Meta.Role == membership.RoleNode {
-				s.gossip.set(m.Meta.ID, m.State)
+		case ev := <-g.Events():
+			if mem := ev.Member; mem.Meta.Role == membership.RoleNode {
+				m.gossip.set(mem.Meta.ID, mem.State)
 				if ev.Type == membership.EventLeave {
-					s.log.Info("storage node gone from gossip", "node", m.Meta.ID, "state", m.State.String())
+					m.log.Info("storage node gone from gossip", "node", mem.Meta.ID, "state", mem.State.String())
 				}
 			}
 		case <-tick.C:
-			for _, m := range s.members.Members() {
-				if m.Meta.Role == membership.RoleNode {
-					s.gossip.set(m.Meta.ID, m.State)
+			for _, mem := range g.Members() {
+				if mem.Meta.Role == membership.RoleNode {
+					m.gossip.set(mem.Meta.ID, mem.State)
 				}
 			}
 		}
 	}
 }
+
+// GossipState is node id's gossip state ("" if it never gossiped).
+func (m *Manager) GossipState(id string) string { return m.gossip.state(id) }

@@ -1,4 +1,4 @@
-package coordserver
+package blocks
 
 import (
 	"runtime"
@@ -7,9 +7,7 @@ import (
 	"sync"
 	"time"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm/fsmpb"
-	"github.com/logbookhq/logbook/internal/clusterpb"
 	lr "github.com/logbookhq/logbook/leaserecovery"
 )
 
@@ -27,7 +25,7 @@ type fsSoft struct {
 	safeUntil time.Time
 	repl      replState
 	// cacheCursor: the directive id the cache monitor's next cycle starts
-	// from (cache_monitor.go).
+	// from (cache.go).
 	cacheCursor uint64
 	// gossip is the server's node gossip state (its own lock, taken after
 	// mu).
@@ -50,7 +48,7 @@ type nodeSoft struct {
 	id            string
 	index         int32 // in fsSoft.byIndex
 	lastHeartbeat time.Time
-	storages      map[string]*pb.StorageReport
+	storages      map[string]Storage
 	free          uint64
 	fullReport    bool // a full report arrived in this term
 	// replicas: block id → the replica the node reported.
@@ -63,12 +61,12 @@ type nodeSoft struct {
 	dead bool
 	// Work for the next heartbeat reply: transfers it is the source of
 	// and excess replicas to delete.
-	transfers  []*clusterpb.TransferCommand
+	transfers  []Transfer
 	invalidate []*fsmpb.BlockRef
 	// invalidating: blocks the leader had this node delete and that it has
 	// not reported deleted yet; the node is no target for them meanwhile.
 	invalidating map[uint64]struct{}
-	// cache: the node's cache report and cache work (cache_monitor.go).
+	// cache: the node's cache report and cache work (cache.go).
 	cache nodeCache
 	// Which replicas the next heartbeat checks for invalidation
 	// (nodeCommands): recheck holds those reported since, or whose block
@@ -108,7 +106,7 @@ type softReplica struct {
 	storage  string
 	gs       uint64
 	numBytes int64
-	state    pb.ReplicaState
+	state    lr.ReplicaState
 }
 
 // setReplicas replaces the node's replicas (a full report, or none) and
@@ -266,25 +264,11 @@ func (f *fsSoft) reset(term uint64, now time.Time, safeTimeout time.Duration) {
 	f.holders, f.cachers, f.byIndex = newNodeSet(), newNodeSet(), nil
 }
 
-// fs returns the soft state locked for term (reset when the term moved
-// on). The caller unlocks f.mu.
-func (s *Server) fsLocked() *fsSoft {
-	f := &s.fsSoft
-	f.mu.Lock()
-	f.gossip = &s.gossip
-	if term := s.raft.CurrentTerm(); term != f.term || f.nodes == nil {
-		f.reset(term, time.Now(), s.fsCfg().SafeModeTimeout)
-	}
-	return f
-}
-
-func (s *Server) fsCfg() FSConfig { return s.cfg.FS.withDefaults() }
-
 // node returns (creating) the soft record of node id.
 func (f *fsSoft) node(id string) *nodeSoft {
 	n := f.nodes[id]
 	if n == nil {
-		n = &nodeSoft{id: id, index: int32(len(f.byIndex)), storages: map[string]*pb.StorageReport{}, replicas: map[uint64]softReplica{}}
+		n = &nodeSoft{id: id, index: int32(len(f.byIndex)), storages: map[string]Storage{}, replicas: map[uint64]softReplica{}}
 		f.nodes[id] = n
 		f.byIndex = append(f.byIndex, n)
 	}
@@ -355,7 +339,7 @@ func (f *fsSoft) finalizedAt(id, gs uint64, n int64, now time.Time, stale time.D
 	c := 0
 	for h := range f.holdersOf(id) {
 		r := h.replica
-		if r.state == pb.ReplicaState_REPLICA_STATE_FINALIZED && r.gs == gs && r.numBytes == n && f.live(h.id, now, stale) &&
+		if r.state == lr.ReplicaFinalized && r.gs == gs && r.numBytes == n && f.live(h.id, now, stale) &&
 			!f.corruptLocked(id, h.id, r) {
 			c++
 		}
@@ -373,12 +357,12 @@ func (f *fsSoft) reporters(id uint64) []string {
 	return out
 }
 
-// reported returns the reported locations of block id, sorted by node.
-func (f *fsSoft) reported(id uint64) []*pb.ReportedLocation {
-	var out []*pb.ReportedLocation
+// reported returns the reports of block id, sorted by node.
+func (f *fsSoft) reported(id uint64) []Reported {
+	var out []Reported
 	for _, nid := range f.reporters(id) {
 		r := f.nodes[nid].replicas[id]
-		out = append(out, &pb.ReportedLocation{NodeId: nid, State: r.state, Gs: r.gs, NumBytes: r.numBytes, Corrupt: f.corruptLocked(id, nid, r),
+		out = append(out, Reported{NodeID: nid, State: r.state, GS: r.gs, NumBytes: r.numBytes, Corrupt: f.corruptLocked(id, nid, r),
 			Cached: f.nodes[nid].cache.has(id)})
 	}
 	return out
@@ -409,31 +393,13 @@ func (f *fsSoft) updateSafeMode(registered []string, now time.Time, stale time.D
 
 // SafeMode reports whether this leader is in safe mode (no invalidations,
 // no re-replication yet). A follower answers true: it holds no soft state.
-func (s *Server) SafeMode() bool {
-	if !s.isLeader() {
+func (m *Manager) SafeMode() bool {
+	if !m.lead.IsLeader() {
 		return true
 	}
-	f := s.fsLocked()
+	f := m.locked()
 	defer f.mu.Unlock()
 	return f.safeMode
-}
-
-// toRuleReplicaState maps the wire replica state to the rules' (ok false
-// for UNSPECIFIED or unknown values).
-func toRuleReplicaState(st pb.ReplicaState) (lr.ReplicaState, bool) {
-	switch st {
-	case pb.ReplicaState_REPLICA_STATE_FINALIZED:
-		return lr.ReplicaFinalized, true
-	case pb.ReplicaState_REPLICA_STATE_RBW:
-		return lr.ReplicaRBW, true
-	case pb.ReplicaState_REPLICA_STATE_RWR:
-		return lr.ReplicaRWR, true
-	case pb.ReplicaState_REPLICA_STATE_RUR:
-		return lr.ReplicaRUR, true
-	case pb.ReplicaState_REPLICA_STATE_TEMPORARY:
-		return lr.ReplicaTemporary, true
-	}
-	return 0, false
 }
 
 func toRuleBlockState(st fsmpb.BlockState) lr.BlockState {

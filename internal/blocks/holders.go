@@ -1,4 +1,4 @@
-package coordserver
+package blocks
 
 import "iter"
 
@@ -7,7 +7,7 @@ import "iter"
 // that judging a block (its good replicas, a transfer's source, the other
 // holders to recheck) costs its replicas, not a pass over every node. A
 // second index of the same kind lists the nodes caching each block
-// (cache_monitor.go).
+// (cache.go).
 //
 // Invariant (TestHolderIndex, checkHolderIndex in the tests): a node whose
 // replicas hold block id, or whose full report being installed does

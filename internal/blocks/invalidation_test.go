@@ -1,4 +1,4 @@
-package coordserver
+package blocks
 
 import (
 	"context"
@@ -12,10 +12,9 @@ import (
 	"time"
 
 	"github.com/logbookhq/logbook/fsm/fsmpb"
+	lr "github.com/logbookhq/logbook/leaserecovery"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
-	"github.com/logbookhq/logbook/internal/clusterpb"
 )
 
 // TestTakeChecksSweep: a heartbeat checks the replicas marked for a
@@ -179,24 +178,63 @@ func TestSweepFollowsReplicas(t *testing.T) {
 	}
 }
 
-// openWithBlock creates path, open by writer w1, with one block allocated.
-func (e *fsEnv) openWithBlock(path string, replication uint32) *pb.BlockRecord {
+// openWithBlock creates path, open by writer w1, with one block allocated
+// on the registered nodes.
+func (e *testEnv) openWithBlock(path string, replication uint32) *fsmpb.BlockRecord {
 	e.t.Helper()
-	if _, err := e.ns.Create(e.ctx, &pb.CreateRequest{Path: path, Replication: replication, BlockSize: 1 << 20, ClientName: "w1"}); err != nil {
+	if _, err := e.m.propose(&fsmpb.CreateFileOp{Path: path, Replication: replication, BlockSize: 1 << 20, ClientName: "w1"}); err != nil {
 		e.t.Fatal(err)
 	}
-	ab, err := e.ns.AddBlock(e.ctx, &pb.AddBlockRequest{Path: path, ClientName: "w1"})
+	v, err := e.m.ViewFile(path)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return ab.Result.Block
+	targets, _, err := e.m.NewBlock(v, nil, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r, err := e.m.propose(&fsmpb.AddBlockOp{Path: path, ClientName: "w1", Targets: targets})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r.Result.Block
 }
 
 // fullReport sends node's full block report of reps on storage s1.
-func (e *fsEnv) fullReport(node string, reps ...*pb.ReportedReplica) {
+func (e *testEnv) fullReport(node string, reps ...Replica) {
 	e.t.Helper()
-	if _, err := e.nl.BlockReport(e.ctx, &clusterpb.NodeBlockReportRequest{NodeId: node, Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}}); err != nil {
+	if err := e.m.BlockReport(context.Background(), node, []StorageReplicas{{StorageID: "s1", Replicas: reps}}); err != nil {
 		e.t.Fatalf("full report of %s: %v", node, err)
+	}
+}
+
+// report sends node's incremental report of its replica of b.
+func (e *testEnv) report(node string, b *fsmpb.BlockRecord, n int64, state lr.ReplicaState) {
+	e.t.Helper()
+	if err := e.m.IncrementalReport(node, []Change{{StorageID: "s1", Replica: Replica{BlockID: b.Id, GS: b.Gs, NumBytes: n, State: state}}}); err != nil {
+		e.t.Fatalf("report %s: %v", node, err)
+	}
+}
+
+// heartbeat sends node's heartbeat and returns its work.
+func (e *testEnv) heartbeat(node string) Work {
+	e.t.Helper()
+	r, err := e.m.Heartbeat(Heartbeat{NodeID: node, Storages: []Storage{{ID: "s1", Capacity: 1000, Free: 100}}})
+	if err != nil {
+		e.t.Fatalf("heartbeat %s: %v", node, err)
+	}
+	return r.Work
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
 	}
 }
 
@@ -225,42 +263,39 @@ func testInvalidationSweep(t *testing.T, background bool) {
 	if background {
 		sweepBuildMin, sweepBuildChunk = 16, 5
 	}
-	e := newFSEnv(t)
-	e.registerNodes(1)
+	e := newTestEnv(t, Config{})
+	e.register("n1", 100)
+	e.heartbeat("n1")
 	blk := e.openWithBlock("/inv", 1)
 	var nextID, nextGS uint64
-	e.tc.server(e.tc.waitLeader()).fsm.View(func(st *fsm.State) { nextID, nextGS = st.NextBlockID(), st.NextGS() })
+	e.f.View(func(st *fsm.State) { nextID, nextGS = st.NextBlockID(), st.NextGS() })
 	// 400 replicas ahead of the metadata (kept), the open block's (kept
 	// while the file exists) and one of an unknown block at an old GS.
 	const ahead = 400
 	old := nextID + 10_000
-	reps := []*pb.ReportedReplica{
-		{BlockId: blk.Id, Gs: blk.Gs, NumBytes: 0, State: pb.ReplicaState_REPLICA_STATE_RBW},
-		{BlockId: old, Gs: 1, NumBytes: 10, State: pb.ReplicaState_REPLICA_STATE_FINALIZED},
+	reps := []Replica{
+		{BlockID: blk.Id, GS: blk.Gs, NumBytes: 0, State: lr.ReplicaRBW},
+		{BlockID: old, GS: 1, NumBytes: 10, State: lr.ReplicaFinalized},
 	}
 	for i := range uint64(ahead) {
-		reps = append(reps, &pb.ReportedReplica{BlockId: nextID + 100 + i, Gs: nextGS + 100, NumBytes: 10, State: pb.ReplicaState_REPLICA_STATE_FINALIZED})
+		reps = append(reps, Replica{BlockID: nextID + 100 + i, GS: nextGS + 100, NumBytes: 10, State: lr.ReplicaFinalized})
 	}
 	e.fullReport("n1", reps...)
-	eventually(t, 20*time.Second, "out of safe mode", func() bool {
-		r, err := e.ns.ListNodes(e.ctx, &pb.ListNodesRequest{})
-		return err == nil && !r.SafeMode
-	})
-	s := e.tc.server(e.tc.waitLeader())
+	if e.m.SafeMode() {
+		t.Fatal("in safe mode after the only registered node's full report")
+	}
 	invalidated := func() []uint64 {
 		if background {
 			eventually(t, 10*time.Second, "the sweep list built", func() bool {
-				s.fsSoft.mu.Lock()
-				defer s.fsSoft.mu.Unlock()
-				n := s.fsSoft.nodes["n1"]
+				f := e.m.locked()
+				defer f.mu.Unlock()
+				n := f.nodes["n1"]
 				return n == nil || n.next == nil || n.next.done
 			})
 		}
 		var ids []uint64
-		for _, c := range e.fakeHeartbeat("n1") {
-			for _, b := range c.GetInvalidate().GetBlocks() {
-				ids = append(ids, b.Id)
-			}
+		for _, b := range e.heartbeat("n1").Invalidate {
+			ids = append(ids, b.Id)
 		}
 		return ids
 	}
@@ -282,14 +317,14 @@ func testInvalidationSweep(t *testing.T, background bool) {
 	// Into the next pass: a replica reported now is judged at once.
 	invalidated()
 	old2 := old + 1
-	e.report("n1", &pb.BlockRecord{Id: old2, Gs: 1}, 10, pb.ReplicaState_REPLICA_STATE_FINALIZED)
+	e.report("n1", &fsmpb.BlockRecord{Id: old2, Gs: 1}, 10, lr.ReplicaFinalized)
 	if got := invalidated(); !slices.Contains(got, old2) {
 		t.Fatalf("after an incremental report of %d: invalidated %v", old2, got)
 	}
 
 	// The file goes: its block's replica is invalidated at the next
 	// heartbeat (the sweep alone would take up to a pass).
-	if _, err := e.ns.Delete(e.ctx, &pb.DeleteRequest{Path: "/inv"}); err != nil {
+	if _, err := e.m.propose(&fsmpb.DeleteFileOp{Path: "/inv"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := invalidated(); !slices.Contains(got, blk.Id) {
@@ -297,34 +332,24 @@ func testInvalidationSweep(t *testing.T, background bool) {
 	}
 }
 
-// largeNode starts one coordinator and registers node n1 on it, and
-// returns the node's full block report of LOGBOOK_BENCH_NODE_REPLICAS
-// replicas (default 1,000,000) of block ids ahead of the metadata, which
-// are kept: every heartbeat finds nothing to invalidate, as in a steady
-// state. The calls are made in process (no gRPC).
-func largeNode(b *testing.B) (*nodeLinkService, *namespaceService, *clusterpb.NodeBlockReportRequest, *clusterpb.NodeHeartbeatRequest) {
+// largeNode registers node n1 on a manager and returns the node's full
+// block report of LOGBOOK_BENCH_NODE_REPLICAS replicas (default
+// 1,000,000) of block ids ahead of the metadata, which are kept: every
+// heartbeat finds nothing to invalidate, as in a steady state.
+func largeNode(b *testing.B) (*testEnv, []StorageReplicas) {
 	n := 1_000_000
 	if v, err := strconv.Atoi(os.Getenv("LOGBOOK_BENCH_NODE_REPLICAS")); err == nil && v > 0 {
 		n = v
 	}
-	tc := newTestCluster(b, 1)
-	s := tc.server(tc.waitLeader())
-	eventually(b, 20*time.Second, "log format 3", func() bool { return s.logFormat() >= fsm.NamespaceFormat })
-	ctx := context.Background()
-	l, ns := &nodeLinkService{s: s}, &namespaceService{s: s}
-	st := []*pb.StorageReport{{StorageId: "s1", Capacity: 1 << 40, Free: 1 << 40}}
-	eventually(b, 20*time.Second, "node registered", func() bool {
-		_, err := l.Register(ctx, &clusterpb.NodeRegisterRequest{Node: &fsmpb.NodeRecord{Id: "n1", GrpcAddr: "127.0.0.1:9001", StorageIds: []string{"s1"}, InstanceId: "i1"}, Storages: st})
-		return err == nil
-	})
+	e := newTestEnv(b, Config{})
+	e.register("n1", 1<<40)
 	var nextID, nextGS uint64
-	s.fsm.View(func(st *fsm.State) { nextID, nextGS = st.NextBlockID(), st.NextGS() })
-	reps := make([]*pb.ReportedReplica, n)
+	e.f.View(func(st *fsm.State) { nextID, nextGS = st.NextBlockID(), st.NextGS() })
+	reps := make([]Replica, n)
 	for i := range reps {
-		reps[i] = &pb.ReportedReplica{BlockId: nextID + 100 + uint64(i), Gs: nextGS + 100, NumBytes: 1 << 20, State: pb.ReplicaState_REPLICA_STATE_FINALIZED}
+		reps[i] = Replica{BlockID: nextID + 100 + uint64(i), GS: nextGS + 100, NumBytes: 1 << 20, State: lr.ReplicaFinalized}
 	}
-	report := &clusterpb.NodeBlockReportRequest{NodeId: "n1", Storages: []*pb.StorageBlockReport{{StorageId: "s1", Replicas: reps}}}
-	return l, ns, report, &clusterpb.NodeHeartbeatRequest{NodeId: "n1", Storages: st}
+	return e, []StorageReplicas{{StorageID: "s1", Replicas: reps}}
 }
 
 // BenchmarkHeartbeatLargeNode: one heartbeat at the leader from a node
@@ -333,16 +358,13 @@ func largeNode(b *testing.B) (*nodeLinkService, *namespaceService, *clusterpb.No
 // goroutine waited for the soft state's lock meanwhile (max-wait-ms: how
 // long every other node's heartbeats and reports could be held up).
 func BenchmarkHeartbeatLargeNode(b *testing.B) {
-	l, ns, report, hb := largeNode(b)
-	ctx := context.Background()
-	if _, err := l.BlockReport(ctx, report); err != nil {
+	e, report := largeNode(b)
+	if err := e.m.BlockReport(context.Background(), "n1", report); err != nil {
 		b.Fatal(err)
 	}
-	eventually(b, 20*time.Second, "out of safe mode", func() bool {
-		l.Heartbeat(ctx, hb)
-		r, err := ns.ListNodes(ctx, &pb.ListNodesRequest{})
-		return err == nil && !r.SafeMode
-	})
+	if e.m.SafeMode() {
+		b.Fatal("in safe mode after the only node's full report")
+	}
 	stop, waited := make(chan struct{}), make(chan time.Duration)
 	go func() {
 		var longest time.Duration
@@ -354,15 +376,15 @@ func BenchmarkHeartbeatLargeNode(b *testing.B) {
 			case <-time.After(time.Millisecond):
 			}
 			start := time.Now()
-			l.s.fsSoft.mu.Lock()
+			e.m.soft.mu.Lock()
 			longest = max(longest, time.Since(start))
-			l.s.fsSoft.mu.Unlock()
+			e.m.soft.mu.Unlock()
 		}
 	}()
 	// Heartbeats come seconds apart: a pass's list built in the
 	// background is ready by the next one.
 	built := func() bool {
-		f := &l.s.fsSoft
+		f := &e.m.soft
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		n := f.nodes["n1"]
@@ -379,15 +401,13 @@ func BenchmarkHeartbeatLargeNode(b *testing.B) {
 			b.StartTimer()
 		}
 		start := time.Now()
-		r, err := l.Heartbeat(ctx, hb)
+		r, err := e.m.Heartbeat(Heartbeat{NodeID: "n1", Storages: []Storage{{ID: "s1", Capacity: 1 << 40, Free: 1 << 40}}})
 		if err != nil {
 			b.Fatal(err)
 		}
 		slowest = max(slowest, time.Since(start))
-		for _, c := range r.Commands {
-			if c.GetInvalidate() != nil {
-				b.Fatalf("invalidated %d replicas", len(c.GetInvalidate().Blocks))
-			}
+		if n := len(r.Work.Invalidate); n > 0 {
+			b.Fatalf("invalidated %d replicas", n)
 		}
 	}
 	b.StopTimer()
@@ -400,43 +420,47 @@ func BenchmarkHeartbeatLargeNode(b *testing.B) {
 // a million replicas (largeNode), during which it holds its soft state's
 // lock: every other node's heartbeats and reports wait.
 func BenchmarkBlockReportLargeNode(b *testing.B) {
-	l, _, report, _ := largeNode(b)
+	e, report := largeNode(b)
 	ctx := context.Background()
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := l.BlockReport(ctx, report); err != nil {
+		if err := e.m.BlockReport(ctx, "n1", report); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
 // replicatedOnTwo registers three nodes, completes path (replication 2)
-// with its block reported FINALIZED by n1 and n2, and waits until the
-// leader has judged it replicated. It returns the block's replica and a
-// condition for its under-replicated count.
-func (e *fsEnv) replicatedOnTwo(path string) (*pb.ReportedReplica, func(want uint64) func() bool) {
+// with its block reported FINALIZED by n1 and n2, and has the leader judge
+// it replicated. It returns the block's replica and a check of the
+// under-replicated count after a replication cycle.
+func (e *testEnv) replicatedOnTwo(path string) (Replica, func(want uint64) bool) {
 	e.t.Helper()
-	e.registerNodes(3)
+	for i := 1; i <= 3; i++ {
+		e.register(nodeID(i), uint64(i*100))
+		e.heartbeat(nodeID(i))
+	}
 	b := e.openWithBlock(path, 2)
-	rep := &pb.ReportedReplica{BlockId: b.Id, Gs: b.Gs, NumBytes: 100, State: pb.ReplicaState_REPLICA_STATE_FINALIZED}
+	rep := Replica{BlockID: b.Id, GS: b.Gs, NumBytes: 100, State: lr.ReplicaFinalized}
 	e.fullReport("n1", rep)
 	e.fullReport("n2", rep)
-	if c, err := e.ns.Complete(e.ctx, &pb.CompleteRequest{Path: path, ClientName: "w1", Last: &pb.BlockRef{Id: b.Id, Gs: b.Gs, NumBytes: 100}}); err != nil || !c.Result.Closed {
-		e.t.Fatalf("complete: %v, %v", c, err)
+	e.fullReport("n3")
+	v, err := e.m.ViewFile(path)
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	under := func(want uint64) func() bool {
-		return func() bool {
-			r, err := e.ns.ListNodes(e.ctx, &pb.ListNodesRequest{})
-			return err == nil && !r.SafeMode && r.UnderReplicatedBlocks == want
-		}
+	last := &fsmpb.BlockRef{Id: b.Id, Gs: b.Gs, NumBytes: 100}
+	r, err := e.m.propose(&fsmpb.CompleteFileOp{Path: path, ClientName: "w1", Last: last, ReplicatedBlocks: e.m.Replicated(v, last)})
+	if err != nil || !r.Result.Closed {
+		e.t.Fatalf("complete: %+v, %v", r, err)
 	}
-	eventually(e.t, 20*time.Second, "the complete block judged", func() bool {
-		f := e.tc.server(e.tc.waitLeader()).fsLocked()
-		dirty := f.repl.dirty.has(b.Id)
-		f.mu.Unlock()
-		return !dirty
-	})
-	if !under(0)() {
+	under := func(want uint64) bool {
+		e.m.replicationCycle(time.Now())
+		f := e.m.locked()
+		defer f.mu.Unlock()
+		return !f.safeMode && uint64(len(f.repl.needed)) == want && !f.repl.dirty.has(b.Id)
+	}
+	if !under(0) {
 		e.t.Fatal("under-replicated on n1 and n2")
 	}
 	return rep, under
@@ -448,12 +472,16 @@ func (e *fsEnv) replicatedOnTwo(path string) (*pb.ReportedReplica, func(want uin
 // blocks a report changes are marked for the replication check after the
 // report is taken).
 func TestFullReportDropsReplica(t *testing.T) {
-	e := newFSEnv(t, func(_ int, c *Config) { c.FS.ReplicationCheckInterval = 100 * time.Millisecond })
+	e := newTestEnv(t, Config{})
 	rep, under := e.replicatedOnTwo("/drop")
 	e.fullReport("n1")
-	eventually(t, 20*time.Second, "under-replicated after n1's report without it", under(1))
+	if !under(1) {
+		t.Fatal("not under-replicated after n1's report without it")
+	}
 	e.fullReport("n1", rep)
-	eventually(t, 20*time.Second, "replicated again after n1's report with it", under(0))
+	if !under(0) {
+		t.Fatal("not replicated again after n1's report with it")
+	}
 }
 
 // TestFullReportMarksOnlyChanges: a full report marks for the
@@ -463,24 +491,22 @@ func TestFullReportDropsReplica(t *testing.T) {
 // report must not queue every block it holds ahead of those that need a
 // check.
 func TestFullReportMarksOnlyChanges(t *testing.T) {
-	// No replication cycle takes the dirty set while the test reads it.
-	e := newFSEnv(t, func(_ int, c *Config) { c.FS.ReplicationCheckInterval = time.Hour })
-	e.registerNodes(1)
-	s := e.tc.server(e.leader)
-	rep := func(id, gs uint64, n int64, state pb.ReplicaState) *pb.ReportedReplica {
-		return &pb.ReportedReplica{BlockId: id, Gs: gs, NumBytes: n, State: state}
+	e := newTestEnv(t, Config{})
+	e.register("n1", 100)
+	rep := func(id, gs uint64, n int64, state lr.ReplicaState) Replica {
+		return Replica{BlockID: id, GS: gs, NumBytes: n, State: state}
 	}
-	const fin, rbw = pb.ReplicaState_REPLICA_STATE_FINALIZED, pb.ReplicaState_REPLICA_STATE_RBW
+	const fin, rbw = lr.ReplicaFinalized, lr.ReplicaRBW
 	const same, newGS, grown, finalized, dropped, added = 1001, 1002, 1003, 1004, 1005, 1006
 	e.fullReport("n1", rep(same, 7, 100, fin), rep(newGS, 7, 100, fin), rep(grown, 7, 100, rbw),
 		rep(finalized, 7, 100, rbw), rep(dropped, 7, 100, fin))
-	f := s.fsLocked()
+	f := e.m.locked()
 	f.repl.dirty = idQueue{}
 	f.mu.Unlock()
 
 	e.fullReport("n1", rep(same, 7, 100, fin), rep(newGS, 8, 100, fin), rep(grown, 7, 200, rbw),
 		rep(finalized, 7, 100, fin), rep(added, 7, 100, fin))
-	f = s.fsLocked()
+	f = e.m.locked()
 	got := slices.Sorted(maps.Keys(f.repl.dirty.set))
 	f.mu.Unlock()
 	if want := []uint64{newGS, grown, finalized, dropped, added}; !slices.Equal(got, want) {
@@ -494,23 +520,16 @@ func TestFullReportMarksOnlyChanges(t *testing.T) {
 // under-replicated even if its next report lists nothing, and is
 // replicated again when a report lists it.
 func TestReregisterDropsReplicas(t *testing.T) {
-	e := newFSEnv(t, func(_ int, c *Config) { c.FS.ReplicationCheckInterval = 100 * time.Millisecond })
+	e := newTestEnv(t, Config{})
 	rep, under := e.replicatedOnTwo("/rereg")
-	e.reregister("n1")
+	e.register("n1", 100)
 	e.fullReport("n1")
-	eventually(t, 20*time.Second, "under-replicated after n1 registered again and reported nothing", under(1))
+	if !under(1) {
+		t.Fatal("not under-replicated after n1 registered again and reported nothing")
+	}
 	e.fullReport("n1", rep)
-	eventually(t, 20*time.Second, "replicated again after n1's report with it", under(0))
-}
-
-// reregister registers node again, as after a restart.
-func (e *fsEnv) reregister(node string) {
-	e.t.Helper()
-	st := []*pb.StorageReport{{StorageId: "s1", Capacity: 1000, Free: 100}}
-	if _, err := e.nl.Register(e.ctx, &clusterpb.NodeRegisterRequest{Node: &fsmpb.NodeRecord{
-		Id: node, GrpcAddr: "127.0.0.1:9001", StorageIds: []string{"s1"}, InstanceId: "inst-" + node + "-again",
-	}, Storages: st}); err != nil {
-		e.t.Fatal(err)
+	if !under(0) {
+		t.Fatal("not replicated again after n1's report with it")
 	}
 }
 
