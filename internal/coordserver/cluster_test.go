@@ -253,7 +253,7 @@ func testFollowerCatchesUpBySnapshot(t *testing.T, store string) {
 		if err := s.raft.Snapshot().Error(); err != nil {
 			t.Fatal(err)
 		}
-		first, _ := s.store.FirstIndex()
+		first, _ := s.node.Store().FirstIndex()
 		if first <= 1 {
 			t.Fatalf("member %s log not compacted (first index %d)", s.ID(), first)
 		}
@@ -261,13 +261,13 @@ func testFollowerCatchesUpBySnapshot(t *testing.T, store string) {
 	tc.start(f)
 	verifyJournal(t, tc, a.acked)
 	if store == "wal-prefill" {
-		ws := tc.server(leader).store.(*walStore)
-		t.Logf("leader's segments: %d zeroed, %d fallocated", ws.vfs.zeroed.Load(), ws.vfs.fallocated.Load())
-		if ws.vfs.zeroed.Load() == 0 {
+		zeroed, fallocated := tc.server(leader).node.SegmentStats()
+		t.Logf("leader's segments: %d zeroed, %d fallocated", zeroed, fallocated)
+		if zeroed == 0 {
 			t.Fatal("no segment was made from a zeroed spare")
 		}
 	}
-	snaps, err := tc.server(f).snaps.List()
+	snaps, err := tc.server(f).node.Snapshots().List()
 	if err != nil || len(snaps) == 0 {
 		t.Fatalf("follower did not install a snapshot (%v, %d snapshots)", err, len(snaps))
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/logbookhq/logbook/fsm/fsmpb"
 	"github.com/logbookhq/logbook/internal/blocks"
 	"github.com/logbookhq/logbook/internal/raftnet"
+	"github.com/logbookhq/logbook/internal/raftnode"
 	"github.com/logbookhq/logbook/journal"
 	"google.golang.org/protobuf/proto"
 )
@@ -36,21 +37,15 @@ type Security struct {
 }
 
 // RaftTiming holds the Raft timeouts and log retention knobs.
-type RaftTiming struct {
-	HeartbeatTimeout   time.Duration
-	ElectionTimeout    time.Duration
-	LeaderLeaseTimeout time.Duration
-	CommitTimeout      time.Duration
-	SnapshotThreshold  uint64
-	SnapshotInterval   time.Duration
-	TrailingLogs       uint64
-	MaxAppendEntries   int
-	// ParallelLeaderWrite makes the leader write new entries to its own
-	// log store while it replicates them (the Raft dissertation, §10.2.1;
-	// Logbook's change to hashicorp/raft, third_party/hashicorp/raft). It
-	// still commits only what it has written itself.
-	ParallelLeaderWrite bool
-}
+type RaftTiming = raftnode.Timing
+
+// Raft log store backends (--raft-log-store); internal/raftnode says what
+// each one is.
+const (
+	LogStoreAuto   = raftnode.LogStoreAuto
+	LogStoreWAL    = raftnode.LogStoreWAL
+	LogStoreBoltDB = raftnode.LogStoreBoltDB
+)
 
 // JournalConfig holds the segment and retention knobs.
 //
@@ -150,7 +145,7 @@ type Config struct {
 	Peers []Peer
 
 	// LogStore is the Raft log and stable store backend: LogStoreAuto
-	// (or empty), LogStoreWAL or LogStoreBoltDB (chooseLogStore).
+	// (or empty), LogStoreWAL or LogStoreBoltDB (internal/raftnode).
 	LogStore string
 	// WALPrefill writes every raft-wal segment full of zeros ahead of use
 	// instead of preallocating it with fallocate, so that the sync after
@@ -296,7 +291,7 @@ func (c *Config) Validate() error {
 	if len(c.Peers) > 0 && !seen[c.ID] {
 		errs = append(errs, fmt.Errorf("peers do not include this member %q", c.ID))
 	}
-	if !validLogStore(c.LogStore) {
+	if !raftnode.ValidLogStore(c.LogStore) {
 		errs = append(errs, fmt.Errorf("raft log store %q: want auto, wal or boltdb", c.LogStore))
 	}
 	r := c.Raft

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/internal/poll"
 	"github.com/logbookhq/logbook/internal/testports"
 )
 
@@ -129,12 +130,8 @@ func (tc *testCluster) server(i int) *Server {
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
+	if !poll.Within(timeout, cond) {
+		t.Fatalf("timed out after %s waiting for %s", timeout, what)
 	}
 }
 

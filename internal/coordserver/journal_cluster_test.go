@@ -214,14 +214,14 @@ func TestAutomaticTrimHeldByConsumer(t *testing.T) {
 // after index after.
 func commandsSince(t *testing.T, s *Server, after uint64, typ fsmpb.CommandType) int {
 	t.Helper()
-	last, err := s.store.LastIndex()
+	last, err := s.node.Store().LastIndex()
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
 	for i := after + 1; i <= last; i++ {
 		var e raft.Log
-		if err := s.store.GetLog(i, &e); err != nil {
+		if err := s.node.Store().GetLog(i, &e); err != nil {
 			t.Fatal(err)
 		}
 		if e.Type != raft.LogCommand {

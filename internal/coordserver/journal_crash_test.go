@@ -301,13 +301,13 @@ func TestLogFormatUpgradeWaitsForEveryVoter(t *testing.T) {
 // s's Raft log.
 func lastEntryVersion(t *testing.T, s *Server) uint32 {
 	t.Helper()
-	last, err := s.store.LastIndex()
+	last, err := s.node.Store().LastIndex()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := last; i > 0; i-- {
 		var e raft.Log
-		if err := s.store.GetLog(i, &e); err != nil {
+		if err := s.node.Store().GetLog(i, &e); err != nil {
 			t.Fatal(err)
 		}
 		if e.Type != raft.LogCommand {

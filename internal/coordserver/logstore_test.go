@@ -15,60 +15,12 @@ import (
 	raftwal "github.com/hashicorp/raft-wal"
 
 	"github.com/logbookhq/logbook/client"
+	"github.com/logbookhq/logbook/internal/raftnode"
 )
 
-func TestChooseLogStore(t *testing.T) {
-	cases := []struct {
-		name    string
-		holds   []string // what the raft dir already holds
-		want    string   // configured
-		got     string
-		errLike string
-	}{
-		{name: "new dir, auto", want: LogStoreAuto, got: LogStoreWAL},
-		{name: "new dir, empty means auto", want: "", got: LogStoreWAL},
-		{name: "new dir, wal", want: LogStoreWAL, got: LogStoreWAL},
-		{name: "new dir, boltdb", want: LogStoreBoltDB, got: LogStoreBoltDB},
-		{name: "bolt dir, auto", holds: []string{boltDBName}, want: LogStoreAuto, got: LogStoreBoltDB},
-		{name: "bolt dir, boltdb", holds: []string{boltDBName}, want: LogStoreBoltDB, got: LogStoreBoltDB},
-		{name: "bolt dir, wal", holds: []string{boltDBName}, want: LogStoreWAL, errLike: "holds a raft-boltdb log"},
-		{name: "wal dir, auto", holds: []string{walDirName + "/" + walMetaName}, want: LogStoreAuto, got: LogStoreWAL},
-		{name: "wal dir, boltdb", holds: []string{walDirName + "/" + walMetaName}, want: LogStoreBoltDB, errLike: "holds a raft-wal log"},
-		{name: "both", holds: []string{boltDBName, walDirName + "/" + walMetaName}, want: LogStoreAuto, errLike: "holds both"},
-		// An empty wal/ (a crash between mkdir and the meta store's
-		// creation) holds no log.
-		{name: "empty wal dir, boltdb", holds: []string{walDirName + "/"}, want: LogStoreBoltDB, got: LogStoreBoltDB},
-	}
-	for _, tt := range cases {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			for _, h := range tt.holds {
-				p := filepath.Join(dir, h)
-				if strings.HasSuffix(h, "/") {
-					if err := os.MkdirAll(p, 0o750); err != nil {
-						t.Fatal(err)
-					}
-					continue
-				}
-				if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
-			got, err := chooseLogStore(dir, tt.want)
-			if tt.errLike != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.errLike) {
-					t.Fatalf("chooseLogStore = %q, %v; want an error containing %q", got, err, tt.errLike)
-				}
-				return
-			}
-			if err != nil || got != tt.got {
-				t.Fatalf("chooseLogStore = %q, %v; want %q", got, err, tt.got)
-			}
-		})
-	}
+// TestUnknownLogStoreRefused: a backend name neither store has is a
+// configuration error.
+func TestUnknownLogStoreRefused(t *testing.T) {
 	c := DefaultConfig()
 	c.ID, c.DataDir, c.LogStore = "c1", t.TempDir(), "rocksdb"
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "raft log store") {
@@ -97,8 +49,8 @@ func TestMixedLogStores(t *testing.T) {
 	verifyJournal(t, tc, a.acked)
 	for i, c := range tc.cfgs {
 		raftDir := filepath.Join(c.DataDir, "raft")
-		_, boltErr := os.Stat(filepath.Join(raftDir, boltDBName))
-		_, walErr := os.Stat(filepath.Join(raftDir, walDirName, walMetaName))
+		_, boltErr := os.Stat(filepath.Join(raftDir, raftnode.BoltDBName))
+		_, walErr := os.Stat(filepath.Join(raftDir, raftnode.WALDirName, raftnode.WALMetaName))
 		if (i == 0) != (boltErr == nil) || (i == 0) != (walErr != nil) {
 			t.Fatalf("member %s: raft.db present %v, wal present %v", c.ID, boltErr == nil, walErr == nil)
 		}
@@ -154,13 +106,13 @@ func testWALTornTailDropped(t *testing.T, tear string, prefill bool) {
 	acked[seqs[0]] = last
 	tc.waitConverged()
 	f := tc.followers(tc.waitLeader())[0]
-	before, err := tc.server(f).store.LastIndex()
+	before, err := tc.server(f).node.Store().LastIndex()
 	if err != nil {
 		t.Fatal(err)
 	}
 	tc.kill(f)
 
-	walDir := filepath.Join(tc.cfgs[f].DataDir, "raft", walDirName)
+	walDir := filepath.Join(tc.cfgs[f].DataDir, "raft", raftnode.WALDirName)
 	tearTail(t, walDir, tear)
 	w, err := raftwal.Open(walDir)
 	if err != nil {
@@ -174,10 +126,10 @@ func testWALTornTailDropped(t *testing.T, tear string, prefill bool) {
 
 	tc.start(f)
 	verifyJournal(t, tc, acked)
-	if got, _ := tc.server(f).store.LastIndex(); got < before {
+	if got, _ := tc.server(f).node.Store().LastIndex(); got < before {
 		t.Fatalf("member %s's log ends at %d after catching up, want >= %d", tc.cfgs[f].ID, got, before)
 	}
-	if _, err := os.Stat(filepath.Join(walDir, spareName)); (err == nil) != prefill {
+	if _, err := os.Stat(filepath.Join(walDir, raftnode.WALSpareName)); (err == nil) != prefill {
 		t.Fatalf("prefill %v, spare segment present %v", prefill, err == nil)
 	}
 }
@@ -237,9 +189,9 @@ func TestLogStoreTimed(t *testing.T) {
 		t.Fatal("an in-memory store reported monotonic through the wrapper")
 	}
 	for _, s := range tc.servers {
-		ms, ok := s.store.(raft.MonotonicLogStore)
+		ms, ok := s.node.Store().(raft.MonotonicLogStore)
 		want := ok && ms.IsMonotonic()
-		if got := (&timedLogStore{LogStore: s.store}).IsMonotonic(); got != want || !want {
+		if got := (&timedLogStore{LogStore: s.node.Store()}).IsMonotonic(); got != want || !want {
 			t.Fatalf("%s: wrapper IsMonotonic %v, store %v (raft-wal is monotonic)", s.ID(), got, want)
 		}
 	}

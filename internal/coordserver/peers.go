@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"sync"
 
-	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
 	"github.com/logbookhq/logbook/internal/clusterpb"
@@ -105,90 +104,4 @@ func (s *Server) resultsFromProto(rs []*clusterpb.AppendResult) []fsm.Result {
 		}
 	}
 	return out
-}
-
-// readIndexer batches leadership confirmations for linearizable reads: all
-// reads queued while one VerifyLeader round runs share the next round.
-type readIndexer struct {
-	r    *raft.Raft
-	reqs chan chan error
-	stop chan struct{}
-	once sync.Once
-	wg   sync.WaitGroup
-}
-
-func newReadIndexer(r *raft.Raft) *readIndexer {
-	ri := &readIndexer{r: r, reqs: make(chan chan error, 1024), stop: make(chan struct{})}
-	ri.wg.Add(1)
-	go ri.loop()
-	return ri
-}
-
-func (ri *readIndexer) loop() {
-	defer ri.wg.Done()
-	for {
-		var batch []chan error
-		select {
-		case c := <-ri.reqs:
-			batch = append(batch, c)
-		case <-ri.stop:
-			return
-		}
-	drain:
-		for {
-			select {
-			case c := <-ri.reqs:
-				batch = append(batch, c)
-			default:
-				break drain
-			}
-		}
-		err := await(ri.stop, ri.r.VerifyLeader())
-		for _, c := range batch {
-			c <- err
-		}
-	}
-}
-
-// verify returns nil once a VerifyLeader round that started after the call
-// confirmed leadership.
-func (ri *readIndexer) verify(ctx context.Context) error {
-	c := make(chan error, 1)
-	select {
-	case ri.reqs <- c:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-ri.stop:
-		return raft.ErrRaftShutdown
-	}
-	select {
-	case err := <-c:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-ri.stop:
-		return raft.ErrRaftShutdown
-	}
-}
-
-func (ri *readIndexer) close() {
-	ri.once.Do(func() { close(ri.stop) })
-	ri.wg.Wait()
-}
-
-// await waits for a Raft future or for done to close, whichever comes
-// first. hashicorp/raft does not answer futures that are still queued (in
-// applyCh or on the way to the FSM) when it shuts down, so every wait on a
-// request path must also watch the server's own shutdown. If done wins, the
-// helper goroutine ends when raft answers, or never if raft never does; that
-// happens only while this server shuts down.
-func await(done <-chan struct{}, f raft.Future) error {
-	res := make(chan error, 1)
-	go func() { res <- f.Error() }()
-	select {
-	case err := <-res:
-		return err
-	case <-done:
-		return raft.ErrRaftShutdown
-	}
 }

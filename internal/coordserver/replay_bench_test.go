@@ -47,7 +47,7 @@ func BenchmarkRestartReplay(b *testing.B) {
 					if err := s.raft.Snapshot().Error(); err != nil {
 						b.Fatal(err)
 					}
-					if list, err := s.snaps.List(); err == nil && len(list) > 0 {
+					if list, err := s.node.Snapshots().List(); err == nil && len(list) > 0 {
 						b.ReportMetric(float64(list[0].Size)/float64(n), "snapshot-bytes/event")
 					}
 				}

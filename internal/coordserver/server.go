@@ -22,8 +22,7 @@ import (
 	"github.com/logbookhq/logbook/internal/durable"
 	"github.com/logbookhq/logbook/internal/grpcflow"
 	"github.com/logbookhq/logbook/internal/httpserve"
-	"github.com/logbookhq/logbook/internal/logging"
-	"github.com/logbookhq/logbook/internal/raftnet"
+	"github.com/logbookhq/logbook/internal/raftnode"
 	"github.com/logbookhq/logbook/journal"
 	"github.com/logbookhq/logbook/membership"
 	"google.golang.org/grpc"
@@ -46,10 +45,8 @@ type Server struct {
 	log *slog.Logger
 
 	fsm      *fsm.FSM
-	raft     *raft.Raft
-	store    logStore
-	snaps    *raft.FileSnapshotStore
-	trans    *raft.NetworkTransport
+	node     *raftnode.Node // Raft, its stores and transport
+	raft     *raft.Raft     // node.Raft()
 	members  *membership.Memberlist
 	grpcSrv  *grpc.Server
 	grpcLn   net.Listener
@@ -57,7 +54,6 @@ type Server struct {
 	health   *health.Server
 	metrics  *metrics
 	peers    *peerConns
-	readIdx  *readIndexer
 	leaderB  *journal.Batcher // applies to the local Raft; leader only
 	forwardB *journal.Batcher // forwards to the leader in batches
 	fwd      *forwarder       // the forward batcher's way to the leader
@@ -130,7 +126,6 @@ func New(cfg Config) (_ *Server, err error) {
 	s.blocks = blocks.New(cfg.FS, log.With("component", "blocks"), s.fsm, blockPorts{s}, blockPorts{s})
 	s.metrics.reg.MustRegister(s.blocks.Collectors()...)
 	s.peers = newPeerConns(cfg.ClusterID, cfg.Security.PeerTLS, cfg.MaxRequestBytes)
-	s.readIdx = newReadIndexer(s.raft)
 	bc := journal.DefaultBatcherConfig()
 	bc.MaxBatchBytes = cfg.MaxRequestBytes
 	bc.Linger = cfg.Journal.Linger
@@ -215,7 +210,7 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
-		if s.raft != nil && s.raft.State() == raft.Leader && s.voters() > 1 {
+		if s.raft != nil && s.raft.State() == raft.Leader && s.node.Voters() > 1 {
 			if err := s.raft.LeadershipTransfer().Error(); err != nil {
 				s.log.Warn("leadership transfer before shutdown failed", "err", err)
 			} else {
@@ -228,21 +223,7 @@ func (s *Server) Close() error {
 }
 
 // await waits for a Raft future unless the server stops first.
-func (s *Server) await(f raft.Future) error { return await(s.ctx.Done(), f) }
-
-func (s *Server) voters() int {
-	f := s.raft.GetConfiguration()
-	if f.Error() != nil {
-		return 0
-	}
-	n := 0
-	for _, srv := range f.Configuration().Servers {
-		if srv.Suffrage == raft.Voter {
-			n++
-		}
-	}
-	return n
-}
+func (s *Server) await(f raft.Future) error { return raftnode.Await(s.ctx.Done(), f) }
 
 // shutdown releases everything that was started, in reverse order.
 func (s *Server) shutdown() error {
@@ -271,27 +252,18 @@ func (s *Server) shutdown() error {
 	if s.leaderB != nil {
 		s.leaderB.Close()
 	}
-	if s.readIdx != nil {
-		s.readIdx.close()
-	}
-	if s.raft != nil {
-		if err := s.raft.Shutdown().Error(); err != nil {
+	if s.node != nil {
+		if err := s.node.Shutdown(); err != nil {
 			errs = append(errs, err)
 		}
-	}
-	// Close the transport at once: peers' RPCs to a stopped Raft would
-	// otherwise wait for their I/O timeout.
-	if s.trans != nil {
-		s.trans.CloseStreams()
-		s.trans.Close()
 	}
 	s.wg.Wait()
 	if s.members != nil {
 		s.members.Leave(time.Second)
 		s.members.Close()
 	}
-	if s.store != nil {
-		if err := s.store.Close(); err != nil {
+	if s.node != nil {
+		if err := s.node.CloseStore(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -326,179 +298,46 @@ func (s *Server) checkDataDir() error {
 	return durable.SyncDir(s.cfg.DataDir)
 }
 
-func (s *Server) raftConfig() *raft.Config {
-	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(s.cfg.ID)
-	t := s.cfg.Raft
-	rc.HeartbeatTimeout = t.HeartbeatTimeout
-	rc.ElectionTimeout = t.ElectionTimeout
-	rc.LeaderLeaseTimeout = t.LeaderLeaseTimeout
-	rc.CommitTimeout = t.CommitTimeout
-	rc.SnapshotThreshold = t.SnapshotThreshold
-	rc.SnapshotInterval = t.SnapshotInterval
-	rc.TrailingLogs = t.TrailingLogs
-	rc.MaxAppendEntries = t.MaxAppendEntries
-	// Unbuffered: a future is handed to the leader loop, which answers it
-	// even when it steps down; the journal batcher already groups commits.
-	rc.BatchApplyCh = false
-	rc.ShutdownOnRemove = true
-	rc.NoLegacyTelemetry = true
-	rc.ParallelLeaderWrite = t.ParallelLeaderWrite
-	rc.Logger = logging.HCLog(s.log, "raft")
-	return rc
-}
-
-// logCacheEntries is how many of the newest Raft entries are kept in
-// memory (each holds one batch of appends).
-const logCacheEntries = 512
-
 func (s *Server) openRaft() error {
-	dir := filepath.Join(s.cfg.DataDir, "raft")
-	kind, err := chooseLogStore(dir, s.cfg.LogStore)
+	n, err := raftnode.Open(raftnode.Config{
+		ID:              s.cfg.ID,
+		ClusterID:       s.cfg.ClusterID,
+		Dir:             filepath.Join(s.cfg.DataDir, "raft"),
+		BindAddr:        s.cfg.RaftAddr,
+		Advertise:       s.cfg.AdvertiseRaft,
+		TLS:             s.cfg.Security.RaftTLS,
+		Dial:            s.cfg.raftDialer,
+		LogStore:        s.cfg.LogStore,
+		WALPrefill:      s.cfg.WALPrefill,
+		WALSegmentBytes: s.cfg.walSegmentBytes,
+		Timing:          s.cfg.Raft,
+		Logger:          s.log,
+		WrapLogs:        func(l raft.LogStore) raft.LogStore { return &timedLogStore{LogStore: l, m: s.metrics} },
+	}, &timedFSM{FSM: s.fsm, m: s.metrics})
 	if err != nil {
-		return err
+		return fmt.Errorf("coordserver: %w", err)
 	}
-	store, err := s.openLogStore(dir, kind)
-	if err != nil {
-		return err
-	}
-	s.log.Info("raft log store", "backend", kind, "dir", dir)
-	s.store = store
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 3, logging.HCLog(s.log, "snapshot"))
-	if err != nil {
-		return fmt.Errorf("coordserver: snapshot store: %w", err)
-	}
-	s.snaps = snaps
-	stream, err := raftnet.ListenTLS(s.cfg.RaftAddr, s.cfg.AdvertiseRaft, s.cfg.ClusterID, s.cfg.Security.RaftTLS, s.log.With("component", "raftnet"))
-	if err != nil {
-		return fmt.Errorf("coordserver: raft listener: %w", err)
-	}
-	if s.cfg.raftDialer != nil {
-		stream.SetDialFunc(s.cfg.raftDialer)
-	}
-	s.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  stream,
-		MaxPool: 4,
-		Timeout: 10 * time.Second,
-		Logger:  logging.HCLog(s.log, "raft-net"),
-	})
-	rc := s.raftConfig()
-	has, err := raft.HasExistingState(store, store, snaps)
-	if err != nil {
-		return fmt.Errorf("coordserver: inspect raft state: %w", err)
-	}
-	// Recent entries from memory: replication to followers and a
-	// follower's apply read the entries just written, and without the cache
-	// each read goes to the store and decodes the entry again.
-	logs, err := raft.NewLogCache(logCacheEntries, &timedLogStore{LogStore: store, m: s.metrics})
-	if err != nil {
-		return fmt.Errorf("coordserver: raft log cache: %w", err)
-	}
-	var lastIndex uint64
-	if has {
-		if lastIndex, err = store.LastIndex(); err != nil {
-			return fmt.Errorf("coordserver: raft log: %w", err)
-		}
-	}
-	r, err := raft.NewRaft(rc, &timedFSM{FSM: s.fsm, m: s.metrics}, logs, store, snaps, s.trans)
-	if err != nil {
-		return fmt.Errorf("coordserver: start raft: %w", err)
-	}
-	s.raft = r
-	if has {
+	s.node, s.raft = n, n.Raft()
+	if restarted, lastIndex := n.Restarted(); restarted {
 		s.beginReplay(lastIndex)
 		s.bootstrapd.Store(true)
 		// Raft has read the configuration while opening; the log is scanned
 		// only if that configuration lacks this member. A member whose own
 		// log shows its removal is not a voter and cannot campaign, so Raft
 		// running for this moment does no harm.
-		if err := s.checkNotRemoved(); err != nil {
-			return err
+		if in, _, err := n.InConfiguration(); err != nil {
+			return fmt.Errorf("coordserver: %w", err)
+		} else if !in {
+			removed, err := n.Removed()
+			if err != nil {
+				return fmt.Errorf("coordserver: %w", err)
+			}
+			if removed {
+				return ErrRemoved
+			}
 		}
 	}
 	return nil
-}
-
-// checkNotRemoved refuses to start a member whose own log says it was
-// removed: it must not come back and disrupt the cluster.
-func (s *Server) checkNotRemoved() error {
-	f := s.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return fmt.Errorf("coordserver: read raft configuration: %w", err)
-	}
-	for _, srv := range f.Configuration().Servers {
-		if srv.ID == raft.ServerID(s.cfg.ID) {
-			return nil
-		}
-	}
-	removed, err := removedFromLog(raft.ServerID(s.cfg.ID), s.store, s.snaps)
-	if err != nil {
-		return fmt.Errorf("coordserver: read raft configuration: %w", err)
-	}
-	if removed {
-		return ErrRemoved
-	}
-	return nil
-}
-
-// removedFromLog reports whether the newest configuration in the log (or,
-// without one, in the newest snapshot) lacks id while an older one had it.
-// A member still catching up sees older configurations without itself, but
-// none with it, so it is not taken for removed.
-func removedFromLog(id raft.ServerID, logs raft.LogStore, snaps raft.SnapshotStore) (bool, error) {
-	has := func(c raft.Configuration) bool {
-		for _, srv := range c.Servers {
-			if srv.ID == id {
-				return true
-			}
-		}
-		return false
-	}
-	first, err := logs.FirstIndex()
-	if err != nil {
-		return false, err
-	}
-	last, err := logs.LastIndex()
-	if err != nil {
-		return false, err
-	}
-	latestSeen := false
-	for i := last; i >= first && i > 0; i-- {
-		var l raft.Log
-		if err := logs.GetLog(i, &l); err != nil {
-			if errors.Is(err, raft.ErrLogNotFound) {
-				break
-			}
-			return false, err
-		}
-		if l.Type != raft.LogConfiguration {
-			continue
-		}
-		c := raft.DecodeConfiguration(l.Data)
-		if !latestSeen {
-			if has(c) || len(c.Servers) == 0 {
-				return false, nil
-			}
-			latestSeen = true
-		} else if has(c) {
-			return true, nil
-		}
-	}
-	list, err := snaps.List()
-	if err != nil {
-		return false, err
-	}
-	for _, m := range list {
-		if !latestSeen {
-			if has(m.Configuration) || len(m.Configuration.Servers) == 0 {
-				return false, nil
-			}
-			latestSeen = true
-		} else if has(m.Configuration) {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 func (s *Server) startGossip() error {
@@ -637,47 +476,4 @@ func (s *Server) ready() error {
 		return fmt.Errorf("catching up: applied %d of %d", applied, commit)
 	}
 	return nil
-}
-
-// leaderIndexLoop keeps a follower's view of the leader's read index
-// fresh (ready), every 250 ms, in a loop of its own: a call waits up to a
-// second for a leader that is reconnecting, which must not hold up
-// watchLoop's membership checks.
-func (s *Server) leaderIndexLoop() {
-	s.every(250*time.Millisecond, func() bool {
-		s.refreshLeaderIndex()
-		return true
-	})
-}
-
-// refreshLeaderIndex asks the leader for its read index (the ReadIndex of
-// linearizable reads: its applied index, its leadership confirmed) and
-// keeps the highest one seen (ready). Followers only; leaderIndexLoop is
-// its only caller.
-func (s *Server) refreshLeaderIndex() {
-	if s.raft.State() != raft.Follower {
-		return
-	}
-	id, addr := s.leaderHint()
-	if id == "" || addr == "" || (s.cfg.leaderIndexBlocked != nil && s.cfg.leaderIndexBlocked()) {
-		return
-	}
-	conn, err := s.peers.get(addr)
-	if err != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(s.ctx, time.Second)
-	defer cancel()
-	resp, err := clusterpb.NewPeerClient(conn).ReadIndex(ctx, &clusterpb.ReadIndexRequest{}, grpc.WaitForReady(true))
-	if err != nil {
-		s.log.Debug("asking the leader for its read index failed", "leader", id, "err", err)
-		return
-	}
-	if resp.Index > s.leaderIndex.Load() { // the only writer
-		s.leaderIndex.Store(resp.Index)
-	}
-}
-
-func (s *Server) leaderReady() bool {
-	return s.raft.State() == raft.Leader && s.readyTerm.Load() == s.raft.CurrentTerm()
 }

@@ -8,23 +8,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
-	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
 	"github.com/logbookhq/logbook/fsm/fsmpb"
 	"github.com/logbookhq/logbook/internal/clusterpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
-
-// A follower forwards its clients' appends to the leader in batches (its
-// forward batcher). Batches go over one ForwardStream per leader, several
-// in flight (forwardInFlight): the leader queues each for the log as it
-// arrives and answers in the same order, so batches enter the log in the
-// order the follower took them — the order a client's pipelined requests
-// (Submit) were sent in — while the next batch no longer waits for the last
-// one's commit. A leader without ForwardStream (an older build during a
-// rolling upgrade) gets ForwardAppend RPCs, one at a time.
 
 // forwardInFlight is how many forwarded batches a follower keeps awaiting
 // the leader's answer. Two let a batch form while the last one commits:
@@ -33,63 +22,6 @@ import (
 // followers' clients to the leader's (docs/benchmarks.md, "What the
 // settings are worth").
 const forwardInFlight = 2
-
-// maxForwardStreamQueued bounds the batches one ForwardStream keeps queued
-// on the leader; past it the leader stops reading (flow control pushes
-// back on the follower).
-const maxForwardStreamQueued = 64
-
-// ForwardStream is the leader's side: it reads batches in order, queues
-// each for the log at once and answers them in order as they become safe.
-// A batch that is refused or fails is answered with its code on every op;
-// the stream goes on.
-func (p *peerService) ForwardStream(stream clusterpb.Peer_ForwardStreamServer) error {
-	s := p.s
-	type queued struct {
-		n    int
-		wait func(context.Context) []fsm.Result
-		err  error
-	}
-	return answerInOrder(stream.Context(), maxForwardStreamQueued, stream.Recv,
-		func(req *clusterpb.ForwardAppendRequest) queued {
-			q := queued{n: len(req.Ops), err: p.checkForward(req.Ops)}
-			if q.err == nil {
-				q.wait = s.leaderB.Enqueue(req.Ops)
-			}
-			return q
-		},
-		func(ctx context.Context, q queued) error {
-			var res []fsm.Result
-			if q.err != nil {
-				res = make([]fsm.Result, q.n)
-				for i := range res {
-					res[i].Err = q.err
-				}
-			} else {
-				res = s.withStatus(q.wait(ctx))
-			}
-			return stream.Send(&clusterpb.ForwardAppendResponse{Results: resultsToProto(res)})
-		})
-}
-
-// checkForward refuses a forwarded batch this member cannot queue: it is
-// not the leader, the batch is too large, or an op is invalid (the
-// follower checked them already; this one checks again).
-func (p *peerService) checkForward(ops []*fsmpb.AppendOp) error {
-	s := p.s
-	if s.raft.State() != raft.Leader {
-		return s.statusErr(codes.Unavailable, ReasonNotLeader, "forwarded append reached a member that is not the leader")
-	}
-	if len(ops) > s.cfg.MaxEventsPerRequest*16 {
-		return status.Errorf(codes.ResourceExhausted, "forward: %d ops in one batch", len(ops))
-	}
-	for _, op := range ops {
-		if err := s.validateAppend(&pb.AppendRequest{ClientId: op.ClientId, RequestSeq: op.RequestSeq, AckedSeq: op.AckedSeq, SessionEstablished: op.SessionEstablished, Events: toEvents(op.Events)}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // forwarder is a follower's way to the leader: the current ForwardStream,
 // and the leaders known to lack it.

@@ -1,4 +1,4 @@
-package coordserver
+package raftnode
 
 import (
 	"fmt"

@@ -2,6 +2,8 @@ package coordserver
 
 import (
 	"context"
+	"encoding/hex"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -276,55 +278,76 @@ func (c *clusterService) Snapshot(ctx context.Context, _ *pb.SnapshotRequest) (*
 	return &pb.SnapshotResponse{Index: meta.Index, Term: meta.Term}, nil
 }
 
-type peerService struct {
-	clusterpb.UnimplementedPeerServer
-	s *Server
-}
-
-// ForwardAppend applies a follower's batch on this leader; it never
-// forwards again.
-func (p *peerService) ForwardAppend(ctx context.Context, req *clusterpb.ForwardAppendRequest) (*clusterpb.ForwardAppendResponse, error) {
-	if err := p.checkForward(req.Ops); err != nil {
-		return nil, err
-	}
-	return &clusterpb.ForwardAppendResponse{Results: resultsToProto(p.s.submitLocal(ctx, req.Ops))}, nil
-}
-
-func toEvents(js []*fsmpb.JournalEvent) []*pb.Event {
-	out := make([]*pb.Event, len(js))
-	for i, e := range js {
-		out[i] = &pb.Event{Type: e.Type, Payload: e.Payload}
-	}
-	return out
-}
-
-func (p *peerService) ReadIndex(ctx context.Context, _ *clusterpb.ReadIndexRequest) (*clusterpb.ReadIndexResponse, error) {
-	s := p.s
-	if s.raft.State() != raft.Leader {
-		return nil, s.statusErr(codes.Unavailable, ReasonNotLeader, "read index asked of a member that is not the leader")
-	}
-	idx, err := s.localReadIndex(ctx)
+// Verify replicates a checkpoint entry; every member records the digest of
+// its state when it applies it, so the digests compare the members' states
+// at exactly one index.
+func (c *clusterService) Verify(ctx context.Context, _ *pb.VerifyRequest) (*pb.VerifyResponse, error) {
+	s := c.s
+	resp, err := s.applyCommand(fsmpb.CommandType_COMMAND_TYPE_CHECKPOINT, &fsmpb.CheckpointCommand{})
 	if err != nil {
 		return nil, err
 	}
-	return &clusterpb.ReadIndexResponse{Index: idx}, nil
-}
-
-func (p *peerService) LocalStatus(ctx context.Context, _ *clusterpb.LocalStatusRequest) (*clusterpb.LocalStatusResponse, error) {
-	return p.s.localStatus(), nil
-}
-
-func (p *peerService) RegisterMember(ctx context.Context, req *clusterpb.RegisterMemberRequest) (*clusterpb.RegisterMemberResponse, error) {
-	s := p.s
-	m := req.Member
-	if m == nil || !ValidID(m.Id) || checkAddr(m.RaftAddr, "") != nil || checkAddr(m.GrpcAddr, "") != nil {
-		return nil, status.Error(codes.InvalidArgument, "register: member needs a valid id and raft and grpc addresses")
+	cp := resp.(*fsm.Checkpoint)
+	digest, err := cp.Wait(ctx)
+	if err != nil {
+		return nil, checkpointStatus(err)
 	}
-	if s.raft.State() != raft.Leader {
-		return nil, s.statusErr(codes.Unavailable, ReasonNotLeader, "not the leader")
-	}
-	if err := s.applyMember(m); err != nil {
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
 		return nil, s.toStatus(err)
 	}
-	return &clusterpb.RegisterMemberResponse{}, nil
+	servers := f.Configuration().Servers
+	out := &pb.VerifyResponse{Index: cp.Index, Members: make([]*pb.MemberDigest, len(servers)), Consistent: true}
+	var wg sync.WaitGroup
+	for i, srv := range servers {
+		md := &pb.MemberDigest{Id: string(srv.ID)}
+		out.Members[i] = md
+		if md.Id == s.cfg.ID {
+			md.Digest = hex.EncodeToString(digest[:])
+			continue
+		}
+		addr := s.memberGRPCAddr(md.Id)
+		if addr == "" {
+			md.Error = "gRPC address unknown"
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			conn, err := s.peers.get(addr)
+			var r *clusterpb.CheckpointDigestResponse
+			if err == nil {
+				// WaitForReady: a member that restarted moments ago is
+				// answered once its connection is back, not refused from
+				// the redial backoff.
+				r, err = clusterpb.NewPeerClient(conn).CheckpointDigest(cctx, &clusterpb.CheckpointDigestRequest{Index: cp.Index}, grpc.WaitForReady(true))
+			}
+			if err != nil {
+				md.Error = status.Convert(err).Message()
+				return
+			}
+			md.Digest = hex.EncodeToString(r.Digest)
+		}()
+	}
+	wg.Wait()
+	for _, md := range out.Members {
+		if md.Error != "" || md.Digest != out.Members[0].Digest {
+			out.Consistent = false
+		}
+	}
+	if !out.Consistent {
+		s.log.Error("verify: members disagree or did not answer", "index", cp.Index, "members", out.Members)
+	}
+	return out, nil
+}
+
+// checkpointStatus is the status of a checkpoint digest that could not be
+// waited for: the caller's deadline, or later checkpoints replaced it.
+func checkpointStatus(err error) error {
+	if errors.Is(err, fsm.ErrCheckpointExpired) {
+		return status.Errorf(codes.Aborted, "verify: %v; retry", err)
+	}
+	return status.FromContextError(err).Err()
 }

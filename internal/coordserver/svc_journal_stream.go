@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
 	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
@@ -103,4 +104,62 @@ func answerInOrder[R, P any](ctx context.Context, max int, recv func() (R, error
 		return recvErr
 	}
 	return sendErr
+}
+
+// Tail streams events in seq order as this member applies them: gapless
+// because it reads the applied state, which only grows at the end, and
+// fails with OutOfRange if the journal was trimmed past its position.
+func (j *journalService) Tail(req *pb.TailRequest, stream pb.Journal_TailServer) error {
+	s := j.s
+	s.tailStreams.Add(1)
+	defer s.tailStreams.Add(-1)
+	ctx := stream.Context()
+	next := req.From
+	if next == 0 {
+		next = 1
+	}
+	hb := time.Duration(req.HeartbeatMs) * time.Millisecond
+	if hb <= 0 {
+		hb = time.Second
+	}
+	const batch = 1000
+	for {
+		resp := &pb.TailResponse{}
+		var err error
+		applied := s.fsm.ViewWait(func(st *fsm.State) {
+			if next < st.FirstSeq() {
+				err = status.Errorf(codes.OutOfRange, "tail: seq %d is no longer retained; earliest is %d", next, st.FirstSeq())
+				return
+			}
+			for _, e := range st.Read(next, batch) {
+				resp.Events = append(resp.Events, apiEvent(e))
+			}
+			resp.SafePos, resp.AppliedIndex = st.NextSeq()-1, st.AppliedIndex()
+		})
+		if err != nil {
+			return err
+		}
+		if n := len(resp.Events); n > 0 {
+			next = resp.Events[n-1].Seq + 1
+			if err := stream.Send(resp); err != nil {
+				return err
+			}
+			continue
+		}
+		timer := time.NewTimer(hb)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return status.FromContextError(ctx.Err()).Err()
+		case <-s.ctx.Done():
+			timer.Stop()
+			return status.Error(codes.Unavailable, "coordinator shutting down")
+		case <-applied:
+			timer.Stop()
+		case <-timer.C:
+			if err := stream.Send(resp); err != nil { // progress heartbeat
+				return err
+			}
+		}
+	}
 }

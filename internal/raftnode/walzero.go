@@ -1,4 +1,4 @@
-package coordserver
+package raftnode
 
 import (
 	"errors"
@@ -69,6 +69,9 @@ type zeroedSegments struct {
 	zeroed, fallocated atomic.Int64
 }
 
+// WALSpareName is the zeroed spare segment kept in the WAL directory.
+const WALSpareName = spareName
+
 const (
 	spareName     = "next-segment.zeroed"
 	spareTmpName  = "next-segment.zeroed.tmp"
@@ -125,12 +128,12 @@ func (z *zeroedSegments) spareReady() (bool, error) {
 	case errors.Is(err, os.ErrNotExist):
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("coordserver: %w", err)
+		return false, fmt.Errorf("raftnode: %w", err)
 	case uint64(fi.Size()) == z.size:
 		return true, nil
 	}
 	if err := os.Remove(p); err != nil {
-		return false, fmt.Errorf("coordserver: %w", err)
+		return false, fmt.Errorf("raftnode: %w", err)
 	}
 	return false, nil
 }
@@ -160,7 +163,7 @@ func (z *zeroedSegments) writeSpareFile(rate uint64, tryDirect bool) error {
 	tmp := filepath.Join(z.dir, spareTmpName)
 	f, buf, direct, err := openZeroWriter(tmp, tryDirect)
 	if err != nil {
-		return fmt.Errorf("coordserver: spare segment: %w", err)
+		return fmt.Errorf("raftnode: spare segment: %w", err)
 	}
 	// Synced every zeroSyncEvery bytes: one flush of the whole segment
 	// would hold up the log's own syncs on the same disk for its length.
@@ -196,7 +199,7 @@ func (z *zeroedSegments) writeSpareFile(rate uint64, tryDirect bool) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("coordserver: spare segment: %w", err)
+		return fmt.Errorf("raftnode: spare segment: %w", err)
 	}
 	return nil
 }
@@ -205,7 +208,7 @@ func (z *zeroedSegments) writeSpareFile(rate uint64, tryDirect bool) error {
 func removeSpares(dir string, names ...string) error {
 	for _, n := range names {
 		if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("coordserver: %w", err)
+			return fmt.Errorf("raftnode: %w", err)
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package coordserver
+package raftnode
 
 import (
 	"bytes"
@@ -226,7 +226,7 @@ func TestWALPrefillCloseStopsWriting(t *testing.T) {
 // run with prefill left, and its new segments are fallocated.
 func TestWALPrefillOff(t *testing.T) {
 	raftDir := t.TempDir()
-	dir := filepath.Join(raftDir, walDirName)
+	dir := filepath.Join(raftDir, WALDirName)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		t.Fatal(err)
 	}
@@ -235,8 +235,7 @@ func TestWALPrefillOff(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := &Server{cfg: Config{walSegmentBytes: testSegBytes}, log: testLogger(t)}
-	store, err := s.openLogStoreKind(raftDir, LogStoreWAL)
+	store, err := openLogStoreKind(&Config{WALSegmentBytes: testSegBytes, Logger: testLogger(t)}, raftDir, LogStoreWAL)
 	if err != nil {
 		t.Fatal(err)
 	}

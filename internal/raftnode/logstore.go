@@ -1,4 +1,4 @@
-package coordserver
+package raftnode
 
 import (
 	"errors"
@@ -34,16 +34,16 @@ const (
 	LogStoreBoltDB = "boltdb"
 )
 
-// Paths of each backend under <data-dir>/raft.
+// Paths of each backend under the Raft directory (<data-dir>/raft).
 const (
-	walDirName  = "wal"
-	boltDBName  = "raft.db"
-	walMetaName = "wal-meta.db"
+	WALDirName  = "wal"         // raft-wal's directory
+	BoltDBName  = "raft.db"     // raft-boltdb's file
+	WALMetaName = "wal-meta.db" // raft-wal's meta database, inside WALDirName
 )
 
-// logStore is what Raft needs of a log store: its log, its stable store
+// LogStore is what Raft needs of a log store: its log, its stable store
 // (term, vote) and a Close.
-type logStore interface {
+type LogStore interface {
 	raft.LogStore
 	raft.StableStore
 	io.Closer
@@ -55,8 +55,8 @@ type logStore interface {
 // StoreLogs in Raft's main loop. etcd maps 10 GiB for its backend.
 const boltInitialMmap = 1 << 30
 
-// validLogStore reports whether name is a --raft-log-store value.
-func validLogStore(name string) bool {
+// ValidLogStore reports whether name is a --raft-log-store value.
+func ValidLogStore(name string) bool {
 	switch name {
 	case "", LogStoreAuto, LogStoreWAL, LogStoreBoltDB:
 		return true
@@ -70,21 +70,21 @@ func validLogStore(name string) bool {
 // empty log of the other kind would rejoin with nothing and could vote
 // as if it had never voted).
 func chooseLogStore(raftDir, want string) (string, error) {
-	hasWAL, err := exists(filepath.Join(raftDir, walDirName, walMetaName))
+	hasWAL, err := exists(filepath.Join(raftDir, WALDirName, WALMetaName))
 	if err != nil {
 		return "", err
 	}
-	hasBolt, err := exists(filepath.Join(raftDir, boltDBName))
+	hasBolt, err := exists(filepath.Join(raftDir, BoltDBName))
 	if err != nil {
 		return "", err
 	}
 	switch {
 	case hasWAL && hasBolt:
-		return "", fmt.Errorf("coordserver: %s holds both a raft-wal log (%s/) and a raft-boltdb log (%s); remove the one that is not this member's", raftDir, walDirName, boltDBName)
+		return "", fmt.Errorf("raftnode: %s holds both a raft-wal log (%s/) and a raft-boltdb log (%s); remove the one that is not this member's", raftDir, WALDirName, BoltDBName)
 	case hasBolt && want == LogStoreWAL:
-		return "", fmt.Errorf("coordserver: --raft-log-store wal, but %s holds a raft-boltdb log (%s); start with --raft-log-store boltdb or auto", raftDir, boltDBName)
+		return "", fmt.Errorf("raftnode: --raft-log-store wal, but %s holds a raft-boltdb log (%s); start with --raft-log-store boltdb or auto", raftDir, BoltDBName)
 	case hasWAL && want == LogStoreBoltDB:
-		return "", fmt.Errorf("coordserver: --raft-log-store boltdb, but %s holds a raft-wal log (%s/); start with --raft-log-store wal or auto", raftDir, walDirName)
+		return "", fmt.Errorf("raftnode: --raft-log-store boltdb, but %s holds a raft-wal log (%s/); start with --raft-log-store wal or auto", raftDir, WALDirName)
 	case hasBolt:
 		return LogStoreBoltDB, nil
 	case hasWAL:
@@ -104,7 +104,7 @@ func exists(p string) (bool, error) {
 	case errors.Is(err, os.ErrNotExist):
 		return false, nil
 	default:
-		return false, fmt.Errorf("coordserver: %w", err)
+		return false, fmt.Errorf("raftnode: %w", err)
 	}
 }
 
@@ -113,44 +113,44 @@ func exists(p string) (bool, error) {
 // (invariant 6): raft-boltdb with NoSync off, raft-wal always. Neither
 // syncs raftDir itself, so the entry of a newly created raft.db or wal/
 // is synced here, before Raft writes through it.
-func (s *Server) openLogStore(raftDir, kind string) (logStore, error) {
-	store, err := s.openLogStoreKind(raftDir, kind)
+func openLogStore(cfg *Config, raftDir, kind string) (LogStore, error) {
+	store, err := openLogStoreKind(cfg, raftDir, kind)
 	if err != nil {
 		return nil, err
 	}
 	if err := durable.SyncDir(raftDir); err != nil {
 		store.Close()
-		return nil, fmt.Errorf("coordserver: %w", err)
+		return nil, fmt.Errorf("raftnode: %w", err)
 	}
 	return store, nil
 }
 
-func (s *Server) openLogStoreKind(raftDir, kind string) (logStore, error) {
+func openLogStoreKind(cfg *Config, raftDir, kind string) (LogStore, error) {
 	switch kind {
 	case LogStoreBoltDB:
 		store, err := raftboltdb.New(raftboltdb.Options{
-			Path:        filepath.Join(raftDir, boltDBName),
+			Path:        filepath.Join(raftDir, BoltDBName),
 			BoltOptions: &bbolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType, InitialMmapSize: boltInitialMmap},
 		})
 		if err != nil {
-			return nil, fmt.Errorf("coordserver: open raft log %s: %w", raftDir, err)
+			return nil, fmt.Errorf("raftnode: open raft log %s: %w", raftDir, err)
 		}
 		return store, nil
 	case LogStoreWAL:
-		dir := filepath.Join(raftDir, walDirName)
+		dir := filepath.Join(raftDir, WALDirName)
 		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return nil, fmt.Errorf("coordserver: %w", err)
+			return nil, fmt.Errorf("raftnode: %w", err)
 		}
 		seg := raftwal.DefaultSegmentSize // 64 MiB, preallocated
-		if s.cfg.walSegmentBytes > 0 {
-			seg = s.cfg.walSegmentBytes
+		if cfg.WALSegmentBytes > 0 {
+			seg = cfg.WALSegmentBytes
 		}
 		// With prefill off, a spare an earlier run left would never be
 		// used: it is deleted.
 		var vfs types.VFS = walfs.New() // raft-wal's own default
 		var zeroed *zeroedSegments
-		if s.cfg.WALPrefill {
-			z, err := newZeroedSegments(dir, uint64(seg), s.log)
+		if cfg.WALPrefill {
+			z, err := newZeroedSegments(dir, uint64(seg), cfg.Logger)
 			if err != nil {
 				return nil, err
 			}
@@ -158,20 +158,20 @@ func (s *Server) openLogStoreKind(raftDir, kind string) (logStore, error) {
 		} else if err := removeSpares(dir, spareName, spareTmpName); err != nil {
 			return nil, err
 		}
-		store, err := raftwal.Open(dir, raftwal.WithLogger(logging.HCLog(s.log, "raft-wal")), raftwal.WithSegmentSize(seg),
+		store, err := raftwal.Open(dir, raftwal.WithLogger(logging.HCLog(cfg.Logger, "raft-wal")), raftwal.WithSegmentSize(seg),
 			raftwal.WithSegmentFiler(segment.NewFiler(dir, vfs)))
 		switch {
 		case err != nil:
 			if zeroed != nil {
 				zeroed.Close()
 			}
-			return nil, fmt.Errorf("coordserver: open raft log %s: %w", dir, err)
+			return nil, fmt.Errorf("raftnode: open raft log %s: %w", dir, err)
 		case zeroed == nil:
 			return store, nil
 		}
 		return &walStore{WAL: store, vfs: zeroed}, nil
 	}
-	return nil, fmt.Errorf("coordserver: unknown raft log store %q", kind)
+	return nil, fmt.Errorf("raftnode: unknown raft log store %q", kind)
 }
 
 // walStore is raft-wal with the file system that zeroes its segments.

@@ -299,35 +299,6 @@ func (l *nodeLinkService) CommitBlockSynchronization(ctx context.Context, req *c
 	return &clusterpb.CommitBlockSyncResponse{Result: proto.Clone(r.Result).(*fsmpb.NamespaceResult)}, nil
 }
 
-// ListNodes lists the registered storage nodes (replicated) with the
-// leader's soft view of each: liveness, last heartbeat, full report this
-// term, replica count, storages.
-func (n *namespaceService) ListNodes(ctx context.Context, _ *pb.ListNodesRequest) (*pb.ListNodesResponse, error) {
-	s := n.s
-	if err := s.fsReady(ctx); err != nil {
-		return nil, err
-	}
-	v := s.blocks.Nodes()
-	resp := &pb.ListNodesResponse{SafeMode: v.SafeMode, UnderReplicatedBlocks: v.UnderReplicated, MissingBlocks: v.Missing, PendingReplications: v.PendingTransfers}
-	for _, ns := range v.Nodes {
-		st := &pb.StorageNodeStatus{Node: apiNodeRecord(ns.Record), LastHeartbeatMs: -1, Live: ns.Live, Gossip: ns.Gossip, Dead: ns.Dead,
-			FullReport: ns.FullReport, Replicas: ns.Replicas, CacheCapacity: ns.CacheCapacity, CacheUsed: ns.CacheUsed, CachedBlocks: ns.CachedBlocks}
-		if ns.SinceHeartbeat >= 0 {
-			st.LastHeartbeatMs = ns.SinceHeartbeat.Milliseconds()
-		}
-		for _, r := range ns.Storages {
-			st.Storages = append(st.Storages, &pb.StorageReport{StorageId: r.ID, Capacity: r.Capacity, Used: r.Used, Free: r.Free, Failed: r.Failed})
-		}
-		resp.Nodes = append(resp.Nodes, st)
-	}
-	return resp, nil
-}
-
-// ReportBadBlocks (Namespace): a reader's checksum failures.
-func (n *namespaceService) ReportBadBlocks(ctx context.Context, req *pb.ReportBadBlocksRequest) (*pb.ReportBadBlocksResponse, error) {
-	return n.s.reportBadBlocks(ctx, req, false)
-}
-
 // ReportBadBlocks (NodeLink): a node's scanners and reads; the reporter
 // must be a registered node.
 func (l *nodeLinkService) ReportBadBlocks(ctx context.Context, req *pb.ReportBadBlocksRequest) (*pb.ReportBadBlocksResponse, error) {

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package coordserver
+package raftnode
 
 import "os"
 
