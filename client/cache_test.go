@@ -14,6 +14,7 @@ import (
 // (Which nodes cache what is tested in internal/coordserver; these nodes
 // have no locked memory, so nothing gets cached here.)
 func TestFSCacheDirectives(t *testing.T) {
+	t.Parallel()
 	fc := startFSCluster(t)
 	fs := fc.client(t).FS()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -42,6 +42,7 @@ func (o *opener) open(_ context.Context, base string) (string, time.Duration, er
 }
 
 func TestSessionAckedSeq(t *testing.T) {
+	t.Parallel()
 	s := newSession("c", cannotOpen)
 	defer func() {
 		if _, ok := s.openedID(); ok {
@@ -73,6 +74,7 @@ func TestSessionAckedSeq(t *testing.T) {
 }
 
 func TestErrorMapping(t *testing.T) {
+	t.Parallel()
 	st := status.New(codes.Unavailable, "not the leader")
 	st, _ = st.WithDetails(&errdetails.ErrorInfo{Domain: pb.ErrorDomain, Reason: pb.ReasonNotLeader,
 		Metadata: map[string]string{pb.MetaLeaderID: "c2", pb.MetaLeaderAddr: "127.0.0.1:7101", pb.MetaClusterID: "x"}})
@@ -101,6 +103,7 @@ func TestErrorMapping(t *testing.T) {
 // attempt may have been applied) and the caller gets ErrSessionExpired;
 // either way the next request uses the new session.
 func TestSessionRunExpiry(t *testing.T) {
+	t.Parallel()
 	s := newSession("c", cannotOpen)
 	expired := &Error{Code: codes.FailedPrecondition, Reason: pb.ReasonSessionExpired}
 	var got []ticket
@@ -143,6 +146,7 @@ func TestSessionRunExpiry(t *testing.T) {
 // keeping its slot, and the next request opens again. The session Close
 // ends is the open one, none after an expiry until the next open.
 func TestSessionOpen(t *testing.T) {
+	t.Parallel()
 	o := &opener{}
 	s := newSession("c", o.open)
 	var wg sync.WaitGroup
@@ -215,6 +219,7 @@ func TestSessionOpen(t *testing.T) {
 // sooner, or while another request of the session is unanswered, stays in
 // the session; with no timeout (0) the session is kept however long idle.
 func TestSessionRenewedWhenIdle(t *testing.T) {
+	t.Parallel()
 	o := &opener{idle: 10 * time.Second}
 	s := newSession("c", o.open)
 	now := time.Unix(1000, 0)
@@ -271,6 +276,7 @@ func TestSessionRenewedWhenIdle(t *testing.T) {
 // caller's own deadline comes first, in which case the caller's context is
 // the attempt's as it is.
 func TestAttemptContext(t *testing.T) {
+	t.Parallel()
 	c := &Client{cfg: Config{AttemptTimeout: time.Second}}
 
 	short, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
@@ -305,6 +311,7 @@ func TestAttemptContext(t *testing.T) {
 // TestLocalRefusals: arguments the SDK refuses before any call, with the
 // sentinel and one "logbook: " prefix (the sentinel's).
 func TestLocalRefusals(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := &Journal{}
 	_, err1 := j.Append(ctx)

@@ -10,9 +10,8 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,8 +20,10 @@ import (
 	"github.com/logbookhq/logbook/internal/testports"
 )
 
-// fsCluster is 3 coordinators and 3 storage nodes in this process.
+// fsCluster is 3 coordinators and storage nodes in this process
+// (coordserver.Cluster).
 type fsCluster struct {
+	c         *coordserver.Cluster
 	endpoints []string
 	nodes     []*nodeserver.Server
 	byID      map[string]*nodeserver.Server
@@ -36,32 +37,22 @@ func startFSCluster(t *testing.T) *fsCluster { t.Helper(); return startFSCluster
 // coordinators' config.
 func startFSClusterN(t *testing.T, nodes int, opts ...func(*coordserver.Config)) *fsCluster {
 	t.Helper()
-	return startClusterOn(t, nodes, ephemeralPorts, opts...)
-}
-
-// clusterPorts picks a test cluster's listen addresses: a coordinator's
-// (udp: it must also be free for UDP, the gossip port) and a storage
-// node's (gossip: its gossip port, else gRPC or HTTP).
-type clusterPorts struct {
-	coord func(t *testing.T, udp bool) string
-	node  func(t *testing.T, gossip bool) string
+	return startClusterOn(t, nodes, ephemeralPorts(t), opts...)
 }
 
 // ephemeralPorts: free ports for the coordinators, ":0" for the nodes'
 // gRPC and HTTP listeners (a node that restarts gets another port).
-var ephemeralPorts = clusterPorts{
-	coord: func(t *testing.T, udp bool) string { return testports.Addr(t, udp) },
-	node: func(t *testing.T, gossip bool) string {
-		if gossip {
-			return testports.Addr(t, false)
-		}
-		return "127.0.0.1:0"
-	},
+func ephemeralPorts(t *testing.T) coordserver.Ports {
+	p := coordserver.PortsFrom(func(udp bool) string { return testports.Addr(t, udp) })
+	p.Node = func(int) (coordserver.NodeAddrs, error) {
+		return coordserver.NodeAddrs{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", Gossip: testports.Addr(t, false)}, nil
+	}
+	return p
 }
 
 // startClusterOn starts 3 coordinators and n storage nodes on ports, and
 // waits until a pipeline can use every node.
-func startClusterOn(t *testing.T, nodes int, ports clusterPorts, opts ...func(*coordserver.Config)) *fsCluster {
+func startClusterOn(t *testing.T, nodes int, ports coordserver.Ports, opts ...func(*coordserver.Config)) *fsCluster {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts 3 coordinators and storage nodes")
@@ -70,60 +61,42 @@ func startClusterOn(t *testing.T, nodes int, ports clusterPorts, opts ...func(*c
 	if os.Getenv("LOGBOOK_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	dir := t.TempDir()
-	fc := &fsCluster{byID: map[string]*nodeserver.Server{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		for _, n := range fc.nodes {
-			n.Close()
-		}
+	c, err := coordserver.StartCluster(coordserver.ClusterOptions{
+		Coordinators: 3, Nodes: nodes, Dir: t.TempDir(), Ports: ports, Logger: log,
+		Coordinator: func(_ int, cfg *coordserver.Config) {
+			cfg.WALPrefill = false
+			for _, o := range opts {
+				o(cfg)
+			}
+		},
+		Node: func(_ int, cfg *nodeserver.Config) { cfg.AckTimeout = 10 * time.Second },
 	})
-	var seed string
-	for i := 0; i < 3; i++ {
-		cfg := coordserver.DefaultConfig()
-		cfg.ID = "coord" + strconv.Itoa(i+1)
-		cfg.DataDir = filepath.Join(dir, cfg.ID)
-		cfg.WALPrefill = false
-		cfg.RaftAddr, cfg.GRPCAddr, cfg.HTTPAddr = ports.coord(t, false), ports.coord(t, false), ports.coord(t, false)
-		cfg.GossipAddr = ports.coord(t, true)
-		if i == 0 {
-			seed = cfg.GossipAddr
-		}
-		cfg.BootstrapExpect = 3
-		cfg.Join = []string{seed}
-		cfg.Logger = log.With("member", cfg.ID)
-		for _, o := range opts {
-			o(&cfg)
-		}
-		srv, err := coordserver.New(cfg)
-		if err != nil {
-			t.Fatalf("%s: %v", cfg.ID, err)
-		}
-		fc.endpoints = append(fc.endpoints, cfg.GRPCAddr)
-		wg.Add(1)
-		go func() { defer wg.Done(); srv.Run(ctx) }()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i := 0; i < nodes; i++ {
-		cfg := nodeserver.DefaultConfig()
-		cfg.ID = "node" + strconv.Itoa(i+1)
-		cfg.DataDir = filepath.Join(dir, cfg.ID)
-		cfg.GRPCAddr, cfg.HTTPAddr, cfg.GossipAddr = ports.node(t, false), ports.node(t, false), ports.node(t, true)
-		cfg.CoordEndpoints = fc.endpoints
-		cfg.HeartbeatInterval = 200 * time.Millisecond
-		cfg.AckTimeout = 10 * time.Second
-		cfg.Logger = log.With("node", cfg.ID)
-		n, err := nodeserver.New(cfg)
-		if err != nil {
-			t.Fatalf("%s: %v", cfg.ID, err)
-		}
+	t.Cleanup(func() { c.Close() })
+	fc := &fsCluster{c: c, endpoints: c.Endpoints(), byID: map[string]*nodeserver.Server{}}
+	for i := range c.Nodes() {
+		n := c.Node(i)
 		fc.nodes = append(fc.nodes, n)
-		fc.byID[cfg.ID] = n
+		fc.byID[n.ID()] = n
 	}
 	fc.waitPipeline(t)
 	return fc
+}
+
+// startAgain starts node id again on its data directory and addresses,
+// after closing it if it still runs.
+func (fc *fsCluster) startAgain(t *testing.T, id string) *nodeserver.Server {
+	t.Helper()
+	i := slices.Index(fc.nodes, fc.byID[id])
+	fc.c.StopNode(i)
+	n, err := fc.c.StartNode(i)
+	if err != nil {
+		t.Fatalf("restart %s: %v", id, err)
+	}
+	fc.byID[id], fc.nodes[i] = n, n
+	return n
 }
 
 // client returns a client of the cluster, closed when the test ends.
@@ -208,6 +181,7 @@ func blockFile(t *testing.T, dir string, id uint64) string {
 // check), the leader has it deleted and copies the block back from a good
 // replica, so the node ends up holding the right bytes again.
 func TestReaderReportsCorruptReplica(t *testing.T) {
+	t.Parallel()
 	fc := startFSCluster(t)
 	c := fc.client(t)
 	fsys := c.FS()

@@ -88,6 +88,7 @@ func randomData(seed int64, n int) []byte {
 // recovers the pipeline onto three nodes and finishes. The file ends with
 // 3 finalized replicas, one on the new node, all holding the bytes written.
 func TestWriterReplacesFailedNode(t *testing.T) {
+	t.Parallel()
 	fc := startFSClusterN(t, 4)
 	fsys := fc.client(t).FS()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -129,6 +130,7 @@ func TestWriterReplacesFailedNode(t *testing.T) {
 // survivors finalize at a new GS and the file closes with 2 replicas; the
 // leader then re-replicates the block back to 3.
 func TestWriterCloseRecovery(t *testing.T) {
+	t.Parallel()
 	fc := startFSClusterN(t, 4)
 	fsys := fc.client(t).FS()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -178,6 +180,7 @@ func TestWriterCloseRecovery(t *testing.T) {
 // survivors with the append recovery stage (adding a node: the stream is an
 // append), and the appended file reads back whole.
 func TestAppendRecovery(t *testing.T) {
+	t.Parallel()
 	fc := startFSClusterN(t, 4)
 	fsys := fc.client(t).FS()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -243,6 +246,7 @@ func idsOf(locs []*pb.NodeLocation) []string {
 // but idle for several hard limits keeps its file (no lease recovery), and
 // finishes it.
 func TestIdleWriterKeepsLease(t *testing.T) {
+	t.Parallel()
 	fc := startFSClusterN(t, 3, func(c *coordserver.Config) {
 		c.FS.LeaseSoftLimit = 500 * time.Millisecond
 		c.FS.LeaseHardLimit = time.Second
@@ -276,6 +280,7 @@ func TestIdleWriterKeepsLease(t *testing.T) {
 // TestHSync: HSync acks only once every pipeline node fsynced the bytes
 // (each node counts its hsync packets), and a reader then sees them.
 func TestHSync(t *testing.T) {
+	t.Parallel()
 	fc := startFSCluster(t)
 	fsys := fc.client(t).FS()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -21,7 +21,6 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/internal/coordserver"
-	"github.com/logbookhq/logbook/internal/nodeserver"
 	"github.com/logbookhq/logbook/internal/nodeserver/blockio"
 	"github.com/logbookhq/logbook/replica"
 	"google.golang.org/grpc"
@@ -61,9 +60,8 @@ func scenPort(t *testing.T) string {
 
 // scenPorts: every listener on a scenPort, so a restarted node keeps its
 // address.
-var scenPorts = clusterPorts{
-	coord: func(t *testing.T, _ bool) string { return scenPort(t) },
-	node:  func(t *testing.T, _ bool) string { return scenPort(t) },
+func scenPorts(t *testing.T) coordserver.Ports {
+	return coordserver.PortsFrom(func(bool) string { return scenPort(t) })
 }
 
 // startScenCluster is startFSClusterN with nodes on fixed ports (so they
@@ -75,7 +73,7 @@ func startScenCluster(t *testing.T, nodes int, coord func(*coordserver.Config)) 
 	if coord != nil {
 		opts = append(opts, coord)
 	}
-	fc := startClusterOn(t, nodes, scenPorts, opts...)
+	fc := startClusterOn(t, nodes, scenPorts(t), opts...)
 	fc.waitNodesLive(t, nil)
 	return fc
 }
@@ -125,15 +123,7 @@ func (fc *fsCluster) restartNodes(t *testing.T, ids ...string) {
 	before := fc.nodeInstances(t)
 	fresh := map[string]string{}
 	for _, id := range ids {
-		old := fc.byID[id]
-		cfg := old.Config()
-		old.Close()
-		n, err := nodeserver.New(cfg)
-		if err != nil {
-			t.Fatalf("restart %s: %v", id, err)
-		}
-		fc.byID[id] = n
-		fc.nodes[slices.Index(fc.nodes, old)] = n
+		fc.startAgain(t, id)
 		fresh[id] = before[id]
 	}
 	fc.waitNodesLive(t, fresh)
@@ -197,6 +187,7 @@ func sortedIDs(ids []string) []string {
 // fourth node is live and never added. (The hflush variant, a replacement
 // added by transfer, is TestWriterReplacesFailedNode.)
 func TestScenario19StreamingFailureNoHflush(t *testing.T) {
+	t.Parallel()
 	fc := startScenCluster(t, 4, func(c *coordserver.Config) {
 		c.FS.ReplicationCheckInterval, c.FS.ReplicationTimeout = 100*time.Millisecond, 5*time.Second
 		c.FS.NodeStaleInterval = 2 * time.Second
@@ -259,6 +250,7 @@ func TestScenario19StreamingFailureNoHflush(t *testing.T) {
 // the two others write a packet nobody acks; the writer's steps are done
 // here by hand to see the replicas between them.
 func TestScenario20RecoverRbwTruncatesUnacked(t *testing.T) {
+	t.Parallel()
 	fc := startScenCluster(t, 3, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -362,6 +354,7 @@ func TestScenario20RecoverRbwTruncatesUnacked(t *testing.T) {
 // The writer's recovery onto [DN2, DN3] is refused by DN3; the next
 // iteration drops DN3 and the write finishes on DN2 alone.
 func TestScenario21RecoverRbwUnmatchedLength(t *testing.T) {
+	t.Parallel()
 	fc := startScenCluster(t, 3, func(c *coordserver.Config) {
 		c.FS.ReplicationCheckInterval, c.FS.ReplicationTimeout = 100*time.Millisecond, 5*time.Second
 		c.FS.NodeStaleInterval = 2 * time.Second
@@ -425,6 +418,7 @@ func TestScenario21RecoverRbwUnmatchedLength(t *testing.T) {
 // resets whenever an ack is received." Replication 7 on 7 nodes, so that
 // each recovery can drop one more dead node; no replacements.
 func TestScenario24PipelineRecoveryLimit(t *testing.T) {
+	t.Parallel()
 	run := func(t *testing.T, kill []int, also int) (*fsCluster, *Client, *FileWriter, []string, error) {
 		fc := startScenCluster(t, 7, nil)
 		cl := fc.clientWith(t, ReplaceNodeNever)
@@ -502,6 +496,7 @@ func TestScenario24PipelineRecoveryLimit(t *testing.T) {
 // the DEFAULT replace-node policy an hflushed writer first asks for a
 // replacement node, and there is none in a 3-node cluster.
 func TestScenario25AllPipelineNodesFail(t *testing.T) {
+	t.Parallel()
 	t.Run("replace-never", func(t *testing.T) { testAllPipelineNodesFail(t, ReplaceNodeNever) })
 	t.Run("replace-default", func(t *testing.T) {
 		testAllPipelineNodesFail(t, ReplaceNodeDefault)
@@ -564,6 +559,7 @@ func testAllPipelineNodesFail(t *testing.T, policy ReplaceNodePolicy) {
 // dropped, none added (a fourth node is live and holds nothing), one
 // pipeline update, every replica FINALIZED and byte-identical.
 func TestScenario26RollingRestart(t *testing.T) {
+	t.Parallel()
 	fc := startScenCluster(t, 4, nil)
 	c := fc.client(t)
 	fsys := c.FS()
@@ -595,12 +591,7 @@ func TestScenario26RollingRestart(t *testing.T) {
 			n := countType(ctx, t, c, "logbook.fs.update_block_for_pipeline")
 			return n > bumps, fmt.Sprintf("%d GS bumps", n-bumps)
 		})
-		n, err := nodeserver.New(old.Config())
-		if err != nil {
-			t.Fatalf("restart %s: %v", victim, err)
-		}
-		fc.byID[victim] = n
-		fc.nodes[slices.Index(fc.nodes, old)] = n
+		fc.startAgain(t, victim)
 		select {
 		case err := <-wrote:
 			if err != nil {
@@ -636,6 +627,7 @@ func TestScenario26RollingRestart(t *testing.T) {
 // like a failed one (and, the file hflushed, replaced by the fourth node);
 // the write completes.
 func TestWriterDropsNodeNotBackInTime(t *testing.T) {
+	t.Parallel()
 	fc := startScenCluster(t, 4, nil)
 	c, err := New(context.Background(), Config{Endpoints: fc.endpoints, AttemptTimeout: 2 * time.Second, MaxBackoff: 200 * time.Millisecond,
 		NodeRestartTimeout: 2 * time.Second})

@@ -62,6 +62,7 @@ func waitComplete(t *testing.T, ctx context.Context, fs *FS, path string, blocks
 }
 
 func TestFSWriteSyncReadBack(t *testing.T) {
+	t.Parallel()
 	fc := startFSCluster(t)
 	fs := fc.client(t).FS()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -131,6 +132,7 @@ func TestFSWriteSyncReadBack(t *testing.T) {
 // (the first, the middle or the last): the writer recovers onto the
 // survivors with a new GS, Close succeeds and the bytes read back intact.
 func TestFSPipelineRecoveryAfterNodeDeath(t *testing.T) {
+	t.Parallel()
 	for _, victim := range []int{1, 0, 2} {
 		t.Run("node"+strconv.Itoa(victim), func(t *testing.T) { testPipelineRecovery(t, victim) })
 	}
@@ -191,6 +193,7 @@ func testPipelineRecovery(t *testing.T, victim int) {
 // counts it live; the setup of a block on it fails, the writer abandons
 // the block and gets another without that node (design §R5.2).
 func TestFSSetupFailureExcludesNode(t *testing.T) {
+	t.Parallel()
 	fc := startFSCluster(t)
 	fs := fc.client(t).FS()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -241,6 +244,7 @@ func contains(list []string, v string) bool {
 }
 
 func TestFSAppendAndRecoverLease(t *testing.T) {
+	t.Parallel()
 	fc := startFSCluster(t)
 	fs := fc.client(t).FS()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -304,6 +308,7 @@ func countEvents(t *testing.T, ctx context.Context, c *Client, typ string) int {
 // TestFSWriteThroughLeaderChange moves leadership mid-file: the writer's
 // namespace calls follow the new leader and apply once.
 func TestFSWriteThroughLeaderChange(t *testing.T) {
+	t.Parallel()
 	fc := startFSCluster(t)
 	c := fc.client(t)
 	fs := c.FS()

@@ -6,12 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
@@ -21,73 +17,11 @@ import (
 	"github.com/logbookhq/logbook/internal/coordserver"
 	"github.com/logbookhq/logbook/internal/logging"
 	"github.com/logbookhq/logbook/internal/nodeserver"
-	"github.com/logbookhq/logbook/internal/portprobe"
 	"github.com/spf13/cobra"
 )
 
 // devReadyTimeout bounds how long coord dev waits for a leader.
 const devReadyTimeout = 30 * time.Second
-
-// devPorts are the listen ports of one dev member, all on 127.0.0.1.
-type devPorts struct{ Raft, GRPC, Gossip, HTTP int }
-
-// portPicker returns the ports of member i (0-based). Members are asked for
-// in order.
-type portPicker func(i int) (devPorts, error)
-
-// defaultPorts are the ports of coordserver.DefaultConfig.
-func defaultPorts() devPorts {
-	d := coordserver.DefaultConfig()
-	port := func(addr string) int {
-		_, p, err := net.SplitHostPort(addr)
-		if err != nil {
-			panic(err)
-		}
-		n, err := strconv.Atoi(p)
-		if err != nil {
-			panic(err)
-		}
-		return n
-	}
-	return devPorts{Raft: port(d.RaftAddr), GRPC: port(d.GRPCAddr), Gossip: port(d.GossipAddr), HTTP: port(d.HTTPAddr)}
-}
-
-// probingPicker gives member 0 the default ports, so every CLI command
-// works without flags, and each later member the next free port above each
-// default (TCP, and UDP too for gossip).
-func probingPicker() portPicker {
-	base := defaultPorts()
-	used := map[int]bool{base.Raft: true, base.GRPC: true, base.Gossip: true, base.HTTP: true}
-	next := func(from int, udp bool) (int, error) {
-		for p := from + 1; p <= 65535 && p <= from+1000; p++ {
-			if !used[p] && portprobe.Free(p, udp) {
-				used[p] = true
-				return p, nil
-			}
-		}
-		return 0, fmt.Errorf("no free port above %d", from)
-	}
-	return func(i int) (devPorts, error) {
-		if i == 0 {
-			return base, nil
-		}
-		var p devPorts
-		var err error
-		if p.Raft, err = next(base.Raft, false); err != nil {
-			return p, err
-		}
-		if p.GRPC, err = next(base.GRPC, false); err != nil {
-			return p, err
-		}
-		if p.Gossip, err = next(base.Gossip, true); err != nil {
-			return p, err
-		}
-		p.HTTP, err = next(base.HTTP, false)
-		return p, err
-	}
-}
-
-func localAddr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 
 // devOptions configure a dev cluster.
 type devOptions struct {
@@ -96,8 +30,9 @@ type devOptions struct {
 	// directory, removed by cleanup unless Keep.
 	DataDir string
 	Keep    bool
-	Ports   portPicker
-	Logger  *slog.Logger
+	// Ports gives the members their addresses (zero: coordserver.DevPorts).
+	Ports  coordserver.Ports
+	Logger *slog.Logger
 	// EnablePprof mounts /debug/pprof/ on every member's HTTP address.
 	EnablePprof bool
 	// Nodes storage nodes join the coordinators (0: none).
@@ -131,95 +66,30 @@ type devOptions struct {
 	SerialLeaderWrite bool
 }
 
-// devCluster is a running in-process cluster.
+// devCluster is a running in-process cluster (coordserver.Cluster) and
+// its data directory.
 type devCluster struct {
-	dir     string
-	temp    bool
-	keep    bool
-	cfgs    []coordserver.Config
-	servers []*coordserver.Server
-	mu      sync.Mutex // nodes[i] is replaced when a node restarts
-	nodes   []*nodeserver.Server
+	c    *coordserver.Cluster
+	dir  string
+	temp bool
+	keep bool
 }
-
-// devNodeBase are the first storage node's ports (gRPC, http, gossip);
-// later nodes take the next free ones.
-var devNodeBase = [3]int{7400, 7500, 7600}
 
 // devLockedMemory is each dev node's cache budget (node serve
 // --max-locked-memory); above RLIMIT_MEMLOCK (ulimit -l) a non-root user's
 // caching fails with mlock-refused, which the node logs.
 const devLockedMemory = 64 << 20
 
-// startNodes starts n storage nodes on loopback ports, each with its own
-// volume under the cluster's data dir, joined to the coordinators.
-func (d *devCluster) startNodes(opts devOptions) error {
-	used := map[int]bool{}
-	next := func(from int, udp bool) (int, error) {
-		for p := from; p <= 65535 && p < from+1000; p++ {
-			if !used[p] && portprobe.Free(p, udp) {
-				used[p] = true
-				return p, nil
-			}
-		}
-		return 0, fmt.Errorf("no free port from %d", from)
-	}
-	for i := 0; i < opts.Nodes; i++ {
-		cfg := nodeserver.DefaultConfig()
-		cfg.ID = "node" + strconv.Itoa(i+1)
-		cfg.DataDir = filepath.Join(d.dir, cfg.ID)
-		var ports [3]int
-		for k, base := range devNodeBase {
-			p, err := next(base, k == 2)
-			if err != nil {
-				return fmt.Errorf("%s: %w", cfg.ID, err)
-			}
-			ports[k] = p
-		}
-		cfg.GRPCAddr, cfg.HTTPAddr, cfg.GossipAddr = localAddr(ports[0]), localAddr(ports[1]), localAddr(ports[2])
-		cfg.CoordEndpoints = d.endpoints()
-		for _, c := range d.cfgs {
-			cfg.Join = append(cfg.Join, c.GossipAddr) // the coordinators' failure detector sees the node
-		}
-		if opts.HeartbeatInterval > 0 {
-			cfg.HeartbeatInterval = opts.HeartbeatInterval
-		}
-		cfg.MaxLockedMemory = devLockedMemory // so coord cache has somewhere to cache
-		cfg.Logger = opts.Logger.With("node", cfg.ID)
-		n, err := nodeserver.New(cfg)
-		if err != nil {
-			return fmt.Errorf("%s: %w", cfg.ID, err)
-		}
-		d.nodes = append(d.nodes, n)
-	}
-	return nil
-}
-
-// devConfig is member i's config: DefaultConfig with dev ids, loopback
-// addresses and bootstrap-expect discovery through member 0's gossip port.
-func devConfig(i, members int, p devPorts, dir, seed string, logger *slog.Logger) coordserver.Config {
-	cfg := coordserver.DefaultConfig()
-	cfg.ID = "coord" + strconv.Itoa(i+1)
-	cfg.DataDir = filepath.Join(dir, cfg.ID)
-	cfg.RaftAddr = localAddr(p.Raft)
-	cfg.GRPCAddr = localAddr(p.GRPC)
-	cfg.GossipAddr = localAddr(p.Gossip)
-	cfg.HTTPAddr = localAddr(p.HTTP)
-	cfg.BootstrapExpect = members
-	cfg.Join = []string{seed}
-	cfg.Logger = logger
-	return cfg
-}
-
-// startDev starts opts.Members coordinators with the same wiring as coord
-// serve (coordserver.New). They form a cluster on their own; call run to
-// keep them running and waitReady to wait for a leader.
+// startDev starts opts.Members coordinators and opts.Nodes storage nodes
+// with the same wiring as coord serve and node serve. They form a cluster
+// on their own; call run to keep them running and waitReady to wait for a
+// leader.
 func startDev(opts devOptions) (_ *devCluster, err error) {
 	if opts.Members < 1 || opts.Members > 5 {
 		return nil, fmt.Errorf("members %d: want 1..5", opts.Members)
 	}
-	if opts.Ports == nil {
-		opts.Ports = probingPicker()
+	if opts.Ports.Coordinator == nil {
+		opts.Ports = coordserver.DevPorts()
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -231,137 +101,65 @@ func startDev(opts devOptions) (_ *devCluster, err error) {
 		}
 		d.temp = true
 	}
-	defer func() {
-		if err != nil {
-			d.closeAll()
-			d.cleanup()
-		}
-	}()
-	var seed string
-	for i := 0; i < opts.Members; i++ {
-		p, err := opts.Ports(i)
-		if err != nil {
-			return nil, fmt.Errorf("ports for member %d: %w", i+1, err)
-		}
-		if i == 0 {
-			seed = localAddr(p.Gossip)
-		}
-		cfg := devConfig(i, opts.Members, p, d.dir, seed, opts.Logger)
-		cfg.EnablePprof = opts.EnablePprof
-		if opts.LogStore != "" {
-			cfg.LogStore = opts.LogStore
-		}
-		cfg.WALPrefill = opts.WALPrefill
-		cfg.Journal.Linger = opts.JournalLinger
-		cfg.Journal.SessionIdleTimeout = opts.SessionIdleTimeout
-		cfg.Journal.MaxRetainedBytes = opts.JournalMaxRetainedBytes
-		cfg.Raft.ParallelLeaderWrite = !opts.SerialLeaderWrite
-		if opts.LeaseSoftLimit > 0 {
-			cfg.FS.LeaseSoftLimit = opts.LeaseSoftLimit
-		}
-		if opts.LeaseHardLimit > 0 {
-			cfg.FS.LeaseHardLimit = opts.LeaseHardLimit
-		}
-		if opts.DeadNodeInterval > 0 {
-			cfg.FS.NodeDeadInterval = opts.DeadNodeInterval
-			stale := cfg.FS.NodeStaleInterval
-			if stale == 0 {
-				stale = blocks.DefaultConfig().NodeStaleInterval
+	d.c, err = coordserver.StartCluster(coordserver.ClusterOptions{
+		Coordinators: opts.Members,
+		Nodes:        opts.Nodes,
+		NodesGossip:  true,
+		Dir:          d.dir,
+		Ports:        opts.Ports,
+		Logger:       opts.Logger,
+		Coordinator:  func(_ int, cfg *coordserver.Config) { devCoordinator(opts, cfg) },
+		Node: func(_ int, cfg *nodeserver.Config) {
+			cfg.HeartbeatInterval = nodeserver.DefaultConfig().HeartbeatInterval
+			if opts.HeartbeatInterval > 0 {
+				cfg.HeartbeatInterval = opts.HeartbeatInterval
 			}
-			if stale > opts.DeadNodeInterval {
-				cfg.FS.NodeStaleInterval = opts.DeadNodeInterval / 3
-			}
+			cfg.MaxLockedMemory = devLockedMemory // so coord cache has somewhere to cache
+		},
+	})
+	if err != nil {
+		d.cleanup()
+		if strings.Contains(err.Error(), "address already in use") {
+			err = fmt.Errorf("%w (is another coord dev or coord serve running?)", err)
 		}
-		srv, err := coordserver.New(cfg)
-		if err != nil {
-			if i == 0 && strings.Contains(err.Error(), "address already in use") {
-				err = fmt.Errorf("%w (is another coord dev or coord serve running?)", err)
-			}
-			return nil, fmt.Errorf("%s: %w", cfg.ID, err)
-		}
-		d.cfgs = append(d.cfgs, cfg)
-		d.servers = append(d.servers, srv)
-	}
-	if err := d.startNodes(opts); err != nil {
 		return nil, err
 	}
 	return d, nil
 }
 
+// devCoordinator applies the dev options to one coordinator's config.
+func devCoordinator(opts devOptions, cfg *coordserver.Config) {
+	cfg.EnablePprof = opts.EnablePprof
+	if opts.LogStore != "" {
+		cfg.LogStore = opts.LogStore
+	}
+	cfg.WALPrefill = opts.WALPrefill
+	cfg.Journal.Linger = opts.JournalLinger
+	cfg.Journal.SessionIdleTimeout = opts.SessionIdleTimeout
+	cfg.Journal.MaxRetainedBytes = opts.JournalMaxRetainedBytes
+	cfg.Raft.ParallelLeaderWrite = !opts.SerialLeaderWrite
+	if opts.LeaseSoftLimit > 0 {
+		cfg.FS.LeaseSoftLimit = opts.LeaseSoftLimit
+	}
+	if opts.LeaseHardLimit > 0 {
+		cfg.FS.LeaseHardLimit = opts.LeaseHardLimit
+	}
+	if opts.DeadNodeInterval > 0 {
+		cfg.FS.NodeDeadInterval = opts.DeadNodeInterval
+		stale := cfg.FS.NodeStaleInterval
+		if stale == 0 {
+			stale = blocks.DefaultConfig().NodeStaleInterval
+		}
+		if stale > opts.DeadNodeInterval {
+			cfg.FS.NodeStaleInterval = opts.DeadNodeInterval / 3
+		}
+	}
+}
+
 // run keeps every member running until ctx ends, then stops them all
-// concurrently. A member that stops on its own (a fatal error, removed from
-// the cluster) is reported to onExit while the others keep running.
+// (coordserver.Cluster.Run).
 func (d *devCluster) run(ctx context.Context, onExit func(id string, err error)) error {
-	errs := make([]error, len(d.servers))
-	var wg sync.WaitGroup
-	for i, s := range d.servers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := s.Run(ctx); err != nil {
-				errs[i] = fmt.Errorf("%s: %w", s.ID(), err)
-				if onExit != nil {
-					onExit(s.ID(), err)
-				}
-			}
-		}()
-	}
-	nodeErrs := make([]error, len(d.nodes))
-	for i, n := range d.nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				err := n.Run(ctx)
-				if err == nil && ctx.Err() == nil && n.RestartRequested() {
-					// coord nodes shutdown --restart: start it again at once,
-					// as a supervisor would, so its writers resume.
-					if n, err = d.restartNode(i); err == nil {
-						continue
-					}
-				}
-				if err != nil {
-					nodeErrs[i] = fmt.Errorf("%s: %w", n.ID(), err)
-					if onExit != nil {
-						onExit(n.ID(), err)
-					}
-				}
-				return
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(append(errs, nodeErrs...)...)
-}
-
-// restartNode starts node i again with its config (same addresses and
-// volume) after a shutdown for restart.
-func (d *devCluster) restartNode(i int) (*nodeserver.Server, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	n, err := nodeserver.New(d.nodes[i].Config())
-	if err != nil {
-		return d.nodes[i], fmt.Errorf("restart: %w", err)
-	}
-	d.nodes[i] = n
-	return n, nil
-}
-
-// closeAll closes the started members concurrently (used when startup
-// fails half-way).
-func (d *devCluster) closeAll() {
-	var wg sync.WaitGroup
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, n := range d.nodes {
-		wg.Add(1)
-		go func() { defer wg.Done(); n.Close() }()
-	}
-	for _, s := range d.servers {
-		wg.Add(1)
-		go func() { defer wg.Done(); s.Close() }()
-	}
-	wg.Wait()
+	return d.c.Run(ctx, onExit)
 }
 
 // cleanup removes a temporary data dir unless it is to be kept.
@@ -372,14 +170,8 @@ func (d *devCluster) cleanup() error {
 	return nil
 }
 
-// endpoints are the members' gRPC addresses, member 0 first.
-func (d *devCluster) endpoints() []string {
-	out := make([]string, len(d.cfgs))
-	for i, c := range d.cfgs {
-		out[i] = c.GRPCAddr
-	}
-	return out
-}
+// endpoints are the coordinators' gRPC addresses, the first one first.
+func (d *devCluster) endpoints() []string { return d.c.Endpoints() }
 
 // waitReady polls the cluster status until there is a leader and every
 // member is registered and healthy, or ctx ends.
@@ -399,7 +191,7 @@ func (d *devCluster) waitReady(ctx context.Context) (*pb.StatusResponse, error) 
 		switch {
 		case err != nil:
 			last = err
-		case devReady(st, len(d.servers)):
+		case devReady(st, d.c.Coordinators()):
 			return st, nil
 		case st.LeaderId == "":
 			last = errors.New("no leader elected yet")
@@ -429,10 +221,11 @@ func devReady(st *pb.StatusResponse, n int) bool {
 // printBanner tells the user where the cluster is and what to try.
 func (d *devCluster) printBanner(w io.Writer, st *pb.StatusResponse) {
 	noun := "coordinators"
-	if len(d.cfgs) == 1 {
+	if d.c.Coordinators() == 1 {
 		noun = "coordinator"
 	}
-	fmt.Fprintf(w, "Logbook dev cluster is up: %d %s and %d storage nodes, cluster id %q.\n", len(d.cfgs), noun, len(d.nodes), d.cfgs[0].ClusterID)
+	first := d.c.Config(0)
+	fmt.Fprintf(w, "Logbook dev cluster is up: %d %s and %d storage nodes, cluster id %q.\n", d.c.Coordinators(), noun, d.c.Nodes(), first.ClusterID)
 	switch {
 	case d.temp && !d.keep:
 		fmt.Fprintf(w, "Data: %s (removed on exit)\n\n", d.dir)
@@ -441,26 +234,29 @@ func (d *devCluster) printBanner(w io.Writer, st *pb.StatusResponse) {
 	}
 	t := newTable(w)
 	fmt.Fprintln(t, "  ID\tGRPC\tRAFT\tGOSSIP\tHTTP")
-	for _, c := range d.cfgs {
+	for i := range d.c.Coordinators() {
+		c := d.c.Config(i)
 		fmt.Fprintf(t, "  %s\t%s\t%s\t%s\t%s\n", c.ID, c.GRPCAddr, c.RaftAddr, c.GossipAddr, c.HTTPAddr)
 	}
-	for _, n := range d.nodes {
-		fmt.Fprintf(t, "  %s\t%s\t-\t%s\t%s\n", n.ID(), n.GRPCAddr(), n.AdvertisedGossip(), n.HTTPAddr())
+	for i := range d.c.Nodes() {
+		if n := d.c.Node(i); n != nil {
+			fmt.Fprintf(t, "  %s\t%s\t-\t%s\t%s\n", n.ID(), n.GRPCAddr(), n.AdvertisedGossip(), n.HTTPAddr())
+		}
 	}
 	t.Flush()
 	fmt.Fprintf(w, "\nLeader: %s\n\nTry:\n", st.LeaderId)
 	flags := ""
-	if ep := d.cfgs[0].GRPCAddr; ep != coordserver.DefaultConfig().GRPCAddr {
+	if ep := first.GRPCAddr; ep != coordserver.DefaultConfig().GRPCAddr {
 		flags = " --endpoints " + ep
 	}
 	examples := []string{"status", "journal append --type demo --payload hello", "journal read --from 1"}
-	if len(d.nodes) > 0 {
+	if d.c.Nodes() > 0 {
 		examples = append(examples, "nodes", "fs put README.md /demo/readme", "fs stat /demo/readme", "cache add /demo/readme --replication 2")
 	}
 	for _, ex := range examples {
 		fmt.Fprintf(w, "  coord %s%s\n", ex, flags)
 	}
-	fmt.Fprintf(w, "  curl http://%s/metrics\n\nCtrl-C stops the cluster.\n", d.cfgs[0].HTTPAddr)
+	fmt.Fprintf(w, "  curl http://%s/metrics\n\nCtrl-C stops the cluster.\n", first.HTTPAddr)
 }
 
 func newDevCmd(e env) *cobra.Command {

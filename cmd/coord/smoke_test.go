@@ -11,27 +11,15 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	lbbench "github.com/logbookhq/logbook/bench" // "bench" is a result below
+	"github.com/logbookhq/logbook/internal/coordserver"
 	"github.com/logbookhq/logbook/internal/testports"
 )
 
-// freePortPicker hands out ports claimed for this test process
+// freePorts hands out ports claimed for this test process
 // (internal/testports; gossip needs the UDP port as well), so tests never
 // touch the default 7000-7300 range.
-func freePortPicker(t *testing.T) portPicker {
-	port := func(udp bool) (int, error) { return testports.Port(t, udp), nil }
-	return func(int) (devPorts, error) {
-		var p devPorts
-		var err error
-		for _, f := range []struct {
-			dst *int
-			udp bool
-		}{{&p.Raft, false}, {&p.GRPC, false}, {&p.Gossip, true}, {&p.HTTP, false}} {
-			if *f.dst, err = port(f.udp); err != nil {
-				return p, err
-			}
-		}
-		return p, nil
-	}
+func freePorts(t *testing.T) coordserver.Ports {
+	return coordserver.PortsFrom(func(udp bool) string { return testports.Addr(t, udp) })
 }
 
 // startDevFreePorts starts a dev cluster on free ports in a new data dir.
@@ -41,7 +29,7 @@ func freePortPicker(t *testing.T) portPicker {
 func startDevFreePorts(t *testing.T, opts devOptions) (*devCluster, error) {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		opts.DataDir, opts.Ports = t.TempDir(), freePortPicker(t)
+		opts.DataDir, opts.Ports = t.TempDir(), freePorts(t)
 		d, err := startDev(opts)
 		// memberlist does not wrap its listen error, so match the text.
 		if err == nil || attempt == 5 || !strings.Contains(err.Error(), "address already in use") {

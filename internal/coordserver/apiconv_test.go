@@ -64,6 +64,7 @@ func fill(m protoreflect.Message, depth int) {
 // today, so the API message read back as the record equals the original).
 // A field added to one side and not converted fails here.
 func TestAPIConversionsCarryEveryField(t *testing.T) {
+	t.Parallel()
 	check := func(name string, from proto.Message, convert func(proto.Message) proto.Message) {
 		t.Helper()
 		fill(from.ProtoReflect(), 0)

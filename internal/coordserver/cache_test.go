@@ -94,6 +94,7 @@ func cacheCluster(ctx context.Context, t *testing.T, n int, path string, size in
 // block is cached on another live holder. Removing the directive uncaches
 // it everywhere.
 func TestCacheDirectivesWithRealNodes(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	e, nodes, b, data := cacheCluster(ctx, t, 4, "/cache/f", 300_000+17)
@@ -151,6 +152,7 @@ func TestCacheDirectivesWithRealNodes(t *testing.T) {
 // that the block is cached where it is (no second copy, no uncache), and
 // its own monitor acts on a removal.
 func TestCacheDirectivesSurviveLeaderChange(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	e, nodes, b, _ := cacheCluster(ctx, t, 3, "/cache/g", 200_000+3)
@@ -197,6 +199,7 @@ func TestCacheDirectivesSurviveLeaderChange(t *testing.T) {
 // event; a cache report from an unregistered node or over the bound is
 // refused and leaves the leader's view as it was.
 func TestCacheDirectiveBadInput(t *testing.T) {
+	t.Parallel()
 	e := newFSEnv(t)
 	e.registerNodes(1)
 	if _, err := e.ns.Create(e.ctx, &pb.CreateRequest{Path: "/f", Replication: 2, BlockSize: 1 << 20, ClientName: "w1"}); err != nil {
@@ -266,6 +269,7 @@ func TestCacheDirectiveBadInput(t *testing.T) {
 // anything; once that voter is upgraded the leader raises the format to 4
 // (the newest, which includes 4) and directives are accepted.
 func TestCacheDirectivesWaitForLogFormat4(t *testing.T) {
+	t.Parallel()
 	e := newFSEnv(t, func(i int, c *Config) {
 		if i == 2 {
 			c.maxLogFormat = fsm.NamespaceFormat

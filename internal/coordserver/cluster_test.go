@@ -24,6 +24,7 @@ import (
 )
 
 func TestFormByBootstrapExpect(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{3, 5} {
 		t.Run(fmt.Sprintf("members=%d", n), func(t *testing.T) {
 			tc := newTestCluster(t, n)
@@ -185,6 +186,7 @@ func verifyJournal(t *testing.T, tc *testCluster, acked map[uint64]string) {
 }
 
 func TestLeaderKilledUnderAppends(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3)
 	a := startAppenders(t, tc, 8)
 	eventually(t, 20*time.Second, "appends before the kill", func() bool { return a.count() >= 200 })
@@ -204,6 +206,7 @@ func TestLeaderKilledUnderAppends(t *testing.T) {
 }
 
 func TestFollowerCatchesUpByLog(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3)
 	leader := tc.waitLeader()
 	f := tc.followers(leader)[0]
@@ -224,6 +227,7 @@ func TestFollowerCatchesUpByLog(t *testing.T) {
 // wal-prefill: the same with zeroed segments (with segments this small the
 // log may roll before the next spare is written; those are fallocated).
 func TestFollowerCatchesUpBySnapshot(t *testing.T) {
+	t.Parallel()
 	for _, store := range []string{LogStoreWAL, LogStoreBoltDB, "wal-prefill"} {
 		t.Run(store, func(t *testing.T) { testFollowerCatchesUpBySnapshot(t, store) })
 	}
@@ -274,6 +278,7 @@ func testFollowerCatchesUpBySnapshot(t *testing.T, store string) {
 }
 
 func TestMinorityPartitionCannotCommit(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3)
 	old := tc.waitLeader()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -324,6 +329,7 @@ func mustAppendCommand(t *testing.T, payload string) []byte {
 }
 
 func TestRemovedMemberCannotRejoin(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3)
 	leader := tc.waitLeader()
 	victim := tc.followers(leader)[0]
@@ -364,6 +370,7 @@ func TestRemovedMemberCannotRejoin(t *testing.T) {
 }
 
 func TestForeignClusterRefused(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3)
 	leader := tc.waitLeader()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -432,6 +439,7 @@ func TestForeignClusterRefused(t *testing.T) {
 }
 
 func TestFollowerForwardsAndReadsLinearizably(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3)
 	leader := tc.waitLeader()
 	f := tc.followers(leader)[0]
@@ -483,6 +491,7 @@ func TestFollowerForwardsAndReadsLinearizably(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3, func(i int, c *Config) { c.MaxEventBytes = 1024; c.MaxRequestBytes = 64 << 10 })
 	leader := tc.waitLeader()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -574,6 +583,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestRetriedAppendAppliedOnceAcrossLeaderChange(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3)
 	leader := tc.waitLeader()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

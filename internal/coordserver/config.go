@@ -173,8 +173,10 @@ type Config struct {
 	// FS tunes leases, block recovery and storage-node liveness.
 	FS blocks.Config
 
-	// raftDialer, when set (tests only), opens Raft connections.
-	raftDialer raftnet.DialFunc
+	// RaftDial, when set, opens this member's outgoing Raft connections
+	// instead of a plain TCP dial: an in-process Cluster cuts the network
+	// between its members through it (faultnet.go).
+	RaftDial raftnet.DialFunc
 	// leaderIndexBlocked, when set (tests only), is asked before a
 	// follower asks the leader for its read index (refreshLeaderIndex);
 	// true makes the attempt fail, as an unreachable leader would.

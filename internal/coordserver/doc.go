@@ -29,6 +29,10 @@
 //     (readindex.go), log format upgrades (logformat.go), the automatic
 //     trim and configuration checks (journal_upkeep.go), startup replay
 //     (startup.go).
+//   - Cluster: coordinators and storage nodes in this process, with the
+//     Raft network between coordinators cut at will (cluster*.go,
+//     faultnet.go). coord dev and every in-process cluster test, this
+//     package's own among them, run on it; that is why it lives here.
 //
 // Raft itself (stores, snapshots, transport, bootstrap, the leadership
 // check of reads) is internal/raftnode's: this package holds the loops
@@ -39,7 +43,8 @@
 //
 // Everything below it: the domain packages, the block manager, the Raft
 // node, the generated API and cluster-internal messages, grpc-go and
-// hashicorp/raft. Nothing imports it but cmd/coord and tests.
+// hashicorp/raft, and internal/nodeserver for Cluster's storage nodes
+// only. Nothing imports it but cmd/coord and tests.
 //
 // Comments cite docs/design.md as "design §…": its journal rules (§J) and
 // its rules for replicas and recovery (§R).

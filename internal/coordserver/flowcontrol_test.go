@@ -114,6 +114,7 @@ func frameCounts(t *testing.T, raw []byte, clientSide bool) (counts map[http2.Fr
 // estimation each small reply or request triggers a PING round trip, which
 // on loopback cost as many syscalls as the calls themselves.
 func TestUnaryCallsSendNoFlowControlPings(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 1)
 	leader := tc.cfgs[tc.waitLeader()]
 	proxy := newRecordingProxy(t, leader.GRPCAddr)

@@ -58,6 +58,7 @@ func checkInOrder(t *testing.T, rs []fsm.Result) {
 // same through ForwardAppend, one at a time, for a leader without the
 // stream.
 func TestForwardStreamKeepsOrder(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3)
 	leader := tc.waitLeader()
 	f := tc.server(tc.followers(leader)[0])
@@ -132,6 +133,7 @@ func oneOp() []*fsmpb.AppendOp {
 // A leader without ForwardStream: the batches sent on the stream fail as
 // Unavailable (their clients retry) and later batches go by ForwardAppend.
 func TestForwardStreamFallsBackToUnary(t *testing.T) {
+	t.Parallel()
 	l := &fakeLeader{}
 	addr, fwd := startFakeLeader(t, l, 10*time.Second)
 	sink := forwardSink{f: fwd, id: "fake", addr: addr}
@@ -162,6 +164,7 @@ func TestForwardStreamFallsBackToUnary(t *testing.T) {
 // A leader that holds a batch past ApplyTimeout: the batches on that
 // stream fail as Unavailable and the next batch opens a new stream.
 func TestForwardStreamGivesUpOnSilentLeader(t *testing.T) {
+	t.Parallel()
 	l := &fakeLeader{silent: true}
 	addr, fwd := startFakeLeader(t, l, 300*time.Millisecond)
 	sink := forwardSink{f: fwd, id: "fake", addr: addr}
@@ -186,6 +189,7 @@ func TestForwardStreamGivesUpOnSilentLeader(t *testing.T) {
 // one fail at once (as Unavailable, their clients retry) instead of
 // waiting out the apply timeout, and the next batch opens a new stream.
 func TestForwardStreamFailsOnLeaderChange(t *testing.T) {
+	t.Parallel()
 	l := &fakeLeader{silent: true}
 	addr, fwd := startFakeLeader(t, l, time.Hour)
 	sink := forwardSink{f: fwd, id: "old", addr: addr}
@@ -210,6 +214,7 @@ func TestForwardStreamFailsOnLeaderChange(t *testing.T) {
 // op and goes on with the next; a member that is not the leader refuses
 // with NotLeader; a stream naming another cluster is refused.
 func TestForwardStreamBadInput(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3)
 	leader := tc.waitLeader()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

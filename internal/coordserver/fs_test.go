@@ -151,6 +151,7 @@ func wantCode(t *testing.T, what string, err error, code codes.Code, reason stri
 }
 
 func TestFSCreateAddBlockCompleteRoundTrip(t *testing.T) {
+	t.Parallel()
 	e := newFSEnv(t)
 	// Talk to a follower: every call is forwarded to the leader.
 	e.connect(e.tc.followers(e.leader)[0])
@@ -225,6 +226,7 @@ func TestFSCreateAddBlockCompleteRoundTrip(t *testing.T) {
 }
 
 func TestFSBadInput(t *testing.T) {
+	t.Parallel()
 	e := newFSEnv(t)
 	e.registerNodes(2)
 	if _, err := e.ns.Create(e.ctx, &pb.CreateRequest{Path: "/f", Replication: 2, BlockSize: 1 << 20, ClientName: "w1"}); err != nil {
@@ -379,6 +381,7 @@ func (e *fsEnv) waitRecoverCmd(id, after uint64) (string, *clusterpb.RecoverBloc
 }
 
 func TestFSLeaseHardLimitStartsRecovery(t *testing.T) {
+	t.Parallel()
 	e := newFSEnv(t, shortLeases, func(i int, c *Config) { c.FS.RecoveryTimeout = 2 * time.Second })
 	b := e.startAbandonedWrite()
 	primary, cmd := e.waitRecoverCmd(b.Id, 0)
@@ -448,6 +451,7 @@ func TestFSLeaseHardLimitStartsRecovery(t *testing.T) {
 // no lease and starts no recovery until the nodes have sent it their full
 // reports, even for a lease past its hard limit.
 func TestFSSafeModeHoldsLeaseMonitor(t *testing.T) {
+	t.Parallel()
 	e := newFSEnv(t, shortLeases, func(_ int, c *Config) { c.FS.LeaseHardLimit = 3 * time.Second })
 	b := e.startAbandonedWrite()
 	old := e.leader
@@ -471,6 +475,7 @@ func TestFSSafeModeHoldsLeaseMonitor(t *testing.T) {
 }
 
 func TestFSLeaderChangeResumesRecovery(t *testing.T) {
+	t.Parallel()
 	e := newFSEnv(t, shortLeases)
 	b := e.startAbandonedWrite()
 	primary, cmd := e.waitRecoverCmd(b.Id, 0)

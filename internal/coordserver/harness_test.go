@@ -3,30 +3,27 @@ package coordserver
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/internal/nodeserver"
 	"github.com/logbookhq/logbook/internal/poll"
 	"github.com/logbookhq/logbook/internal/testports"
 )
 
-// testCluster is the in-process cluster harness: real coordinators (real
-// Raft, bolt, TCP on 127.0.0.1, gossip), with faults injected by stopping
-// members abruptly and by cutting the Raft network between them.
+// testCluster is this package's tests' view of a Cluster: real
+// coordinators (real Raft, raft-wal, TCP on 127.0.0.1, gossip), with faults
+// injected by stopping members abruptly and by cutting the Raft network
+// between them; failures end the test.
 type testCluster struct {
-	t       testing.TB
-	cfgs    []Config
-	servers []*Server
-	net     *faultNet
-	mu      sync.Mutex
+	*Cluster
+	t testing.TB
 }
 
 type clusterOpt func(i int, c *Config)
@@ -38,44 +35,53 @@ func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(&bytes.Buffer{}, &slog.HandlerOptions{Level: slog.LevelError + 100}))
 }
 
-func testConfig(t testing.TB, id, dir string) Config {
-	c := DefaultConfig()
-	c.ID = id
-	c.ClusterID = "test-cluster"
+// testTimings are the tests' Raft timings: short, so elections and
+// failovers take well under a second; still well above loopback RTT under
+// -race.
+func testTimings(c *Config) {
 	// Tests write no 64 MiB zeroed segments (TestWALPrefill* cover them).
 	c.WALPrefill = false
-	c.DataDir = filepath.Join(dir, id)
-	c.RaftAddr, c.GRPCAddr, c.GossipAddr, c.HTTPAddr = testports.Addr(t, true), testports.Addr(t, true), testports.Addr(t, true), testports.Addr(t, true)
-	// Short timings keep tests fast; still well above loopback RTT under -race.
 	c.Raft.HeartbeatTimeout = 250 * time.Millisecond
 	c.Raft.ElectionTimeout = 500 * time.Millisecond
 	c.Raft.LeaderLeaseTimeout = 125 * time.Millisecond
 	c.Raft.CommitTimeout = 10 * time.Millisecond
 	c.NoLeaderHold = 3 * time.Second
+}
+
+// testPorts gives every listener a free loopback port (testports).
+func testPorts(t testing.TB) Ports {
+	return PortsFrom(func(udp bool) string { return testports.Addr(t, udp) })
+}
+
+func testConfig(t testing.TB, id, dir string) Config {
+	c := DefaultConfig()
+	c.ID = id
+	c.ClusterID = "test-cluster"
+	c.DataDir = filepath.Join(dir, id)
+	c.RaftAddr, c.GRPCAddr, c.GossipAddr, c.HTTPAddr = testports.Addr(t, true), testports.Addr(t, true), testports.Addr(t, true), testports.Addr(t, true)
+	testTimings(&c)
 	c.Logger = testLogger(t).With("member", id)
 	return c
 }
 
+// newTestCluster starts n coordinators c1..cn and waits for a ready
+// leader; the cluster stops when the test ends.
 func newTestCluster(t testing.TB, n int, opts ...clusterOpt) *testCluster {
 	t.Helper()
-	dir := t.TempDir()
-	tc := &testCluster{t: t, net: newFaultNet()}
-	for i := 0; i < n; i++ {
-		c := testConfig(t, fmt.Sprintf("c%d", i+1), dir)
-		c.BootstrapExpect = n
-		for _, o := range opts {
-			o(i, &c)
-		}
-		tc.cfgs = append(tc.cfgs, c)
+	c, err := StartCluster(ClusterOptions{
+		Coordinators: n, Dir: t.TempDir(), ClusterID: "test-cluster", CoordinatorPrefix: "c",
+		Ports: testPorts(t), Logger: testLogger(t),
+		Coordinator: func(i int, c *Config) {
+			testTimings(c)
+			for _, o := range opts {
+				o(i, c)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i := range tc.cfgs {
-		tc.cfgs[i].Join = []string{tc.cfgs[0].GossipAddr}
-		tc.net.register(tc.cfgs[i].ID, tc.cfgs[i].RaftAddr)
-	}
-	tc.servers = make([]*Server, n)
-	for i := range tc.cfgs {
-		tc.start(i)
-	}
+	tc := &testCluster{Cluster: c, t: t}
 	t.Cleanup(tc.closeAll)
 	tc.waitLeader()
 	return tc
@@ -83,27 +89,15 @@ func newTestCluster(t testing.TB, n int, opts ...clusterOpt) *testCluster {
 
 func (tc *testCluster) start(i int) {
 	tc.t.Helper()
-	cfg := tc.cfgs[i]
-	cfg.raftDialer = tc.net.dialer(cfg.ID)
-	s, err := New(cfg)
-	if err != nil {
-		tc.t.Fatalf("start %s: %v", cfg.ID, err)
+	if err := tc.StartCoordinator(i); err != nil {
+		tc.t.Fatalf("start: %v", err)
 	}
-	tc.mu.Lock()
-	tc.servers[i] = s
-	tc.mu.Unlock()
 }
 
 // kill stops member i abruptly: no leadership transfer, no goodbye.
 func (tc *testCluster) kill(i int) {
 	tc.t.Helper()
-	tc.mu.Lock()
-	s := tc.servers[i]
-	tc.servers[i] = nil
-	tc.mu.Unlock()
-	if s != nil {
-		s.shutdown()
-	}
+	tc.KillCoordinator(i)
 }
 
 func (tc *testCluster) restart(i int) {
@@ -112,20 +106,9 @@ func (tc *testCluster) restart(i int) {
 	tc.start(i)
 }
 
-func (tc *testCluster) closeAll() {
-	var wg sync.WaitGroup
-	for i := range tc.servers {
-		wg.Add(1)
-		go func() { defer wg.Done(); tc.kill(i) }()
-	}
-	wg.Wait()
-}
+func (tc *testCluster) closeAll() { tc.Close() }
 
-func (tc *testCluster) server(i int) *Server {
-	tc.mu.Lock()
-	defer tc.mu.Unlock()
-	return tc.servers[i]
-}
+func (tc *testCluster) server(i int) *Server { return tc.Coordinator(i) }
 
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
@@ -139,20 +122,12 @@ func eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 // and returns its index.
 func (tc *testCluster) waitLeader() int {
 	tc.t.Helper()
-	leader := -1
-	eventually(tc.t, 20*time.Second, "a ready leader", func() bool {
-		leader = -1
-		for i := range tc.servers {
-			s := tc.server(i)
-			if s != nil && tc.net.reachableMajority(s.cfg.ID) && s.leaderReady() {
-				if leader >= 0 {
-					return false
-				}
-				leader = i
-			}
-		}
-		return leader >= 0
-	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	leader, err := tc.WaitLeader(ctx)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
 	return leader
 }
 
@@ -176,13 +151,7 @@ func (tc *testCluster) followers(leader int) []int {
 	return out
 }
 
-func (tc *testCluster) endpoints() []string {
-	var out []string
-	for _, c := range tc.cfgs {
-		out = append(out, c.GRPCAddr)
-	}
-	return out
-}
+func (tc *testCluster) endpoints() []string { return tc.Endpoints() }
 
 func (tc *testCluster) client(ctx context.Context) *client.Client {
 	tc.t.Helper()
@@ -221,3 +190,40 @@ func (tc *testCluster) waitConverged() {
 }
 
 func raftStateOf(s *Server) raft.RaftState { return s.raft.State() }
+
+// addNode starts one more storage node (Cluster.AddNode) with the tests'
+// settings: a 100 ms heartbeat and the test logger; mod, when set, adjusts
+// its config after them.
+func (tc *testCluster) addNode(mod func(*nodeserver.Config)) *nodeserver.Server {
+	tc.t.Helper()
+	n, err := tc.AddNode(func(c *nodeserver.Config) {
+		c.HeartbeatInterval = 100 * time.Millisecond
+		c.Logger = testLogger(tc.t).With("node", c.ID)
+		if mod != nil {
+			mod(c)
+		}
+	})
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	return n
+}
+
+// restartNode stops storage node n and starts it again on its data
+// directory and addresses, and returns the new server.
+func (tc *testCluster) restartNode(n *nodeserver.Server) *nodeserver.Server {
+	tc.t.Helper()
+	for i := range tc.Nodes() {
+		if cfg := tc.NodeConfig(i); cfg.ID == n.ID() {
+			n.Close()
+			tc.StopNode(i)
+			back, err := tc.StartNode(i)
+			if err != nil {
+				tc.t.Fatal(err)
+			}
+			return back
+		}
+	}
+	tc.t.Fatalf("no storage node %s in the cluster", n.ID())
+	return nil
+}

@@ -16,6 +16,7 @@ import (
 // have not acked it, or, once every consumer has, the snapshot trim waits
 // for; never a consumer that has acked it.
 func TestHeldBackBy(t *testing.T) {
+	t.Parallel()
 	f := fsm.New(nil)
 	idx := uint64(0)
 	do := func(ty fsmpb.CommandType, m proto.Message) {

@@ -66,6 +66,7 @@ func checkPositions(t *testing.T, s *Server) {
 }
 
 func TestTrimWhileAppendingNeverPassesConsumer(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3, smallSegments(16, 3))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -117,6 +118,7 @@ func TestTrimWhileAppendingNeverPassesConsumer(t *testing.T) {
 // expired one: the journal keeps max-segments segments of history on every
 // member, and reads start at the new trimmed_pos.
 func TestAutomaticTrimKeepsTheLimit(t *testing.T) {
+	t.Parallel()
 	const eps, maxSegs, events = 8, 4, 100 // 12 sealed segments and an open one
 	tc := newTestCluster(t, 3, smallSegments(eps, maxSegs))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -174,6 +176,7 @@ func TestAutomaticTrimKeepsTheLimit(t *testing.T) {
 // still needs the oldest segment, the leader proposes no TRIM at all (not
 // an empty one every second), and nothing is trimmed.
 func TestAutomaticTrimHeldByConsumer(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3, smallSegments(8, 2))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -239,6 +242,7 @@ func commandsSince(t *testing.T, s *Server, after uint64, typ fsmpb.CommandType)
 }
 
 func TestConsumerRegisteredOnOneLeaderAckedOnTheNext(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -275,6 +279,7 @@ func TestConsumerRegisteredOnOneLeaderAckedOnTheNext(t *testing.T) {
 }
 
 func TestTailAcrossLeaderChangeNoGapNoDuplicate(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -322,6 +327,7 @@ func TestTailAcrossLeaderChangeNoGapNoDuplicate(t *testing.T) {
 // on serving it. Before the fix the SDK left the stream open until the
 // caller's context ended.
 func TestTailCallbackErrorEndsStream(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -358,6 +364,7 @@ func TestTailCallbackErrorEndsStream(t *testing.T) {
 }
 
 func TestJournalAdminBadInput(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3, smallSegments(4, 0))
 	leader := tc.waitLeader()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -427,6 +434,7 @@ func TestJournalAdminBadInput(t *testing.T) {
 }
 
 func TestPauseResume(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -483,6 +491,7 @@ func TestPauseResume(t *testing.T) {
 }
 
 func TestStreamingSubmitExactlyOnceAcrossFailover(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -520,6 +529,7 @@ func TestStreamingSubmitExactlyOnceAcrossFailover(t *testing.T) {
 }
 
 func TestVerifyDigestsAgree(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3)
 	a := startAppenders(t, tc, 4)
 	eventually(t, 20*time.Second, "some appends", func() bool { return a.count() >= 200 })
@@ -548,6 +558,7 @@ func TestVerifyDigestsAgree(t *testing.T) {
 // once; a Submit future fails with ErrSessionExpired and the next Submit
 // works.
 func TestSessionExpiredStartsNewSession(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -634,6 +645,7 @@ func TestSessionExpiredStartsNewSession(t *testing.T) {
 // its previous run's result, dropping the new events — gets a session of
 // its own. Bad client ids get InvalidArgument and change nothing.
 func TestOpenSessionWaitsForLogFormat7(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3, func(i int, c *Config) {
 		if i == 2 {
 			c.maxLogFormat = fsm.SessionExpiryFormat
@@ -701,6 +713,7 @@ func TestOpenSessionWaitsForLogFormat7(t *testing.T) {
 // A second close answers closed=false; bad ids get InvalidArgument and
 // change nothing.
 func TestCloseSessionWaitsForLogFormat8(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3, func(i int, c *Config) {
 		if i == 2 {
 			c.maxLogFormat = fsm.SessionOpenFormat
@@ -791,6 +804,7 @@ func TestCloseSessionWaitsForLogFormat8(t *testing.T) {
 // resent after a refusal: the SDK opens a new session once its own sat
 // unused for half the timeout. The members converge to the same state.
 func TestSessionIdleExpiryWaitsForLogFormat9(t *testing.T) {
+	t.Parallel()
 	const idle = 2 * time.Second
 	tc := newTestCluster(t, 3, func(i int, c *Config) {
 		c.Journal.SessionIdleTimeout = idle
@@ -911,6 +925,7 @@ func TestSessionIdleExpiryWaitsForLogFormat9(t *testing.T) {
 // session is then forgotten by every member — not before the timeout had
 // passed since its last use. The members converge.
 func TestSessionClockIgnoresLeadersWallClocks(t *testing.T) {
+	t.Parallel()
 	const idle = 20 * time.Second
 	tc := newTestCluster(t, 3, func(i int, c *Config) {
 		c.Journal.SessionIdleTimeout = idle
@@ -1025,6 +1040,7 @@ func sessionAt(t *testing.T, ctx context.Context, c *client.Client, seq uint64) 
 // own /metrics gauge); when it leads, its flags replace the replicated ones
 // and the others say so instead.
 func TestJournalConfigMismatchWarning(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3, func(i int, c *Config) {
 		c.maxLogFormat = fsm.LeaderClockFormat
 		if i == 2 {
@@ -1112,6 +1128,7 @@ func waitConfigWarnedBy(ctx context.Context, t *testing.T, tc *testCluster, when
 // out of bounds) gets InvalidArgument and changes nothing; a cluster at
 // log format 10 refuses SetConfig with FailedPrecondition LOG_FORMAT.
 func TestJournalConfigHeld(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3, func(i int, c *Config) {
 		c.Journal.MaxSegments = 0
 		if i == 2 {
@@ -1225,6 +1242,7 @@ func TestJournalConfigHeld(t *testing.T) {
 // format 10 refuses SetConfig with FailedPrecondition LOG_FORMAT, and its
 // settings stay the leader's flags, not held.
 func TestJournalConfigBeforeFormat11(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3, func(i int, c *Config) { c.maxLogFormat = fsm.LeaderClockFormat })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -1246,6 +1264,7 @@ func TestJournalConfigBeforeFormat11(t *testing.T) {
 // settings seeds the rest from the leader's flags; a field given as 0 is
 // given (no trim bound), not left out.
 func TestJournalSeedWith(t *testing.T) {
+	t.Parallel()
 	j := DefaultConfig().Journal
 	u := func(v uint64) *uint64 { return &v }
 	got := j.seedWith(&fsmpb.SetJournalConfigCommand{EventsPerSegment: u(7), MaxSegments: u(0)})
@@ -1267,6 +1286,7 @@ func TestJournalSeedWith(t *testing.T) {
 // under the quota (the automatic trim goes below its two-segment history
 // bound if need be), appends are taken again.
 func TestJournalRetentionQuota(t *testing.T) {
+	t.Parallel()
 	const quota = 2048
 	tc := newTestCluster(t, 3, smallSegments(8, 2), func(i int, c *Config) { c.Journal.MaxRetainedBytes = quota })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -22,6 +22,7 @@ import (
 // was appended, the consumer's ack survives, the positions are ordered, all
 // members agree, and the journal keeps working (trim again, append on).
 func TestTrimCrashAtEachStep(t *testing.T) {
+	t.Parallel()
 	const (
 		eps    = 10  // events per segment
 		events = 100 // appended before the trim
@@ -170,6 +171,7 @@ func checkRetained(t *testing.T, s *Server, first uint64, want map[uint64][]byte
 // snapshot are not applied yet), and it does not claim to be ready. Once
 // the others are back it replays the rest and becomes ready.
 func TestRestartWithoutLeaderStopsAtSnapshot(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -224,6 +226,7 @@ func TestRestartWithoutLeaderStopsAtSnapshot(t *testing.T) {
 // build, the leader proposes SET_FORMAT, every member applies it, and the
 // entries after it are written in the newest format.
 func TestLogFormatUpgradeWaitsForEveryVoter(t *testing.T) {
+	t.Parallel()
 	old := func(i int, c *Config) {
 		if i == 2 {
 			c.maxLogFormat = 1

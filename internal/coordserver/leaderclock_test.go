@@ -11,6 +11,7 @@ import (
 // back (a reading older than the last, an applied clock behind), and a
 // new term starts again from the applied clock.
 func TestLeaderClockStamp(t *testing.T) {
+	t.Parallel()
 	var c leaderClock
 	t0 := time.Now()                 // with a monotonic reading
 	skewed := t0.Add(10 * time.Hour) // a wall clock ten hours ahead: same monotonic steps

@@ -21,6 +21,7 @@ import (
 // TestUnknownLogStoreRefused: a backend name neither store has is a
 // configuration error.
 func TestUnknownLogStoreRefused(t *testing.T) {
+	t.Parallel()
 	c := DefaultConfig()
 	c.ID, c.DataDir, c.LogStore = "c1", t.TempDir(), "rocksdb"
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "raft log store") {
@@ -33,6 +34,7 @@ func TestUnknownLogStoreRefused(t *testing.T) {
 // this); a restarted member keeps the backend its data dir holds, and
 // refuses to open it as the other one.
 func TestMixedLogStores(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3, func(i int, c *Config) {
 		if i == 0 {
 			c.LogStore = LogStoreBoltDB
@@ -71,6 +73,7 @@ func TestMixedLogStores(t *testing.T) {
 // state and every acknowledged event. With WALPrefill the torn segment is
 // a zeroed one (1 MiB segments keep the spares small).
 func TestWALTornTailDropped(t *testing.T) {
+	t.Parallel()
 	for _, prefill := range []bool{false, true} {
 		for _, tear := range []string{"commit frame lost", "batch bytes damaged"} {
 			t.Run(fmt.Sprintf("%s/prefill=%v", tear, prefill), func(t *testing.T) { testWALTornTailDropped(t, tear, prefill) })
@@ -176,6 +179,7 @@ func tearTail(t *testing.T, walDir, how string) {
 // keeps the store's MonotonicLogStore answer, which changes how Raft treats
 // the log after a snapshot restore.
 func TestLogStoreTimed(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3)
 	a := startAppenders(t, tc, 2)
 	eventually(t, 20*time.Second, "some appends", func() bool { return a.count() >= 50 })

@@ -8,7 +8,6 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/internal/nodeserver"
-	"github.com/logbookhq/logbook/internal/testports"
 )
 
 // TestNodeGossipLiveness: storage nodes started with --join gossip with the
@@ -18,6 +17,7 @@ import (
 // not placed on it; it is not dead (no re-replication) until heartbeats have
 // been silent for the dead interval.
 func TestNodeGossipLiveness(t *testing.T) {
+	t.Parallel()
 	e := newFSEnv(t, func(_ int, c *Config) {
 		c.FS.NodeStaleInterval = time.Minute
 		c.FS.NodeDeadInterval = 10 * time.Minute
@@ -28,20 +28,10 @@ func TestNodeGossipLiveness(t *testing.T) {
 	}
 	var nodes []*nodeserver.Server
 	for i := 1; i <= 4; i++ {
-		cfg := nodeserver.DefaultConfig()
-		cfg.ID = fmt.Sprintf("gn%d", i)
-		cfg.DataDir = t.TempDir()
-		cfg.GRPCAddr, cfg.HTTPAddr, cfg.GossipAddr = testports.Addr(t, true), testports.Addr(t, true), testports.Addr(t, true)
-		cfg.CoordEndpoints = e.tc.endpoints()
-		cfg.Join = join
-		cfg.HeartbeatInterval = 100 * time.Millisecond
-		cfg.Logger = testLogger(t).With("node", cfg.ID)
-		s, err := nodeserver.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		nodes = append(nodes, s)
+		nodes = append(nodes, e.tc.addNode(func(cfg *nodeserver.Config) {
+			cfg.ID = fmt.Sprintf("gn%d", i)
+			cfg.Join = join
+		}))
 	}
 	status := func() map[string]*pb.StorageNodeStatus {
 		r, err := e.ns.ListNodes(e.ctx, &pb.ListNodesRequest{})

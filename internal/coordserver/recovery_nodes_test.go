@@ -13,7 +13,6 @@ import (
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/internal/nodeserver"
 	"github.com/logbookhq/logbook/internal/nodeserver/blockio"
-	"github.com/logbookhq/logbook/internal/testports"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -25,22 +24,12 @@ func startNodes(t *testing.T, e *fsEnv, n int, opts ...func(*nodeserver.Config))
 	t.Helper()
 	var nodes []*nodeserver.Server
 	for i := 1; i <= n; i++ {
-		cfg := nodeserver.DefaultConfig()
-		cfg.ID = fmt.Sprintf("dn%d", i)
-		cfg.DataDir = t.TempDir()
-		cfg.GRPCAddr, cfg.HTTPAddr, cfg.GossipAddr = testports.Addr(t, true), testports.Addr(t, true), testports.Addr(t, true)
-		cfg.CoordEndpoints = e.tc.endpoints()
-		cfg.HeartbeatInterval = 100 * time.Millisecond
-		cfg.Logger = testLogger(t).With("node", cfg.ID)
-		for _, o := range opts {
-			o(&cfg)
-		}
-		s, err := nodeserver.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		nodes = append(nodes, s)
+		nodes = append(nodes, e.tc.addNode(func(cfg *nodeserver.Config) {
+			cfg.ID = fmt.Sprintf("dn%d", i)
+			for _, o := range opts {
+				o(cfg)
+			}
+		}))
 	}
 	eventually(t, 20*time.Second, "every node live with a full report", func() bool {
 		r, err := e.ns.ListNodes(e.ctx, &pb.ListNodesRequest{})
@@ -73,6 +62,7 @@ func startNodes(t *testing.T, e *fsEnv, n int, opts ...func(*nodeserver.Config))
 //     now stale, invalidated by the leader, which then re-replicates the
 //     block, one replica short, back onto that node.
 func TestLeaseRecoveryWithRealNodes(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		// afterWriterDied runs once the writer is gone; it returns the
@@ -93,14 +83,7 @@ func TestLeaseRecoveryWithRealNodes(t *testing.T) {
 		}},
 		{"node-restarted-replica-rwr", func(t *testing.T, e *fsEnv, nodes []*nodeserver.Server) int {
 			i := len(nodes) - 1
-			cfg := nodes[i].Config()
-			nodes[i].Close()
-			n, err := nodeserver.New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { n.Close() })
-			nodes[i] = n
+			nodes[i] = e.tc.restartNode(nodes[i])
 			return i
 		}},
 	}

@@ -84,6 +84,7 @@ func finalizedHolders(ctx context.Context, t *testing.T, nodes map[string]pb.Dat
 // block has 4 good replicas: one is invalidated, and at no point do fewer
 // than 3 nodes hold the block.
 func TestReReplicationAfterNodeDeath(t *testing.T) {
+	t.Parallel()
 	e := newFSEnv(t, fastReplication)
 	servers := startNodes(t, e, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -104,8 +105,8 @@ func TestReReplicationAfterNodeDeath(t *testing.T) {
 		return len(holders) == 3
 	})
 	victim := holders[0]
-	vcfg := byID[victim].Config()
-	byID[victim].Close()
+	vnode := byID[victim]
+	vnode.Close()
 	delete(dns, victim)
 
 	var st *pb.StatResponse
@@ -147,11 +148,7 @@ func TestReReplicationAfterNodeDeath(t *testing.T) {
 	}
 
 	// The dead node returns with its old replica: 4 good copies, one too many.
-	back, err := nodeserver.New(vcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { back.Close() })
+	back := e.tc.restartNode(vnode)
 	dns[victim] = dataNode(t, back)
 	eventually(t, 30*time.Second, victim+" back, live with a full report", func() bool {
 		r, err := e.ns.ListNodes(ctx, &pb.ListNodesRequest{})
@@ -180,6 +177,7 @@ func TestReReplicationAfterNodeDeath(t *testing.T) {
 // hold is ignored; a good report shows the replica corrupt in Stat and
 // writes no journal event (soft state only).
 func TestReportBadBlocks(t *testing.T) {
+	t.Parallel()
 	e := newFSEnv(t)
 	e.registerNodes(3)
 	if _, err := e.ns.Create(e.ctx, &pb.CreateRequest{Path: "/b", Replication: 3, BlockSize: 1 << 20, ClientName: "w1"}); err != nil {
@@ -254,6 +252,7 @@ func TestReportBadBlocks(t *testing.T) {
 // outside existing ∪ excluded for its last block; other callers, blocks and
 // files get a clear status, and the call writes no journal event.
 func TestGetAdditionalNode(t *testing.T) {
+	t.Parallel()
 	e := newFSEnv(t)
 	e.registerNodes(4)
 	if _, err := e.ns.Create(e.ctx, &pb.CreateRequest{Path: "/g", Replication: 3, BlockSize: 1 << 20, ClientName: "w1"}); err != nil {

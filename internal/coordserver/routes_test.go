@@ -23,6 +23,7 @@ import (
 // unary with the reply type the proto gives, leader-only ones are streams,
 // and the table holds no method that is not served.
 func TestEveryRPCHasARoute(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 1)
 	served := map[string]bool{}
 	for svc, info := range tc.server(0).grpcSrv.GetServiceInfo() {
@@ -67,6 +68,7 @@ func TestEveryRPCHasARoute(t *testing.T) {
 // the leader's answer, and a ROUTE_LEADER stream opened on a follower is
 // refused with NOT_LEADER and the leader's address.
 func TestRoutesInAction(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -94,7 +94,6 @@ import (
 	"github.com/logbookhq/logbook/internal/clusterpb"
 	"github.com/logbookhq/logbook/internal/nodeserver"
 	"github.com/logbookhq/logbook/internal/nodeserver/blockio"
-	"github.com/logbookhq/logbook/internal/testports"
 	"github.com/logbookhq/logbook/replica"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -128,30 +127,15 @@ func startScen(t *testing.T, n int, mod func(i int, c *nodeserver.Config), opts 
 	t.Cleanup(cancel)
 	s := &scen{fsEnv: e, t: t, ctx: ctx, dns: map[string]pb.DataNodeClient{}}
 	for i := 0; i < n; i++ {
-		cfg := nodeserver.DefaultConfig()
-		cfg.ID = fmt.Sprintf("dn%d", i+1)
-		cfg.DataDir = t.TempDir()
-		cfg.GRPCAddr, cfg.HTTPAddr, cfg.GossipAddr = testports.Addr(t, true), testports.Addr(t, true), testports.Addr(t, true)
-		cfg.CoordEndpoints = e.tc.endpoints()
-		cfg.HeartbeatInterval = 100 * time.Millisecond
-		cfg.Logger = testLogger(t).With("node", cfg.ID)
-		if mod != nil {
-			mod(i, &cfg)
-		}
-		s.nodes = append(s.nodes, s.newNode(cfg))
+		s.nodes = append(s.nodes, e.tc.addNode(func(cfg *nodeserver.Config) {
+			cfg.ID = fmt.Sprintf("dn%d", i+1)
+			if mod != nil {
+				mod(i, cfg)
+			}
+		}))
 	}
 	s.waitNodes()
 	return s
-}
-
-func (s *scen) newNode(cfg nodeserver.Config) *nodeserver.Server {
-	s.t.Helper()
-	n, err := nodeserver.New(cfg)
-	if err != nil {
-		s.t.Fatalf("start %s: %v", cfg.ID, err)
-	}
-	s.t.Cleanup(func() { n.Close() })
-	return n
 }
 
 // waitNodes waits until the leader lists every node of s live with a full
@@ -200,11 +184,9 @@ func (s *scen) index(id string) int {
 func (s *scen) restart(id string) {
 	s.t.Helper()
 	i := s.index(id)
-	cfg := s.nodes[i].Config()
 	old := s.instanceOf(id)
-	s.nodes[i].Close()
 	delete(s.dns, id)
-	s.nodes[i] = s.newNode(cfg)
+	s.nodes[i] = s.tc.restartNode(s.nodes[i])
 	eventually(s.t, 30*time.Second, id+" registered again with a full report", func() bool {
 		r, err := s.ns.ListNodes(s.ctx, &pb.ListNodesRequest{})
 		if err != nil {
@@ -803,6 +785,7 @@ func (s *scen) complete(path string, last *pb.BlockRef) {
 // the hard limit removes the block with no recovery ("no-locations", faked
 // node reports).
 func TestScenario01ClientDiesBeforeData(t *testing.T) {
+	t.Parallel()
 	t.Run("locations-no-replica", func(t *testing.T) {
 		s := startScen(t, 3, nil)
 		b1, locs := s.openFile("/s01", 3)
@@ -896,6 +879,7 @@ func TestScenario01ClientDiesBeforeData(t *testing.T) {
 // recovery starts; primary sees no candidate (len 0) → commit with
 // deleteBlock=true → block removed, file closed."
 func TestScenario02ZeroBytesWritten(t *testing.T) {
+	t.Parallel()
 	s := startScen(t, 3, nil)
 	blk, locs := s.openFile("/s02", 3)
 	pl := openPipeline(s.ctx, t, blk, locs, "w1")
@@ -936,6 +920,7 @@ func TestScenario02ZeroBytesWritten(t *testing.T) {
 // successor was abandoned; a file without blocks; and one more without
 // blocks left to the hard limit.
 func TestScenario03AllBlocksCompleteFileOpen(t *testing.T) {
+	t.Parallel()
 	s := startScen(t, 3, nil, func(_ int, c *Config) {
 		c.FS.LeaseSoftLimit, c.FS.LeaseHardLimit, c.FS.LeaseCheckInterval = time.Second, 3*time.Second, 100*time.Millisecond
 	})
@@ -986,6 +971,7 @@ func TestScenario03AllBlocksCompleteFileOpen(t *testing.T) {
 // the next attempt runs." Real nodes hold the block RBW, every byte acked;
 // the writer committed it (AddBlock of the next, then abandoned) and died.
 func TestScenario04LastBlockCommitted(t *testing.T) {
+	t.Parallel()
 	s := startScen(t, 3, nil, func(_ int, c *Config) {
 		c.FS.LeaseSoftLimit, c.FS.LeaseHardLimit, c.FS.LeaseCheckInterval = time.Second, 2*time.Second, 100*time.Millisecond
 	})
@@ -1041,6 +1027,7 @@ func TestScenario04LastBlockCommitted(t *testing.T) {
 // three truncated to 100, GS = recoveryId, FINALIZED; NN block COMPLETE,
 // len 100, 3 locations."
 func TestScenario05ThreeRBWDifferentLengths(t *testing.T) {
+	t.Parallel()
 	s := startScen(t, 3, nil)
 	blk, locs := s.openFile("/s05", 3)
 	data := randData(5, 150)
@@ -1076,6 +1063,7 @@ func TestScenario05ThreeRBWDifferentLengths(t *testing.T) {
 // later attempt fails the same way (needs operator action). Test that the
 // NN keeps retrying without crashing and without closing."
 func TestScenario06InconsistentFinalizedLengths(t *testing.T) {
+	t.Parallel()
 	s := startScen(t, 3, nil, func(_ int, c *Config) {
 		c.FS.RecoveryTimeout, c.FS.LeaseCheckInterval = time.Second, 100*time.Millisecond
 	})
@@ -1124,6 +1112,7 @@ func TestScenario06InconsistentFinalizedLengths(t *testing.T) {
 // TestScenario07OnlyRWRReplicas — §R7 scenario 7: "Only RWR replicas (all
 // DNs restarted), lengths 512/1024/1000. → all participate, length 512."
 func TestScenario07OnlyRWRReplicas(t *testing.T) {
+	t.Parallel()
 	s := startScen(t, 3, nil)
 	blk, locs := s.openFile("/s07", 3)
 	data := randData(7, 1024)
@@ -1152,6 +1141,7 @@ func TestScenario07OnlyRWRReplicas(t *testing.T) {
 // only location → 'All datanodes failed', no commit." The stale replica is
 // then replaced: invalidated once the block is COMPLETE, and re-replicated.
 func TestScenario08StaleReplica(t *testing.T) {
+	t.Parallel()
 	s := startScen(t, 3, nil, fastReplication, func(_ int, c *Config) {
 		c.FS.RecoveryTimeout, c.FS.LeaseCheckInterval = 2*time.Second, 100*time.Millisecond
 	})
@@ -1221,6 +1211,7 @@ func TestScenario08StaleReplica(t *testing.T) {
 // initialising the replicas; A's late messages (its init on every live
 // replica, then its commit) are delivered in B's window.
 func TestScenario09LateOlderRecovery(t *testing.T) {
+	t.Parallel()
 	const path = "/s09"
 	d := stageDeadPrimary(t, path)
 	d.waitSecondAttempt(path)
@@ -1265,6 +1256,7 @@ func TestScenario09LateOlderRecovery(t *testing.T) {
 // previously chosen); replicas still in RUR are re-initialized with the
 // higher id and recovery completes." (The attempt timeout is 6 s here.)
 func TestScenario10PrimaryDiesAfterInit(t *testing.T) {
+	t.Parallel()
 	const path = "/s10"
 	d := stageDeadPrimary(t, path)
 	// Within the attempt's timeout: no new attempt, no new id.
@@ -1300,6 +1292,7 @@ func TestScenario10PrimaryDiesAfterInit(t *testing.T) {
 // after success (RPC retry / DN re-send) → file already closed with
 // COMPLETE last block → success, no second CLOSE journaled."
 func TestScenario11CommitRetriedAfterSuccess(t *testing.T) {
+	t.Parallel()
 	s := startScen(t, 3, nil)
 	blk, nodes, data, c := s.recovered("/s11", [3]int{4000, 3500, 4000})
 	before, seq := s.stat("/s11"), s.nextSeq()
@@ -1328,6 +1321,7 @@ func TestScenario11CommitRetriedAfterSuccess(t *testing.T) {
 // TestScenario12DeleteCommitForGoneBlock — §R7 scenario 12: "deleteBlock
 // commit for a block that is already gone → silent success."
 func TestScenario12DeleteCommitForGoneBlock(t *testing.T) {
+	t.Parallel()
 	s := startScen(t, 3, nil)
 	blk, locs := s.openFile("/s12", 3)
 	openPipeline(s.ctx, t, blk, locs, "w1").Abort() // 0-byte RBW replicas
@@ -1362,6 +1356,7 @@ func TestScenario12DeleteCommitForGoneBlock(t *testing.T) {
 // GS." The writer has a live pipeline to real nodes and a pipeline GS it
 // obtained before the recovery started.
 func TestScenario13WriterFencedAfterRecoveryStarts(t *testing.T) {
+	t.Parallel()
 	const path = "/s13"
 	s := startScen(t, 3, pauseAt(3*time.Second, path))
 	blk, locs := s.openFile(path, 3)
@@ -1459,6 +1454,7 @@ func TestScenario13WriterFencedAfterRecoveryStarts(t *testing.T) {
 // within 90 s → second returns false, no new GS allocated, no second
 // command. recoverLease on a closed file → true."
 func TestScenario14RecoverLeaseTwice(t *testing.T) {
+	t.Parallel()
 	const path = "/s14"
 	s := startScen(t, 3, pauseAt(1500*time.Millisecond, path))
 	blk, locs := s.openFile(path, 3)
@@ -1496,6 +1492,7 @@ func TestScenario14RecoverLeaseTwice(t *testing.T) {
 // AlreadyBeingCreated; after 60 s → RecoveryInProgress (or success if the
 // file could be closed synchronously)." (Soft limit 1 s here.)
 func TestScenario15CompetingWriter(t *testing.T) {
+	t.Parallel()
 	const path = "/s15"
 	s := startScen(t, 3, pauseAt(1500*time.Millisecond, path), func(_ int, c *Config) {
 		c.FS.LeaseSoftLimit, c.FS.LeaseHardLimit = time.Second, time.Minute
@@ -1565,6 +1562,7 @@ func TestScenario15CompetingWriter(t *testing.T) {
 // be seen in a heartbeat reply, so the nodes are faked (stale interval 1 s,
 // dead 4 s).
 func TestScenario16StaleNodeFiltering(t *testing.T) {
+	t.Parallel()
 	e := newFSEnv(t, func(_ int, c *Config) {
 		c.FS.NodeStaleInterval, c.FS.NodeDeadInterval, c.FS.ReplicationCheckInterval = time.Second, 4*time.Second, 100*time.Millisecond
 		c.FS.RecoveryTimeout = time.Minute
@@ -1661,6 +1659,7 @@ func TestScenario16StaleNodeFiltering(t *testing.T) {
 // the other one stale too — leaves it out (HDFS-17430), as the leader
 // that had heard it would have.
 func TestScenario16DeadBeforeLeaderChange(t *testing.T) {
+	t.Parallel()
 	e := newFSEnv(t, func(_ int, c *Config) {
 		c.FS.NodeStaleInterval, c.FS.NodeDeadInterval, c.FS.ReplicationCheckInterval = time.Second, 4*time.Second, 100*time.Millisecond
 		c.FS.RecoveryTimeout = time.Minute
@@ -1705,6 +1704,7 @@ func TestScenario16DeadBeforeLeaderChange(t *testing.T) {
 // and may reuse any. No alive replica → UNDER_RECOVERY with no command."
 // Faked nodes, so that the test alone decides who heartbeats when.
 func TestScenario17PrimaryRotation(t *testing.T) {
+	t.Parallel()
 	e := newFSEnv(t, func(_ int, c *Config) {
 		c.FS.RecoveryTimeout, c.FS.LeaseCheckInterval = 600*time.Millisecond, 50*time.Millisecond
 		c.FS.NodeStaleInterval, c.FS.NodeDeadInterval = 8*time.Second, time.Minute
@@ -1788,6 +1788,7 @@ func TestScenario17PrimaryRotation(t *testing.T) {
 // no further id is allocated until a location is heard from, whose
 // heartbeat then brings the re-driven attempt.
 func TestScenario17NoLiveLocationFirstAttempt(t *testing.T) {
+	t.Parallel()
 	testScenario17NoLiveLocationFirstAttempt(t, false)
 }
 
@@ -1799,6 +1800,7 @@ func TestScenario17NoLiveLocationFirstAttempt(t *testing.T) {
 // new leader's request for a full report, waited 20 s for a command that
 // a safe-mode leader never sends.
 func TestScenario17NoLiveLocationAfterLeaderChange(t *testing.T) {
+	t.Parallel()
 	testScenario17NoLiveLocationFirstAttempt(t, true)
 }
 
@@ -1873,6 +1875,7 @@ func testScenario17NoLiveLocationFirstAttempt(t *testing.T, leaderChange bool) {
 // holds an interrupted transfer's TEMPORARY copy of a complete block; it
 // restarts; then a holder dies and the block is copied to it afresh.
 func TestScenario27RestartDropsTemporary(t *testing.T) {
+	t.Parallel()
 	s := startScen(t, 4, nil, fastReplication)
 	data := randData(27, 200_000)
 	blk := writeFile(s.ctx, t, s.fsEnv, "/s27", data)
@@ -1939,6 +1942,7 @@ func TestScenario27RestartDropsTemporary(t *testing.T) {
 // are the recovery's FINALIZED sources; c's stale replica is never used and
 // is replaced once the block is complete.
 func TestScenario28ReportsOfUCBlock(t *testing.T) {
+	t.Parallel()
 	s := startScen(t, 3, nil, fastReplication)
 	blk, locs := s.openFile("/s28", 3)
 	data := randData(28, 50_000)
@@ -2007,6 +2011,7 @@ func TestScenario28ReportsOfUCBlock(t *testing.T) {
 // unknown block id → DN told to delete it." The nodes hold, besides a real
 // file's replicas, replicas of ids the coordinators never allocated.
 func TestScenario29ReportOfUnknownBlock(t *testing.T) {
+	t.Parallel()
 	s := startScen(t, 3, nil)
 	data := randData(29, 10_000)
 	blk := writeFile(s.ctx, t, s.fsEnv, "/s29", data)
@@ -2036,6 +2041,7 @@ func TestScenario29ReportOfUnknownBlock(t *testing.T) {
 // concurrent append must not cause a false corrupt report (HDFS-17346)."
 // The nodes scan every 100 ms.
 func TestScenario30ScannerLengthMismatch(t *testing.T) {
+	t.Parallel()
 	s := startScen(t, 3, func(_ int, c *nodeserver.Config) { c.DirScanInterval = 100 * time.Millisecond }, fastReplication)
 	data := randData(30, 100_000)
 	blk := writeFile(s.ctx, t, s.fsEnv, "/s30", data)
@@ -2101,6 +2107,7 @@ func TestScenario30ScannerLengthMismatch(t *testing.T) {
 // MaxLeaseActionsPerCycle (10 per 1 s cycle) on 60 expired files; the
 // coordinators alone are involved (the files have no blocks).
 func TestScenario31ExpiredLeasesInBulk(t *testing.T) {
+	t.Parallel()
 	const files, perCycle, interval = 60, 10, time.Second
 	e := newFSEnv(t, func(_ int, c *Config) {
 		c.FS.LeaseSoftLimit, c.FS.LeaseHardLimit = time.Second, 2*time.Second
@@ -2170,6 +2177,7 @@ func TestScenario31ExpiredLeasesInBulk(t *testing.T) {
 // it replicated (Complete succeeds on it alone). A replica of an unknown id
 // at an old GS is deleted meanwhile (the control).
 func TestScenario32ReportAheadOfMetadata(t *testing.T) {
+	t.Parallel()
 	e := newFSEnv(t)
 	e.registerNodes(3)
 	if _, err := e.ns.Create(e.ctx, &pb.CreateRequest{Path: "/s32o", Replication: 3, BlockSize: 1 << 20, ClientName: "w1"}); err != nil {
@@ -2263,6 +2271,7 @@ func TestScenario32ReportAheadOfMetadata(t *testing.T) {
 // by B if R is the replicated current id)." The primary is paused between
 // its initialisations and its updates while the leader is killed.
 func TestScenario33FailoverMidRecovery(t *testing.T) {
+	t.Parallel()
 	const path = "/s33"
 	s := startScen(t, 3, pauseAt(4*time.Second, path), func(_ int, c *Config) { c.FS.RecoveryTimeout = 30 * time.Second })
 	blk, locs := s.openFile(path, 3)
@@ -2302,6 +2311,7 @@ func TestScenario33FailoverMidRecovery(t *testing.T) {
 // then every coordinator is restarted in turn and replays to the same
 // state.
 func TestScenario34AppendRecoveryInterleavingReplays(t *testing.T) {
+	t.Parallel()
 	const path = "/s34"
 	s := startScen(t, 3, nil)
 	all := randData(34, 30_000)

@@ -175,6 +175,24 @@ func (s *Server) Raft() *raft.Raft { return s.raft }
 // FSM exposes the state machine to tests and tools in this module.
 func (s *Server) FSM() *fsm.FSM { return s.fsm }
 
+// Config is the configuration the server runs with.
+func (s *Server) Config() Config { return s.cfg }
+
+// LeaderReady reports whether this member leads and has applied its first
+// entry of the term (it serves linearizable reads).
+func (s *Server) LeaderReady() bool { return s.leaderReady() }
+
+// Ready is nil while this member is ready (what /readyz reports).
+func (s *Server) Ready() error { return s.ready() }
+
+// Kill stops the member at once, without handing leadership over: what a
+// crash looks like to the other members (the log store is closed, so
+// whatever was acknowledged is on disk).
+func (s *Server) Kill() error {
+	s.closeOnce.Do(func() { s.closeErr = s.shutdown() })
+	return s.closeErr
+}
+
 func (s *Server) goLoop(fn func()) {
 	s.wg.Add(1)
 	go func() {
@@ -306,7 +324,7 @@ func (s *Server) openRaft() error {
 		BindAddr:        s.cfg.RaftAddr,
 		Advertise:       s.cfg.AdvertiseRaft,
 		TLS:             s.cfg.Security.RaftTLS,
-		Dial:            s.cfg.raftDialer,
+		Dial:            s.cfg.RaftDial,
 		LogStore:        s.cfg.LogStore,
 		WALPrefill:      s.cfg.WALPrefill,
 		WALSegmentBytes: s.cfg.walSegmentBytes,

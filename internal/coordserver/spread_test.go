@@ -25,6 +25,7 @@ func okCalls(s *Server, method string) int {
 // forwards them; the append stream still goes to the leader; without the
 // option the same client goes to the leader.
 func TestSpreadOverMembers(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3)
 	leader := tc.waitLeader()
 	f := tc.followers(leader)[0]

@@ -21,6 +21,7 @@ import (
 // leader's read index and has applied that far. And its startup replay:
 // coord status's figures for it cover exactly the events it held.
 func TestRestartedFollowerReadiness(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

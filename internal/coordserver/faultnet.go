@@ -7,8 +7,10 @@ import (
 	"time"
 )
 
-// faultNet cuts the Raft network between members: dials across a cut fail
-// and live connections across it are closed, in both directions.
+// faultNet cuts the Raft network between the members of a Cluster: dials
+// across a cut fail and live connections across it are closed, in both
+// directions. Every member of a Cluster dials through it (Config.RaftDial);
+// with no cut it is a plain TCP dialer.
 type faultNet struct {
 	mu    sync.Mutex
 	ids   map[string]string // raft address -> member id
@@ -65,6 +67,12 @@ func (n *faultNet) dialer(from string) func(addr string, timeout time.Duration) 
 		return tc, nil
 	}
 }
+
+// Isolate cuts member id off from every other member's Raft traffic.
+func (c *Cluster) Isolate(id string) { c.net.isolate(id) }
+
+// Heal removes every cut.
+func (c *Cluster) Heal() { c.net.heal() }
 
 // isolate cuts id off from every other member.
 func (n *faultNet) isolate(id string) {
