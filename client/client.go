@@ -32,6 +32,10 @@ import (
 	"google.golang.org/grpc/metadata"
 )
 
+// DefaultEndpoint is a coordinator's gRPC address when it is started with
+// no --grpc-addr (coord serve, and the first member of coord dev).
+const DefaultEndpoint = "127.0.0.1:7100"
+
 // Config configures a Client.
 type Config struct {
 	// Endpoints are coordinator gRPC addresses (host:port); any one is

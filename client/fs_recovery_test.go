@@ -145,15 +145,14 @@ func TestWriterCloseRecovery(t *testing.T) {
 	}
 	var victim string
 	var gs0 uint64
-	testHookBeforeEndOfBlock = func(w *FileWriter) {
+	w.beforeEndOfBlock = func(w *FileWriter) {
 		victim, gs0 = w.blk.nodes[2].GetNodeId(), w.blk.gs
 		fc.byID[victim].Close()
+		w.beforeEndOfBlock = nil
 	}
-	t.Cleanup(func() { testHookBeforeEndOfBlock = nil })
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	testHookBeforeEndOfBlock = nil
 	info, err := fsys.Stat(ctx, "/cr/f")
 	if err != nil || info.UnderConstruction || info.Length != uint64(len(data)) {
 		t.Fatalf("stat: %+v, %v", info, err)

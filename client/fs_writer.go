@@ -29,11 +29,6 @@ const (
 	restartRetryMax   = 4 * time.Second
 )
 
-// testHookBeforeEndOfBlock, set by tests only, runs once every byte of a
-// block is acked, before the packet that ends it (a fault there is a close
-// recovery), as HDFS's DataNodeFaultInjector does.
-var testHookBeforeEndOfBlock func(w *FileWriter)
-
 // FileWriter writes one file. Write, Sync and Close are for one goroutine
 // at a time. Writes made through Write are bounded by the context given to
 // Create or Append; WriteContext takes its own.
@@ -46,6 +41,11 @@ type FileWriter struct {
 	// synced (hflushed) or appended: the DEFAULT replace-node policy then
 	// always replaces a lost node.
 	synced, appended bool
+
+	// beforeEndOfBlock, set by tests only, runs once every byte of a
+	// block is acked, before the packet that ends it (a fault there is a
+	// close recovery), as HDFS's DataNodeFaultInjector does.
+	beforeEndOfBlock func(w *FileWriter)
 
 	blk  *writeBlock  // the block being written, nil between blocks
 	last *pb.BlockRef // the file's last block as this writer knows it
@@ -411,8 +411,8 @@ func (w *FileWriter) finishBlock(ctx context.Context) error {
 		return err
 	}
 	if !b.closed {
-		if testHookBeforeEndOfBlock != nil {
-			testHookBeforeEndOfBlock(w)
+		if w.beforeEndOfBlock != nil {
+			w.beforeEndOfBlock(w)
 		}
 		off := chunkFloor(b.written)
 		if err := w.send(ctx, blockio.Packet{Offset: off, Data: b.data[off-b.base : b.written-b.base], Last: true}); err != nil {

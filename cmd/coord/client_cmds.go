@@ -10,7 +10,6 @@ import (
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/internal/cliargs"
-	"github.com/logbookhq/logbook/internal/coordserver"
 	"github.com/logbookhq/logbook/internal/envflag"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
@@ -35,7 +34,7 @@ type clientOpts struct {
 func addClientFlags(cmd *cobra.Command, timeout time.Duration, timeoutHelp string) *clientOpts {
 	o := &clientOpts{}
 	fs := cmd.Flags()
-	fs.StringSliceVar(&o.endpoints, "endpoints", []string{coordserver.DefaultConfig().GRPCAddr}, "coordinator gRPC addresses, comma-separated")
+	fs.StringSliceVar(&o.endpoints, "endpoints", []string{client.DefaultEndpoint}, "coordinator gRPC addresses, comma-separated")
 	fs.StringVar(&o.clusterID, "cluster-id", "", "expected cluster id; coordinators of another cluster refuse the call")
 	fs.DurationVar(&o.timeout, "timeout", timeout, timeoutHelp)
 	fs.StringSliceVar(&o.addressMap, "address-map", nil, "translate advertised member addresses to reachable ones: adv=reach,...")
@@ -336,7 +335,7 @@ but this binary is needed (suits healthchecks in FROM-scratch images).`,
 			}
 			service := ""
 			if ready {
-				service = coordserver.ReadyService
+				service = pb.ReadyService
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
 			defer cancel()
@@ -374,6 +373,6 @@ but this binary is needed (suits healthchecks in FROM-scratch images).`,
 		}),
 	}
 	o = addClientFlags(cmd, 2*time.Second, "deadline for the check")
-	cmd.Flags().BoolVar(&ready, "ready", false, "check readiness ("+coordserver.ReadyService+") instead of liveness")
+	cmd.Flags().BoolVar(&ready, "ready", false, "check readiness ("+pb.ReadyService+") instead of liveness")
 	return cmd
 }

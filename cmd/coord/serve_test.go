@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/internal/coordserver"
 	"github.com/logbookhq/logbook/internal/envflag"
 	"github.com/spf13/pflag"
@@ -205,5 +206,13 @@ func mapLookup(m map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) {
 		v, ok := m[k]
 		return v, ok
+	}
+}
+
+// TestDefaultEndpointIsTheDefaultAddress: the CLI's and SDK's default
+// endpoint is where a coordinator listens by default.
+func TestDefaultEndpointIsTheDefaultAddress(t *testing.T) {
+	if got := coordserver.DefaultConfig().GRPCAddr; got != client.DefaultEndpoint {
+		t.Fatalf("coordinator's default gRPC address %q, the SDK's default endpoint %q", got, client.DefaultEndpoint)
 	}
 }

@@ -430,9 +430,8 @@ func (s *Server) startGRPC() error {
 }
 
 // ReadyService is the health service name that reports SERVING only while
-// this member is ready (a leader is known and the local state caught up
-// with it: Server.ready).
-const ReadyService = "logbook.v1.Ready"
+// this member is ready (Server.ready).
+const ReadyService = pb.ReadyService
 
 func (s *Server) startHTTP() error {
 	h, err := httpserve.Start(httpserve.Config{
