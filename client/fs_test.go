@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"testing"
 	"time"
-
-	pb "github.com/logbookhq/logbook/api/logbookv1"
 )
 
 const testBlockSize = 256 << 10
@@ -48,7 +46,7 @@ func waitComplete(t *testing.T, ctx context.Context, fs *FS, path string, blocks
 		}
 		ok := len(info.Blocks) == blocks && !info.UnderConstruction
 		for _, b := range info.Blocks {
-			ok = ok && b.State == pb.BlockState_BLOCK_STATE_COMPLETE && len(b.Reported) == want
+			ok = ok && b.State == BlockComplete && len(b.Reported) == want
 		}
 		if ok {
 			return info

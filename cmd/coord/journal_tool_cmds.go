@@ -125,7 +125,7 @@ and writes no file; --from below the trimmed pos is refused too.`,
 				if from > p.SafePos {
 					return fmt.Errorf("--from %d is past the safe pos %d: nothing to export", from, p.SafePos)
 				}
-				h := export.Header{ClusterID: st.ClusterId, Source: st.ResponderId, Created: time.Now()}
+				h := export.Header{ClusterID: st.ClusterID, Source: st.ResponderID, Created: time.Now()}
 				if hi >= lo {
 					h.FirstSeq, h.LastSeq, h.EventCount = lo, hi, hi-lo+1
 				}

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 )
 
@@ -63,15 +63,15 @@ func TestTablePayload(t *testing.T) {
 
 func TestWriteReplays(t *testing.T) {
 	var b strings.Builder
-	writeReplays(&b, []*pb.MemberStatus{{Id: "c1"}})
+	writeReplays(&b, []client.Member{{ID: "c1"}})
 	if b.Len() != 0 {
 		t.Fatalf("no member replayed: %q", b.String())
 	}
-	ms := []*pb.MemberStatus{
-		{Id: "c1"},
-		{Id: "c2", StartupReplay: &pb.StartupReplay{SnapshotIndex: 8192, SnapshotEvents: 900000, SnapshotSeconds: 1, LastIndex: 9000, LogEntries: 808, LogEvents: 100000, Seconds: 4, CaughtUp: true, LogWaitSeconds: 3.5}},
-		{Id: "c3", StartupReplay: &pb.StartupReplay{SnapshotIndex: 10, SnapshotEvents: 5, LastIndex: 99, Seconds: 2.5}},
-		{Id: "c4", StartupReplay: &pb.StartupReplay{SnapshotSeconds: 0.5, LastIndex: 99, LogEntries: 99, LogEvents: 1000, Seconds: 2, CaughtUp: true}},
+	ms := []client.Member{
+		{ID: "c1"},
+		{ID: "c2", StartupReplay: &client.StartupReplay{SnapshotIndex: 8192, SnapshotEvents: 900000, SnapshotTime: time.Second, LastIndex: 9000, LogEntries: 808, LogEvents: 100000, Time: 4 * time.Second, CaughtUp: true, LogWait: 3500 * time.Millisecond}},
+		{ID: "c3", StartupReplay: &client.StartupReplay{SnapshotIndex: 10, SnapshotEvents: 5, LastIndex: 99, Time: 2500 * time.Millisecond}},
+		{ID: "c4", StartupReplay: &client.StartupReplay{SnapshotTime: 500 * time.Millisecond, LastIndex: 99, LogEntries: 99, LogEvents: 1000, Time: 2 * time.Second, CaughtUp: true}},
 	}
 	writeReplays(&b, ms)
 	for _, want := range []string{

@@ -62,7 +62,7 @@ func TestFormByBootstrapExpect(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st.LeaderId != tc.cfgs[leader].ID || len(st.Members) != n || st.ClusterId != "test-cluster" {
+			if st.LeaderID != tc.cfgs[leader].ID || len(st.Members) != n || st.ClusterID != "test-cluster" {
 				t.Fatalf("status %+v", st)
 			}
 			eventually(t, 10*time.Second, "all members healthy in status", func() bool {
@@ -71,7 +71,7 @@ func TestFormByBootstrapExpect(t *testing.T) {
 					return false
 				}
 				for _, m := range st.Members {
-					if !m.Healthy || m.GrpcAddr == "" {
+					if !m.Healthy || m.GRPCAddr == "" {
 						return false
 					}
 				}

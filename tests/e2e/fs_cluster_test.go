@@ -225,7 +225,7 @@ func (fc *fsCluster) waitNodesLive(nodes ...string) {
 		for _, want := range nodes {
 			ok := false
 			for _, n := range r.Nodes {
-				if n.GetNode().GetId() == want {
+				if n.ID == want {
 					ok = n.Live && n.FullReport
 				}
 			}

@@ -416,7 +416,7 @@ func (fc *fsCluster) waitRecovered(t *testing.T, path string, id uint64) (client
 			return fmt.Errorf("%s still open (%d blocks)", path, len(info.Blocks))
 		}
 		b = info.Blocks[len(info.Blocks)-1]
-		if b.ID != id || b.State != pb.BlockState_BLOCK_STATE_COMPLETE {
+		if b.ID != id || b.State != client.BlockComplete {
 			return fmt.Errorf("%s closed with last block %d %v, want block %d COMPLETE", path, b.ID, b.State, id)
 		}
 		return nil
