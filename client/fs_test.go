@@ -282,21 +282,15 @@ func TestFSAppendAndRecoverLease(t *testing.T) {
 func countEvents(t *testing.T, ctx context.Context, c *Client, typ string) int {
 	t.Helper()
 	n := 0
-	for from := uint64(1); ; {
-		events, info, err := c.Journal().Read(ctx, from, 1000)
-		if err != nil {
-			t.Fatalf("journal read: %v", err)
+	if err := c.Journal().ReadRange(ctx, 1, 0, func(e StoredEvent) error {
+		if e.Type == typ {
+			n++
 		}
-		for _, e := range events {
-			if e.Type == typ {
-				n++
-			}
-		}
-		if len(events) == 0 || events[len(events)-1].Seq+1 >= info.NextSeq {
-			return n
-		}
-		from = events[len(events)-1].Seq + 1
+		return nil
+	}); err != nil {
+		t.Fatalf("journal read: %v", err)
 	}
+	return n
 }
 
 // TestFSWriteThroughLeaderChange moves leadership mid-file: the writer's

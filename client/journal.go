@@ -79,12 +79,14 @@ func (j *Journal) Append(ctx context.Context, events ...Event) ([]uint64, error)
 	return seqs, nil
 }
 
-// ReadOption adjusts a read.
+// ReadOption adjusts a read (Read, ReadRange).
 type ReadOption func(*readOptions)
 
 type readOptions struct {
 	stale    bool
 	endpoint string // "": the client's routing
+	page     int    // ReadRange: events per Read (0: defaultPage)
+	skipTrim bool   // ReadRange: go on past a trim
 }
 
 func (o readOptions) consistency() pb.Consistency {

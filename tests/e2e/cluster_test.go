@@ -604,19 +604,15 @@ func (cl *cluster) readMember(service string) ([]client.StoredEvent, error) {
 	defer cancel()
 	var out []client.StoredEvent
 	err := cl.withClient(ctx, func(c *client.Client) error {
-		from := uint64(1)
-		for page := 0; page < 100_000; page++ {
-			evs, info, err := c.Journal().ReadAt(ctx, cl.addr(service), from, 1000)
-			if err != nil {
-				return fmt.Errorf("read %s from %d: %w", service, from, err)
-			}
-			out = append(out, evs...)
-			if len(evs) == 0 || evs[len(evs)-1].Seq+1 >= info.NextSeq {
-				return nil
-			}
-			from = evs[len(evs)-1].Seq + 1
+		out = out[:0] // a retry on another client starts over
+		err := c.Journal().ReadRange(ctx, 1, 0, func(e client.StoredEvent) error {
+			out = append(out, e)
+			return nil
+		}, client.AtEndpoint(cl.addr(service)))
+		if err != nil {
+			return fmt.Errorf("read %s: %w", service, err)
 		}
-		return errors.New("too many pages")
+		return nil
 	})
 	return out, err
 }
