@@ -34,11 +34,10 @@
 // # What it may import
 //
 // The workloads talk to a cluster only through the Go SDK
-// (github.com/logbookhq/logbook/client). Beyond it they may use the API's
-// message types (api/logbookv1), and the journal's audit-event records
-// (fsm/fsmpb) with fsm's event type names to read the events a workload
-// causes, and internal/rusage for the process's
-// CPU time. They do not import internal/coordserver or internal/nodeserver
+// (github.com/logbookhq/logbook/client), which also pages through the
+// journal (Journal.ReadRange) and decodes its audit events
+// (client.DecodeRecoveryEvent) for them. Beyond it they may use fsm's
+// event type names, and internal/rusage for the process's CPU time. They do not import internal/coordserver or internal/nodeserver
 // (the cluster is whatever the client reaches), nor cobra or any other
 // command-line code: flags, text tables and JSON printing are cmd/coord's.
 //

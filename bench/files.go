@@ -94,8 +94,8 @@ func waitLiveNodes(ctx context.Context, c *client.Client, want int) error {
 		r, err := c.Nodes(ctx)
 		if err == nil {
 			live := 0
-			for _, n := range r.GetNodes() {
-				if n.GetLive() {
+			for _, n := range r.Nodes {
+				if n.Live {
 					live++
 				}
 			}

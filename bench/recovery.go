@@ -13,9 +13,6 @@ import (
 	"time"
 
 	"github.com/logbookhq/logbook/client"
-	"github.com/logbookhq/logbook/fsm"
-	"github.com/logbookhq/logbook/fsm/fsmpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // What starts the recoveries (RecoveryConfig.Trigger).
@@ -427,50 +424,41 @@ func countRecoveryEvents(ctx context.Context, c *client.Client, res *RecoveryRes
 		return err
 	}
 	res.JournalTo = pos.SafePos
-	var firstStart, lastCommit int64
+	if res.JournalTo < res.JournalFrom {
+		return nil // nothing journaled (ReadRange reads to the end with to 0)
+	}
+	var firstStart, lastCommit time.Time
 	fsEvents := 0
-	for from := res.JournalFrom; from <= res.JournalTo; {
-		evs, _, err := c.Journal().Read(ctx, from, 1000)
-		if err != nil {
+	err = c.Journal().ReadRange(ctx, res.JournalFrom, res.JournalTo, func(e client.StoredEvent) error {
+		res.JournalEvents++
+		res.EventTypes[e.Type]++
+		if isFSEventType(e.Type) {
+			fsEvents++
+		}
+		ev, ok, err := client.DecodeRecoveryEvent(e)
+		switch {
+		case err != nil || !ok:
 			return err
+		case ev.Attempt != nil:
+			res.RecoveryAttempts++
+			res.Primaries[ev.Attempt.Primary]++
+			if firstStart.IsZero() {
+				firstStart = ev.Time
+			}
+		default:
+			res.RecoveriesDone++
+			lastCommit = ev.Time
 		}
-		if len(evs) == 0 {
-			return fmt.Errorf("no event at seq %d, want events up to %d", from, res.JournalTo)
-		}
-		for _, e := range evs {
-			if e.Seq > res.JournalTo {
-				break
-			}
-			res.JournalEvents++
-			res.EventTypes[e.Type]++
-			if isFSEventType(e.Type) {
-				fsEvents++
-			}
-			if e.Type != fsm.EventRecoveryStarted && e.Type != fsm.EventRecoveryCommitted {
-				continue
-			}
-			var ev fsmpb.NamespaceEvent
-			if err := proto.Unmarshal(e.Payload, &ev); err != nil {
-				return fmt.Errorf("event %d (%s): %w", e.Seq, e.Type, err)
-			}
-			if e.Type == fsm.EventRecoveryStarted {
-				res.RecoveryAttempts++
-				res.Primaries[ev.GetResult().GetBlock().GetRecovery().GetPrimary()]++
-				if firstStart == 0 {
-					firstStart = ev.GetUnixNanos()
-				}
-			} else {
-				res.RecoveriesDone++
-				lastCommit = ev.GetUnixNanos()
-			}
-		}
-		from = evs[len(evs)-1].Seq + 1
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if res.Files > 0 {
 		res.EventsPerRecovery = float64(fsEvents) / float64(res.Files)
 	}
-	if firstStart > 0 && lastCommit > firstStart {
-		res.JournalSpanS = time.Duration(lastCommit - firstStart).Seconds()
+	if !firstStart.IsZero() && lastCommit.After(firstStart) {
+		res.JournalSpanS = lastCommit.Sub(firstStart).Seconds()
 	}
 	return nil
 }

@@ -428,14 +428,17 @@ func (c *Client) do(ctx context.Context, leader bool, fn func(ctx context.Contex
 }
 
 // Status returns the cluster status as seen by any member.
-func (c *Client) Status(ctx context.Context) (*pb.StatusResponse, error) {
+func (c *Client) Status(ctx context.Context) (ClusterStatus, error) {
 	var out *pb.StatusResponse
 	err := c.do(ctx, false, func(ctx context.Context, cc *grpc.ClientConn) error {
 		var err error
 		out, err = pb.NewClusterClient(cc).Status(ctx, &pb.StatusRequest{})
 		return err
 	})
-	return out, err
+	if err != nil {
+		return ClusterStatus{}, err
+	}
+	return toClusterStatus(out), nil
 }
 
 // Cluster returns the cluster operations API.

@@ -77,12 +77,15 @@ func (cl *Cluster) Snapshot(ctx context.Context, endpoint string) (index, term u
 
 // Verify compares every member's state digest at one replicated checkpoint
 // index (invariant 2: members that applied index i hold identical state).
-func (cl *Cluster) Verify(ctx context.Context) (*pb.VerifyResponse, error) {
+func (cl *Cluster) Verify(ctx context.Context) (VerifyResult, error) {
 	var resp *pb.VerifyResponse
 	err := cl.c.do(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
 		var err error
 		resp, err = pb.NewClusterClient(cc).Verify(ctx, &pb.VerifyRequest{})
 		return err
 	})
-	return resp, err
+	if err != nil {
+		return VerifyResult{}, err
+	}
+	return toVerifyResult(resp), nil
 }

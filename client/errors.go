@@ -46,7 +46,7 @@ var (
 type Error struct {
 	Code       codes.Code
 	Message    string
-	Reason     string // pb.Reason* or empty
+	Reason     string // an api/logbookv1 Reason* (NOT_LEADER ...) or empty
 	LeaderID   string
 	LeaderAddr string
 	ClusterID  string

@@ -85,7 +85,7 @@ type BlockInfo struct {
 	ID     uint64
 	GS     uint64
 	Length uint64
-	State  pb.BlockState
+	State  BlockState
 	// Expected are the node ids of the pipeline (or recovered replicas).
 	Expected []string
 	// Reported are the replicas the leader saw in the nodes' reports.
@@ -108,7 +108,7 @@ type BlockRecovery struct {
 // ReplicaLocation is a replica of a block reported by a storage node.
 type ReplicaLocation struct {
 	Node   string
-	State  pb.ReplicaState
+	State  ReplicaState
 	GS     uint64
 	Length int64
 	// Corrupt: reported corrupt (a reader's or the node's checksum
@@ -184,9 +184,9 @@ func (f *FS) Stat(ctx context.Context, path string) (FileInfo, error) {
 	info := toFileInfo(resp.GetFile())
 	for _, b := range resp.GetBlocks() {
 		f.learn(b.GetLocations())
-		bi := BlockInfo{ID: b.GetId(), GS: b.GetGs(), Length: b.GetNumBytes(), State: b.GetState(), Expected: append([]string(nil), b.GetExpectedLocations()...)}
+		bi := BlockInfo{ID: b.GetId(), GS: b.GetGs(), Length: b.GetNumBytes(), State: toBlockState(b.GetState()), Expected: append([]string(nil), b.GetExpectedLocations()...)}
 		for _, r := range b.GetReportedLocations() {
-			bi.Reported = append(bi.Reported, ReplicaLocation{Node: r.GetNodeId(), State: r.GetState(), GS: r.GetGs(), Length: r.GetNumBytes(), Corrupt: r.GetCorrupt(), Cached: r.GetCached()})
+			bi.Reported = append(bi.Reported, ReplicaLocation{Node: r.GetNodeId(), State: toReplicaState(r.GetState()), GS: r.GetGs(), Length: r.GetNumBytes(), Corrupt: r.GetCorrupt(), Cached: r.GetCached()})
 		}
 		if r := b.GetRecovery(); r != nil {
 			bi.Recovery = &BlockRecovery{ID: r.GetRecoveryId(), Primary: r.GetPrimary(), Attempt: r.GetAttempt(),

@@ -50,7 +50,7 @@ func (f *FS) Open(ctx context.Context, path string) (*FileReader, error) {
 	var off int64
 	for i, b := range info.Blocks {
 		rb := readBlock{id: b.ID, gs: b.GS, off: off, length: int64(b.Length), nodes: readOrder(b)}
-		if i == len(info.Blocks)-1 && b.State != pb.BlockState_BLOCK_STATE_COMPLETE {
+		if i == len(info.Blocks)-1 && b.State != BlockComplete {
 			n, err := f.visibleLength(ctx, rb)
 			if err != nil {
 				return nil, fmt.Errorf("logbook: open %s: the last block's visible length: %w", path, err)
@@ -74,9 +74,9 @@ func readOrder(b BlockInfo) []string {
 		case r.GS < b.GS:
 		case r.Corrupt:
 			corrupt = append(corrupt, r.Node)
-		case r.State == pb.ReplicaState_REPLICA_STATE_FINALIZED:
+		case r.State == ReplicaFinalized:
 			fin = append(fin, r.Node)
-		case r.State == pb.ReplicaState_REPLICA_STATE_RBW:
+		case r.State == ReplicaRBW:
 			rbw = append(rbw, r.Node)
 		}
 	}

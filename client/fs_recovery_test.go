@@ -68,7 +68,7 @@ func syncedWriter(ctx context.Context, t *testing.T, fsys *FS, path string, data
 func finalizedOn(b BlockInfo) []string {
 	var out []string
 	for _, r := range b.Reported {
-		if r.State == pb.ReplicaState_REPLICA_STATE_FINALIZED && r.GS == b.GS && r.Length == int64(b.Length) && !r.Corrupt {
+		if r.State == ReplicaFinalized && r.GS == b.GS && r.Length == int64(b.Length) && !r.Corrupt {
 			out = append(out, r.Node)
 		}
 	}

@@ -93,9 +93,9 @@ func (fc *fsCluster) waitNodesLive(t *testing.T, fresh map[string]string) {
 			return false, fmt.Sprintf("%d nodes, safe mode %v", len(r.Nodes), r.SafeMode)
 		}
 		for _, n := range r.Nodes {
-			old, restarted := fresh[n.Node.GetId()]
-			if !n.Live || !n.FullReport || (restarted && n.Node.GetInstanceId() == old) {
-				return false, fmt.Sprintf("%s: %v", n.Node.GetId(), n)
+			old, restarted := fresh[n.ID]
+			if !n.Live || !n.FullReport || (restarted && n.InstanceID == old) {
+				return false, fmt.Sprintf("%s: %v", n.ID, n)
 			}
 		}
 		return true, ""
@@ -110,7 +110,7 @@ func (fc *fsCluster) nodeInstances(t *testing.T) map[string]string {
 	}
 	out := map[string]string{}
 	for _, n := range r.Nodes {
-		out[n.Node.GetId()] = n.Node.GetInstanceId()
+		out[n.ID] = n.InstanceID
 	}
 	return out
 }
@@ -540,7 +540,7 @@ func testAllPipelineNodesFail(t *testing.T, policy ReplaceNodePolicy) {
 		t.Fatalf("after recovery: %+v, %v", info, err)
 	}
 	b := info.Blocks[0]
-	if b.Length < 150_000 || b.Length > uint64(len(data)) || b.State != pb.BlockState_BLOCK_STATE_COMPLETE {
+	if b.Length < 150_000 || b.Length > uint64(len(data)) || b.State != BlockComplete {
 		t.Fatalf("recovered %d bytes (%v): want at least the 150000 acked", b.Length, b.State)
 	}
 	fc.synchronised(ctx, t, b, b.Expected, data)

@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"testing"
 	"time"
-
-	pb "github.com/logbookhq/logbook/api/logbookv1"
 )
 
 const testBlockSize = 256 << 10
@@ -48,7 +46,7 @@ func waitComplete(t *testing.T, ctx context.Context, fs *FS, path string, blocks
 		}
 		ok := len(info.Blocks) == blocks && !info.UnderConstruction
 		for _, b := range info.Blocks {
-			ok = ok && b.State == pb.BlockState_BLOCK_STATE_COMPLETE && len(b.Reported) == want
+			ok = ok && b.State == BlockComplete && len(b.Reported) == want
 		}
 		if ok {
 			return info
@@ -288,21 +286,15 @@ func TestFSAppendAndRecoverLease(t *testing.T) {
 func countEvents(t *testing.T, ctx context.Context, c *Client, typ string) int {
 	t.Helper()
 	n := 0
-	for from := uint64(1); ; {
-		events, info, err := c.Journal().Read(ctx, from, 1000)
-		if err != nil {
-			t.Fatalf("journal read: %v", err)
+	if err := c.Journal().ReadRange(ctx, 1, 0, func(e StoredEvent) error {
+		if e.Type == typ {
+			n++
 		}
-		for _, e := range events {
-			if e.Type == typ {
-				n++
-			}
-		}
-		if len(events) == 0 || events[len(events)-1].Seq+1 >= info.NextSeq {
-			return n
-		}
-		from = events[len(events)-1].Seq + 1
+		return nil
+	}); err != nil {
+		t.Fatalf("journal read: %v", err)
 	}
+	return n
 }
 
 // TestFSWriteThroughLeaderChange moves leadership mid-file: the writer's

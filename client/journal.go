@@ -79,18 +79,41 @@ func (j *Journal) Append(ctx context.Context, events ...Event) ([]uint64, error)
 	return seqs, nil
 }
 
-// ReadOption adjusts a read.
-type ReadOption func(*pb.ReadRequest)
+// ReadOption adjusts a read (Read, ReadRange).
+type ReadOption func(*readOptions)
+
+type readOptions struct {
+	stale    bool
+	endpoint string // "": the client's routing
+	page     int    // ReadRange: events per Read (0: defaultPage)
+	skipTrim bool   // ReadRange: go on past a trim
+}
+
+func (o readOptions) consistency() pb.Consistency {
+	if o.stale {
+		return pb.Consistency_CONSISTENCY_STALE
+	}
+	return pb.Consistency_CONSISTENCY_LINEARIZABLE
+}
 
 // WithConsistency selects linearizable (default) or stale reads.
 func WithConsistency(c Consistency) ReadOption {
-	return func(r *pb.ReadRequest) {
-		if c == Stale {
-			r.Consistency = pb.Consistency_CONSISTENCY_STALE
-		} else {
-			r.Consistency = pb.Consistency_CONSISTENCY_LINEARIZABLE
-		}
+	return func(o *readOptions) { o.stale = c == Stale }
+}
+
+// AtEndpoint reads from the member at endpoint only, with stale
+// consistency (for verifying what each member holds); the client neither
+// retries elsewhere nor follows the leader.
+func AtEndpoint(endpoint string) ReadOption {
+	return func(o *readOptions) { o.endpoint, o.stale = endpoint, true }
+}
+
+func readOpts(opts []ReadOption) readOptions {
+	var o readOptions
+	for _, f := range opts {
+		f(&o)
 	}
+	return o
 }
 
 // Read returns up to max events from seq from on. A seq no longer retained
@@ -99,36 +122,35 @@ func (j *Journal) Read(ctx context.Context, from uint64, max int, opts ...ReadOp
 	if max < 0 || max > 1<<20 {
 		return nil, ReadInfo{}, fmt.Errorf("%w: max %d: want 0 (the server's default) to %d", ErrInvalidArgument, max, 1<<20)
 	}
-	req := &pb.ReadRequest{From: from, Max: uint32(max)}
-	for _, o := range opts {
-		o(req)
-	}
+	o := readOpts(opts)
+	req := &pb.ReadRequest{From: from, Max: uint32(max), Consistency: o.consistency()}
 	var resp *pb.ReadResponse
-	err := j.c.do(ctx, req.Consistency != pb.Consistency_CONSISTENCY_STALE, func(ctx context.Context, cc *grpc.ClientConn) error {
-		var err error
-		resp, err = pb.NewJournalClient(cc).Read(ctx, req)
-		return err
-	})
-	if err != nil {
-		return nil, ReadInfo{}, err
+	if o.endpoint != "" {
+		cc, err := j.c.conn(o.endpoint)
+		if err != nil {
+			return nil, ReadInfo{}, err
+		}
+		if resp, err = pb.NewJournalClient(cc).Read(ctx, req); err != nil {
+			return nil, ReadInfo{}, fromStatus(err)
+		}
+	} else {
+		err := j.c.do(ctx, !o.stale, func(ctx context.Context, cc *grpc.ClientConn) error {
+			var err error
+			resp, err = pb.NewJournalClient(cc).Read(ctx, req)
+			return err
+		})
+		if err != nil {
+			return nil, ReadInfo{}, err
+		}
 	}
 	out, info := fromReadResponse(resp)
 	return out, info, nil
 }
 
 // ReadAt reads from one specific endpoint with stale consistency (for
-// verifying what each member holds).
+// verifying what each member holds): Read with AtEndpoint(endpoint).
 func (j *Journal) ReadAt(ctx context.Context, endpoint string, from uint64, max int) ([]StoredEvent, ReadInfo, error) {
-	cc, err := j.c.conn(endpoint)
-	if err != nil {
-		return nil, ReadInfo{}, err
-	}
-	resp, err := pb.NewJournalClient(cc).Read(ctx, &pb.ReadRequest{From: from, Max: uint32(max), Consistency: pb.Consistency_CONSISTENCY_STALE})
-	if err != nil {
-		return nil, ReadInfo{}, fromStatus(err)
-	}
-	out, info := fromReadResponse(resp)
-	return out, info, nil
+	return j.Read(ctx, from, max, AtEndpoint(endpoint))
 }
 
 func fromReadResponse(resp *pb.ReadResponse) ([]StoredEvent, ReadInfo) {

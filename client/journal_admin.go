@@ -40,9 +40,20 @@ func (j *Journal) Positions(ctx context.Context) (Positions, error) {
 		EventCount: r.EventCount, SegmentCount: r.SegmentCount, AppliedIndex: r.AppliedIndex, MemberID: r.MemberId, Warning: r.Warning, Paused: r.Paused, LogFormat: r.LogFormat}, nil
 }
 
+// Segment is one retained journal segment.
+type Segment struct {
+	ID                    uint64
+	FirstSeq, LastSeq     uint64
+	Events, Bytes         uint64
+	FirstIndex, LastIndex uint64
+	// State is "open", "sealed", "expiring" (every consumer acked past
+	// it, waiting for a snapshot to cover it) or "expired".
+	State string
+}
+
 // Segments lists the retained segments, oldest first, as the leader sees
 // them.
-func (j *Journal) Segments(ctx context.Context) ([]*pb.SegmentInfo, error) {
+func (j *Journal) Segments(ctx context.Context) ([]Segment, error) {
 	var r *pb.SegmentsResponse
 	err := j.c.do(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
 		var err error
@@ -52,7 +63,12 @@ func (j *Journal) Segments(ctx context.Context) ([]*pb.SegmentInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.Segments, nil
+	out := make([]Segment, 0, len(r.GetSegments()))
+	for _, sg := range r.GetSegments() {
+		out = append(out, Segment{ID: sg.GetId(), FirstSeq: sg.GetFirstSeq(), LastSeq: sg.GetLastSeq(), Events: sg.GetEvents(),
+			Bytes: sg.GetBytes(), FirstIndex: sg.GetFirstIndex(), LastIndex: sg.GetLastIndex(), State: sg.GetState()})
+	}
+	return out, nil
 }
 
 // Trim drops expired segments that end below to (0: as far as allowed) and
@@ -92,7 +108,20 @@ type Consumers struct{ c *Client }
 // Consumers returns the consumer API.
 func (j *Journal) Consumers() *Consumers { return &Consumers{c: j.c} }
 
-func (cs *Consumers) op(ctx context.Context, fn func(context.Context, pb.JournalClient) (*pb.ConsumerResponse, error)) (*pb.ConsumerInfo, error) {
+// Consumer is a durable consumer with its position.
+type Consumer struct {
+	Name string
+	// AckedSeq: the consumer has consumed every event up to it.
+	AckedSeq uint64
+	// Lag is the safe pos minus AckedSeq.
+	Lag uint64
+}
+
+func toConsumer(c *pb.ConsumerInfo) Consumer {
+	return Consumer{Name: c.GetName(), AckedSeq: c.GetAckedSeq(), Lag: c.GetLag()}
+}
+
+func (cs *Consumers) op(ctx context.Context, fn func(context.Context, pb.JournalClient) (*pb.ConsumerResponse, error)) (Consumer, error) {
 	var r *pb.ConsumerResponse
 	err := cs.c.do(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
 		var err error
@@ -100,21 +129,21 @@ func (cs *Consumers) op(ctx context.Context, fn func(context.Context, pb.Journal
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return Consumer{}, err
 	}
-	return r.Consumer, nil
+	return toConsumer(r.GetConsumer()), nil
 }
 
 // Register adds a consumer that has consumed everything below from (0:
 // everything up to the current safe_pos).
-func (cs *Consumers) Register(ctx context.Context, name string, from uint64) (*pb.ConsumerInfo, error) {
+func (cs *Consumers) Register(ctx context.Context, name string, from uint64) (Consumer, error) {
 	return cs.op(ctx, func(ctx context.Context, c pb.JournalClient) (*pb.ConsumerResponse, error) {
 		return c.RegisterConsumer(ctx, &pb.RegisterConsumerRequest{Name: name, From: from})
 	})
 }
 
 // Ack records that the consumer has consumed everything up to seq.
-func (cs *Consumers) Ack(ctx context.Context, name string, seq uint64) (*pb.ConsumerInfo, error) {
+func (cs *Consumers) Ack(ctx context.Context, name string, seq uint64) (Consumer, error) {
 	return cs.op(ctx, func(ctx context.Context, c pb.JournalClient) (*pb.ConsumerResponse, error) {
 		return c.AckConsumer(ctx, &pb.AckConsumerRequest{Name: name, Seq: seq})
 	})
@@ -129,7 +158,7 @@ func (cs *Consumers) Remove(ctx context.Context, name string) error {
 }
 
 // List returns every consumer with its acked seq and lag.
-func (cs *Consumers) List(ctx context.Context) ([]*pb.ConsumerInfo, error) {
+func (cs *Consumers) List(ctx context.Context) ([]Consumer, error) {
 	var r *pb.ListConsumersResponse
 	err := cs.c.do(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
 		var err error
@@ -139,7 +168,11 @@ func (cs *Consumers) List(ctx context.Context) ([]*pb.ConsumerInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.Consumers, nil
+	out := make([]Consumer, 0, len(r.GetConsumers()))
+	for _, c := range r.GetConsumers() {
+		out = append(out, toConsumer(c))
+	}
+	return out, nil
 }
 
 // Tail follows the journal from seq from: fn gets every event in order,

@@ -10,7 +10,6 @@ import (
 	"os"
 	"runtime/pprof"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/bench"
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/internal/cliargs"
@@ -58,7 +57,7 @@ type benchJournalJSON struct {
 	// shows it, by member id: how fast it rebuilt its state when it last
 	// started (absent for a member that started empty).
 	ReplayAtStart map[string]*replayJSON `json:"replay_at_start,omitempty"`
-	members       []*pb.MemberStatus
+	members       []client.Member
 }
 
 // addReplays asks the cluster for its members' startup replays (coord
@@ -75,11 +74,11 @@ func (r *benchJournalJSON) addReplays(ctx context.Context, cfg client.Config) {
 	}
 	r.members = st.Members
 	for _, m := range st.Members {
-		if j := toReplayJSON(m.GetStartupReplay()); j != nil {
+		if j := toReplayJSON(m.StartupReplay); j != nil {
 			if r.ReplayAtStart == nil {
 				r.ReplayAtStart = map[string]*replayJSON{}
 			}
-			r.ReplayAtStart[m.GetId()] = j
+			r.ReplayAtStart[m.ID] = j
 		}
 	}
 }

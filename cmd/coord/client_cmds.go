@@ -148,27 +148,7 @@ func newStatusCmd() *cobra.Command {
 				if o.json {
 					return writeJSON(w, j)
 				}
-				t := newTable(w)
-				fmt.Fprintf(t, "cluster\t%s\nleader\t%s\nterm\t%d\ncommit index\t%d\napplied index\t%d\nanswered by\t%s\n",
-					st.ClusterId, orDash(st.LeaderId), st.Term, st.CommitIndex, st.AppliedIndex, st.ResponderId)
-				if s := j.Storage; s != nil {
-					safe := "off"
-					if s.SafeMode {
-						safe = "on (waiting for block reports: no deletion or re-replication)"
-					}
-					fmt.Fprintf(t, "storage nodes\t%d (%d live, %d stale, %d dead)\nsafe mode\t%s\nblocks\t%d under-replicated, %d missing, %d re-replications in flight\n",
-						s.Nodes, s.Live, s.Stale, s.Dead, safe, s.UnderReplicatedBlocks, s.MissingBlocks, s.PendingReplications)
-				}
-				for _, w := range j.Warnings {
-					fmt.Fprintf(t, "warning\t%s\n", w)
-				}
-				t.Flush()
-				fmt.Fprintln(w)
-				if err := writeMembersTable(w, st.Members); err != nil {
-					return err
-				}
-				writeReplays(w, st.Members)
-				return nil
+				return writeStatus(w, st, j)
 			})
 		}),
 	}

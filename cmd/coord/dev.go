@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/internal/blocks"
 	"github.com/logbookhq/logbook/internal/cliargs"
@@ -175,10 +174,10 @@ func (d *devCluster) endpoints() []string { return d.c.Endpoints() }
 
 // waitReady polls the cluster status until there is a leader and every
 // member is registered and healthy, or ctx ends.
-func (d *devCluster) waitReady(ctx context.Context) (*pb.StatusResponse, error) {
+func (d *devCluster) waitReady(ctx context.Context) (client.ClusterStatus, error) {
 	c, err := client.New(ctx, client.Config{Endpoints: d.endpoints(), AttemptTimeout: time.Second})
 	if err != nil {
-		return nil, err
+		return client.ClusterStatus{}, err
 	}
 	defer c.Close()
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -193,25 +192,25 @@ func (d *devCluster) waitReady(ctx context.Context) (*pb.StatusResponse, error) 
 			last = err
 		case devReady(st, d.c.Coordinators()):
 			return st, nil
-		case st.LeaderId == "":
+		case st.LeaderID == "":
 			last = errors.New("no leader elected yet")
 		default:
 			last = errors.New("not every member is registered and healthy yet")
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w (%v)", ctx.Err(), last)
+			return client.ClusterStatus{}, fmt.Errorf("%w (%v)", ctx.Err(), last)
 		case <-tick.C:
 		}
 	}
 }
 
-func devReady(st *pb.StatusResponse, n int) bool {
-	if st.LeaderId == "" || len(st.Members) != n {
+func devReady(st client.ClusterStatus, n int) bool {
+	if st.LeaderID == "" || len(st.Members) != n {
 		return false
 	}
 	for _, m := range st.Members {
-		if !m.Healthy || m.GrpcAddr == "" {
+		if !m.Healthy || m.GRPCAddr == "" {
 			return false
 		}
 	}
@@ -219,7 +218,7 @@ func devReady(st *pb.StatusResponse, n int) bool {
 }
 
 // printBanner tells the user where the cluster is and what to try.
-func (d *devCluster) printBanner(w io.Writer, st *pb.StatusResponse) {
+func (d *devCluster) printBanner(w io.Writer, st client.ClusterStatus) {
 	noun := "coordinators"
 	if d.c.Coordinators() == 1 {
 		noun = "coordinator"
@@ -244,7 +243,7 @@ func (d *devCluster) printBanner(w io.Writer, st *pb.StatusResponse) {
 		}
 	}
 	t.Flush()
-	fmt.Fprintf(w, "\nLeader: %s\n\nTry:\n", st.LeaderId)
+	fmt.Fprintf(w, "\nLeader: %s\n\nTry:\n", st.LeaderID)
 	flags := ""
 	if ep := first.GRPCAddr; ep != coordserver.DefaultConfig().GRPCAddr {
 		flags = " --endpoints " + ep

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 	"github.com/spf13/cobra"
 )
@@ -259,21 +258,13 @@ type fsLocationJSON struct {
 func toFSStatJSON(info client.FileInfo) fsStatJSON {
 	out := fsStatJSON{Path: info.Path, Length: info.Length, Closed: !info.UnderConstruction, Replication: info.Replication, Blocks: []fsBlockJSON{}}
 	for _, b := range info.Blocks {
-		bj := fsBlockJSON{ID: b.ID, GS: b.GS, Length: b.Length, State: blockStateName(b.State), Locations: []fsLocationJSON{}}
+		bj := fsBlockJSON{ID: b.ID, GS: b.GS, Length: b.Length, State: b.State.String(), Locations: []fsLocationJSON{}}
 		for _, r := range b.Reported {
-			bj.Locations = append(bj.Locations, fsLocationJSON{Node: r.Node, State: replicaStateName(r.State), GS: r.GS, Length: r.Length, Cached: r.Cached})
+			bj.Locations = append(bj.Locations, fsLocationJSON{Node: r.Node, State: r.State.String(), GS: r.GS, Length: r.Length, Cached: r.Cached})
 		}
 		out.Blocks = append(out.Blocks, bj)
 	}
 	return out
-}
-
-func blockStateName(s pb.BlockState) string {
-	return strings.TrimPrefix(s.String(), "BLOCK_STATE_")
-}
-
-func replicaStateName(s pb.ReplicaState) string {
-	return strings.TrimPrefix(s.String(), "REPLICA_STATE_")
 }
 
 func newFSStatCmd() *cobra.Command {

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/fsm"
 	"github.com/logbookhq/logbook/internal/cliargs"
@@ -107,13 +106,7 @@ expired (trim may drop it).`,
 						Segments []segmentJSON `json:"segments"`
 					}{toSegmentsJSON(segs)})
 				}
-				t := newTable(w)
-				io.WriteString(t, "ID\tFIRST SEQ\tLAST SEQ\tEVENTS\tBYTES\tSTATE\tFIRST INDEX\tLAST INDEX\n")
-				for _, s := range segs {
-					fmt.Fprintf(t, "%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\n", s.GetId(), s.GetFirstSeq(), s.GetLastSeq(),
-						s.GetEvents(), s.GetBytes(), s.GetState(), s.GetFirstIndex(), s.GetLastIndex())
-				}
-				return t.Flush()
+				return writeSegments(w, segs)
 			})
 		}),
 	}
@@ -122,7 +115,7 @@ expired (trim may drop it).`,
 }
 
 // consumerCmd builds consumers register and ack: both print one consumer.
-func consumerCmd(cmd *cobra.Command, call func(ctx context.Context, cs *client.Consumers, args []string) (*pb.ConsumerInfo, error), done string, check func(cmd *cobra.Command, args []string) error) *cobra.Command {
+func consumerCmd(cmd *cobra.Command, call func(ctx context.Context, cs *client.Consumers, args []string) (client.Consumer, error), done string, check func(cmd *cobra.Command, args []string) error) *cobra.Command {
 	var o *clientOpts
 	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
 		if err := check(cmd, args); err != nil {
@@ -136,8 +129,7 @@ func consumerCmd(cmd *cobra.Command, call func(ctx context.Context, cs *client.C
 			if o.json {
 				return writeJSON(cmd.OutOrStdout(), toConsumerJSON(info))
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s consumer %s: acked seq %d, lag %d\n", done, info.GetName(), info.GetAckedSeq(), info.GetLag())
-			return err
+			return writeConsumer(cmd.OutOrStdout(), done, info)
 		})
 	})
 	o = addClientFlags(cmd, 10*time.Second, clientTimeoutHelp)
@@ -154,7 +146,7 @@ keeps that segment. The consumer starts as having consumed everything below
 --from (default: everything up to the current safe pos). --from must lie in
 the retained journal (trimmed pos through safe pos + 1).`,
 		Args: cobra.ExactArgs(1),
-	}, func(ctx context.Context, cs *client.Consumers, args []string) (*pb.ConsumerInfo, error) {
+	}, func(ctx context.Context, cs *client.Consumers, args []string) (client.Consumer, error) {
 		return cs.Register(ctx, args[0], from)
 	}, "registered", func(cmd *cobra.Command, args []string) error {
 		if err := checkConsumerName(args[0]); err != nil {
@@ -170,7 +162,7 @@ the retained journal (trimmed pos through safe pos + 1).`,
 		Long: `Record that consumer NAME has consumed every event up to and including SEQ.
 Acks only move forward, and SEQ may not pass the safe pos (OutOfRange).`,
 		Args: cobra.ExactArgs(2),
-	}, func(ctx context.Context, cs *client.Consumers, args []string) (*pb.ConsumerInfo, error) {
+	}, func(ctx context.Context, cs *client.Consumers, args []string) (client.Consumer, error) {
 		seq, _ := strconv.ParseUint(args[1], 10, 64)
 		return cs.Ack(ctx, args[0], seq)
 	}, "acked", func(_ *cobra.Command, args []string) error {
@@ -204,12 +196,7 @@ Acks only move forward, and SEQ may not pass the safe pos (OutOfRange).`,
 						Consumers []consumerJSON `json:"consumers"`
 					}{out})
 				}
-				t := newTable(w)
-				io.WriteString(t, "NAME\tACKED SEQ\tLAG\n")
-				for _, ci := range list {
-					fmt.Fprintf(t, "%s\t%d\t%d\n", ci.GetName(), ci.GetAckedSeq(), ci.GetLag())
-				}
-				return t.Flush()
+				return writeConsumers(w, list)
 			})
 		}),
 	}

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/fsm"
 	"github.com/logbookhq/logbook/internal/coordserver"
@@ -114,17 +113,17 @@ func TestJournalAdminJSONShapes(t *testing.T) {
 	if k := keys(toPositionsJSON(client.Positions{})); !same(k, "write_pos", "safe_pos", "expire_pos", "trimmed_pos", "event_count", "segment_count", "applied_index", "member", "warning", "log_format") {
 		t.Errorf("positions keys: %v", k)
 	}
-	if k := keys(toSegmentsJSON([]*pb.SegmentInfo{{}})[0]); !same(k, "id", "first_seq", "last_seq", "events", "bytes", "state", "first_index", "last_index") {
+	if k := keys(toSegmentsJSON([]client.Segment{{}})[0]); !same(k, "id", "first_seq", "last_seq", "events", "bytes", "state", "first_index", "last_index") {
 		t.Errorf("segment keys: %v", k)
 	}
-	if k := keys(toConsumerJSON(&pb.ConsumerInfo{})); !same(k, "name", "acked_seq", "lag") {
+	if k := keys(toConsumerJSON(client.Consumer{})); !same(k, "name", "acked_seq", "lag") {
 		t.Errorf("consumer keys: %v", k)
 	}
-	b, _ := json.Marshal(toStatusJSON(&pb.StatusResponse{}))
+	b, _ := json.Marshal(toStatusJSON(client.ClusterStatus{}))
 	if !strings.Contains(string(b), `"warnings":[]`) || !strings.Contains(string(b), `"members":[]`) {
 		t.Errorf("status without warnings: %s", b)
 	}
-	b, _ = json.Marshal(toStatusJSON(&pb.StatusResponse{ResponderId: "c2", Warnings: []string{"behind on trimming: 9/4 segments"}}))
+	b, _ = json.Marshal(toStatusJSON(client.ClusterStatus{ResponderID: "c2", Warnings: []string{"behind on trimming: 9/4 segments"}}))
 	if !strings.Contains(string(b), `"answered_by":"c2"`) {
 		t.Errorf("status answered by c2: %s", b)
 	}

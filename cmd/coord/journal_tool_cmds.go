@@ -53,32 +53,6 @@ func (p *progress) end() {
 	}
 }
 
-// pageEvents reads events from..to (inclusive) linearizably, page by page.
-func pageEvents(ctx context.Context, c *client.Client, from, to uint64, fn func(client.StoredEvent) error) error {
-	for from <= to {
-		evs, _, err := c.Journal().Read(ctx, from, readPage)
-		if err != nil {
-			return err
-		}
-		if len(evs) == 0 {
-			return fmt.Errorf("journal ended at %d, before %d", from-1, to)
-		}
-		for _, e := range evs {
-			if e.Seq > to {
-				return nil
-			}
-			if e.Seq != from {
-				return fmt.Errorf("read returned seq %d, want %d", e.Seq, from)
-			}
-			if err := fn(e); err != nil {
-				return err
-			}
-			from++
-		}
-	}
-	return nil
-}
-
 func newExportCmd() *cobra.Command {
 	var (
 		o        *clientOpts
@@ -125,7 +99,7 @@ and writes no file; --from below the trimmed pos is refused too.`,
 				if from > p.SafePos {
 					return fmt.Errorf("--from %d is past the safe pos %d: nothing to export", from, p.SafePos)
 				}
-				h := export.Header{ClusterID: st.ClusterId, Source: st.ResponderId, Created: time.Now()}
+				h := export.Header{ClusterID: st.ClusterID, Source: st.ResponderID, Created: time.Now()}
 				if hi >= lo {
 					h.FirstSeq, h.LastSeq, h.EventCount = lo, hi, hi-lo+1
 				}
@@ -173,11 +147,11 @@ func writeExport(ctx context.Context, cmd *cobra.Command, c *client.Client, out 
 	prog := newProgress(cmd, h.EventCount)
 	var n uint64
 	if h.EventCount > 0 {
-		err = pageEvents(ctx, c, h.FirstSeq, h.LastSeq, func(e client.StoredEvent) error {
+		err = c.Journal().ReadRange(ctx, h.FirstSeq, h.LastSeq, func(e client.StoredEvent) error {
 			n++
 			prog.update(n)
 			return w.Write(export.Event{Seq: e.Seq, Type: e.Type, Payload: e.Payload, ClientID: e.ClientID, RequestSeq: e.RequestSeq, Index: e.Index})
-		})
+		}, client.WithPageSize(readPage))
 	}
 	if err == nil {
 		err = w.Close()
@@ -386,15 +360,15 @@ would look like a complete answer.`,
 				hi = min(hi, p.SafePos)
 				w := bufio.NewWriter(cmd.OutOrStdout())
 				defer w.Flush()
-				if lo > hi {
+				if lo > hi || hi == 0 {
 					return nil
 				}
-				return pageEvents(ctx, c, lo, hi, func(e client.StoredEvent) error {
+				return c.Journal().ReadRange(ctx, lo, hi, func(e client.StoredEvent) error {
 					if len(want) > 0 && !want[e.Type] {
 						return nil
 					}
 					return printEventLine(w, e, o.json)
-				})
+				}, client.WithPageSize(readPage))
 			})
 		}),
 	}

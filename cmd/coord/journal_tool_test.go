@@ -31,7 +31,7 @@ func readAllEvents(t *testing.T, eps []string) []client.StoredEvent {
 	if p.SafePos < p.TrimmedPos {
 		return nil
 	}
-	if err := pageEvents(ctx, c, p.TrimmedPos, p.SafePos, func(e client.StoredEvent) error {
+	if err := c.Journal().ReadRange(ctx, p.TrimmedPos, p.SafePos, func(e client.StoredEvent) error {
 		out = append(out, e)
 		return nil
 	}); err != nil {

@@ -45,7 +45,7 @@ by later ones before the member hashed it fails the verify with Aborted
 						Members    []member `json:"members"`
 					}{Index: r.Index, Consistent: r.Consistent, Members: []member{}}
 					for _, m := range r.Members {
-						out.Members = append(out.Members, member{m.Id, m.Digest, m.Error})
+						out.Members = append(out.Members, member{m.ID, m.Digest, m.Error})
 					}
 					if err := writeJSON(cmd.OutOrStdout(), out); err != nil {
 						return err
@@ -54,7 +54,7 @@ by later ones before the member hashed it fails the verify with Aborted
 					t := newTable(cmd.OutOrStdout())
 					fmt.Fprintf(t, "ID\tDIGEST AT INDEX %d\tERROR\n", r.Index)
 					for _, m := range r.Members {
-						fmt.Fprintf(t, "%s\t%s\t%s\n", m.Id, orDash(m.Digest), orDash(m.Error))
+						fmt.Fprintf(t, "%s\t%s\t%s\n", m.ID, orDash(m.Digest), orDash(m.Error))
 					}
 					t.Flush()
 					verdict := "consistent"

@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/spf13/cobra"
@@ -39,12 +39,12 @@ type nodesJSON struct {
 	Nodes                 []nodeJSON `json:"nodes"`
 }
 
-func toNodesJSON(r *pb.ListNodesResponse) nodesJSON {
+func toNodesJSON(r client.NodeList) nodesJSON {
 	out := nodesJSON{SafeMode: r.SafeMode, UnderReplicatedBlocks: r.UnderReplicatedBlocks, MissingBlocks: r.MissingBlocks,
 		PendingReplications: r.PendingReplications, Nodes: []nodeJSON{}}
 	for _, n := range r.Nodes {
-		j := nodeJSON{ID: n.Node.GetId(), GRPCAddr: n.Node.GetGrpcAddr(), HTTPAddr: n.Node.GetHttpAddr(),
-			Live: n.Live, Dead: n.Dead, Gossip: n.Gossip, LastHeartbeatMs: n.LastHeartbeatMs, FullReport: n.FullReport, Replicas: n.Replicas,
+		j := nodeJSON{ID: n.ID, GRPCAddr: n.GRPCAddr, HTTPAddr: n.HTTPAddr,
+			Live: n.Live, Dead: n.Dead, Gossip: n.Gossip, LastHeartbeatMs: n.LastHeartbeat.Milliseconds(), FullReport: n.FullReport, Replicas: n.Replicas,
 			CacheCapacityBytes: n.CacheCapacity, CacheUsedBytes: n.CacheUsed, CachedBlocks: n.CachedBlocks}
 		for _, s := range n.Storages {
 			j.CapacityBytes += s.Capacity
@@ -56,6 +56,39 @@ func toNodesJSON(r *pb.ListNodesResponse) nodesJSON {
 		out.Nodes = append(out.Nodes, j)
 	}
 	return out
+}
+
+// writeNodes prints coord nodes.
+func writeNodes(w io.Writer, j nodesJSON) error {
+	t := newTable(w)
+	fmt.Fprintln(t, "ID\tGRPC\tSTATE\tGOSSIP\tLAST HEARTBEAT\tFULL REPORT\tREPLICAS\tFREE / CAPACITY\tCACHED")
+	for _, n := range j.Nodes {
+		hb := "-"
+		if n.LastHeartbeatMs >= 0 {
+			hb = (time.Duration(n.LastHeartbeatMs) * time.Millisecond).String() + " ago"
+		}
+		state := "live"
+		switch {
+		case n.Dead:
+			state = "dead"
+		case !n.Live:
+			state = "stale"
+		}
+		cached := "-"
+		if n.CacheCapacityBytes > 0 {
+			cached = fmt.Sprintf("%d blocks, %d / %d MiB", n.CachedBlocks, n.CacheUsedBytes>>20, n.CacheCapacityBytes>>20)
+		}
+		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%v\t%d\t%d / %d MiB\t%s\n", n.ID, n.GRPCAddr, state, orDash(n.Gossip), hb, n.FullReport, n.Replicas, n.FreeBytes>>20, n.CapacityBytes>>20, cached)
+	}
+	if err := t.Flush(); err != nil {
+		return err
+	}
+	if j.SafeMode {
+		fmt.Fprintln(w, "safe mode: waiting for block reports (no deletion or re-replication)")
+	}
+	fmt.Fprintf(w, "blocks: %d under-replicated, %d missing, %d re-replications in flight\n",
+		j.UnderReplicatedBlocks, j.MissingBlocks, j.PendingReplications)
+	return nil
 }
 
 func newNodesCmd() *cobra.Command {
@@ -84,35 +117,7 @@ re-replicates nothing until the nodes have reported.`,
 				if o.json {
 					return writeJSON(w, j)
 				}
-				t := newTable(w)
-				fmt.Fprintln(t, "ID\tGRPC\tSTATE\tGOSSIP\tLAST HEARTBEAT\tFULL REPORT\tREPLICAS\tFREE / CAPACITY\tCACHED")
-				for _, n := range j.Nodes {
-					hb := "-"
-					if n.LastHeartbeatMs >= 0 {
-						hb = (time.Duration(n.LastHeartbeatMs) * time.Millisecond).String() + " ago"
-					}
-					state := "live"
-					switch {
-					case n.Dead:
-						state = "dead"
-					case !n.Live:
-						state = "stale"
-					}
-					cached := "-"
-					if n.CacheCapacityBytes > 0 {
-						cached = fmt.Sprintf("%d blocks, %d / %d MiB", n.CachedBlocks, n.CacheUsedBytes>>20, n.CacheCapacityBytes>>20)
-					}
-					fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%v\t%d\t%d / %d MiB\t%s\n", n.ID, n.GRPCAddr, state, orDash(n.Gossip), hb, n.FullReport, n.Replicas, n.FreeBytes>>20, n.CapacityBytes>>20, cached)
-				}
-				if err := t.Flush(); err != nil {
-					return err
-				}
-				if j.SafeMode {
-					fmt.Fprintln(w, "safe mode: waiting for block reports (no deletion or re-replication)")
-				}
-				fmt.Fprintf(w, "blocks: %d under-replicated, %d missing, %d re-replications in flight\n",
-					j.UnderReplicatedBlocks, j.MissingBlocks, j.PendingReplications)
-				return nil
+				return writeNodes(w, j)
 			})
 		}),
 	}

@@ -11,7 +11,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 )
 
@@ -45,6 +44,32 @@ type statusJSON struct {
 	Storage *storageJSON `json:"storage,omitempty"`
 }
 
+// writeStatus prints coord status: the cluster's summary j (with its
+// storage and warnings), then st's members and their startup replays.
+func writeStatus(w io.Writer, st client.ClusterStatus, j statusJSON) error {
+	t := newTable(w)
+	fmt.Fprintf(t, "cluster\t%s\nleader\t%s\nterm\t%d\ncommit index\t%d\napplied index\t%d\nanswered by\t%s\n",
+		st.ClusterID, orDash(st.LeaderID), st.Term, st.CommitIndex, st.AppliedIndex, st.ResponderID)
+	if s := j.Storage; s != nil {
+		safe := "off"
+		if s.SafeMode {
+			safe = "on (waiting for block reports: no deletion or re-replication)"
+		}
+		fmt.Fprintf(t, "storage nodes\t%d (%d live, %d stale, %d dead)\nsafe mode\t%s\nblocks\t%d under-replicated, %d missing, %d re-replications in flight\n",
+			s.Nodes, s.Live, s.Stale, s.Dead, safe, s.UnderReplicatedBlocks, s.MissingBlocks, s.PendingReplications)
+	}
+	for _, w := range j.Warnings {
+		fmt.Fprintf(t, "warning\t%s\n", w)
+	}
+	t.Flush()
+	fmt.Fprintln(w)
+	if err := writeMembersTable(w, st.Members); err != nil {
+		return err
+	}
+	writeReplays(w, st.Members)
+	return nil
+}
+
 // storageJSON summarises coord nodes for coord status.
 type storageJSON struct {
 	SafeMode              bool   `json:"safe_mode"`
@@ -57,7 +82,7 @@ type storageJSON struct {
 	PendingReplications   uint64 `json:"pending_replications"`
 }
 
-func toStorageJSON(r *pb.ListNodesResponse) *storageJSON {
+func toStorageJSON(r client.NodeList) *storageJSON {
 	s := &storageJSON{SafeMode: r.SafeMode, Nodes: len(r.Nodes), UnderReplicatedBlocks: r.UnderReplicatedBlocks,
 		MissingBlocks: r.MissingBlocks, PendingReplications: r.PendingReplications}
 	for _, n := range r.Nodes {
@@ -86,7 +111,7 @@ type memberJSON struct {
 	StartupReplay *replayJSON `json:"startup_replay,omitempty"`
 }
 
-// replayJSON is a member's startup replay (pb.StartupReplay).
+// replayJSON is a member's startup replay (client.StartupReplay).
 type replayJSON struct {
 	SnapshotIndex   uint64  `json:"snapshot_index"`
 	SnapshotEvents  uint64  `json:"snapshot_events"`
@@ -104,39 +129,39 @@ type replayJSON struct {
 	LogEventsPerSecond float64 `json:"log_events_per_second"`
 }
 
-func toReplayJSON(r *pb.StartupReplay) *replayJSON {
+func toReplayJSON(r *client.StartupReplay) *replayJSON {
 	if r == nil {
 		return nil
 	}
-	return &replayJSON{r.SnapshotIndex, r.SnapshotEvents, r.SnapshotSeconds, r.LastIndex, r.LogEntries, r.LogEvents, r.Seconds, r.CaughtUp, replayRate(r),
-		r.LogWaitSeconds, logReplayRate(r)}
+	return &replayJSON{r.SnapshotIndex, r.SnapshotEvents, r.SnapshotTime.Seconds(), r.LastIndex, r.LogEntries, r.LogEvents, r.Time.Seconds(), r.CaughtUp, replayRate(r),
+		r.LogWait.Seconds(), logReplayRate(r)}
 }
 
 // logReplayRate is a finished replay's log events per second, from the
 // first log entry's apply (after the wait for a commit index) until
 // caught up; 0 while replaying or with no log replayed.
-func logReplayRate(r *pb.StartupReplay) float64 {
-	d := r.Seconds - r.LogWaitSeconds
-	if !r.CaughtUp || r.LogWaitSeconds <= 0 || r.LogEvents == 0 || d <= 0 {
+func logReplayRate(r *client.StartupReplay) float64 {
+	d := r.Time.Seconds() - r.LogWait.Seconds()
+	if !r.CaughtUp || r.LogWait <= 0 || r.LogEvents == 0 || d <= 0 {
 		return 0
 	}
 	return float64(r.LogEvents) / d
 }
 
 // replayRate is a finished replay's events per second (0 while replaying).
-func replayRate(r *pb.StartupReplay) float64 {
-	if !r.CaughtUp || r.Seconds <= 0 {
+func replayRate(r *client.StartupReplay) float64 {
+	if !r.CaughtUp || r.Time <= 0 {
 		return 0
 	}
-	return float64(r.SnapshotEvents+r.LogEvents) / r.Seconds
+	return float64(r.SnapshotEvents+r.LogEvents) / r.Time.Seconds()
 }
 
 // writeReplays prints the members' startup replays, if any reported one:
 // how each rebuilt its state when it last started.
-func writeReplays(w io.Writer, ms []*pb.MemberStatus) {
+func writeReplays(w io.Writer, ms []client.Member) {
 	head := false
 	for _, m := range ms {
-		r := m.GetStartupReplay()
+		r := m.StartupReplay
 		if r == nil {
 			continue
 		}
@@ -146,66 +171,66 @@ func writeReplays(w io.Writer, ms []*pb.MemberStatus) {
 		}
 		if !r.CaughtUp {
 			fmt.Fprintf(w, "  %s  replaying for %.2fs: snapshot at index %d (%d events) restored, log up to index %d to apply\n",
-				m.GetId(), r.Seconds, r.SnapshotIndex, r.SnapshotEvents, r.LastIndex)
+				m.ID, r.Time.Seconds(), r.SnapshotIndex, r.SnapshotEvents, r.LastIndex)
 			continue
 		}
-		snap := fmt.Sprintf("no snapshot, log opened in %.2fs", r.SnapshotSeconds)
+		snap := fmt.Sprintf("no snapshot, log opened in %.2fs", r.SnapshotTime.Seconds())
 		if r.SnapshotIndex > 0 {
-			snap = fmt.Sprintf("snapshot at index %d with %d events in %.2fs", r.SnapshotIndex, r.SnapshotEvents, r.SnapshotSeconds)
+			snap = fmt.Sprintf("snapshot at index %d with %d events in %.2fs", r.SnapshotIndex, r.SnapshotEvents, r.SnapshotTime.Seconds())
 		}
 		fmt.Fprintf(w, "  %s  %d events in %.2fs (%.0f events/s): %s, then %d log entries with %d events",
-			m.GetId(), r.SnapshotEvents+r.LogEvents, r.Seconds, replayRate(r), snap, r.LogEntries, r.LogEvents)
+			m.ID, r.SnapshotEvents+r.LogEvents, r.Time.Seconds(), replayRate(r), snap, r.LogEntries, r.LogEvents)
 		if rate := logReplayRate(r); rate > 0 {
 			fmt.Fprintf(w, " in %.2fs (%.0f events/s) after %.2fs waiting for a commit index",
-				r.Seconds-r.LogWaitSeconds, rate, r.LogWaitSeconds-r.SnapshotSeconds)
+				(r.Time - r.LogWait).Seconds(), rate, (r.LogWait - r.SnapshotTime).Seconds())
 		}
 		fmt.Fprintln(w)
 	}
 }
 
-func toStatusJSON(st *pb.StatusResponse) statusJSON {
+func toStatusJSON(st client.ClusterStatus) statusJSON {
 	return statusJSON{
-		ClusterID:    st.GetClusterId(),
-		Leader:       st.GetLeaderId(),
-		Term:         st.GetTerm(),
-		CommitIndex:  st.GetCommitIndex(),
-		AppliedIndex: st.GetAppliedIndex(),
-		AnsweredBy:   st.GetResponderId(),
-		Members:      toMembersJSON(st.GetMembers()),
-		Warnings:     append([]string{}, st.GetWarnings()...),
+		ClusterID:    st.ClusterID,
+		Leader:       st.LeaderID,
+		Term:         st.Term,
+		CommitIndex:  st.CommitIndex,
+		AppliedIndex: st.AppliedIndex,
+		AnsweredBy:   st.ResponderID,
+		Members:      toMembersJSON(st.Members),
+		Warnings:     append([]string{}, st.Warnings...),
 	}
 }
 
-func toMembersJSON(ms []*pb.MemberStatus) []memberJSON {
+func toMembersJSON(ms []client.Member) []memberJSON {
 	out := make([]memberJSON, 0, len(ms))
 	for _, m := range ms {
 		out = append(out, memberJSON{
-			ID: m.GetId(), RaftAddr: m.GetRaftAddr(), GRPCAddr: m.GetGrpcAddr(), Suffrage: m.GetSuffrage(),
-			Healthy: m.GetHealthy(), LastContactMs: m.GetLastContactMs(), StartupReplay: toReplayJSON(m.GetStartupReplay()),
+			ID: m.ID, RaftAddr: m.RaftAddr, GRPCAddr: m.GRPCAddr, Suffrage: m.Suffrage,
+			Healthy: m.Healthy, LastContactMs: m.LastContact.Milliseconds(), StartupReplay: toReplayJSON(m.StartupReplay),
 		})
 	}
 	return out
 }
 
 // writeMembersTable prints the members of a status response.
-func writeMembersTable(w io.Writer, ms []*pb.MemberStatus) error {
+func writeMembersTable(w io.Writer, ms []client.Member) error {
 	t := newTable(w)
 	io.WriteString(t, "ID\tSUFFRAGE\tLEADER\tHEALTHY\tLAST CONTACT\tAPPLIED\tRAFT\tGRPC\tERROR\n")
 	for _, m := range ms {
 		leader := ""
-		if m.GetLeader() {
+		if m.Leader {
 			leader = "*"
 		}
 		healthy := "no"
-		if m.GetHealthy() {
+		if m.Healthy {
 			healthy = "yes"
 		}
 		contact := "-"
-		if ms := m.GetLastContactMs(); ms >= 0 {
-			contact = strconv.FormatInt(ms, 10) + "ms"
+		if m.LastContact >= 0 {
+			contact = strconv.FormatInt(m.LastContact.Milliseconds(), 10) + "ms"
 		}
-		cells := []string{m.GetId(), m.GetSuffrage(), leader, healthy, contact,
-			strconv.FormatUint(m.GetAppliedIndex(), 10), m.GetRaftAddr(), orDash(m.GetGrpcAddr()), orDash(m.GetError())}
+		cells := []string{m.ID, m.Suffrage, leader, healthy, contact,
+			strconv.FormatUint(m.AppliedIndex, 10), m.RaftAddr, orDash(m.GRPCAddr), orDash(m.Error)}
 		io.WriteString(t, strings.Join(cells, "\t")+"\n")
 	}
 	return t.Flush()
@@ -303,12 +328,12 @@ type segmentJSON struct {
 	LastIndex  uint64 `json:"last_index"`
 }
 
-func toSegmentsJSON(segs []*pb.SegmentInfo) []segmentJSON {
+func toSegmentsJSON(segs []client.Segment) []segmentJSON {
 	out := make([]segmentJSON, 0, len(segs))
 	for _, s := range segs {
 		out = append(out, segmentJSON{
-			ID: s.GetId(), FirstSeq: s.GetFirstSeq(), LastSeq: s.GetLastSeq(), Events: s.GetEvents(), Bytes: s.GetBytes(),
-			State: s.GetState(), FirstIndex: s.GetFirstIndex(), LastIndex: s.GetLastIndex(),
+			ID: s.ID, FirstSeq: s.FirstSeq, LastSeq: s.LastSeq, Events: s.Events, Bytes: s.Bytes,
+			State: s.State, FirstIndex: s.FirstIndex, LastIndex: s.LastIndex,
 		})
 	}
 	return out
@@ -321,6 +346,33 @@ type consumerJSON struct {
 	Lag      uint64 `json:"lag"`
 }
 
-func toConsumerJSON(c *pb.ConsumerInfo) consumerJSON {
-	return consumerJSON{Name: c.GetName(), AckedSeq: c.GetAckedSeq(), Lag: c.GetLag()}
+func toConsumerJSON(c client.Consumer) consumerJSON {
+	return consumerJSON{Name: c.Name, AckedSeq: c.AckedSeq, Lag: c.Lag}
+}
+
+// writeSegments prints coord journal segments.
+func writeSegments(w io.Writer, segs []client.Segment) error {
+	t := newTable(w)
+	io.WriteString(t, "ID\tFIRST SEQ\tLAST SEQ\tEVENTS\tBYTES\tSTATE\tFIRST INDEX\tLAST INDEX\n")
+	for _, s := range segs {
+		fmt.Fprintf(t, "%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\n", s.ID, s.FirstSeq, s.LastSeq, s.Events, s.Bytes, s.State, s.FirstIndex, s.LastIndex)
+	}
+	return t.Flush()
+}
+
+// writeConsumer prints the consumer that coord journal consumers register
+// or ack (done: "registered", "acked") left.
+func writeConsumer(w io.Writer, done string, c client.Consumer) error {
+	_, err := fmt.Fprintf(w, "%s consumer %s: acked seq %d, lag %d\n", done, c.Name, c.AckedSeq, c.Lag)
+	return err
+}
+
+// writeConsumers prints coord journal consumers ls.
+func writeConsumers(w io.Writer, list []client.Consumer) error {
+	t := newTable(w)
+	io.WriteString(t, "NAME\tACKED SEQ\tLAG\n")
+	for _, c := range list {
+		fmt.Fprintf(t, "%s\t%d\t%d\n", c.Name, c.AckedSeq, c.Lag)
+	}
+	return t.Flush()
 }

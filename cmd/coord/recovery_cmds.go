@@ -2,18 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/logbookhq/logbook/client"
-	"github.com/logbookhq/logbook/fsm"
-	"github.com/logbookhq/logbook/fsm/fsmpb"
 	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/proto"
 )
 
 // recoveryAttemptJSON is one attempt of a block recovery: a
@@ -45,85 +42,72 @@ type recoveryJSON struct {
 	CommittedAt  string   `json:"committed_at,omitempty"`
 }
 
-func nanosTime(n int64) string {
-	if n == 0 {
+// rfcTime is t in UTC as RFC 3339 with nanoseconds; "" for the zero time.
+func rfcTime(t time.Time) string {
+	if t.IsZero() {
 		return ""
 	}
-	return time.Unix(0, n).UTC().Format(time.RFC3339Nano)
+	return t.UTC().Format(time.RFC3339Nano)
 }
 
-// collectRecoveries folds the retained journal's recovery events into one
-// record per block, in the order the blocks were first recovered. Events
-// below trimmed_pos are gone, so are their recoveries.
+// collectRecoveries is every recovery in the retained journal, one record
+// per block, in the order the blocks were first recovered. Events below
+// trimmed_pos are gone, so are their recoveries.
 func collectRecoveries(ctx context.Context, c *client.Client) ([]*recoveryJSON, error) {
-	pos, err := c.Journal().Positions(ctx)
+	hs, err := c.Journal().Recoveries(ctx)
 	if err != nil {
 		return nil, err
 	}
-	byBlock := map[uint64]*recoveryJSON{}
-	var order []uint64
-	get := func(id uint64) *recoveryJSON {
-		r := byBlock[id]
-		if r == nil {
-			r = &recoveryJSON{BlockID: id, Attempts: []recoveryAttemptJSON{}}
-			byBlock[id] = r
-			order = append(order, id)
-		}
-		return r
-	}
-	from := pos.TrimmedPos
-	for page := 0; page < 1_000_000; page++ {
-		evs, info, err := c.Journal().Read(ctx, from, 1000)
-		if errors.Is(err, client.ErrOutOfRange) {
-			if p, perr := c.Journal().Positions(ctx); perr == nil && p.TrimmedPos > from {
-				from = p.TrimmedPos // trimmed while reading
-				continue
-			}
-		}
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range evs {
-			if e.Type != fsm.EventRecoveryStarted && e.Type != fsm.EventRecoveryCommitted {
-				continue
-			}
-			var ev fsmpb.NamespaceEvent
-			if err := proto.Unmarshal(e.Payload, &ev); err != nil {
-				return nil, fmt.Errorf("journal event %d (%s): %w", e.Seq, e.Type, err)
-			}
-			switch e.Type {
-			case fsm.EventRecoveryStarted:
-				op := ev.GetOp().GetStartRecovery()
-				b := ev.GetResult().GetBlock()
-				r := get(op.GetBlockId())
-				r.Path = op.GetPath()
-				if len(r.Attempts) == 0 {
-					r.OldGS = b.GetGs()
-				}
-				rec := b.GetRecovery()
-				r.Attempts = append(r.Attempts, recoveryAttemptJSON{
-					RecoveryID: rec.GetRecoveryId(), Attempt: rec.GetAttempt(), Primary: rec.GetPrimary(),
-					Reason: op.GetReason(), StartedAt: nanosTime(ev.GetUnixNanos()), Deadline: nanosTime(rec.GetDeadlineUnixNanos()), Seq: e.Seq,
-				})
-			case fsm.EventRecoveryCommitted:
-				op := ev.GetOp().GetCommitBlockSync()
-				r := get(op.GetBlockId())
-				r.Committed, r.RecoveryID, r.NewGS, r.Length = true, op.GetRecoveryId(), op.GetNewGs(), op.GetNewLength()
-				r.Participants = append([]string(nil), op.GetTargets()...)
-				r.Deleted, r.FileClosed = op.GetDeleteBlock(), ev.GetResult().GetClosed() || op.GetCloseFile()
-				r.CommittedAt = nanosTime(ev.GetUnixNanos())
-			}
-		}
-		if len(evs) == 0 || evs[len(evs)-1].Seq+1 >= info.NextSeq {
-			break
-		}
-		from = evs[len(evs)-1].Seq + 1
-	}
-	out := make([]*recoveryJSON, 0, len(order))
-	for _, id := range order {
-		out = append(out, byBlock[id])
+	out := make([]*recoveryJSON, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, toRecoveryJSON(h))
 	}
 	return out, nil
+}
+
+func toRecoveryJSON(h client.RecoveryHistory) *recoveryJSON {
+	r := &recoveryJSON{BlockID: h.BlockID, Path: h.Path, OldGS: h.OldGS, Attempts: []recoveryAttemptJSON{}}
+	for _, e := range h.Attempts {
+		a := e.Attempt
+		r.Attempts = append(r.Attempts, recoveryAttemptJSON{
+			RecoveryID: a.ID, Attempt: a.Attempt, Primary: a.Primary, Reason: a.Reason,
+			StartedAt: rfcTime(e.Time), Deadline: rfcTime(a.Deadline), Seq: e.Seq,
+		})
+	}
+	if e := h.Committed; e != nil {
+		cm := e.Commit
+		r.Committed, r.RecoveryID, r.NewGS, r.Length = true, cm.RecoveryID, cm.NewGS, cm.Length
+		r.Participants = append([]string(nil), cm.Participants...)
+		r.Deleted, r.FileClosed = cm.Deleted, cm.FileClosed
+		r.CommittedAt = rfcTime(e.Time)
+	}
+	return r
+}
+
+// writeRecoveries prints coord recovery ls.
+func writeRecoveries(w io.Writer, recs []*recoveryJSON) error {
+	t := newTable(w)
+	fmt.Fprintln(t, "BLOCK\tPATH\tATTEMPTS\tPRIMARY\tOUTCOME")
+	for _, r := range recs {
+		primary := "-" // its attempts were trimmed, its commit was not
+		if n := len(r.Attempts); n > 0 {
+			primary = r.Attempts[n-1].Primary
+		}
+		fmt.Fprintf(t, "%d\t%s\t%d\t%s\t%s\n", r.BlockID, r.Path, len(r.Attempts), primary, outcome(r))
+	}
+	return t.Flush()
+}
+
+// writeRecovery prints coord recovery show.
+func writeRecovery(w io.Writer, r *recoveryJSON) {
+	fmt.Fprintf(w, "block %d of %s (GS %d before recovery)\n", r.BlockID, r.Path, r.OldGS)
+	for _, a := range r.Attempts {
+		fmt.Fprintf(w, "  attempt %d: recovery id %d, primary %s, started %s, deadline %s (%s)\n", a.Attempt, a.RecoveryID, a.Primary, a.StartedAt, a.Deadline, a.Reason)
+	}
+	fmt.Fprintf(w, "  outcome: %s\n", outcome(r))
+	if r.Committed && !r.Deleted {
+		fmt.Fprintf(w, "  participants: %s\n", strings.Join(r.Participants, ", "))
+	}
 }
 
 func newRecoveryCmd() *cobra.Command {
@@ -148,13 +132,7 @@ still running).`,
 						Recoveries []*recoveryJSON `json:"recoveries"`
 					}{recs})
 				}
-				t := newTable(w)
-				fmt.Fprintln(t, "BLOCK\tPATH\tATTEMPTS\tPRIMARY\tOUTCOME")
-				for _, r := range recs {
-					last := r.Attempts[len(r.Attempts)-1]
-					fmt.Fprintf(t, "%d\t%s\t%d\t%s\t%s\n", r.BlockID, r.Path, len(r.Attempts), last.Primary, outcome(r))
-				}
-				return t.Flush()
+				return writeRecoveries(w, recs)
 			})
 		}),
 	}
@@ -186,14 +164,7 @@ still running).`,
 				if so.json {
 					return writeJSON(w, r)
 				}
-				fmt.Fprintf(w, "block %d of %s (GS %d before recovery)\n", r.BlockID, r.Path, r.OldGS)
-				for _, a := range r.Attempts {
-					fmt.Fprintf(w, "  attempt %d: recovery id %d, primary %s, started %s, deadline %s (%s)\n", a.Attempt, a.RecoveryID, a.Primary, a.StartedAt, a.Deadline, a.Reason)
-				}
-				fmt.Fprintf(w, "  outcome: %s\n", outcome(r))
-				if r.Committed && !r.Deleted {
-					fmt.Fprintf(w, "  participants: %s\n", strings.Join(r.Participants, ", "))
-				}
+				writeRecovery(w, r)
 				return nil
 			})
 		}),

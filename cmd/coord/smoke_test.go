@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/logbookhq/logbook/api/logbookv1"
 	lbbench "github.com/logbookhq/logbook/bench" // "bench" is a result below
+	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/internal/coordserver"
 	"github.com/logbookhq/logbook/internal/testports"
 )
@@ -41,7 +41,7 @@ func startDevFreePorts(t *testing.T, opts devOptions) (*devCluster, error) {
 
 // startTestCluster starts a 3-member dev cluster on free ports, waits until
 // it is ready and stops it when the test ends.
-func startTestCluster(t *testing.T) (*devCluster, *pb.StatusResponse) {
+func startTestCluster(t *testing.T) (*devCluster, client.ClusterStatus) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a 3-member cluster")
@@ -70,7 +70,7 @@ func startTestCluster(t *testing.T) (*devCluster, *pb.StatusResponse) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.LeaderId == "" {
+	if st.LeaderID == "" {
 		t.Fatal("no leader")
 	}
 	return d, st

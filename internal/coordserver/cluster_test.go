@@ -63,7 +63,7 @@ func TestFormByBootstrapExpect(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st.LeaderId != tc.cfgs[leader].ID || len(st.Members) != n || st.ClusterId != "test-cluster" {
+			if st.LeaderID != tc.cfgs[leader].ID || len(st.Members) != n || st.ClusterID != "test-cluster" {
 				t.Fatalf("status %+v", st)
 			}
 			eventually(t, 10*time.Second, "all members healthy in status", func() bool {
@@ -72,7 +72,7 @@ func TestFormByBootstrapExpect(t *testing.T) {
 					return false
 				}
 				for _, m := range st.Members {
-					if !m.Healthy || m.GrpcAddr == "" {
+					if !m.Healthy || m.GRPCAddr == "" {
 						return false
 					}
 				}
@@ -153,18 +153,14 @@ func verifyJournal(t *testing.T, tc *testCluster, acked map[uint64]string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		c := tc.client(ctx)
 		var all []client.StoredEvent
-		for from := uint64(1); ; {
-			evs, info, err := c.Journal().ReadAt(ctx, s.GRPCAddr(), from, 5000)
-			if err != nil {
-				t.Fatal(err)
-			}
-			all = append(all, evs...)
-			if len(evs) == 0 || evs[len(evs)-1].Seq+1 >= info.NextSeq {
-				break
-			}
-			from = evs[len(evs)-1].Seq + 1
-		}
+		err := c.Journal().ReadRange(ctx, 1, 0, func(e client.StoredEvent) error {
+			all = append(all, e)
+			return nil
+		}, client.AtEndpoint(s.GRPCAddr()), client.WithPageSize(5000))
 		cancel()
+		if err != nil {
+			t.Fatalf("member %s: %v", s.ID(), err)
+		}
 		for k, e := range all {
 			if e.Seq != uint64(k+1) {
 				t.Fatalf("member %s: event %d has seq %d (gap or duplicate)", s.ID(), k, e.Seq)

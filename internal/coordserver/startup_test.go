@@ -94,11 +94,11 @@ func TestRestartedFollowerReadiness(t *testing.T) {
 		}
 		for _, m := range st.Members {
 			switch {
-			case m.Id == tc.cfgs[f].ID && m.StartupReplay == nil:
+			case m.ID == tc.cfgs[f].ID && m.StartupReplay == nil:
 				return false
-			case m.Id == tc.cfgs[f].ID && (m.StartupReplay.SnapshotEvents+m.StartupReplay.LogEvents != calls*per || !m.StartupReplay.CaughtUp):
+			case m.ID == tc.cfgs[f].ID && (m.StartupReplay.SnapshotEvents+m.StartupReplay.LogEvents != calls*per || !m.StartupReplay.CaughtUp):
 				t.Fatalf("status of the restarted member: %v", m)
-			case m.Id != tc.cfgs[f].ID && m.StartupReplay != nil:
+			case m.ID != tc.cfgs[f].ID && m.StartupReplay != nil:
 				t.Fatalf("status of a member that started empty: %v", m)
 			}
 		}

@@ -86,7 +86,7 @@ func upCluster(t *testing.T, p *project, members []string) *cluster {
 	}
 	cl.waitHealthy(services...)
 	st := cl.waitStable(n)
-	cl.logf("leader %s, %d members healthy; published gRPC %v", st.LeaderId, n, cl.addrMapCopy())
+	cl.logf("leader %s, %d members healthy; published gRPC %v", st.LeaderID, n, cl.addrMapCopy())
 	return cl
 }
 
@@ -243,8 +243,8 @@ func (cl *cluster) waitHealthy(services ...string) {
 }
 
 // status is the cluster status as answered by any member.
-func (cl *cluster) status(ctx context.Context) (*pb.StatusResponse, error) {
-	var st *pb.StatusResponse
+func (cl *cluster) status(ctx context.Context) (client.ClusterStatus, error) {
+	var st client.ClusterStatus
 	err := cl.withClient(ctx, func(c *client.Client) error {
 		var err error
 		st, err = c.Status(ctx)
@@ -255,9 +255,9 @@ func (cl *cluster) status(ctx context.Context) (*pb.StatusResponse, error) {
 
 // waitStable waits until the cluster has a leader and n members, all
 // healthy with their gRPC address registered.
-func (cl *cluster) waitStable(n int) *pb.StatusResponse {
+func (cl *cluster) waitStable(n int) client.ClusterStatus {
 	cl.t.Helper()
-	var st *pb.StatusResponse
+	var st client.ClusterStatus
 	err := poll(90*time.Second, 200*time.Millisecond, func(ctx context.Context) error {
 		var err error
 		if st, err = cl.status(ctx); err != nil {
@@ -272,16 +272,16 @@ func (cl *cluster) waitStable(n int) *pb.StatusResponse {
 	return st
 }
 
-func stable(st *pb.StatusResponse, n int) error {
-	if st.LeaderId == "" {
-		return fmt.Errorf("no leader (answered by %s)", st.ResponderId)
+func stable(st client.ClusterStatus, n int) error {
+	if st.LeaderID == "" {
+		return fmt.Errorf("no leader (answered by %s)", st.ResponderID)
 	}
 	if len(st.Members) != n {
 		return fmt.Errorf("%d members, want %d", len(st.Members), n)
 	}
 	for _, m := range st.Members {
-		if !m.Healthy || m.GrpcAddr == "" {
-			return fmt.Errorf("member %s not healthy: %s (answered by %s)", m.Id, m.Error, st.ResponderId)
+		if !m.Healthy || m.GRPCAddr == "" {
+			return fmt.Errorf("member %s not healthy: %s (answered by %s)", m.ID, m.Error, st.ResponderID)
 		}
 	}
 	return nil
@@ -297,13 +297,13 @@ func (cl *cluster) leader(want ...string) string {
 		if err != nil {
 			return err
 		}
-		if st.LeaderId == "" {
+		if st.LeaderID == "" {
 			return errors.New("no leader")
 		}
-		if len(want) > 0 && !slices.Contains(want, st.LeaderId) {
-			return fmt.Errorf("leader %s, want one of %v", st.LeaderId, want)
+		if len(want) > 0 && !slices.Contains(want, st.LeaderID) {
+			return fmt.Errorf("leader %s, want one of %v", st.LeaderID, want)
 		}
-		id = st.LeaderId
+		id = st.LeaderID
 		return nil
 	})
 	if err != nil {
@@ -365,11 +365,11 @@ func (cl *cluster) waitUnhealthy(service string) {
 			return err
 		}
 		for _, m := range st.Members {
-			if m.Id == service && !m.Healthy && st.ResponderId != service {
+			if m.ID == service && !m.Healthy && st.ResponderID != service {
 				return nil
 			}
 		}
-		return fmt.Errorf("%s still healthy per %s", service, st.ResponderId)
+		return fmt.Errorf("%s still healthy per %s", service, st.ResponderID)
 	})
 	if err != nil {
 		cl.t.Fatal(err)
@@ -604,19 +604,15 @@ func (cl *cluster) readMember(service string) ([]client.StoredEvent, error) {
 	defer cancel()
 	var out []client.StoredEvent
 	err := cl.withClient(ctx, func(c *client.Client) error {
-		from := uint64(1)
-		for page := 0; page < 100_000; page++ {
-			evs, info, err := c.Journal().ReadAt(ctx, cl.addr(service), from, 1000)
-			if err != nil {
-				return fmt.Errorf("read %s from %d: %w", service, from, err)
-			}
-			out = append(out, evs...)
-			if len(evs) == 0 || evs[len(evs)-1].Seq+1 >= info.NextSeq {
-				return nil
-			}
-			from = evs[len(evs)-1].Seq + 1
+		out = out[:0] // a retry on another client starts over
+		err := c.Journal().ReadRange(ctx, 1, 0, func(e client.StoredEvent) error {
+			out = append(out, e)
+			return nil
+		}, client.AtEndpoint(cl.addr(service)))
+		if err != nil {
+			return fmt.Errorf("read %s: %w", service, err)
 		}
-		return errors.New("too many pages")
+		return nil
 	})
 	return out, err
 }

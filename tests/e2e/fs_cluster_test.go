@@ -23,12 +23,9 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
-	"github.com/logbookhq/logbook/fsm"
-	"github.com/logbookhq/logbook/fsm/fsmpb"
 	"github.com/logbookhq/logbook/internal/nodeserver/blockio"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/proto"
 )
 
 const (
@@ -225,7 +222,7 @@ func (fc *fsCluster) waitNodesLive(nodes ...string) {
 		for _, want := range nodes {
 			ok := false
 			for _, n := range r.Nodes {
-				if n.GetNode().GetId() == want {
+				if n.ID == want {
 					ok = n.Live && n.FullReport
 				}
 			}
@@ -414,61 +411,46 @@ func (w *writerProc) data() []byte { return writerData(w.seed, w.written) }
 
 // recoveryLog is a block's recovery as the journal's audit events tell it.
 type recoveryLog struct {
-	attempts  []*fsmpb.BlockRecovery
-	committed *fsmpb.CommitBlockSyncOp
+	attempts  []*client.BlockRecovery
+	committed *client.RecoveryCommit
 }
 
 func (r recoveryLog) String() string {
 	var b strings.Builder
 	for _, a := range r.attempts {
-		fmt.Fprintf(&b, "attempt %d: id %d primary %s (%s); ", a.GetAttempt(), a.GetRecoveryId(), a.GetPrimary(), a.GetReason())
+		fmt.Fprintf(&b, "attempt %d: id %d primary %s (%s); ", a.Attempt, a.ID, a.Primary, a.Reason)
 	}
 	if c := r.committed; c != nil {
-		fmt.Fprintf(&b, "committed id %d length %d targets %v", c.GetRecoveryId(), c.GetNewLength(), c.GetTargets())
+		fmt.Fprintf(&b, "committed id %d length %d targets %v", c.RecoveryID, c.Length, c.Participants)
 	} else {
 		b.WriteString("not committed")
 	}
 	return b.String()
 }
 
-// recoveryOf folds the logbook.recovery.* events of block id.
+// recoveryOf is block id's recovery from the journal's recovery events.
 func (fc *fsCluster) recoveryOf(ctx context.Context, id uint64) (recoveryLog, error) {
 	var out recoveryLog
 	c, err := fc.client(ctx)
 	if err != nil {
 		return out, err
 	}
-	from := uint64(1)
-	for page := 0; page < 10_000; page++ {
-		evs, info, err := c.Journal().Read(ctx, from, 1000)
-		if err != nil {
-			return out, err
-		}
-		for _, e := range evs {
-			if e.Type != fsm.EventRecoveryStarted && e.Type != fsm.EventRecoveryCommitted {
-				continue
-			}
-			var ev fsmpb.NamespaceEvent
-			if err := proto.Unmarshal(e.Payload, &ev); err != nil {
-				return out, fmt.Errorf("event %d: %w", e.Seq, err)
-			}
-			switch e.Type {
-			case fsm.EventRecoveryStarted:
-				if ev.GetOp().GetStartRecovery().GetBlockId() == id {
-					out.attempts = append(out.attempts, ev.GetResult().GetBlock().GetRecovery())
-				}
-			case fsm.EventRecoveryCommitted:
-				if op := ev.GetOp().GetCommitBlockSync(); op.GetBlockId() == id {
-					out.committed = op
-				}
-			}
-		}
-		if len(evs) == 0 || evs[len(evs)-1].Seq+1 >= info.NextSeq {
-			return out, nil
-		}
-		from = evs[len(evs)-1].Seq + 1
+	hs, err := c.Journal().Recoveries(ctx)
+	if err != nil {
+		return out, err
 	}
-	return out, errors.New("too many journal pages")
+	for _, h := range hs {
+		if h.BlockID != id {
+			continue
+		}
+		for _, a := range h.Attempts {
+			out.attempts = append(out.attempts, a.Attempt)
+		}
+		if h.Committed != nil {
+			out.committed = h.Committed.Commit
+		}
+	}
+	return out, nil
 }
 
 // replicaOn is node's replica of block id (nil when it has none).

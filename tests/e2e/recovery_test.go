@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/logbookhq/logbook/fsm/fsmpb"
 	"io"
 	"slices"
 	"testing"
@@ -88,13 +87,13 @@ func TestFSRecovery(t *testing.T) {
 		b, rec := fc.waitRecovered(t, w.path, blk.Id)
 		fc.logf("closed %.1fs after the writer's kill: %s", time.Since(killed).Seconds(), rec)
 		c := rec.committed
-		if c.GetRecoveryId() <= first.GetRecoveryId() {
-			t.Fatalf("committed recovery id %d, want a re-drive above %d (was the primary killed too late?): %s", c.GetRecoveryId(), first.GetRecoveryId(), rec)
+		if c.RecoveryID <= first.GetRecoveryId() {
+			t.Fatalf("committed recovery id %d, want a re-drive above %d (was the primary killed too late?): %s", c.RecoveryID, first.GetRecoveryId(), rec)
 		}
-		if by := rec.attemptOf(c.GetRecoveryId()); by == nil || by.GetPrimary() == primary {
+		if by := rec.attemptOf(c.RecoveryID); by == nil || by.Primary == primary {
 			t.Errorf("the committing attempt %v was not driven by another primary than %s: %s", by, primary, rec)
 		}
-		if slices.Contains(c.GetTargets(), primary) {
+		if slices.Contains(c.Participants, primary) {
 			t.Errorf("the killed primary %s is a target of the commit: %s", primary, rec)
 		}
 		fc.checkReplicas(t, w, b, rec, primary)
@@ -120,7 +119,7 @@ func TestFSRecovery(t *testing.T) {
 		fc.logf("closed %.1fs after the writer's kill: %s", time.Since(killed).Seconds(), rec)
 		// The new leader resumed the recovery from FSM state and accepted
 		// the primary's commit of the same recovery id.
-		if got := rec.committed.GetRecoveryId(); got != first.GetRecoveryId() || len(rec.attempts) != 1 {
+		if got := rec.committed.RecoveryID; got != first.GetRecoveryId() || len(rec.attempts) != 1 {
 			t.Errorf("committed recovery id %d after %d attempts, want the first attempt's %d committed through the new leader: %s", got, len(rec.attempts), first.GetRecoveryId(), rec)
 		}
 		fc.checkReplicas(t, w, b, rec)
@@ -182,7 +181,7 @@ func TestFSRecovery(t *testing.T) {
 		b, rec := fc.waitRecovered(t, w.path, blk.Id)
 		fc.logf("closed %.1fs after the writer's kill: %s", time.Since(killed).Seconds(), rec)
 		// RBW beats RWR (design §R4.1): the restarted replica takes no part.
-		if slices.Contains(rec.committed.GetTargets(), victim) {
+		if slices.Contains(rec.committed.Participants, victim) {
 			t.Errorf("the RWR replica on %s took part in the recovery: %s", victim, rec)
 		}
 		fc.checkReplicas(t, w, b, rec)
@@ -334,9 +333,9 @@ func TestFSRecovery(t *testing.T) {
 }
 
 // attemptOf is the attempt with recovery id id.
-func (r recoveryLog) attemptOf(id uint64) *fsmpb.BlockRecovery {
+func (r recoveryLog) attemptOf(id uint64) *client.BlockRecovery {
 	for _, a := range r.attempts {
-		if a.GetRecoveryId() == id {
+		if a.ID == id {
 			return a
 		}
 	}
@@ -416,7 +415,7 @@ func (fc *fsCluster) waitRecovered(t *testing.T, path string, id uint64) (client
 			return fmt.Errorf("%s still open (%d blocks)", path, len(info.Blocks))
 		}
 		b = info.Blocks[len(info.Blocks)-1]
-		if b.ID != id || b.State != pb.BlockState_BLOCK_STATE_COMPLETE {
+		if b.ID != id || b.State != client.BlockComplete {
 			return fmt.Errorf("%s closed with last block %d %v, want block %d COMPLETE", path, b.ID, b.State, id)
 		}
 		return nil
@@ -435,7 +434,7 @@ func (fc *fsCluster) waitRecovered(t *testing.T, path string, id uint64) (client
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := rec.committed; c.GetNewGs() != b.GS || c.GetNewLength() != b.Length || c.GetDeleteBlock() {
+	if c := rec.committed; c.NewGS != b.GS || c.Length != b.Length || c.Deleted {
 		t.Fatalf("block %d GS %d length %d, but the recovery committed %v", id, b.GS, b.Length, c)
 	}
 	return b, rec
@@ -465,7 +464,7 @@ func (fc *fsCluster) checkReplicas(t *testing.T, w *writerProc, b client.BlockIn
 			t.Fatal(err)
 		}
 		if r == nil || r.State != pb.ReplicaState_REPLICA_STATE_FINALIZED || r.Gs != b.GS {
-			if slices.Contains(rec.committed.GetTargets(), n) {
+			if slices.Contains(rec.committed.Participants, n) {
 				t.Errorf("%s is a recovery target but holds %v, want FINALIZED at GS %d", n, r, b.GS)
 			}
 			continue
@@ -487,8 +486,8 @@ func (fc *fsCluster) checkReplicas(t *testing.T, w *writerProc, b client.BlockIn
 			first = got
 		}
 	}
-	if len(finalized) < len(rec.committed.GetTargets()) || len(finalized) == 0 {
-		t.Errorf("FINALIZED replicas at GS %d on %v; the commit names %v", b.GS, finalized, rec.committed.GetTargets())
+	if len(finalized) < len(rec.committed.Participants) || len(finalized) == 0 {
+		t.Errorf("FINALIZED replicas at GS %d on %v; the commit names %v", b.GS, finalized, rec.committed.Participants)
 	}
 	fc.logf("block %d: %d FINALIZED replicas at GS %d on %v, %d bytes each (acked %d, written %d), identical, the writer's",
 		b.ID, len(finalized), b.GS, finalized, b.Length, w.acked, len(data))
