@@ -69,7 +69,10 @@ func startClusterOn(t *testing.T, nodes int, ports coordserver.Ports, opts ...fu
 				o(cfg)
 			}
 		},
-		Node: func(_ int, cfg *nodeserver.Config) { cfg.AckTimeout = 10 * time.Second },
+		Node: func(_ int, cfg *nodeserver.Config) {
+			cfg.HeartbeatInterval = 200 * time.Millisecond
+			cfg.AckTimeout = 10 * time.Second
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -109,7 +109,6 @@ func startDev(opts devOptions) (_ *devCluster, err error) {
 		Logger:       opts.Logger,
 		Coordinator:  func(_ int, cfg *coordserver.Config) { devCoordinator(opts, cfg) },
 		Node: func(_ int, cfg *nodeserver.Config) {
-			cfg.HeartbeatInterval = nodeserver.DefaultConfig().HeartbeatInterval
 			if opts.HeartbeatInterval > 0 {
 				cfg.HeartbeatInterval = opts.HeartbeatInterval
 			}

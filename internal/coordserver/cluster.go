@@ -107,8 +107,8 @@ func StartCluster(opts ClusterOptions) (_ *Cluster, err error) {
 		cfg.RaftAddr, cfg.GRPCAddr, cfg.GossipAddr, cfg.HTTPAddr = a.Raft, a.GRPC, a.Gossip, a.HTTP
 		cfg.BootstrapExpect = opts.Coordinators
 		cfg.Logger = opts.Logger.With("member", cfg.ID)
-		// Every member joins through the first one's gossip address, the
-		// first one too: restarted, it finds the others again.
+		// Every member joins through the first one's gossip address (the
+		// first one's join of itself finds no one; the others reach it).
 		cfg.Join = []string{cfg.GossipAddr}
 		if i > 0 {
 			cfg.Join = []string{c.cfgs[0].GossipAddr}

@@ -4,15 +4,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	"github.com/logbookhq/logbook/internal/nodeserver"
 )
-
-// clusterNodeHeartbeat is a Cluster's storage nodes' heartbeat period
-// unless ClusterOptions.Node sets another: short, so a cluster is ready
-// soon after it starts.
-const clusterNodeHeartbeat = 200 * time.Millisecond
 
 // AddNode starts one more storage node, joined to the coordinators (their
 // gRPC endpoints and their gossip), with mod, when set, adjusting its
@@ -39,7 +33,6 @@ func (c *Cluster) AddNode(mod func(*nodeserver.Config)) (*nodeserver.Server, err
 			cfg.Join = append(cfg.Join, cc.GossipAddr)
 		}
 	}
-	cfg.HeartbeatInterval = clusterNodeHeartbeat
 	cfg.Logger = c.opts.Logger.With("node", cfg.ID)
 	if c.opts.Node != nil {
 		c.opts.Node(i, &cfg)

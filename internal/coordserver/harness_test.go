@@ -215,7 +215,6 @@ func (tc *testCluster) restartNode(n *nodeserver.Server) *nodeserver.Server {
 	tc.t.Helper()
 	for i := range tc.Nodes() {
 		if cfg := tc.NodeConfig(i); cfg.ID == n.ID() {
-			n.Close()
 			tc.StopNode(i)
 			back, err := tc.StartNode(i)
 			if err != nil {

@@ -175,9 +175,6 @@ func (s *Server) Raft() *raft.Raft { return s.raft }
 // FSM exposes the state machine to tests and tools in this module.
 func (s *Server) FSM() *fsm.FSM { return s.fsm }
 
-// Config is the configuration the server runs with.
-func (s *Server) Config() Config { return s.cfg }
-
 // LeaderReady reports whether this member leads and has applied its first
 // entry of the term (it serves linearizable reads).
 func (s *Server) LeaderReady() bool { return s.leaderReady() }
