@@ -4,7 +4,7 @@ package client
 // scenarios 19–26) with real coordinators and storage nodes in this
 // process. The scenario table (every §R7 scenario → the test that covers it,
 // or why no cluster test does) is at the top of
-// internal/coordserver/scenarios_test.go.
+// internal/coordserver/scen_harness_test.go.
 
 import (
 	"bytes"
