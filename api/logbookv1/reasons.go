@@ -23,6 +23,13 @@ const (
 	// retention quota (ResourceExhausted); the append was not applied.
 	// Appends are taken again once trim brings the journal under it.
 	ReasonJournalFull = "JOURNAL_FULL"
+	// ReasonNoIdentity: the cluster runs with TLS and the call carries no
+	// verified certificate (Unauthenticated).
+	ReasonNoIdentity = "NO_IDENTITY"
+	// ReasonWrongRole: the caller's certificate is of a role this RPC does
+	// not accept, or names another member than the request claims
+	// (PermissionDenied).
+	ReasonWrongRole = "WRONG_ROLE"
 
 	// ErrorInfo metadata keys.
 	MetaLeaderID   = "leader_id"

@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/logbookhq/logbook/internal/tlsflag"
+	"google.golang.org/grpc/credentials"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
@@ -28,6 +32,7 @@ type clientOpts struct {
 	json       bool
 	// zeroTimeout lets --timeout 0 mean no deadline (journal tail).
 	zeroTimeout bool
+	tls         *tlsflag.Flags
 }
 
 // addClientFlags registers the client flags on cmd.
@@ -39,8 +44,25 @@ func addClientFlags(cmd *cobra.Command, timeout time.Duration, timeoutHelp strin
 	fs.DurationVar(&o.timeout, "timeout", timeout, timeoutHelp)
 	fs.StringSliceVar(&o.addressMap, "address-map", nil, "translate advertised member addresses to reachable ones: adv=reach,...")
 	fs.BoolVar(&o.json, "json", false, "print JSON")
-	envflag.Bind(fs, "endpoints", "cluster-id", "address-map")
+	o.tls = tlsflag.Add(fs, false)
+	envflag.Bind(fs, "endpoints", "cluster-id", "address-map", "tls-cert", "tls-key", "tls-ca")
 	return o
+}
+
+// tlsConfig is the TLS of the client flags: nil without --tls-ca, a client
+// certificate with --tls-cert and --tls-key.
+func (o *clientOpts) tlsConfig() (*tls.Config, error) {
+	if !o.tls.Set() {
+		return nil, nil
+	}
+	if o.tls.CA == "" {
+		return nil, usageErrorf("--tls-cert and --tls-key need --tls-ca (the cluster CA)")
+	}
+	conf, err := client.LoadTLS(o.tls.Cert, o.tls.Key, o.tls.CA)
+	if err != nil {
+		return nil, usageErrorf("TLS: %w", err)
+	}
+	return conf, nil
 }
 
 func (o *clientOpts) validate() (endpoints []string, addrMap map[string]string, err error) {
@@ -77,7 +99,12 @@ func (o *clientOpts) config() (client.Config, error) {
 	if o.timeout > 0 {
 		attempt = min(attempt, o.timeout)
 	}
+	tlsConf, err := o.tlsConfig()
+	if err != nil {
+		return client.Config{}, err
+	}
 	return client.Config{
+		TLS:            tlsConf,
 		Endpoints:      endpoints,
 		ClusterID:      strings.TrimSpace(o.clusterID),
 		AddressMap:     addrMap,
@@ -322,7 +349,15 @@ but this binary is needed (suits healthchecks in FROM-scratch images).`,
 			if id := strings.TrimSpace(o.clusterID); id != "" {
 				ctx = metadata.AppendToOutgoingContext(ctx, pb.MDClusterID, id)
 			}
-			conn, err := grpc.NewClient(ep, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			tlsConf, err := o.tlsConfig()
+			if err != nil {
+				return err
+			}
+			creds := insecure.NewCredentials()
+			if tlsConf != nil {
+				creds = credentials.NewTLS(tlsConf)
+			}
+			conn, err := grpc.NewClient(ep, grpc.WithTransportCredentials(creds))
 			if err != nil {
 				return fmt.Errorf("health %s: %w", ep, err)
 			}

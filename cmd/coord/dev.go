@@ -14,8 +14,10 @@ import (
 	"github.com/logbookhq/logbook/internal/blocks"
 	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/logbookhq/logbook/internal/coordserver"
+	"github.com/logbookhq/logbook/internal/envflag"
 	"github.com/logbookhq/logbook/internal/logging"
 	"github.com/logbookhq/logbook/internal/nodeserver"
+	"github.com/logbookhq/logbook/internal/pki"
 	"github.com/spf13/cobra"
 )
 
@@ -63,6 +65,9 @@ type devOptions struct {
 	// SerialLeaderWrite turns off the leader's parallel write (coord serve
 	// --raft-parallel-leader-write=false).
 	SerialLeaderWrite bool
+	// Secure runs every member with TLS from a throwaway CA in the data
+	// directory (coordserver.ClusterOptions.Secure).
+	Secure bool
 }
 
 // devCluster is a running in-process cluster (coordserver.Cluster) and
@@ -107,6 +112,7 @@ func startDev(opts devOptions) (_ *devCluster, err error) {
 		Dir:          d.dir,
 		Ports:        opts.Ports,
 		Logger:       opts.Logger,
+		Secure:       opts.Secure,
 		Coordinator:  func(_ int, cfg *coordserver.Config) { devCoordinator(opts, cfg) },
 		Node: func(_ int, cfg *nodeserver.Config) {
 			if opts.HeartbeatInterval > 0 {
@@ -174,7 +180,14 @@ func (d *devCluster) endpoints() []string { return d.c.Endpoints() }
 // waitReady polls the cluster status until there is a leader and every
 // member is registered and healthy, or ctx ends.
 func (d *devCluster) waitReady(ctx context.Context) (client.ClusterStatus, error) {
-	c, err := client.New(ctx, client.Config{Endpoints: d.endpoints(), AttemptTimeout: time.Second})
+	cfg := client.Config{Endpoints: d.endpoints(), AttemptTimeout: time.Second}
+	if t := d.c.TLS(); t != nil {
+		var err error
+		if cfg.TLS, err = t.ClientTLS(); err != nil {
+			return client.ClusterStatus{}, err
+		}
+	}
+	c, err := client.New(ctx, cfg)
 	if err != nil {
 		return client.ClusterStatus{}, err
 	}
@@ -242,11 +255,19 @@ func (d *devCluster) printBanner(w io.Writer, st client.ClusterStatus) {
 		}
 	}
 	t.Flush()
-	fmt.Fprintf(w, "\nLeader: %s\n\nTry:\n", st.LeaderID)
+	fmt.Fprintf(w, "\nLeader: %s\n\n", st.LeaderID)
 	flags := ""
 	if ep := first.GRPCAddr; ep != coordserver.DefaultConfig().GRPCAddr {
 		flags = " --endpoints " + ep
 	}
+	scheme := "http"
+	if t := d.c.TLS(); t != nil {
+		scheme = "https"
+		f, _ := t.Files(coordserver.ClusterUser, pki.RoleClient)
+		fmt.Fprintf(w, "Every connection is TLS; the CA and certificates are in %s. As user %q:\n", t.Dir, coordserver.ClusterUser)
+		fmt.Fprintf(w, "  export %s=%s %s=%s %s=%s\n\n", envflag.Name("tls-cert"), f.Cert, envflag.Name("tls-key"), f.Key, envflag.Name("tls-ca"), f.CA)
+	}
+	fmt.Fprintln(w, "Try:")
 	examples := []string{"status", "journal append --type demo --payload hello", "journal read --from 1"}
 	if d.c.Nodes() > 0 {
 		examples = append(examples, "nodes", "fs put README.md /demo/readme", "fs stat /demo/readme", "cache add /demo/readme --replication 2")
@@ -254,7 +275,12 @@ func (d *devCluster) printBanner(w io.Writer, st client.ClusterStatus) {
 	for _, ex := range examples {
 		fmt.Fprintf(w, "  coord %s%s\n", ex, flags)
 	}
-	fmt.Fprintf(w, "  curl http://%s/metrics\n\nCtrl-C stops the cluster.\n", first.HTTPAddr)
+	if scheme == "https" {
+		fmt.Fprintf(w, "  curl --cacert $%s --cert $%s --key $%s https://%s/metrics\n", envflag.Name("tls-ca"), envflag.Name("tls-cert"), envflag.Name("tls-key"), first.HTTPAddr)
+	} else {
+		fmt.Fprintf(w, "  curl http://%s/metrics\n", first.HTTPAddr)
+	}
+	fmt.Fprintln(w, "\nCtrl-C stops the cluster.")
 }
 
 func newDevCmd(e env) *cobra.Command {
@@ -275,7 +301,11 @@ every client command works without flags; the others take the next free
 ports. Storage nodes take gRPC 7400, http 7500, gossip 7600 and up, register
 with the coordinators and heartbeat; a node shut down for a restart (coord
 nodes shutdown NODE --restart) is started again at once, so you can watch
-its writers wait and resume. Ctrl-C stops them all.`,
+its writers wait and resume. Ctrl-C stops them all.
+
+With --secure every connection is mutual TLS: a throwaway CA, a certificate
+per member and one for the user "admin" are made in the data directory
+(tls/), and the banner prints the variables that point the CLI at them.`,
 		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			if opts.Members < 1 || opts.Members > 5 {
@@ -343,6 +373,7 @@ its writers wait and resume. Ctrl-C stops them all.`,
 	fs.Uint64Var(&opts.JournalMaxRetainedBytes, "journal-max-retained-bytes", coordserver.DefaultConfig().Journal.MaxRetainedBytes, "the coordinators' retention quota: past it new appends are refused until trim catches up (0: none; see coord serve --help)")
 	fs.BoolVar(&opts.WALPrefill, "raft-wal-prefill", true, "write the coordinators' raft-wal segments full of zeros ahead of use (see coord serve --help)")
 	fs.BoolVar(&parallel, "raft-parallel-leader-write", true, "the coordinators' leader writes new log entries while it replicates them (see coord serve --help)")
+	fs.BoolVar(&opts.Secure, "secure", false, "run every connection with mutual TLS from a throwaway CA in the data directory")
 	fs.DurationVar(&opts.DeadNodeInterval, "dead-node-interval", 0, "a storage node silent this long is dead and its blocks are re-replicated (default 10m; below 30s the stale interval becomes a third of it)")
 	return cmd
 }

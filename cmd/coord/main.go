@@ -142,6 +142,7 @@ Exit codes: 0 ok, 1 failure, 2 usage or configuration error.`,
 		newFSCmd(),
 		newCacheCmd(),
 		newHealthCmd(),
+		newTLSCmd(),
 		newBenchCmd(),
 		newVersionCmd(),
 	)

@@ -13,6 +13,7 @@ import (
 	"github.com/logbookhq/logbook/internal/coordserver"
 	"github.com/logbookhq/logbook/internal/envflag"
 	"github.com/logbookhq/logbook/internal/logging"
+	"github.com/logbookhq/logbook/internal/tlsflag"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -28,6 +29,7 @@ type serveFlags struct {
 	logLevel  string
 	logJSON   bool
 	gcPercent int
+	tls       *tlsflag.Flags
 }
 
 // addServeFlags registers coord serve's flags on fs, with the defaults of
@@ -81,6 +83,7 @@ func addServeFlags(fs *pflag.FlagSet) *serveFlags {
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of text")
 	fs.IntVar(&f.gcPercent, "gc-percent", defaultGCPercent, "garbage-collection target, as GOGC: the heap may grow to 1+N/100 times the live heap before a collection; a higher value trades memory for fewer collections; GOGC in the environment wins")
+	f.tls = tlsflag.Add(fs, true)
 	envflag.Bind(fs)
 	return f
 }
@@ -116,6 +119,13 @@ func (f *serveFlags) config(logOut io.Writer) (coordserver.Config, error) {
 		errs = append(errs, fmt.Errorf("--log-level: %w", err))
 	}
 	cfg.Logger = logger
+	if err == nil {
+		src, err := f.tls.Source(logger.With("component", "tls"))
+		if err != nil {
+			errs = append(errs, err)
+		}
+		cfg.Security.TLS = src
+	}
 	if len(errs) > 0 {
 		return coordserver.Config{}, errors.Join(errs...)
 	}
@@ -149,6 +159,7 @@ rejoins its cluster with whatever it had.`,
 			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
+			go tlsflag.Watch(ctx, cfg.Security.TLS, f.tls.ReloadInterval)
 			srv, err := coordserver.New(cfg)
 			if err != nil {
 				return err

@@ -13,6 +13,7 @@ import (
 	"github.com/logbookhq/logbook/internal/envflag"
 	"github.com/logbookhq/logbook/internal/logging"
 	"github.com/logbookhq/logbook/internal/nodeserver"
+	"github.com/logbookhq/logbook/internal/tlsflag"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -24,6 +25,7 @@ type serveFlags struct {
 	volumes  []string
 	logLevel string
 	logJSON  bool
+	tls      *tlsflag.Flags
 }
 
 // addServeFlags registers node serve's flags on fs with the defaults of
@@ -57,6 +59,7 @@ func addServeFlags(fs *pflag.FlagSet) *serveFlags {
 	if err := fs.MarkHidden("failpoint-recovery-pause"); err != nil {
 		panic(err)
 	}
+	f.tls = tlsflag.Add(fs, true)
 	envflag.Bind(fs)
 	return f
 }
@@ -88,6 +91,13 @@ func (f *serveFlags) config(logOut io.Writer) (nodeserver.Config, error) {
 		errs = append(errs, fmt.Errorf("--log-level: %w", err))
 	}
 	cfg.Logger = logger
+	if err == nil {
+		src, err := f.tls.Source(logger.With("component", "tls"))
+		if err != nil {
+			errs = append(errs, err)
+		}
+		cfg.Security.TLS = src
+	}
 	cfg.CoordEndpoints = trimList(cfg.CoordEndpoints)
 	cfg.Join = trimList(cfg.Join)
 	if len(errs) > 0 {
@@ -129,6 +139,7 @@ its registration returns, so the coordinators see it fail within seconds.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			go tlsflag.Watch(ctx, cfg.Security.TLS, f.tls.ReloadInterval)
 			srv, err := nodeserver.New(cfg)
 			if err != nil {
 				return &exitError{code: 1, err: err}

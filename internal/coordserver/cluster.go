@@ -11,6 +11,7 @@ import (
 
 	"github.com/logbookhq/logbook/fsm"
 	"github.com/logbookhq/logbook/internal/nodeserver"
+	"github.com/logbookhq/logbook/internal/pki"
 	"github.com/logbookhq/logbook/internal/poll"
 )
 
@@ -42,6 +43,10 @@ type ClusterOptions struct {
 	// after the cluster's own settings; Node the same for storage node i.
 	Coordinator func(i int, c *Config)
 	Node        func(i int, c *nodeserver.Config)
+	// Secure runs every member with TLS: the cluster makes a throwaway
+	// CA, a certificate per member and a client certificate for
+	// ClusterUser under Dir/tls (Cluster.TLS).
+	Secure bool
 }
 
 // Cluster runs coordinators and storage nodes in this process, with the
@@ -55,6 +60,7 @@ type ClusterOptions struct {
 type Cluster struct {
 	opts ClusterOptions
 	net  *faultNet
+	tls  *ClusterTLS // nil: plaintext
 
 	mu       sync.Mutex
 	cfgs     []Config
@@ -93,6 +99,11 @@ func StartCluster(opts ClusterOptions) (_ *Cluster, err error) {
 			c.Close()
 		}
 	}()
+	if opts.Secure {
+		if c.tls, err = newClusterTLS(filepath.Join(opts.Dir, "tls")); err != nil {
+			return nil, err
+		}
+	}
 	for i := range opts.Coordinators {
 		a, err := opts.Ports.Coordinator(i)
 		if err != nil {
@@ -112,6 +123,11 @@ func StartCluster(opts ClusterOptions) (_ *Cluster, err error) {
 		cfg.Join = []string{cfg.GossipAddr}
 		if i > 0 {
 			cfg.Join = []string{c.cfgs[0].GossipAddr}
+		}
+		if c.tls != nil {
+			if cfg.Security.TLS, err = c.tls.Source(cfg.ID, pki.RoleCoordinator); err != nil {
+				return nil, err
+			}
 		}
 		if opts.Coordinator != nil {
 			opts.Coordinator(i, &cfg)

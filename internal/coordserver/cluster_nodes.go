@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/logbookhq/logbook/internal/nodeserver"
+	"github.com/logbookhq/logbook/internal/pki"
 )
 
 // AddNode starts one more storage node, joined to the coordinators (their
@@ -34,6 +35,11 @@ func (c *Cluster) AddNode(mod func(*nodeserver.Config)) (*nodeserver.Server, err
 		}
 	}
 	cfg.Logger = c.opts.Logger.With("node", cfg.ID)
+	if c.tls != nil {
+		if cfg.Security.TLS, err = c.tls.Source(cfg.ID, pki.RoleNode); err != nil {
+			return nil, err
+		}
+	}
 	if c.opts.Node != nil {
 		c.opts.Node(i, &cfg)
 	}

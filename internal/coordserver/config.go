@@ -1,7 +1,6 @@
 package coordserver
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"github.com/logbookhq/logbook/fsm"
 	"github.com/logbookhq/logbook/fsm/fsmpb"
 	"github.com/logbookhq/logbook/internal/blocks"
+	"github.com/logbookhq/logbook/internal/pki"
 	"github.com/logbookhq/logbook/internal/raftnet"
 	"github.com/logbookhq/logbook/internal/raftnode"
 	"github.com/logbookhq/logbook/journal"
@@ -25,15 +25,20 @@ type Peer struct {
 	RaftAddr string
 }
 
-// Security holds every listener's security settings in one place so mTLS,
-// gossip encryption and client tokens switch on without redesign. Nil or
-// empty values mean plaintext (the default for a LAN test cluster).
+// Security holds every listener's security settings in one place. Zero
+// values mean plaintext (coord dev, a LAN test cluster).
 type Security struct {
-	RaftTLS   *tls.Config // server and client side of the Raft transport
-	GRPCTLS   *tls.Config // gRPC server
-	PeerTLS   *tls.Config // gRPC client between members
-	HTTPTLS   *tls.Config
-	GossipKey []byte // memberlist SecretKey (16, 24 or 32 bytes)
+	// TLS, when set, is the member's certificate and the cluster CA
+	// (internal/pki), reloaded from their files: every listener serves
+	// it and every dialer presents it, TLS 1.3 only. The Raft port and
+	// the Peer service accept coordinator certificates only; NodeLink
+	// accepts node certificates naming the node the request claims; the
+	// client services any certificate of the cluster CA; gRPC health
+	// checks need none. The HTTP port serves TLS and asks a certificate
+	// for /metrics and pprof (security.go).
+	TLS *pki.Source
+	// GossipKey is memberlist's SecretKey (16, 24 or 32 bytes).
+	GossipKey []byte
 }
 
 // RaftTiming holds the Raft timeouts and log retention knobs.
@@ -322,6 +327,11 @@ func (c *Config) Validate() error {
 	}
 	if k := len(c.Security.GossipKey); k != 0 && k != 16 && k != 24 && k != 32 {
 		errs = append(errs, fmt.Errorf("gossip key of %d bytes: want 16, 24 or 32", k))
+	}
+	if src := c.Security.TLS; src != nil {
+		if id := src.Identity(); id != (pki.Identity{Role: pki.RoleCoordinator, Name: c.ID}) {
+			errs = append(errs, fmt.Errorf("the TLS certificate names %s; coordinator %q needs one of role coordinator named %q", id, c.ID, c.ID))
+		}
 	}
 	if err := c.FS.Validate(); err != nil {
 		errs = append(errs, err)

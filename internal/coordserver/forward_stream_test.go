@@ -119,7 +119,7 @@ func startFakeLeader(t *testing.T, l *fakeLeader, applyTimeout time.Duration) (a
 	t.Cleanup(srv.Stop)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	s := &Server{ctx: ctx, cfg: Config{ClusterID: "c", ApplyTimeout: applyTimeout}, peers: newPeerConns("c", nil, 1<<20)}
+	s := &Server{ctx: ctx, cfg: Config{ClusterID: "c", ApplyTimeout: applyTimeout}, peers: newPeerConns("c", insecure.NewCredentials(), 1<<20)}
 	t.Cleanup(s.peers.close)
 	fwd = newForwarder(s)
 	t.Cleanup(fwd.close)

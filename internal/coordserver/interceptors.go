@@ -39,7 +39,8 @@ func (s *Server) checkClusterID(ctx context.Context, method string) error {
 }
 
 // unaryInterceptor is every unary call's path through the server: it is
-// timed and counted, refused if it comes from another cluster, and
+// timed and counted, refused if its caller may not make it (security.go)
+// or comes from another cluster, and
 // forwarded to the leader if only the leader answers it. One interceptor
 // rather than a chain of three: grpc-go's chain builds a closure per link
 // per call, on every append.
@@ -51,6 +52,9 @@ func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.Unary
 }
 
 func (s *Server) checkedUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := s.authorize(ctx, info.FullMethod, req); err != nil {
+		return nil, err
+	}
 	if err := s.checkClusterID(ctx, info.FullMethod); err != nil {
 		return nil, err
 	}
@@ -58,10 +62,13 @@ func (s *Server) checkedUnary(ctx context.Context, req any, info *grpc.UnaryServ
 }
 
 // streamInterceptor is every stream's path through the server (after the
-// metrics interceptor): refused if it comes from another cluster, or if
-// only the leader serves it (ROUTE_LEADER) and this member is not the
-// leader.
+// metrics interceptor): refused if its caller may not open it, if it
+// comes from another cluster, or if only the leader serves it
+// (ROUTE_LEADER) and this member is not the leader.
 func (s *Server) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := s.authorize(ss.Context(), info.FullMethod, nil); err != nil {
+		return err
+	}
 	if err := s.checkClusterID(ss.Context(), info.FullMethod); err != nil {
 		return err
 	}

@@ -53,6 +53,9 @@ func newMetrics(s *Server) *metrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn)
 	}
 	m.reg.MustRegister(m.rpc.Collectors()...)
+	if src := s.cfg.Security.TLS; src != nil {
+		m.reg.MustRegister(gauge(tlsExpiryMetric, tlsExpiryHelp, func() float64 { return float64(src.NotAfter().Unix()) }))
+	}
 	m.reg.MustRegister(m.commitSeconds, m.applySeconds, m.storeSeconds, m.batchOps, m.leaderChanges,
 		m.recoveryCommits,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

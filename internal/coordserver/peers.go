@@ -2,7 +2,6 @@ package coordserver
 
 import (
 	"context"
-	"crypto/tls"
 	"sync"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
@@ -12,7 +11,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -30,14 +28,14 @@ const (
 // peerConns caches one gRPC connection per member address.
 type peerConns struct {
 	clusterID string
-	tls       *tls.Config
+	creds     credentials.TransportCredentials
 	maxMsg    int
 	mu        sync.Mutex
 	conns     map[string]*grpc.ClientConn
 }
 
-func newPeerConns(clusterID string, tlsConf *tls.Config, maxMsg int) *peerConns {
-	return &peerConns{clusterID: clusterID, tls: tlsConf, maxMsg: maxMsg + 64<<10, conns: map[string]*grpc.ClientConn{}}
+func newPeerConns(clusterID string, creds credentials.TransportCredentials, maxMsg int) *peerConns {
+	return &peerConns{clusterID: clusterID, creds: creds, maxMsg: maxMsg + 64<<10, conns: map[string]*grpc.ClientConn{}}
 }
 
 func (p *peerConns) get(addr string) (*grpc.ClientConn, error) {
@@ -46,14 +44,10 @@ func (p *peerConns) get(addr string) (*grpc.ClientConn, error) {
 	if c, ok := p.conns[addr]; ok {
 		return c, nil
 	}
-	creds := insecure.NewCredentials()
-	if p.tls != nil {
-		creds = credentials.NewTLS(p.tls)
-	}
 	// Reconnect: grpc-go's default redial backoff grows to 120 s, and a
 	// member that restarted would be refused that long by the others.
 	c, err := grpc.NewClient(grpcflow.Target(addr), append(grpcflow.DialOptions(), grpcflow.Reconnect(),
-		grpc.WithTransportCredentials(creds),
+		grpc.WithTransportCredentials(p.creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(p.maxMsg), grpc.MaxCallSendMsgSize(p.maxMsg)),
 		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			return invoker(metadata.AppendToOutgoingContext(ctx, MDClusterID, p.clusterID), method, req, reply, cc, opts...)

@@ -22,11 +22,12 @@ import (
 	"github.com/logbookhq/logbook/internal/durable"
 	"github.com/logbookhq/logbook/internal/grpcflow"
 	"github.com/logbookhq/logbook/internal/httpserve"
+	"github.com/logbookhq/logbook/internal/pki"
 	"github.com/logbookhq/logbook/internal/raftnode"
+	"github.com/logbookhq/logbook/internal/tlsgrpc"
 	"github.com/logbookhq/logbook/journal"
 	"github.com/logbookhq/logbook/membership"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -125,7 +126,7 @@ func New(cfg Config) (_ *Server, err error) {
 	}
 	s.blocks = blocks.New(cfg.FS, log.With("component", "blocks"), s.fsm, blockPorts{s}, blockPorts{s})
 	s.metrics.reg.MustRegister(s.blocks.Collectors()...)
-	s.peers = newPeerConns(cfg.ClusterID, cfg.Security.PeerTLS, cfg.MaxRequestBytes)
+	s.peers = newPeerConns(cfg.ClusterID, tlsgrpc.DialCreds(cfg.Security.TLS, pki.RoleCoordinator), cfg.MaxRequestBytes)
 	bc := journal.DefaultBatcherConfig()
 	bc.MaxBatchBytes = cfg.MaxRequestBytes
 	bc.Linger = cfg.Journal.Linger
@@ -320,7 +321,7 @@ func (s *Server) openRaft() error {
 		Dir:             filepath.Join(s.cfg.DataDir, "raft"),
 		BindAddr:        s.cfg.RaftAddr,
 		Advertise:       s.cfg.AdvertiseRaft,
-		TLS:             s.cfg.Security.RaftTLS,
+		TLS:             s.cfg.Security.raftTLS(),
 		Dial:            s.cfg.RaftDial,
 		LogStore:        s.cfg.LogStore,
 		WALPrefill:      s.cfg.WALPrefill,
@@ -402,9 +403,7 @@ func (s *Server) startGRPC() error {
 	// (docs/benchmarks.md). More concurrent calls than workers get fresh
 	// goroutines, as without the pool.
 	opts = append(opts, grpc.NumStreamWorkers(streamWorkers))
-	if s.cfg.Security.GRPCTLS != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(s.cfg.Security.GRPCTLS)))
-	}
+	opts = append(opts, grpc.Creds(tlsgrpc.ServerCreds(s.cfg.Security.TLS)))
 	s.grpcSrv = grpc.NewServer(opts...)
 	pb.RegisterJournalServer(s.grpcSrv, &journalService{s: s})
 	pb.RegisterClusterServer(s.grpcSrv, &clusterService{s: s})
@@ -431,15 +430,17 @@ func (s *Server) startGRPC() error {
 const ReadyService = pb.ReadyService
 
 func (s *Server) startHTTP() error {
-	h, err := httpserve.Start(httpserve.Config{
+	hc := httpserve.Config{
 		Addr:         s.cfg.HTTPAddr,
-		TLS:          s.cfg.Security.HTTPTLS,
+		Logger:       s.log,
 		Metrics:      s.metrics.handler(),
 		Healthy:      s.healthy,
 		Ready:        s.ready,
 		Pprof:        s.cfg.EnablePprof,
 		OnServeError: s.fatal,
-	})
+	}
+	hc.Secure(s.cfg.Security.TLS)
+	h, err := httpserve.Start(hc)
 	if err != nil {
 		return fmt.Errorf("coordserver: http: %w", err)
 	}

@@ -10,10 +10,18 @@ import "os"
 // WriteFile replaces path with data atomically: written to path.tmp,
 // fsynced, then renamed over path. The caller fsyncs the directory
 // (SyncDir) when the new name itself must survive power loss.
-func WriteFile(path string, data []byte) error {
+func WriteFile(path string, data []byte) error { return WriteFileMode(path, data, 0o640) }
+
+// WriteFileMode is WriteFile with the file's permission bits (a private
+// key's 0600). The mode is set before any byte is written.
+func WriteFileMode(path string, data []byte, mode os.FileMode) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, mode)
 	if err != nil {
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
 		return err
 	}
 	if _, err := f.Write(data); err != nil {

@@ -12,10 +12,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"time"
+
+	"github.com/logbookhq/logbook/internal/pki"
 )
 
 // Config says what the endpoint serves.
@@ -33,6 +37,13 @@ type Config struct {
 	Ready func() error
 	// Pprof serves net/http/pprof under /debug/pprof/.
 	Pprof bool
+	// Private, when set, guards /metrics and /debug/pprof/: a request it
+	// returns an error for gets 403 with the error's text. /healthz and
+	// /readyz stay open to probes.
+	Private func(*http.Request) error
+	// Logger takes the server's own errors (failed TLS handshakes, broken
+	// requests) at warn level (nil: discarded).
+	Logger *slog.Logger
 	// OnServeError is called once if serving stops with an error before
 	// Close (the listener failed); the caller usually stops the process.
 	OnServeError func(error)
@@ -56,22 +67,22 @@ func Start(cfg Config) (*Server, error) {
 	}
 	mux := http.NewServeMux()
 	if cfg.Metrics != nil {
-		mux.Handle("/metrics", cfg.Metrics)
+		mux.Handle("/metrics", guard(cfg.Private, cfg.Metrics))
 	}
 	mux.Handle("/healthz", check(cfg.Healthy))
 	if cfg.Ready != nil {
 		mux.Handle("/readyz", check(cfg.Ready))
 	}
 	if cfg.Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.Handle("/debug/pprof/", guard(cfg.Private, http.HandlerFunc(pprof.Index)))
+		mux.Handle("/debug/pprof/cmdline", guard(cfg.Private, http.HandlerFunc(pprof.Cmdline)))
+		mux.Handle("/debug/pprof/profile", guard(cfg.Private, http.HandlerFunc(pprof.Profile)))
+		mux.Handle("/debug/pprof/symbol", guard(cfg.Private, http.HandlerFunc(pprof.Symbol)))
+		mux.Handle("/debug/pprof/trace", guard(cfg.Private, http.HandlerFunc(pprof.Trace)))
 	}
 	s := &Server{
 		ln:   ln,
-		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, TLSConfig: cfg.TLS},
+		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, TLSConfig: cfg.TLS, ErrorLog: errorLog(cfg.Logger)},
 		done: make(chan struct{}),
 	}
 	go func() {
@@ -87,6 +98,46 @@ func Start(cfg Config) (*Server, error) {
 		}
 	}()
 	return s, nil
+}
+
+func errorLog(l *slog.Logger) *log.Logger {
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
+	}
+	return slog.NewLogLogger(l.With("component", "http").Handler(), slog.LevelWarn)
+}
+
+// Secure serves cfg with the TLS of src (nil: plaintext, cfg unchanged):
+// probes stay open, /metrics and pprof need a certificate of src's CA.
+func (cfg *Config) Secure(src *pki.Source) {
+	if src == nil {
+		return
+	}
+	cfg.TLS = src.ServerConfig(pki.OptionalCert)
+	cfg.Private = RequireCert
+}
+
+// RequireCert is a Config.Private that lets through requests with a
+// client certificate verified at the TLS handshake.
+func RequireCert(r *http.Request) error {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+		return errors.New("this endpoint needs a client certificate of the cluster CA")
+	}
+	return nil
+}
+
+// guard answers 403 where allow refuses the request.
+func guard(allow func(*http.Request) error, h http.Handler) http.Handler {
+	if allow == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := allow(r); err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // check answers 200 "ok" while fn returns nil, else 503 with the error.

@@ -1,7 +1,6 @@
 package nodeserver
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/logbookhq/logbook/internal/nodeserver/blockio"
+	"github.com/logbookhq/logbook/internal/pki"
 	"github.com/logbookhq/logbook/replica"
 )
 
@@ -47,12 +47,15 @@ func ParseVolumeSpec(s string) (VolumeSpec, error) {
 }
 
 // Security holds every listener's security settings in one place, as the
-// coordinator's does. Nil means plaintext.
+// coordinator's does. Zero values mean plaintext.
 type Security struct {
-	GRPCTLS   *tls.Config // gRPC server
-	PeerTLS   *tls.Config // gRPC client to other nodes (the pipeline)
-	HTTPTLS   *tls.Config
-	GossipKey []byte // reserved for the gossip link
+	// TLS, when set, is the node's certificate and the cluster CA
+	// (internal/pki), reloaded from their files: the gRPC and HTTP ports
+	// serve it, the links to coordinators and other nodes present it, TLS
+	// 1.3 only (security.go says who may call what).
+	TLS *pki.Source
+	// GossipKey is memberlist's SecretKey (16, 24 or 32 bytes).
+	GossipKey []byte
 }
 
 // Config configures one storage node.
@@ -233,6 +236,11 @@ func (c *Config) Validate() error {
 	}
 	if k := len(c.Security.GossipKey); k != 0 && k != 16 && k != 24 && k != 32 {
 		errs = append(errs, fmt.Errorf("gossip key of %d bytes: want 16, 24 or 32", k))
+	}
+	if src := c.Security.TLS; src != nil {
+		if id := src.Identity(); id != (pki.Identity{Role: pki.RoleNode, Name: c.ID}) {
+			errs = append(errs, fmt.Errorf("the TLS certificate names %s; node %q needs one of role node named %q", id, c.ID, c.ID))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/logbookhq/logbook/fsm/fsmpb"
 	"github.com/logbookhq/logbook/internal/clusterpb"
 	"github.com/logbookhq/logbook/internal/grpcflow"
+	"github.com/logbookhq/logbook/internal/pki"
+	"github.com/logbookhq/logbook/internal/tlsgrpc"
 	"github.com/logbookhq/logbook/replica"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -117,7 +119,7 @@ func newCoordLink(s *Server) (*coordLink, error) {
 		instanceID: hex.EncodeToString(raw[:]), wake: make(chan struct{}, 1), hbNow: make(chan struct{}, 1), running: map[string]bool{},
 	}
 	for _, a := range s.cfg.CoordEndpoints {
-		c, err := grpc.NewClient(grpcflow.Target(a), append(DialOptions(s.cfg.Security.PeerTLS), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(linkMaxRecvBytes)))...)
+		c, err := grpc.NewClient(grpcflow.Target(a), append(DialOptions(tlsgrpc.DialCreds(s.cfg.Security.TLS, pki.RoleCoordinator)), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(linkMaxRecvBytes)))...)
 		if err != nil {
 			l.closeConns()
 			return nil, fmt.Errorf("nodeserver: coordinator %s: %w", a, err)

@@ -41,6 +41,10 @@ func newMetrics(s *Server) *metrics {
 		Help: "Write streams that failed, by where: local, downstream, stopped (taken over by a recovery)."}, []string{"where"})
 	m.transfers = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "logbook_node_transfers_total", Help: "Block transfers sent, by result."}, []string{"result"})
 	m.reg.MustRegister(m.rpc.Collectors()...)
+	if src := s.cfg.Security.TLS; src != nil {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "logbook_tls_certificate_expiry_timestamp_seconds",
+			Help: "When this process's TLS certificate expires, in Unix seconds (only with TLS on)."}, func() float64 { return float64(src.NotAfter().Unix()) }))
+	}
 	m.reg.MustRegister(m.packets, m.hsyncs, m.packetBytes, m.readBytes, m.checksumErrors, m.badBlocks,
 		m.pipelineFailures, m.transfers, &datasetCollector{s: s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

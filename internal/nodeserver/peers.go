@@ -1,7 +1,6 @@
 package nodeserver
 
 import (
-	"crypto/tls"
 	"errors"
 	"sync"
 	"time"
@@ -29,22 +28,21 @@ var bufferPool = func() mem.BufferPool {
 // peerConns holds one client connection per downstream node address,
 // reused by every pipeline and transfer.
 type peerConns struct {
-	tls    *tls.Config
+	creds  credentials.TransportCredentials
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
 	closed bool
 }
 
-func newPeerConns(tlsCfg *tls.Config) *peerConns {
-	return &peerConns{tls: tlsCfg, conns: map[string]*grpc.ClientConn{}}
+func newPeerConns(creds credentials.TransportCredentials) *peerConns {
+	return &peerConns{creds: creds, conns: map[string]*grpc.ClientConn{}}
 }
 
 // DialOptions are the options the node uses to reach other nodes; clients
-// of the DataNode service may use them too.
-func DialOptions(tlsCfg *tls.Config) []grpc.DialOption {
-	creds := insecure.NewCredentials()
-	if tlsCfg != nil {
-		creds = credentials.NewTLS(tlsCfg)
+// of the DataNode service may use them too. Nil creds: plaintext.
+func DialOptions(creds credentials.TransportCredentials) []grpc.DialOption {
+	if creds == nil {
+		creds = insecure.NewCredentials()
 	}
 	return []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
@@ -66,7 +64,7 @@ func (p *peerConns) get(addr string) (*grpc.ClientConn, error) {
 	if c, ok := p.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(grpcflow.Target(addr), DialOptions(p.tls)...)
+	c, err := grpc.NewClient(grpcflow.Target(addr), DialOptions(p.creds)...)
 	if err != nil {
 		return nil, err
 	}

@@ -16,10 +16,11 @@ import (
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/internal/durable"
 	"github.com/logbookhq/logbook/internal/httpserve"
+	"github.com/logbookhq/logbook/internal/pki"
+	"github.com/logbookhq/logbook/internal/tlsgrpc"
 	"github.com/logbookhq/logbook/membership"
 	"github.com/logbookhq/logbook/replica"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -104,7 +105,7 @@ func New(cfg Config) (_ *Server, err error) {
 	if err := ds.AddBlockPool(context.Background(), cfg.BlockPool); err != nil {
 		return nil, fmt.Errorf("nodeserver: add block pool %s: %w", cfg.BlockPool, err)
 	}
-	s.peers = newPeerConns(cfg.Security.PeerTLS)
+	s.peers = newPeerConns(tlsgrpc.DialCreds(cfg.Security.TLS, pki.RoleNode))
 	if err := s.startGRPC(); err != nil {
 		return nil, err
 	}
@@ -262,12 +263,10 @@ func (s *Server) startGRPC() error {
 		// are then all accounted for.
 		grpc.WaitForHandlers(true),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.ChainUnaryInterceptor(s.metrics.rpc.UnaryInterceptor),
-		grpc.ChainStreamInterceptor(s.metrics.rpc.StreamInterceptor),
+		grpc.ChainUnaryInterceptor(s.metrics.rpc.UnaryInterceptor, s.authorizeUnary),
+		grpc.ChainStreamInterceptor(s.metrics.rpc.StreamInterceptor, s.authorizeStream),
 	}
-	if s.cfg.Security.GRPCTLS != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(s.cfg.Security.GRPCTLS)))
-	}
+	opts = append(opts, grpc.Creds(tlsgrpc.ServerCreds(s.cfg.Security.TLS)))
 	s.grpcSrv = grpc.NewServer(opts...)
 	pb.RegisterDataNodeServer(s.grpcSrv, &dataService{s: s})
 	s.health = health.NewServer()
@@ -286,14 +285,16 @@ func (s *Server) startGRPC() error {
 }
 
 func (s *Server) startHTTP() error {
-	h, err := httpserve.Start(httpserve.Config{
+	hc := httpserve.Config{
 		Addr:         s.cfg.HTTPAddr,
-		TLS:          s.cfg.Security.HTTPTLS,
+		Logger:       s.log,
 		Metrics:      s.metrics.handler(),
 		Healthy:      s.healthy,
 		Pprof:        s.cfg.EnablePprof,
 		OnServeError: s.fatal,
-	})
+	}
+	hc.Secure(s.cfg.Security.TLS)
+	h, err := httpserve.Start(hc)
 	if err != nil {
 		return fmt.Errorf("nodeserver: http: %w", err)
 	}

@@ -2,6 +2,7 @@ package raftnet
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -63,6 +64,20 @@ func (s *StreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	}
 	if err != nil {
 		return nil, fmt.Errorf("raftnet: %w", err)
+	}
+	if s.tls != nil {
+		host, _, err := net.SplitHostPort(string(address))
+		if err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("raftnet: %w", err)
+		}
+		tc := tls.Client(conn, s.tls.Client(host))
+		_ = tc.SetDeadline(deadline)
+		if err := tc.Handshake(); err != nil {
+			_ = tc.Close()
+			return nil, fmt.Errorf("raftnet: TLS with %s: %w", address, err)
+		}
+		conn = tc
 	}
 	if err := s.clientHandshake(conn, string(address), deadline); err != nil {
 		_ = conn.Close()

@@ -60,6 +60,7 @@ type StreamLayer struct {
 	err   error          // why it stopped; written before fail is closed
 
 	dial DialFunc // nil: plain TCP; set before first use
+	tls  *TLS     // nil: plaintext
 
 	mu          sync.Mutex
 	closed      bool                       // guarded by mu
@@ -139,11 +140,21 @@ func Listen(bindAddr, advertiseAddr, clusterID string, logger *slog.Logger) (*St
 	return ListenTLS(bindAddr, advertiseAddr, clusterID, nil, logger)
 }
 
-// ListenTLS is Listen with transport security: with a non-nil conf every
-// accepted connection is a TLS server connection and Dial opens TLS client
-// connections with the same conf (set ClientCAs and ClientAuth for mutual
-// TLS). The cluster-id handshake runs inside TLS.
-func ListenTLS(bindAddr, advertiseAddr, clusterID string, conf *tls.Config, logger *slog.Logger) (*StreamLayer, error) {
+// TLS is a stream layer's transport security: every accepted connection
+// is a TLS server connection with Server, and every dial a TLS client
+// connection with the configuration Client returns for the dialled host
+// (built per dial, so a reloaded certificate or CA applies to the next
+// connection). The cluster-id handshake runs inside TLS.
+type TLS struct {
+	Server *tls.Config
+	Client func(host string) *tls.Config
+}
+
+// ListenTLS is Listen with transport security (nil: plaintext).
+func ListenTLS(bindAddr, advertiseAddr, clusterID string, conf *TLS, logger *slog.Logger) (*StreamLayer, error) {
+	if conf != nil && (conf.Server == nil || conf.Client == nil) {
+		return nil, errors.New("raftnet: TLS needs both a server and a client configuration")
+	}
 	if err := ValidateClusterID(clusterID); err != nil {
 		return nil, err
 	}
@@ -168,10 +179,8 @@ func ListenTLS(bindAddr, advertiseAddr, clusterID string, conf *tls.Config, logg
 	if conf == nil {
 		return NewStreamLayer(ln, advertise, clusterID, logger), nil
 	}
-	sl := NewStreamLayer(tls.NewListener(ln, conf), advertise, clusterID, logger)
-	sl.dial = func(addr string, timeout time.Duration) (net.Conn, error) {
-		return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", addr, conf)
-	}
+	sl := NewStreamLayer(tls.NewListener(ln, conf.Server), advertise, clusterID, logger)
+	sl.tls = conf
 	return sl, nil
 }
 

@@ -43,14 +43,23 @@ func selfSignedTLS(t *testing.T) *tls.Config {
 	}
 }
 
+// tlsOf serves and dials with conf, checking the dialled host.
+func tlsOf(conf *tls.Config) *TLS {
+	return &TLS{Server: conf, Client: func(host string) *tls.Config {
+		c := conf.Clone()
+		c.ServerName = host
+		return c
+	}}
+}
+
 func TestTLSHandshakeAndPlaintextRefused(t *testing.T) {
 	conf := selfSignedTLS(t)
-	a, err := ListenTLS("127.0.0.1:0", "", "tls-cluster", conf, nil)
+	a, err := ListenTLS("127.0.0.1:0", "", "tls-cluster", tlsOf(conf), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := ListenTLS("127.0.0.1:0", "", "tls-cluster", conf, nil)
+	b, err := ListenTLS("127.0.0.1:0", "", "tls-cluster", tlsOf(conf), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

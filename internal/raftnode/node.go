@@ -1,7 +1,6 @@
 package raftnode
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -40,7 +39,7 @@ type Config struct {
 	// BindAddr is where the transport listens; Advertise, when set, is
 	// the address peers dial.
 	BindAddr, Advertise string
-	TLS                 *tls.Config      // server and client side of the transport; nil: plaintext
+	TLS                 *raftnet.TLS     // the transport's security; nil: plaintext
 	Dial                raftnet.DialFunc // replaces the transport's dialer (tests: fault injection)
 	// LogStore is the backend: LogStoreAuto (or empty), LogStoreWAL or
 	// LogStoreBoltDB (chooseLogStore).

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/logbookhq/logbook/internal/cliargs"
+	"github.com/logbookhq/logbook/internal/pki"
+	"github.com/spf13/cobra"
+)
+
+func newTLSCmd() *cobra.Command {
+	c := groupCmd("tls", "Create the cluster CA and the certificates of members, nodes and users",
+		groupCmd("ca", "The cluster CA", newTLSCACreateCmd()),
+		groupCmd("cert", "Certificates signed by the cluster CA", newTLSCertCreateCmd(), newTLSCertShowCmd()))
+	c.Long = `Certificates for a cluster that runs with TLS (docs/security.md), written
+with Go's crypto/x509: ECDSA P-256 keys, PEM files, keys mode 0600.
+
+  ca create                      a new cluster CA: ca.pem, ca-key.pem
+  cert create --name N --role R  a certificate signed by it: N.pem, N-key.pem
+  cert show FILE                 the identity, names and expiry of a certificate
+
+A certificate names one identity: its subject's CN is the member id of a
+coordinator or storage node, or a user's name; its OU is the role
+(coordinator, node or client). Certificates from another PKI (cfssl, Vault,
+cert-manager) work the same when their subjects follow that rule.`
+	return c
+}
+
+func newTLSCACreateCmd() *cobra.Command {
+	var dir, name string
+	var days int
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "create [--dir DIR] [--name NAME] [--days N]",
+		Short: "Create a new cluster CA (DIR/ca.pem and DIR/ca-key.pem)",
+		Long: `Create a self-signed ECDSA P-256 CA: DIR/ca.pem (give it to every process as
+--tls-ca) and DIR/ca-key.pem (mode 0600; keep it off the cluster's
+machines, it signs every certificate). Existing files are not overwritten
+unless --force is given.`,
+		Example: `  coord tls ca create --dir ./tls`,
+		Args:    cliargs.None,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			_, is, err := pki.NewCA(name, days, time.Now())
+			if err != nil {
+				return usageErrorf("%v", err)
+			}
+			cp, kp, err := pki.WriteFiles(dir, "ca", is, force)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "CA certificate %s\nCA key         %s\n", cp, kp)
+			return nil
+		}),
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&dir, "dir", ".", "directory to write the files in")
+	fs.StringVar(&name, "name", "Logbook cluster CA", "the CA's subject common name")
+	fs.IntVar(&days, "days", pki.DefaultCADays, "validity in days")
+	fs.BoolVar(&force, "force", false, "overwrite existing files")
+	return cmd
+}
+
+func newTLSCertCreateCmd() *cobra.Command {
+	var dir, caCert, caKey, name, role string
+	var dns, ips []string
+	var days int
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "create --name NAME --role coordinator|node|client [flags]",
+		Short: "Create a certificate signed by the cluster CA (DIR/NAME.pem, DIR/NAME-key.pem)",
+		Long: `Create an ECDSA P-256 certificate signed by the CA for one identity: a
+coordinator (NAME is its --id), a storage node (its --id) or a client
+(NAME is the user). Coordinator and node certificates serve and dial and
+carry --dns and --ip as subject alternative names; without either they get
+NAME, localhost, 127.0.0.1 and ::1, which suits a local cluster and a
+compose network whose host names are the member ids. Client certificates
+only dial. A certificate never outlives its CA.`,
+		Example: `  coord tls cert create --ca tls/ca.pem --name coord1 --role coordinator --dns coord1.example.com --ip 10.0.0.1 --dir tls
+  coord tls cert create --ca tls/ca.pem --name alice --role client --days 30 --dir tls`,
+		Args: cliargs.None,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			r, err := pki.ParseRole(role)
+			if err != nil {
+				return usageErrorf("--role: %v", err)
+			}
+			req := pki.Request{Name: name, Role: r, DNS: cleanList(dns), Days: days}
+			for _, s := range cleanList(ips) {
+				ip := net.ParseIP(s)
+				if ip == nil {
+					return usageErrorf("--ip %q: not an IP address", s)
+				}
+				req.IPs = append(req.IPs, ip)
+			}
+			if caKey == "" {
+				caKey = strings.TrimSuffix(caCert, ".pem") + "-key.pem"
+			}
+			ca, err := pki.LoadCA(caCert, caKey)
+			if err != nil {
+				return err
+			}
+			is, err := ca.Issue(req, time.Now())
+			if err != nil {
+				return usageErrorf("%v", err)
+			}
+			cp, kp, err := pki.WriteFiles(dir, name, is, force)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "certificate %s (%s %s)\nkey         %s\n", cp, r, name, kp)
+			return nil
+		}),
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&caCert, "ca", filepath.Join(".", "ca.pem"), "the CA certificate")
+	fs.StringVar(&caKey, "ca-key", "", "the CA key (default: --ca with -key.pem for .pem)")
+	fs.StringVar(&name, "name", "", "member id or user name (required)")
+	fs.StringVar(&role, "role", "", "coordinator, node or client (required)")
+	fs.StringSliceVar(&dns, "dns", nil, "DNS names the certificate serves, comma-separated")
+	fs.StringSliceVar(&ips, "ip", nil, "IP addresses the certificate serves, comma-separated")
+	fs.IntVar(&days, "days", pki.DefaultCertDays, "validity in days")
+	fs.StringVar(&dir, "dir", ".", "directory to write the files in")
+	fs.BoolVar(&force, "force", false, "overwrite existing files")
+	_ = cmd.MarkFlagRequired("name")
+	_ = cmd.MarkFlagRequired("role")
+	return cmd
+}
+
+// certJSON is the JSON shape of coord tls cert show.
+type certJSON struct {
+	Subject   string   `json:"subject"`
+	Role      string   `json:"role,omitempty"`
+	Name      string   `json:"name,omitempty"`
+	Issuer    string   `json:"issuer"`
+	IsCA      bool     `json:"is_ca"`
+	DNS       []string `json:"dns,omitempty"`
+	IPs       []string `json:"ips,omitempty"`
+	NotBefore string   `json:"not_before"`
+	NotAfter  string   `json:"not_after"`
+	Expired   bool     `json:"expired"`
+}
+
+func newTLSCertShowCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show FILE",
+		Short: "Print a certificate's identity, names and validity",
+		Args:  cobra.ExactArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			b, err := os.ReadFile(args[0])
+			if err != nil {
+				return err
+			}
+			certs, err := pki.ParseCerts(b)
+			if err != nil {
+				return err
+			}
+			c := certs[0]
+			out := certJSON{Subject: c.Subject.String(), Issuer: c.Issuer.String(), IsCA: c.IsCA, DNS: c.DNSNames,
+				NotBefore: c.NotBefore.UTC().Format(time.RFC3339), NotAfter: c.NotAfter.UTC().Format(time.RFC3339), Expired: time.Now().After(c.NotAfter)}
+			for _, ip := range c.IPAddresses {
+				out.IPs = append(out.IPs, ip.String())
+			}
+			if id, err := pki.IdentityOf(c); err == nil {
+				out.Role, out.Name = string(id.Role), id.Name
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				return writeJSON(w, out)
+			}
+			fmt.Fprintf(w, "subject     %s\n", out.Subject)
+			if out.Role != "" {
+				fmt.Fprintf(w, "identity    %s %s\n", out.Role, out.Name)
+			} else if !out.IsCA {
+				fmt.Fprintln(w, "identity    none (needs OU coordinator, node or client and a CN)")
+			}
+			fmt.Fprintf(w, "issuer      %s\nCA          %v\n", out.Issuer, out.IsCA)
+			if len(out.DNS)+len(out.IPs) > 0 {
+				fmt.Fprintf(w, "names       %s\n", strings.Join(append(append([]string{}, out.DNS...), out.IPs...), ", "))
+			}
+			state := "valid"
+			if out.Expired {
+				state = "EXPIRED"
+			}
+			fmt.Fprintf(w, "valid       %s to %s (%s)\n", out.NotBefore, out.NotAfter, state)
+			return nil
+		}),
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/logbookhq/logbook/internal/coordserver"
+	"github.com/logbookhq/logbook/internal/pki"
+)
+
+func TestTLSCommands(t *testing.T) {
+	dir := t.TempDir()
+	if code, out, stderr := run(t, nil, "tls", "ca", "create", "--dir", dir); code != 0 || !strings.Contains(out, "ca.pem") {
+		t.Fatalf("ca create: exit %d %s %s", code, out, stderr)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "ca-key.pem")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("CA key: %v, %v", st, err)
+	}
+	ca := filepath.Join(dir, "ca.pem")
+	for _, c := range []struct{ name, role string }{{"coord1", "coordinator"}, {"node1", "node"}, {"alice", "client"}} {
+		if code, out, stderr := run(t, nil, "tls", "cert", "create", "--ca", ca, "--dir", dir, "--name", c.name, "--role", c.role, "--ip", "10.1.2.3"); code != 0 {
+			t.Fatalf("cert create %s: exit %d %s %s", c.name, code, out, stderr)
+		}
+		code, out, _ := run(t, nil, "tls", "cert", "show", "--json", filepath.Join(dir, c.name+".pem"))
+		var got certJSON
+		if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
+			t.Fatalf("cert show %s: exit %d %v %s", c.name, code, err, out)
+		}
+		if got.Role != c.role || got.Name != c.name || got.Expired || got.IsCA || len(got.IPs) != 1 || got.IPs[0] != "10.1.2.3" {
+			t.Fatalf("cert show %s: %+v", c.name, got)
+		}
+	}
+	// Refusals: nothing is written.
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"tls", "ca", "create", "--dir", dir}, 1, "refusing to overwrite"},
+		{[]string{"tls", "cert", "create", "--ca", ca, "--dir", dir, "--name", "alice", "--role", "client"}, 1, "refusing to overwrite"},
+		{[]string{"tls", "cert", "create", "--ca", ca, "--dir", dir, "--name", "bob", "--role", "root"}, 2, "want coordinator, node or client"},
+		{[]string{"tls", "cert", "create", "--ca", ca, "--dir", dir, "--name", "bob", "--role", "client", "--ip", "nope"}, 2, "not an IP address"},
+		{[]string{"tls", "cert", "create", "--ca", ca, "--dir", dir, "--name", "b/ob", "--role", "client"}, 2, "without spaces or slashes"},
+		{[]string{"tls", "cert", "create", "--ca", ca, "--dir", dir, "--name", "bob", "--role", "client", "--days", "0"}, 2, "days 0"},
+		{[]string{"tls", "cert", "create", "--ca", filepath.Join(dir, "alice.pem"), "--dir", dir, "--name", "bob", "--role", "client"}, 1, "not a CA"},
+		{[]string{"tls", "cert", "create", "--dir", dir, "--role", "client"}, 2, "name"},
+	} {
+		code, _, stderr := run(t, nil, c.args...)
+		if code != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d %q, want %d with %q", c.args, code, stderr, c.code, c.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bob.pem")); err == nil {
+		t.Error("a refused cert create wrote bob.pem")
+	}
+}
+
+// TestSecureDevCluster: coord dev --secure runs TLS everywhere; the CLI
+// with the printed variables works, without a certificate it is refused.
+func TestSecureDevCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	d, err := startDevFreePorts(t, devOptions{Members: 1, Secure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.run(ctx, nil) }()
+	t.Cleanup(func() { cancel(); <-done })
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	if _, err := d.waitReady(wctx); err != nil {
+		t.Fatal(err)
+	}
+	f, err := d.c.TLS().Files(coordserver.ClusterUser, pki.RoleClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := d.endpoints()[0]
+	env := map[string]string{"LOGBOOK_TLS_CERT": f.Cert, "LOGBOOK_TLS_KEY": f.Key, "LOGBOOK_TLS_CA": f.CA}
+	if code, out, stderr := run(t, env, "journal", "append", "--endpoints", ep, "--type", "t", "--payload", "p"); code != 0 || !strings.Contains(out, "appended seq") {
+		t.Fatalf("append with the admin certificate: exit %d %s %s", code, out, stderr)
+	}
+	code, _, stderr := run(t, map[string]string{"LOGBOOK_TLS_CA": f.CA}, "journal", "append", "--endpoints", ep, "--type", "t", "--payload", "p")
+	if code != 1 || !strings.Contains(stderr, "Unauthenticated") {
+		t.Fatalf("append without a certificate: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := run(t, map[string]string{"LOGBOOK_TLS_CA": f.CA}, "health", "--endpoints", ep); code != 0 {
+		t.Fatalf("health with the CA only: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := run(t, map[string]string{"LOGBOOK_TLS_CERT": f.Cert}, "status", "--endpoints", ep); code != 2 || !strings.Contains(stderr, "--tls-ca") {
+		t.Fatalf("a certificate without a CA: exit %d %s", code, stderr)
+	}
+	code, out, _ := run(t, env, "journal", "read", "--endpoints", ep, "--from", "1", "--json")
+	if code != 0 || strings.Count(out, `"type"`) != 1 {
+		t.Fatalf("read: exit %d %s (want exactly the one admin append)", code, out)
+	}
+}

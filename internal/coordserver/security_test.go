@@ -1,0 +1,241 @@
+package coordserver
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/client"
+	"github.com/logbookhq/logbook/internal/clusterpb"
+	"github.com/logbookhq/logbook/internal/nodeserver"
+	"github.com/logbookhq/logbook/internal/pki"
+	"github.com/logbookhq/logbook/internal/tlsgrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+)
+
+// secureCluster starts 3 coordinators and one storage node with TLS on
+// every connection (ClusterOptions.Secure) and waits for a ready leader.
+func secureCluster(t *testing.T) *Cluster {
+	t.Helper()
+	c, err := StartCluster(ClusterOptions{
+		Coordinators: 3, Nodes: 1, Dir: t.TempDir(), ClusterID: "secure", CoordinatorPrefix: "c", NodePrefix: "n",
+		Ports: testPorts(t), Logger: testLogger(t), Secure: true,
+		Coordinator: func(_ int, c *Config) { testTimings(c) },
+		Node: func(_ int, c *nodeserver.Config) {
+			c.HeartbeatInterval = 100 * time.Millisecond
+			c.Logger = testLogger(t)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// dialAs opens a gRPC connection to addr presenting the certificate of
+// (name, role) made by the cluster's CA; name "" presents none.
+func dialAs(t *testing.T, c *Cluster, addr, name string, role, want pki.Role) *grpc.ClientConn {
+	t.Helper()
+	var d pki.Dialer
+	var err error
+	if name == "" {
+		d, err = pki.CAOnly(c.TLS().CA())
+	} else {
+		d, err = c.TLS().Source(name, role)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dialCreds(t, addr, tlsgrpc.Client(d, want))
+}
+
+func dialCreds(t *testing.T, addr string, creds credentials.TransportCredentials) *grpc.ClientConn {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+func refusedWith(t *testing.T, what string, err error, code codes.Code) {
+	t.Helper()
+	if status.Code(err) != code {
+		t.Errorf("%s: %v, want %s", what, err, code)
+	}
+}
+
+// TestSecureClusterRefusesStrangers: with TLS on, Raft, member and node
+// links run over mutual TLS (the cluster elects, the node registers, an
+// admin client appends), and a caller without a certificate, with a
+// certificate of the wrong role or naming another node, or of another CA,
+// is refused with the right code and changes nothing.
+func TestSecureClusterRefusesStrangers(t *testing.T) {
+	t.Parallel()
+	c := secureCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tlsConf, err := c.TLS().ClientTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := client.New(ctx, client.Config{Endpoints: c.Endpoints(), TLS: tlsConf, AttemptTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.Journal().Append(ctx, client.Event{Type: "sec.first", Payload: []byte("a")}); err != nil {
+		t.Fatalf("admin append: %v", err)
+	}
+	// The node registered over its TLS link.
+	eventually(t, 30*time.Second, "the node live", func() bool {
+		nl, err := admin.Nodes(ctx)
+		return err == nil && len(nl.Nodes) == 1 && nl.Nodes[0].Live
+	})
+	before, err := admin.Journal().Positions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ep := c.Endpoints()[0]
+	journalAs := func(name string, role pki.Role) pb.JournalClient {
+		return pb.NewJournalClient(dialAs(t, c, ep, name, role, pki.RoleCoordinator))
+	}
+	appendReq := &pb.AppendRequest{Events: []*pb.Event{{Type: "sec.stranger", Payload: []byte("x")}}}
+	_, err = journalAs("", "").Append(ctx, appendReq)
+	refusedWith(t, "append without a certificate", err, codes.Unauthenticated)
+	_, err = journalAs("", "").Trim(ctx, &pb.TrimRequest{To: before.WritePos})
+	refusedWith(t, "trim without a certificate", err, codes.Unauthenticated)
+	_, err = pb.NewJournalClient(dialCreds(t, ep, insecure.NewCredentials())).Append(ctx, appendReq)
+	refusedWith(t, "plaintext append", err, codes.Unavailable)
+	stranger, err := newClusterTLS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := stranger.Source("admin", pki.RoleClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = pb.NewJournalClient(dialCreds(t, ep, tlsgrpc.Client(ss, pki.RoleCoordinator))).Append(ctx, appendReq)
+	refusedWith(t, "append with another CA's certificate", err, codes.Unavailable)
+
+	// Member and node services take their roles only.
+	_, err = clusterpb.NewPeerClient(dialAs(t, c, ep, "admin", pki.RoleClient, pki.RoleCoordinator)).LocalStatus(ctx, &clusterpb.LocalStatusRequest{})
+	refusedWith(t, "Peer call with a client certificate", err, codes.PermissionDenied)
+	_, err = clusterpb.NewPeerClient(dialAs(t, c, ep, "n1", pki.RoleNode, pki.RoleCoordinator)).ForwardAppend(ctx, &clusterpb.ForwardAppendRequest{})
+	refusedWith(t, "Peer call with a node certificate", err, codes.PermissionDenied)
+	hb := &clusterpb.NodeHeartbeatRequest{NodeId: "n2"}
+	_, err = clusterpb.NewNodeLinkClient(dialAs(t, c, ep, "n1", pki.RoleNode, pki.RoleCoordinator)).Heartbeat(ctx, hb)
+	refusedWith(t, "heartbeat for another node", err, codes.PermissionDenied)
+	_, err = clusterpb.NewNodeLinkClient(dialAs(t, c, ep, "c9", pki.RoleCoordinator, pki.RoleCoordinator)).Heartbeat(ctx, &clusterpb.NodeHeartbeatRequest{NodeId: "c9"})
+	refusedWith(t, "heartbeat with a coordinator certificate", err, codes.PermissionDenied)
+	_, err = clusterpb.NewNodeLinkClient(dialAs(t, c, ep, "admin", pki.RoleClient, pki.RoleCoordinator)).Register(ctx, &clusterpb.NodeRegisterRequest{})
+	refusedWith(t, "register with a client certificate", err, codes.PermissionDenied)
+
+	// Health checks need no certificate.
+	hr, err := healthpb.NewHealthClient(dialAs(t, c, ep, "", "", pki.RoleCoordinator)).Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil || hr.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("health without a certificate: %v, %v", hr, err)
+	}
+
+	// The storage node: data RPCs need a certificate, recovery RPCs a
+	// node's or coordinator's.
+	naddr := c.Node(0).GRPCAddr()
+	_, err = pb.NewDataNodeClient(dialAs(t, c, naddr, "", "", pki.RoleNode)).ListReplicas(ctx, &pb.ListReplicasRequest{})
+	refusedWith(t, "node call without a certificate", err, codes.Unauthenticated)
+	_, err = pb.NewDataNodeClient(dialAs(t, c, naddr, "admin", pki.RoleClient, pki.RoleNode)).InitReplicaRecovery(ctx, &pb.InitReplicaRecoveryRequest{})
+	refusedWith(t, "recovery RPC with a client certificate", err, codes.PermissionDenied)
+	if _, err := pb.NewDataNodeClient(dialAs(t, c, naddr, "admin", pki.RoleClient, pki.RoleNode)).ListReplicas(ctx, &pb.ListReplicasRequest{Pool: c.NodeConfig(0).BlockPool}); err != nil {
+		t.Errorf("node call with a client certificate: %v", err)
+	}
+
+	// Nothing the strangers tried changed the journal.
+	after, err := admin.Journal().Positions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.WritePos != before.WritePos || after.TrimmedPos != before.TrimmedPos || after.EventCount != before.EventCount {
+		t.Fatalf("positions moved: %+v, then %+v", before, after)
+	}
+	evs, _, err := admin.Journal().Read(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		if e.Type == "sec.stranger" {
+			t.Fatalf("a refused append was journaled: %+v", e)
+		}
+	}
+}
+
+// TestSecureHTTP: the HTTP port serves TLS; probes need no certificate,
+// /metrics needs one of the cluster CA.
+func TestSecureHTTP(t *testing.T) {
+	t.Parallel()
+	c := secureCluster(t)
+	url := "https://" + c.Coordinator(0).HTTPAddr()
+	pool, err := pki.LoadPool(c.TLS().CA())
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(conf *tls.Config, path string) (int, error) {
+		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: conf}}
+		resp, err := hc.Get(url + path)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, nil
+	}
+	anon := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}
+	withCert, err := c.TLS().ClientTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		conf *tls.Config
+		path string
+		want int
+	}{
+		{anon, "/healthz", http.StatusOK},
+		{anon, "/metrics", http.StatusForbidden},
+	} {
+		if got, err := get(tc.conf, tc.path); err != nil || got != tc.want {
+			t.Errorf("GET %s (certificate %v): %d, %v; want %d", tc.path, tc.conf.Certificates != nil, got, err, tc.want)
+		}
+	}
+	// With a certificate, /metrics shows the certificate's expiry.
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: withCert}}
+	resp, err := hc.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), tlsExpiryMetric+" ") {
+		t.Errorf("GET /metrics with a certificate: %d, expiry metric shown: %v", resp.StatusCode, strings.Contains(string(body), tlsExpiryMetric))
+	}
+	hc = &http.Client{Timeout: 10 * time.Second}
+	if resp, err := hc.Get("http://" + c.Coordinator(0).HTTPAddr() + "/healthz"); err == nil && resp.StatusCode == http.StatusOK {
+		resp.Body.Close()
+		t.Error("plaintext HTTP answered 200")
+	}
+}
