@@ -18,7 +18,7 @@ import (
 // With Security.TLS set, who may reach what (docs/security.md):
 //
 //	Raft port            coordinator certificates of the cluster CA only
-//	gRPC Peer service    coordinator certificates only
+//	gRPC Peer service    coordinator certificates only (RegisterMember: for itself)
 //	gRPC NodeLink        node certificates naming the node the request is for
 //	gRPC client services any certificate of the cluster CA
 //	gRPC health          anyone (container and load-balancer probes)
@@ -79,6 +79,9 @@ func (s *Server) authorize(ctx context.Context, method string, req any) error {
 	case strings.HasPrefix(method, peerPrefix):
 		if id.Role != pki.RoleCoordinator {
 			return s.refuse(method, id, "only coordinators call the Peer service")
+		}
+		if r, ok := req.(*clusterpb.RegisterMemberRequest); ok && r.GetMember().GetId() != id.Name {
+			return s.refuse(method, id, fmt.Sprintf("the certificate names member %q, the request member %q", id.Name, r.GetMember().GetId()))
 		}
 	case strings.HasPrefix(method, nodeLinkPrefix):
 		if id.Role != pki.RoleNode {

@@ -11,6 +11,7 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
+	"github.com/logbookhq/logbook/fsm/fsmpb"
 	"github.com/logbookhq/logbook/internal/clusterpb"
 	"github.com/logbookhq/logbook/internal/nodeserver"
 	"github.com/logbookhq/logbook/internal/pki"
@@ -141,6 +142,9 @@ func TestSecureClusterRefusesStrangers(t *testing.T) {
 	refusedWith(t, "Peer call with a client certificate", err, codes.PermissionDenied)
 	_, err = clusterpb.NewPeerClient(dialAs(t, c, ep, "n1", pki.RoleNode, pki.RoleCoordinator)).ForwardAppend(ctx, &clusterpb.ForwardAppendRequest{})
 	refusedWith(t, "Peer call with a node certificate", err, codes.PermissionDenied)
+	_, err = clusterpb.NewPeerClient(dialAs(t, c, ep, "c9", pki.RoleCoordinator, pki.RoleCoordinator)).RegisterMember(ctx,
+		&clusterpb.RegisterMemberRequest{Member: &fsmpb.Member{Id: "c2", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2"}})
+	refusedWith(t, "RegisterMember for another member", err, codes.PermissionDenied)
 	hb := &clusterpb.NodeHeartbeatRequest{NodeId: "n2"}
 	_, err = clusterpb.NewNodeLinkClient(dialAs(t, c, ep, "n1", pki.RoleNode, pki.RoleCoordinator)).Heartbeat(ctx, hb)
 	refusedWith(t, "heartbeat for another node", err, codes.PermissionDenied)

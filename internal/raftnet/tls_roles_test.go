@@ -3,11 +3,13 @@ package raftnet
 import (
 	"crypto/tls"
 	"encoding/pem"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/logbookhq/logbook/internal/pki"
 )
 
@@ -84,5 +86,48 @@ func TestTLSAcceptsCoordinatorsOnly(t *testing.T) {
 	}
 	if err := dialer(memberTLS(t, ca, "c3", pki.RoleCoordinator), "other-cluster"); err == nil {
 		t.Error("a coordinator of another cluster id passed the handshake")
+	}
+}
+
+// TestAuthorizeMemberChecksTheClaimedID: over TLS an RPC whose header
+// claims another member than the certificate names is refused before
+// Raft sees it; the rightful member's goes through.
+func TestAuthorizeMemberChecksTheClaimedID(t *testing.T) {
+	ca, _, err := pki.NewCA("raft-ca", 1, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := ListenTLS("127.0.0.1:0", "", "c", memberTLS(t, ca, "c1", pki.RoleCoordinator), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: a, MaxPool: 1, Timeout: 5 * time.Second,
+		AuthorizeRPC: AuthorizeMember(slog.New(slog.DiscardHandler))})
+	defer ta.Close()
+	go func() {
+		for rpc := range ta.Consumer() {
+			rpc.Respond(&raft.AppendEntriesResponse{Term: 7, Success: true}, nil)
+		}
+	}()
+	send := func(certName, claim string) error {
+		b, err := ListenTLS("127.0.0.1:0", "", "c", memberTLS(t, ca, certName, pki.RoleCoordinator), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: b, MaxPool: 1, Timeout: 5 * time.Second})
+		defer tb.Close()
+		req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: 3, ID: []byte(claim), Addr: []byte(b.Addr().String())}, Term: 7}
+		var resp raft.AppendEntriesResponse
+		err = tb.AppendEntries("c1", raft.ServerAddress(a.Addr().String()), req, &resp)
+		if err == nil && !resp.Success {
+			t.Fatalf("unexpected response %+v", resp)
+		}
+		return err
+	}
+	if err := send("c2", "c2"); err != nil {
+		t.Fatalf("the rightful member was refused: %v", err)
+	}
+	if err := send("c9", "c2"); err == nil {
+		t.Fatal("an RPC claiming c2 from c9's certificate was dispatched")
 	}
 }

@@ -113,12 +113,16 @@ func Open(cfg Config, fsm raft.FSM) (_ *Node, err error) {
 	if cfg.Dial != nil {
 		stream.SetDialFunc(cfg.Dial)
 	}
-	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	tc := &raft.NetworkTransportConfig{
 		Stream:  stream,
 		MaxPool: 4,
 		Timeout: 10 * time.Second,
 		Logger:  logging.HCLog(n.log, "raft-net"),
-	})
+	}
+	if cfg.TLS != nil {
+		tc.AuthorizeRPC = raftnet.AuthorizeMember(n.log.With("component", "raftnet"))
+	}
+	n.trans = raft.NewNetworkTransportWithConfig(tc)
 	if n.restarted, err = raft.HasExistingState(store, store, snaps); err != nil {
 		return nil, fmt.Errorf("raftnode: inspect raft state: %w", err)
 	}

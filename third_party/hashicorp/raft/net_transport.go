@@ -110,12 +110,20 @@ type NetworkTransport struct {
 	TimeoutScale int
 
 	msgpackUseNewTimeFormat bool
+
+	authorizeRPC func(conn net.Conn, header RPCHeader) error
 }
 
 // NetworkTransportConfig encapsulates configuration for the network transport layer.
 type NetworkTransportConfig struct {
 	// ServerAddressProvider is used to override the target address when establishing a connection to invoke an RPC
 	ServerAddressProvider ServerAddressProvider
+
+	// AuthorizeRPC, when set, is called with the connection an RPC arrived
+	// on and the RPC's header before the RPC is dispatched (Logbook: the
+	// header's ID must be the member the connection's TLS certificate
+	// names). An error drops the connection without dispatching the RPC.
+	AuthorizeRPC func(conn net.Conn, header RPCHeader) error
 
 	Logger hclog.Logger
 
@@ -235,6 +243,7 @@ func NewNetworkTransportWithConfig(
 		TimeoutScale:            DefaultTimeoutScale,
 		serverAddressProvider:   config.ServerAddressProvider,
 		msgpackUseNewTimeFormat: config.MsgpackUseNewTimeFormat,
+		authorizeRPC:            config.AuthorizeRPC,
 	}
 
 	// Create the connection context and then start our listener.
@@ -622,7 +631,7 @@ func (n *NetworkTransport) handleConn(connCtx context.Context, conn net.Conn) {
 		default:
 		}
 
-		if err := n.handleCommand(r, dec, enc); err != nil {
+		if err := n.handleCommand(conn, r, dec, enc); err != nil {
 			if err != io.EOF {
 				n.logger.Error("failed to decode incoming command", "error", err)
 			}
@@ -636,7 +645,7 @@ func (n *NetworkTransport) handleConn(connCtx context.Context, conn net.Conn) {
 }
 
 // handleCommand is used to decode and dispatch a single command.
-func (n *NetworkTransport) handleCommand(r *bufio.Reader, dec *codec.Decoder, enc *codec.Encoder) error {
+func (n *NetworkTransport) handleCommand(conn net.Conn, r *bufio.Reader, dec *codec.Decoder, enc *codec.Encoder) error {
 	getTypeStart := time.Now()
 
 	// Get the rpc type
@@ -718,6 +727,14 @@ func (n *NetworkTransport) handleCommand(r *bufio.Reader, dec *codec.Decoder, en
 	}
 
 	metrics.MeasureSinceWithLabels([]string{"raft", "net", "rpcDecode"}, decodeStart, labels)
+
+	if n.authorizeRPC != nil {
+		if h, ok := rpc.Command.(WithRPCHeader); ok {
+			if err := n.authorizeRPC(conn, h.GetRPCHeader()); err != nil {
+				return fmt.Errorf("refused rpc: %w", err)
+			}
+		}
+	}
 
 	processStart := time.Now()
 
