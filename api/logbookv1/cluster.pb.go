@@ -978,15 +978,15 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\x0fSnapshotRequest\"<\n" +
 	"\x10SnapshotResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
-	"\x04term\x18\x02 \x01(\x04R\x04term2\xc9\x04\n" +
-	"\aCluster\x12E\n" +
-	"\x06Status\x12\x19.logbook.v1.StatusRequest\x1a\x1a.logbook.v1.StatusResponse\"\x04\xc8\xf3\x18\x01\x12N\n" +
-	"\bAddVoter\x12\x1c.logbook.v1.AddServerRequest\x1a\x1e.logbook.v1.MembershipResponse\"\x04\xc8\xf3\x18\x02\x12Q\n" +
-	"\vAddNonvoter\x12\x1c.logbook.v1.AddServerRequest\x1a\x1e.logbook.v1.MembershipResponse\"\x04\xc8\xf3\x18\x02\x12U\n" +
-	"\fRemoveServer\x12\x1f.logbook.v1.RemoveServerRequest\x1a\x1e.logbook.v1.MembershipResponse\"\x04\xc8\xf3\x18\x02\x12i\n" +
-	"\x12TransferLeadership\x12%.logbook.v1.TransferLeadershipRequest\x1a&.logbook.v1.TransferLeadershipResponse\"\x04\xc8\xf3\x18\x02\x12K\n" +
-	"\bSnapshot\x12\x1b.logbook.v1.SnapshotRequest\x1a\x1c.logbook.v1.SnapshotResponse\"\x04\xc8\xf3\x18\x01\x12E\n" +
-	"\x06Verify\x12\x19.logbook.v1.VerifyRequest\x1a\x1a.logbook.v1.VerifyResponse\"\x04\xc8\xf3\x18\x02B,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
+	"\x04term\x18\x02 \x01(\x04R\x04term2\xe5\x04\n" +
+	"\aCluster\x12I\n" +
+	"\x06Status\x12\x19.logbook.v1.StatusRequest\x1a\x1a.logbook.v1.StatusResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x02\x12R\n" +
+	"\bAddVoter\x12\x1c.logbook.v1.AddServerRequest\x1a\x1e.logbook.v1.MembershipResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x04\x12U\n" +
+	"\vAddNonvoter\x12\x1c.logbook.v1.AddServerRequest\x1a\x1e.logbook.v1.MembershipResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x04\x12Y\n" +
+	"\fRemoveServer\x12\x1f.logbook.v1.RemoveServerRequest\x1a\x1e.logbook.v1.MembershipResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x04\x12m\n" +
+	"\x12TransferLeadership\x12%.logbook.v1.TransferLeadershipRequest\x1a&.logbook.v1.TransferLeadershipResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x04\x12O\n" +
+	"\bSnapshot\x12\x1b.logbook.v1.SnapshotRequest\x1a\x1c.logbook.v1.SnapshotResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x04\x12I\n" +
+	"\x06Verify\x12\x19.logbook.v1.VerifyRequest\x1a\x1a.logbook.v1.VerifyResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x04B,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
 
 var (
 	file_logbookv1_cluster_proto_rawDescOnce sync.Once

@@ -2417,26 +2417,26 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\vConsistency\x12\x1b\n" +
 	"\x17CONSISTENCY_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x01\x12\x15\n" +
-	"\x11CONSISTENCY_STALE\x10\x022\xae\v\n" +
-	"\aJournal\x12E\n" +
-	"\x06Append\x12\x19.logbook.v1.AppendRequest\x1a\x1a.logbook.v1.AppendResponse\"\x04\xc8\xf3\x18\x01\x12U\n" +
-	"\fAppendStream\x12\x19.logbook.v1.AppendRequest\x1a .logbook.v1.AppendStreamResponse\"\x04\xc8\xf3\x18\x03(\x010\x01\x12?\n" +
-	"\x04Read\x12\x17.logbook.v1.ReadRequest\x1a\x18.logbook.v1.ReadResponse\"\x04\xc8\xf3\x18\x01\x12A\n" +
-	"\x04Tail\x12\x17.logbook.v1.TailRequest\x1a\x18.logbook.v1.TailResponse\"\x04\xc8\xf3\x18\x010\x01\x12N\n" +
-	"\tPositions\x12\x1c.logbook.v1.PositionsRequest\x1a\x1d.logbook.v1.PositionsResponse\"\x04\xc8\xf3\x18\x01\x12K\n" +
-	"\bSegments\x12\x1b.logbook.v1.SegmentsRequest\x1a\x1c.logbook.v1.SegmentsResponse\"\x04\xc8\xf3\x18\x01\x12[\n" +
-	"\x10RegisterConsumer\x12#.logbook.v1.RegisterConsumerRequest\x1a\x1c.logbook.v1.ConsumerResponse\"\x04\xc8\xf3\x18\x02\x12Q\n" +
-	"\vAckConsumer\x12\x1e.logbook.v1.AckConsumerRequest\x1a\x1c.logbook.v1.ConsumerResponse\"\x04\xc8\xf3\x18\x02\x12W\n" +
-	"\x0eRemoveConsumer\x12!.logbook.v1.RemoveConsumerRequest\x1a\x1c.logbook.v1.ConsumerResponse\"\x04\xc8\xf3\x18\x02\x12Z\n" +
-	"\rListConsumers\x12 .logbook.v1.ListConsumersRequest\x1a!.logbook.v1.ListConsumersResponse\"\x04\xc8\xf3\x18\x01\x12?\n" +
-	"\x04Trim\x12\x17.logbook.v1.TrimRequest\x1a\x18.logbook.v1.TrimResponse\"\x04\xc8\xf3\x18\x02\x12B\n" +
-	"\x05Reset\x12\x18.logbook.v1.ResetRequest\x1a\x19.logbook.v1.ResetResponse\"\x04\xc8\xf3\x18\x02\x12N\n" +
-	"\tSetPaused\x12\x1c.logbook.v1.SetPausedRequest\x1a\x1d.logbook.v1.SetPausedResponse\"\x04\xc8\xf3\x18\x02\x12Y\n" +
-	"\tGetConfig\x12#.logbook.v1.GetJournalConfigRequest\x1a!.logbook.v1.JournalConfigResponse\"\x04\xc8\xf3\x18\x01\x12Y\n" +
-	"\tSetConfig\x12#.logbook.v1.SetJournalConfigRequest\x1a!.logbook.v1.JournalConfigResponse\"\x04\xc8\xf3\x18\x02\x12E\n" +
-	"\x06Import\x12\x19.logbook.v1.ImportRequest\x1a\x1a.logbook.v1.ImportResponse\"\x04\xc8\xf3\x18\x02\x12T\n" +
-	"\vOpenSession\x12\x1e.logbook.v1.OpenSessionRequest\x1a\x1f.logbook.v1.OpenSessionResponse\"\x04\xc8\xf3\x18\x02\x12W\n" +
-	"\fCloseSession\x12\x1f.logbook.v1.CloseSessionRequest\x1a .logbook.v1.CloseSessionResponse\"\x04\xc8\xf3\x18\x02B,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
+	"\x11CONSISTENCY_STALE\x10\x022\xf6\v\n" +
+	"\aJournal\x12I\n" +
+	"\x06Append\x12\x19.logbook.v1.AppendRequest\x1a\x1a.logbook.v1.AppendResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x03\x12Y\n" +
+	"\fAppendStream\x12\x19.logbook.v1.AppendRequest\x1a .logbook.v1.AppendStreamResponse\"\b\xc8\xf3\x18\x03\xd0\xf3\x18\x03(\x010\x01\x12C\n" +
+	"\x04Read\x12\x17.logbook.v1.ReadRequest\x1a\x18.logbook.v1.ReadResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x02\x12E\n" +
+	"\x04Tail\x12\x17.logbook.v1.TailRequest\x1a\x18.logbook.v1.TailResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x020\x01\x12R\n" +
+	"\tPositions\x12\x1c.logbook.v1.PositionsRequest\x1a\x1d.logbook.v1.PositionsResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x02\x12O\n" +
+	"\bSegments\x12\x1b.logbook.v1.SegmentsRequest\x1a\x1c.logbook.v1.SegmentsResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x02\x12_\n" +
+	"\x10RegisterConsumer\x12#.logbook.v1.RegisterConsumerRequest\x1a\x1c.logbook.v1.ConsumerResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x03\x12U\n" +
+	"\vAckConsumer\x12\x1e.logbook.v1.AckConsumerRequest\x1a\x1c.logbook.v1.ConsumerResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x03\x12[\n" +
+	"\x0eRemoveConsumer\x12!.logbook.v1.RemoveConsumerRequest\x1a\x1c.logbook.v1.ConsumerResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x03\x12^\n" +
+	"\rListConsumers\x12 .logbook.v1.ListConsumersRequest\x1a!.logbook.v1.ListConsumersResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x02\x12C\n" +
+	"\x04Trim\x12\x17.logbook.v1.TrimRequest\x1a\x18.logbook.v1.TrimResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x04\x12F\n" +
+	"\x05Reset\x12\x18.logbook.v1.ResetRequest\x1a\x19.logbook.v1.ResetResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x04\x12R\n" +
+	"\tSetPaused\x12\x1c.logbook.v1.SetPausedRequest\x1a\x1d.logbook.v1.SetPausedResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x04\x12]\n" +
+	"\tGetConfig\x12#.logbook.v1.GetJournalConfigRequest\x1a!.logbook.v1.JournalConfigResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x02\x12]\n" +
+	"\tSetConfig\x12#.logbook.v1.SetJournalConfigRequest\x1a!.logbook.v1.JournalConfigResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x04\x12I\n" +
+	"\x06Import\x12\x19.logbook.v1.ImportRequest\x1a\x1a.logbook.v1.ImportResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x04\x12X\n" +
+	"\vOpenSession\x12\x1e.logbook.v1.OpenSessionRequest\x1a\x1f.logbook.v1.OpenSessionResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x03\x12[\n" +
+	"\fCloseSession\x12\x1f.logbook.v1.CloseSessionRequest\x1a .logbook.v1.CloseSessionResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x03B,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
 
 var (
 	file_logbookv1_journal_proto_rawDescOnce sync.Once

@@ -3504,27 +3504,27 @@ const file_logbookv1_namespace_proto_rawDesc = "" +
 	"\x1eBLOCK_STATE_UNDER_CONSTRUCTION\x10\x01\x12\x1e\n" +
 	"\x1aBLOCK_STATE_UNDER_RECOVERY\x10\x02\x12\x19\n" +
 	"\x15BLOCK_STATE_COMMITTED\x10\x03\x12\x18\n" +
-	"\x14BLOCK_STATE_COMPLETE\x10\x042\x91\f\n" +
-	"\tNamespace\x12E\n" +
-	"\x06Create\x12\x19.logbook.v1.CreateRequest\x1a\x1a.logbook.v1.FileOpResponse\"\x04\xc8\xf3\x18\x02\x12I\n" +
-	"\bAddBlock\x12\x1b.logbook.v1.AddBlockRequest\x1a\x1a.logbook.v1.FileOpResponse\"\x04\xc8\xf3\x18\x02\x12I\n" +
-	"\bComplete\x12\x1b.logbook.v1.CompleteRequest\x1a\x1a.logbook.v1.FileOpResponse\"\x04\xc8\xf3\x18\x02\x12I\n" +
-	"\x06Append\x12\x1d.logbook.v1.AppendFileRequest\x1a\x1a.logbook.v1.FileOpResponse\"\x04\xc8\xf3\x18\x02\x12E\n" +
-	"\x06Delete\x12\x19.logbook.v1.DeleteRequest\x1a\x1a.logbook.v1.FileOpResponse\"\x04\xc8\xf3\x18\x02\x12?\n" +
-	"\x04Stat\x12\x17.logbook.v1.StatRequest\x1a\x18.logbook.v1.StatResponse\"\x04\xc8\xf3\x18\x02\x12?\n" +
-	"\x04List\x12\x17.logbook.v1.ListRequest\x1a\x18.logbook.v1.ListResponse\"\x04\xc8\xf3\x18\x02\x12Q\n" +
-	"\fAbandonBlock\x12\x1f.logbook.v1.AbandonBlockRequest\x1a\x1a.logbook.v1.FileOpResponse\"\x04\xc8\xf3\x18\x02\x12e\n" +
-	"\x16UpdateBlockForPipeline\x12).logbook.v1.UpdateBlockForPipelineRequest\x1a\x1a.logbook.v1.FileOpResponse\"\x04\xc8\xf3\x18\x02\x12U\n" +
-	"\x0eUpdatePipeline\x12!.logbook.v1.UpdatePipelineRequest\x1a\x1a.logbook.v1.FileOpResponse\"\x04\xc8\xf3\x18\x02\x12f\n" +
-	"\x11GetAdditionalNode\x12$.logbook.v1.GetAdditionalNodeRequest\x1a%.logbook.v1.GetAdditionalNodeResponse\"\x04\xc8\xf3\x18\x02\x12W\n" +
-	"\fRecoverLease\x12\x1f.logbook.v1.RecoverLeaseRequest\x1a .logbook.v1.RecoverLeaseResponse\"\x04\xc8\xf3\x18\x02\x12Q\n" +
+	"\x14BLOCK_STATE_COMPLETE\x10\x042\xd9\f\n" +
+	"\tNamespace\x12I\n" +
+	"\x06Create\x12\x19.logbook.v1.CreateRequest\x1a\x1a.logbook.v1.FileOpResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x03\x12M\n" +
+	"\bAddBlock\x12\x1b.logbook.v1.AddBlockRequest\x1a\x1a.logbook.v1.FileOpResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x03\x12M\n" +
+	"\bComplete\x12\x1b.logbook.v1.CompleteRequest\x1a\x1a.logbook.v1.FileOpResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x03\x12M\n" +
+	"\x06Append\x12\x1d.logbook.v1.AppendFileRequest\x1a\x1a.logbook.v1.FileOpResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x03\x12I\n" +
+	"\x06Delete\x12\x19.logbook.v1.DeleteRequest\x1a\x1a.logbook.v1.FileOpResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x03\x12C\n" +
+	"\x04Stat\x12\x17.logbook.v1.StatRequest\x1a\x18.logbook.v1.StatResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x02\x12C\n" +
+	"\x04List\x12\x17.logbook.v1.ListRequest\x1a\x18.logbook.v1.ListResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x02\x12U\n" +
+	"\fAbandonBlock\x12\x1f.logbook.v1.AbandonBlockRequest\x1a\x1a.logbook.v1.FileOpResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x03\x12i\n" +
+	"\x16UpdateBlockForPipeline\x12).logbook.v1.UpdateBlockForPipelineRequest\x1a\x1a.logbook.v1.FileOpResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x03\x12Y\n" +
+	"\x0eUpdatePipeline\x12!.logbook.v1.UpdatePipelineRequest\x1a\x1a.logbook.v1.FileOpResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x03\x12j\n" +
+	"\x11GetAdditionalNode\x12$.logbook.v1.GetAdditionalNodeRequest\x1a%.logbook.v1.GetAdditionalNodeResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x03\x12[\n" +
+	"\fRecoverLease\x12\x1f.logbook.v1.RecoverLeaseRequest\x1a .logbook.v1.RecoverLeaseResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x03\x12U\n" +
 	"\n" +
-	"RenewLease\x12\x1d.logbook.v1.RenewLeaseRequest\x1a\x1e.logbook.v1.RenewLeaseResponse\"\x04\xc8\xf3\x18\x02\x12N\n" +
-	"\tListNodes\x12\x1c.logbook.v1.ListNodesRequest\x1a\x1d.logbook.v1.ListNodesResponse\"\x04\xc8\xf3\x18\x02\x12`\n" +
-	"\x0fReportBadBlocks\x12\".logbook.v1.ReportBadBlocksRequest\x1a#.logbook.v1.ReportBadBlocksResponse\"\x04\xc8\xf3\x18\x02\x12c\n" +
-	"\x11AddCacheDirective\x12$.logbook.v1.AddCacheDirectiveRequest\x1a\".logbook.v1.CacheDirectiveResponse\"\x04\xc8\xf3\x18\x02\x12i\n" +
-	"\x14RemoveCacheDirective\x12'.logbook.v1.RemoveCacheDirectiveRequest\x1a\".logbook.v1.CacheDirectiveResponse\"\x04\xc8\xf3\x18\x02\x12l\n" +
-	"\x13ListCacheDirectives\x12&.logbook.v1.ListCacheDirectivesRequest\x1a'.logbook.v1.ListCacheDirectivesResponse\"\x04\xc8\xf3\x18\x02B,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
+	"RenewLease\x12\x1d.logbook.v1.RenewLeaseRequest\x1a\x1e.logbook.v1.RenewLeaseResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x03\x12R\n" +
+	"\tListNodes\x12\x1c.logbook.v1.ListNodesRequest\x1a\x1d.logbook.v1.ListNodesResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x02\x12d\n" +
+	"\x0fReportBadBlocks\x12\".logbook.v1.ReportBadBlocksRequest\x1a#.logbook.v1.ReportBadBlocksResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x02\x12g\n" +
+	"\x11AddCacheDirective\x12$.logbook.v1.AddCacheDirectiveRequest\x1a\".logbook.v1.CacheDirectiveResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x04\x12m\n" +
+	"\x14RemoveCacheDirective\x12'.logbook.v1.RemoveCacheDirectiveRequest\x1a\".logbook.v1.CacheDirectiveResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x04\x12p\n" +
+	"\x13ListCacheDirectives\x12&.logbook.v1.ListCacheDirectivesRequest\x1a'.logbook.v1.ListCacheDirectivesResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x02B,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
 
 var (
 	file_logbookv1_namespace_proto_rawDescOnce sync.Once

@@ -2127,7 +2127,7 @@ var File_logbookv1_node_proto protoreflect.FileDescriptor
 const file_logbookv1_node_proto_rawDesc = "" +
 	"\n" +
 	"\x14logbookv1/node.proto\x12\n" +
-	"logbook.v1\"r\n" +
+	"logbook.v1\x1a\x17logbookv1/options.proto\"r\n" +
 	"\vWritePacket\x12.\n" +
 	"\x05setup\x18\x01 \x01(\v2\x16.logbook.v1.WriteSetupH\x00R\x05setup\x12,\n" +
 	"\x06packet\x18\x02 \x01(\v2\x12.logbook.v1.PacketH\x00R\x06packetB\x05\n" +
@@ -2305,20 +2305,20 @@ const file_logbookv1_node_proto_rawDesc = "" +
 	"\x11REPLICA_STATE_RBW\x10\x02\x12\x15\n" +
 	"\x11REPLICA_STATE_RWR\x10\x03\x12\x15\n" +
 	"\x11REPLICA_STATE_RUR\x10\x04\x12\x1b\n" +
-	"\x17REPLICA_STATE_TEMPORARY\x10\x052\x81\a\n" +
-	"\bDataNode\x12?\n" +
+	"\x17REPLICA_STATE_TEMPORARY\x10\x052\xbe\a\n" +
+	"\bDataNode\x12E\n" +
 	"\n" +
-	"WriteBlock\x12\x17.logbook.v1.WritePacket\x1a\x14.logbook.v1.WriteAck(\x010\x01\x12B\n" +
-	"\tReadBlock\x12\x1c.logbook.v1.ReadBlockRequest\x1a\x15.logbook.v1.ReadChunk0\x01\x12r\n" +
-	"\x17GetReplicaVisibleLength\x12*.logbook.v1.GetReplicaVisibleLengthRequest\x1a+.logbook.v1.GetReplicaVisibleLengthResponse\x12T\n" +
-	"\rTransferBlock\x12 .logbook.v1.TransferBlockRequest\x1a!.logbook.v1.TransferBlockResponse\x12f\n" +
-	"\x13InitReplicaRecovery\x12&.logbook.v1.InitReplicaRecoveryRequest\x1a'.logbook.v1.InitReplicaRecoveryResponse\x12{\n" +
-	"\x1aUpdateReplicaUnderRecovery\x12-.logbook.v1.UpdateReplicaUnderRecoveryRequest\x1a..logbook.v1.UpdateReplicaUnderRecoveryResponse\x12K\n" +
+	"WriteBlock\x12\x17.logbook.v1.WritePacket\x1a\x14.logbook.v1.WriteAck\"\x04\xd0\xf3\x18\a(\x010\x01\x12H\n" +
+	"\tReadBlock\x12\x1c.logbook.v1.ReadBlockRequest\x1a\x15.logbook.v1.ReadChunk\"\x04\xd0\xf3\x18\a0\x01\x12x\n" +
+	"\x17GetReplicaVisibleLength\x12*.logbook.v1.GetReplicaVisibleLengthRequest\x1a+.logbook.v1.GetReplicaVisibleLengthResponse\"\x04\xd0\xf3\x18\a\x12Z\n" +
+	"\rTransferBlock\x12 .logbook.v1.TransferBlockRequest\x1a!.logbook.v1.TransferBlockResponse\"\x04\xd0\xf3\x18\a\x12l\n" +
+	"\x13InitReplicaRecovery\x12&.logbook.v1.InitReplicaRecoveryRequest\x1a'.logbook.v1.InitReplicaRecoveryResponse\"\x04\xd0\xf3\x18\b\x12\x81\x01\n" +
+	"\x1aUpdateReplicaUnderRecovery\x12-.logbook.v1.UpdateReplicaUnderRecoveryRequest\x1a..logbook.v1.UpdateReplicaUnderRecoveryResponse\"\x04\xd0\xf3\x18\b\x12Q\n" +
 	"\n" +
-	"VolumeInfo\x12\x1d.logbook.v1.VolumeInfoRequest\x1a\x1e.logbook.v1.VolumeInfoResponse\x12Q\n" +
-	"\fListReplicas\x12\x1f.logbook.v1.ListReplicasRequest\x1a .logbook.v1.ListReplicasResponse\x12N\n" +
-	"\vBlockReport\x12\x1e.logbook.v1.BlockReportRequest\x1a\x1f.logbook.v1.BlockReportResponse\x12Q\n" +
-	"\fShutdownNode\x12\x1f.logbook.v1.ShutdownNodeRequest\x1a .logbook.v1.ShutdownNodeResponseB,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
+	"VolumeInfo\x12\x1d.logbook.v1.VolumeInfoRequest\x1a\x1e.logbook.v1.VolumeInfoResponse\"\x04\xd0\xf3\x18\x02\x12W\n" +
+	"\fListReplicas\x12\x1f.logbook.v1.ListReplicasRequest\x1a .logbook.v1.ListReplicasResponse\"\x04\xd0\xf3\x18\x02\x12T\n" +
+	"\vBlockReport\x12\x1e.logbook.v1.BlockReportRequest\x1a\x1f.logbook.v1.BlockReportResponse\"\x04\xd0\xf3\x18\x02\x12W\n" +
+	"\fShutdownNode\x12\x1f.logbook.v1.ShutdownNodeRequest\x1a .logbook.v1.ShutdownNodeResponse\"\x04\xd0\xf3\x18\x04B,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
 
 var (
 	file_logbookv1_node_proto_rawDescOnce sync.Once
@@ -2412,6 +2412,7 @@ func file_logbookv1_node_proto_init() {
 	if File_logbookv1_node_proto != nil {
 		return
 	}
+	file_logbookv1_options_proto_init()
 	file_logbookv1_node_proto_msgTypes[0].OneofWrappers = []any{
 		(*WritePacket_Setup)(nil),
 		(*WritePacket_Packet)(nil),

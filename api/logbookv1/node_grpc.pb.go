@@ -43,6 +43,9 @@ const (
 // DataNodeClient is the client API for DataNode service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// DataNode is served by storage nodes, not coordinators: its RPCs name an
+// access class (internal/nodeserver reads it) but no route.
 type DataNodeClient interface {
 	// WriteBlock is the write pipeline (HDFS DataXceiver.writeBlock). The
 	// first message carries a WriteSetup; every later one a Packet. Each node
@@ -206,6 +209,9 @@ func (c *dataNodeClient) ShutdownNode(ctx context.Context, in *ShutdownNodeReque
 // DataNodeServer is the server API for DataNode service.
 // All implementations must embed UnimplementedDataNodeServer
 // for forward compatibility.
+//
+// DataNode is served by storage nodes, not coordinators: its RPCs name an
+// access class (internal/nodeserver reads it) but no route.
 type DataNodeServer interface {
 	// WriteBlock is the write pipeline (HDFS DataXceiver.writeBlock). The
 	// first message carries a WriteSetup; every later one a Packet. Each node

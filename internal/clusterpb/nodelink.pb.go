@@ -1329,14 +1329,14 @@ const file_internal_clusterpb_nodelink_proto_rawDesc = "" +
 	"\x1aREPLICA_CHANGE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18REPLICA_CHANGE_RECEIVING\x10\x01\x12\x1b\n" +
 	"\x17REPLICA_CHANGE_RECEIVED\x10\x02\x12\x1a\n" +
-	"\x16REPLICA_CHANGE_DELETED\x10\x032\xc4\x04\n" +
-	"\bNodeLink\x12S\n" +
-	"\bRegister\x12\x1f.logbook.v1.NodeRegisterRequest\x1a .logbook.v1.NodeRegisterResponse\"\x04\xc8\xf3\x18\x02\x12V\n" +
-	"\tHeartbeat\x12 .logbook.v1.NodeHeartbeatRequest\x1a!.logbook.v1.NodeHeartbeatResponse\"\x04\xc8\xf3\x18\x02\x12W\n" +
-	"\vBlockReport\x12\".logbook.v1.NodeBlockReportRequest\x1a\x1e.logbook.v1.NodeReportResponse\"\x04\xc8\xf3\x18\x02\x12c\n" +
-	"\x11IncrementalReport\x12(.logbook.v1.NodeIncrementalReportRequest\x1a\x1e.logbook.v1.NodeReportResponse\"\x04\xc8\xf3\x18\x02\x12k\n" +
-	"\x1aCommitBlockSynchronization\x12\".logbook.v1.CommitBlockSyncRequest\x1a#.logbook.v1.CommitBlockSyncResponse\"\x04\xc8\xf3\x18\x02\x12`\n" +
-	"\x0fReportBadBlocks\x12\".logbook.v1.ReportBadBlocksRequest\x1a#.logbook.v1.ReportBadBlocksResponse\"\x04\xc8\xf3\x18\x02B1Z/github.com/logbookhq/logbook/internal/clusterpbb\x06proto3"
+	"\x16REPLICA_CHANGE_DELETED\x10\x032\xdc\x04\n" +
+	"\bNodeLink\x12W\n" +
+	"\bRegister\x12\x1f.logbook.v1.NodeRegisterRequest\x1a .logbook.v1.NodeRegisterResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x06\x12Z\n" +
+	"\tHeartbeat\x12 .logbook.v1.NodeHeartbeatRequest\x1a!.logbook.v1.NodeHeartbeatResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x06\x12[\n" +
+	"\vBlockReport\x12\".logbook.v1.NodeBlockReportRequest\x1a\x1e.logbook.v1.NodeReportResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x06\x12g\n" +
+	"\x11IncrementalReport\x12(.logbook.v1.NodeIncrementalReportRequest\x1a\x1e.logbook.v1.NodeReportResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x06\x12o\n" +
+	"\x1aCommitBlockSynchronization\x12\".logbook.v1.CommitBlockSyncRequest\x1a#.logbook.v1.CommitBlockSyncResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x06\x12d\n" +
+	"\x0fReportBadBlocks\x12\".logbook.v1.ReportBadBlocksRequest\x1a#.logbook.v1.ReportBadBlocksResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x06B1Z/github.com/logbookhq/logbook/internal/clusterpbb\x06proto3"
 
 var (
 	file_internal_clusterpb_nodelink_proto_rawDescOnce sync.Once

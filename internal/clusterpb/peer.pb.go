@@ -634,14 +634,14 @@ const file_internal_clusterpb_peer_proto_rawDesc = "" +
 	"\x0estartup_replay\x18\t \x01(\v2\x19.logbook.v1.StartupReplayR\rstartupReplay\"G\n" +
 	"\x15RegisterMemberRequest\x12.\n" +
 	"\x06member\x18\x01 \x01(\v2\x16.logbook.fsm.v1.MemberR\x06member\"\x18\n" +
-	"\x16RegisterMemberResponse2\xac\x04\n" +
-	"\x04Peer\x12Z\n" +
-	"\rForwardAppend\x12 .logbook.v1.ForwardAppendRequest\x1a!.logbook.v1.ForwardAppendResponse\"\x04\xc8\xf3\x18\x01\x12^\n" +
-	"\rForwardStream\x12 .logbook.v1.ForwardAppendRequest\x1a!.logbook.v1.ForwardAppendResponse\"\x04\xc8\xf3\x18\x01(\x010\x01\x12N\n" +
-	"\tReadIndex\x12\x1c.logbook.v1.ReadIndexRequest\x1a\x1d.logbook.v1.ReadIndexResponse\"\x04\xc8\xf3\x18\x01\x12T\n" +
-	"\vLocalStatus\x12\x1e.logbook.v1.LocalStatusRequest\x1a\x1f.logbook.v1.LocalStatusResponse\"\x04\xc8\xf3\x18\x01\x12]\n" +
-	"\x0eRegisterMember\x12!.logbook.v1.RegisterMemberRequest\x1a\".logbook.v1.RegisterMemberResponse\"\x04\xc8\xf3\x18\x01\x12c\n" +
-	"\x10CheckpointDigest\x12#.logbook.v1.CheckpointDigestRequest\x1a$.logbook.v1.CheckpointDigestResponse\"\x04\xc8\xf3\x18\x01B1Z/github.com/logbookhq/logbook/internal/clusterpbb\x06proto3"
+	"\x16RegisterMemberResponse2\xc4\x04\n" +
+	"\x04Peer\x12^\n" +
+	"\rForwardAppend\x12 .logbook.v1.ForwardAppendRequest\x1a!.logbook.v1.ForwardAppendResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05\x12b\n" +
+	"\rForwardStream\x12 .logbook.v1.ForwardAppendRequest\x1a!.logbook.v1.ForwardAppendResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05(\x010\x01\x12R\n" +
+	"\tReadIndex\x12\x1c.logbook.v1.ReadIndexRequest\x1a\x1d.logbook.v1.ReadIndexResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05\x12X\n" +
+	"\vLocalStatus\x12\x1e.logbook.v1.LocalStatusRequest\x1a\x1f.logbook.v1.LocalStatusResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05\x12a\n" +
+	"\x0eRegisterMember\x12!.logbook.v1.RegisterMemberRequest\x1a\".logbook.v1.RegisterMemberResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05\x12g\n" +
+	"\x10CheckpointDigest\x12#.logbook.v1.CheckpointDigestRequest\x1a$.logbook.v1.CheckpointDigestResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05B1Z/github.com/logbookhq/logbook/internal/clusterpbb\x06proto3"
 
 var (
 	file_internal_clusterpb_peer_proto_rawDescOnce sync.Once

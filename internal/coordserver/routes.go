@@ -11,11 +11,14 @@ import (
 )
 
 // methodRoute is how the RPC layer routes one method: its proto's
-// (logbook.v1.route) option (api/logbookv1/options.proto) and, for a
-// forwarded method, the type of its reply.
+// (logbook.v1.route) option (api/logbookv1/options.proto), for a
+// forwarded method the type of its reply, and its (logbook.v1.access)
+// option: who may call it once authorization is on (issue 40; nothing
+// enforces it yet).
 type methodRoute struct {
-	route pb.Route
-	reply protoreflect.MessageType
+	route  pb.Route
+	reply  protoreflect.MessageType
+	access pb.Access
 }
 
 // servedFiles are the proto files of every Logbook service a coordinator
@@ -40,7 +43,10 @@ func routesOf(files ...protoreflect.FileDescriptor) map[string]methodRoute {
 			sd := fd.Services().Get(i)
 			for j := range sd.Methods().Len() {
 				md := sd.Methods().Get(j)
-				r := methodRoute{route: proto.GetExtension(md.Options(), pb.E_Route).(pb.Route)}
+				r := methodRoute{
+					route:  proto.GetExtension(md.Options(), pb.E_Route).(pb.Route),
+					access: proto.GetExtension(md.Options(), pb.E_Access).(pb.Access),
+				}
 				if r.route == pb.Route_ROUTE_FORWARD {
 					mt, err := protoregistry.GlobalTypes.FindMessageByName(md.Output().FullName())
 					if err != nil {

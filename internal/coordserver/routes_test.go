@@ -19,7 +19,8 @@ import (
 )
 
 // TestEveryRPCHasARoute: every method of every Logbook service a
-// coordinator serves names its route in its proto, forwarded methods are
+// coordinator serves names its route and its access class in its proto
+// (TestAccessClassesByService checks which classes), forwarded methods are
 // unary with the reply type the proto gives, leader-only ones are streams,
 // and the table holds no method that is not served.
 func TestEveryRPCHasARoute(t *testing.T) {
@@ -39,6 +40,8 @@ func TestEveryRPCHasARoute(t *testing.T) {
 				t.Errorf("%s is served, but its proto file is not in servedFiles", name)
 			case r.route == pb.Route_ROUTE_UNSPECIFIED:
 				t.Errorf("%s has no (logbook.v1.route) option in its proto", name)
+			case r.access == pb.Access_ACCESS_UNSPECIFIED:
+				t.Errorf("%s has no (logbook.v1.access) option in its proto", name)
 			case r.route == pb.Route_ROUTE_FORWARD && (m.IsClientStream || m.IsServerStream):
 				t.Errorf("%s is a stream: only a unary call can be forwarded (ROUTE_FORWARD)", name)
 			case r.route == pb.Route_ROUTE_LEADER && !m.IsClientStream && !m.IsServerStream:
@@ -61,6 +64,57 @@ func TestEveryRPCHasARoute(t *testing.T) {
 	}
 	if len(served) < 50 {
 		t.Fatalf("only %d methods served: the service list is not what it seems", len(served))
+	}
+}
+
+// TestAccessClassesByService: the cluster-internal services are closed to
+// users (every Peer RPC is ACCESS_MEMBER, every NodeLink RPC ACCESS_NODE),
+// and the client services use only the user classes (public, read, write,
+// admin), never a component's or the storage nodes' block classes.
+func TestAccessClassesByService(t *testing.T) {
+	t.Parallel()
+	user := map[pb.Access]bool{pb.Access_ACCESS_PUBLIC: true, pb.Access_ACCESS_READ: true, pb.Access_ACCESS_WRITE: true, pb.Access_ACCESS_ADMIN: true}
+	perService := map[string]int{}
+	for name, r := range routes {
+		svc := strings.Split(strings.TrimPrefix(name, "/"), "/")[0]
+		perService[svc]++
+		switch svc {
+		case "logbook.v1.Peer":
+			if r.access != pb.Access_ACCESS_MEMBER {
+				t.Errorf("%s is %s: every Peer RPC is ACCESS_MEMBER", name, r.access)
+			}
+		case "logbook.v1.NodeLink":
+			if r.access != pb.Access_ACCESS_NODE {
+				t.Errorf("%s is %s: every NodeLink RPC is ACCESS_NODE", name, r.access)
+			}
+		case "logbook.v1.Cluster", "logbook.v1.Journal", "logbook.v1.Namespace":
+			if !user[r.access] {
+				t.Errorf("%s is %s: a client service's RPC is public, read, write or admin", name, r.access)
+			}
+		default:
+			t.Errorf("%s: service %s has no access rule in this test", name, svc)
+		}
+	}
+	for _, svc := range []string{"logbook.v1.Peer", "logbook.v1.NodeLink", "logbook.v1.Cluster", "logbook.v1.Journal", "logbook.v1.Namespace"} {
+		if perService[svc] == 0 {
+			t.Errorf("no RPC of %s in the table", svc)
+		}
+	}
+	// A few classes spelled out, so that a slip in a proto shows here.
+	for name, want := range map[string]pb.Access{
+		"/logbook.v1.Journal/Append":              pb.Access_ACCESS_WRITE,
+		"/logbook.v1.Journal/Tail":                pb.Access_ACCESS_READ,
+		"/logbook.v1.Journal/Trim":                pb.Access_ACCESS_ADMIN,
+		"/logbook.v1.Journal/SetConfig":           pb.Access_ACCESS_ADMIN,
+		"/logbook.v1.Cluster/Status":              pb.Access_ACCESS_READ,
+		"/logbook.v1.Cluster/AddVoter":            pb.Access_ACCESS_ADMIN,
+		"/logbook.v1.Namespace/Stat":              pb.Access_ACCESS_READ,
+		"/logbook.v1.Namespace/Create":            pb.Access_ACCESS_WRITE,
+		"/logbook.v1.Namespace/AddCacheDirective": pb.Access_ACCESS_ADMIN,
+	} {
+		if got := routes[name].access; got != want {
+			t.Errorf("%s is %s, want %s", name, got, want)
+		}
 	}
 }
 

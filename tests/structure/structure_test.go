@@ -23,12 +23,13 @@ const module = "github.com/logbookhq/logbook"
 // (docs/design.md, "Layout").
 var domainPackages = []string{
 	"fsm", "fsm/fsmpb", "journal", "journal/export", "leaserecovery", "replica", "membership", "internal/blocks",
+	"internal/authz",
 }
 
 // raftFree are domain packages that reach Raft only through an interface
 // of their own (the block manager's Leadership and Proposer): they do not
 // import hashicorp/raft themselves.
-var raftFree = []string{"internal/blocks", "leaserecovery", "replica", "membership"}
+var raftFree = []string{"internal/blocks", "leaserecovery", "replica", "membership", "internal/authz"}
 
 // maxLines bounds a hand-written, non-test Go file.
 const maxLines = 800
