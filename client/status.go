@@ -44,6 +44,9 @@ type Member struct {
 	// StartupReplay is how the member rebuilt its state at its last
 	// start; nil for a member that started empty, or that did not answer.
 	StartupReplay *StartupReplay
+	// TLSNotAfter is when the member's TLS certificate expires; zero when
+	// the cluster runs without TLS or the member did not answer.
+	TLSNotAfter time.Time
 }
 
 // StartupReplay is how a coordinator rebuilt its state at its last start:
@@ -92,6 +95,13 @@ type MemberDigest struct {
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
+func unixOrZero(sec int64) time.Time {
+	if sec == 0 {
+		return time.Time{}
+	}
+	return time.Unix(sec, 0)
+}
+
 func millis(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
 
 func toClusterStatus(st *pb.StatusResponse) ClusterStatus {
@@ -105,7 +115,7 @@ func toClusterStatus(st *pb.StatusResponse) ClusterStatus {
 			ID: m.GetId(), RaftAddr: m.GetRaftAddr(), GRPCAddr: m.GetGrpcAddr(), HTTPAddr: m.GetHttpAddr(),
 			Suffrage: m.GetSuffrage(), Healthy: m.GetHealthy(), Leader: m.GetLeader(), LastContact: millis(m.GetLastContactMs()),
 			AppliedIndex: m.GetAppliedIndex(), RaftState: m.GetRaftState(), Error: m.GetError(),
-			StartupReplay: toStartupReplay(m.GetStartupReplay()),
+			StartupReplay: toStartupReplay(m.GetStartupReplay()), TLSNotAfter: unixOrZero(m.GetTlsNotAfterUnix()),
 		})
 	}
 	return out

@@ -237,8 +237,11 @@ type MemberStatus struct {
 	// How the member replayed its state when it last started; absent for a
 	// member that started empty, or that did not answer.
 	StartupReplay *StartupReplay `protobuf:"bytes,12,opt,name=startup_replay,json=startupReplay,proto3" json:"startup_replay,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// When the member's TLS certificate expires, Unix seconds (0: TLS off,
+	// or the member did not answer).
+	TlsNotAfterUnix int64 `protobuf:"varint,13,opt,name=tls_not_after_unix,json=tlsNotAfterUnix,proto3" json:"tls_not_after_unix,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *MemberStatus) Reset() {
@@ -353,6 +356,13 @@ func (x *MemberStatus) GetStartupReplay() *StartupReplay {
 		return x.StartupReplay
 	}
 	return nil
+}
+
+func (x *MemberStatus) GetTlsNotAfterUnix() int64 {
+	if x != nil {
+		return x.TlsNotAfterUnix
+	}
+	return 0
 }
 
 // StartupReplay is how a coordinator rebuilt its state at its last start:
@@ -924,7 +934,7 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"consistent\x18\x03 \x01(\bR\n" +
 	"consistent\"\x0f\n" +
-	"\rStatusRequest\"\x87\x03\n" +
+	"\rStatusRequest\"\xb4\x03\n" +
 	"\fMemberStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
@@ -939,7 +949,8 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"raft_state\x18\n" +
 	" \x01(\tR\traftState\x12\x14\n" +
 	"\x05error\x18\v \x01(\tR\x05error\x12@\n" +
-	"\x0estartup_replay\x18\f \x01(\v2\x19.logbook.v1.StartupReplayR\rstartupReplay\"\xca\x02\n" +
+	"\x0estartup_replay\x18\f \x01(\v2\x19.logbook.v1.StartupReplayR\rstartupReplay\x12+\n" +
+	"\x12tls_not_after_unix\x18\r \x01(\x03R\x0ftlsNotAfterUnix\"\xca\x02\n" +
 	"\rStartupReplay\x12%\n" +
 	"\x0esnapshot_index\x18\x01 \x01(\x04R\rsnapshotIndex\x12'\n" +
 	"\x0fsnapshot_events\x18\x02 \x01(\x04R\x0esnapshotEvents\x12)\n" +

@@ -90,7 +90,7 @@ func (Route) EnumDescriptor() ([]byte, []int) {
 	return file_logbookv1_options_proto_rawDescGZIP(), []int{0}
 }
 
-// Access says who may call an RPC once authorization is on (issue 40).
+// Access says who may call an RPC once authorization is on.
 // Users hold roles; a role grants read, write or admin on all of the
 // journal and file system or on some event types and paths only. Admin
 // includes write, and write includes read. The last four classes are not

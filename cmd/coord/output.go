@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -109,6 +110,9 @@ type memberJSON struct {
 	// StartupReplay is how the member rebuilt its state at its last start;
 	// absent if it started empty or did not answer.
 	StartupReplay *replayJSON `json:"startup_replay,omitempty"`
+	// TLSNotAfter is when the member's TLS certificate expires (RFC 3339);
+	// absent without TLS.
+	TLSNotAfter string `json:"tls_not_after,omitempty"`
 }
 
 // replayJSON is a member's startup replay (client.StartupReplay).
@@ -204,10 +208,14 @@ func toStatusJSON(st client.ClusterStatus) statusJSON {
 func toMembersJSON(ms []client.Member) []memberJSON {
 	out := make([]memberJSON, 0, len(ms))
 	for _, m := range ms {
-		out = append(out, memberJSON{
+		j := memberJSON{
 			ID: m.ID, RaftAddr: m.RaftAddr, GRPCAddr: m.GRPCAddr, Suffrage: m.Suffrage,
 			Healthy: m.Healthy, LastContactMs: m.LastContact.Milliseconds(), StartupReplay: toReplayJSON(m.StartupReplay),
-		})
+		}
+		if !m.TLSNotAfter.IsZero() {
+			j.TLSNotAfter = m.TLSNotAfter.UTC().Format(time.RFC3339)
+		}
+		out = append(out, j)
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-// Package authz holds the authorization rules of issue 40 as pure,
+// Package authz holds Logbook's authorization rules as pure,
 // deterministic functions: who may call an RPC of a given access class on
 // a given resource. No I/O, no clock, no goroutines, and no gRPC: the RPC
 // layer maps its proto option (logbook.v1.access) and its status codes to

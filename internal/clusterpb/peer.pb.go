@@ -419,8 +419,10 @@ type LocalStatusResponse struct {
 	// journal settings differ from the replicated ones.
 	Warnings      []string                 `protobuf:"bytes,8,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	StartupReplay *logbookv1.StartupReplay `protobuf:"bytes,9,opt,name=startup_replay,json=startupReplay,proto3" json:"startup_replay,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// When this member's TLS certificate expires, Unix seconds (0: TLS off).
+	TlsNotAfterUnix int64 `protobuf:"varint,10,opt,name=tls_not_after_unix,json=tlsNotAfterUnix,proto3" json:"tls_not_after_unix,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *LocalStatusResponse) Reset() {
@@ -514,6 +516,13 @@ func (x *LocalStatusResponse) GetStartupReplay() *logbookv1.StartupReplay {
 		return x.StartupReplay
 	}
 	return nil
+}
+
+func (x *LocalStatusResponse) GetTlsNotAfterUnix() int64 {
+	if x != nil {
+		return x.TlsNotAfterUnix
+	}
+	return 0
 }
 
 type RegisterMemberRequest struct {
@@ -620,7 +629,7 @@ const file_internal_clusterpb_peer_proto_rawDesc = "" +
 	"\x10ReadIndexRequest\")\n" +
 	"\x11ReadIndexResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"\x14\n" +
-	"\x12LocalStatusRequest\"\xc3\x02\n" +
+	"\x12LocalStatusRequest\"\xf0\x02\n" +
 	"\x13LocalStatusResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -631,7 +640,9 @@ const file_internal_clusterpb_peer_proto_rawDesc = "" +
 	"\x0flast_contact_ms\x18\x06 \x01(\x03R\rlastContactMs\x12\x1b\n" +
 	"\tleader_id\x18\a \x01(\tR\bleaderId\x12\x1a\n" +
 	"\bwarnings\x18\b \x03(\tR\bwarnings\x12@\n" +
-	"\x0estartup_replay\x18\t \x01(\v2\x19.logbook.v1.StartupReplayR\rstartupReplay\"G\n" +
+	"\x0estartup_replay\x18\t \x01(\v2\x19.logbook.v1.StartupReplayR\rstartupReplay\x12+\n" +
+	"\x12tls_not_after_unix\x18\n" +
+	" \x01(\x03R\x0ftlsNotAfterUnix\"G\n" +
 	"\x15RegisterMemberRequest\x12.\n" +
 	"\x06member\x18\x01 \x01(\v2\x16.logbook.fsm.v1.MemberR\x06member\"\x18\n" +
 	"\x16RegisterMemberResponse2\xc4\x04\n" +

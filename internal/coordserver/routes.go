@@ -13,8 +13,7 @@ import (
 // methodRoute is how the RPC layer routes one method: its proto's
 // (logbook.v1.route) option (api/logbookv1/options.proto), for a
 // forwarded method the type of its reply, and its (logbook.v1.access)
-// option: who may call it once authorization is on (issue 40; nothing
-// enforces it yet).
+// option: who may call it (security.go enforces it).
 type methodRoute struct {
 	route  pb.Route
 	reply  protoreflect.MessageType

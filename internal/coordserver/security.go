@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"fmt"
 	"strings"
+	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/internal/authz"
 	"github.com/logbookhq/logbook/internal/clusterpb"
 	"github.com/logbookhq/logbook/internal/pki"
 	"github.com/logbookhq/logbook/internal/raftnet"
@@ -20,18 +22,16 @@ import (
 //	Raft port            coordinator certificates of the cluster CA only
 //	gRPC Peer service    coordinator certificates only (RegisterMember: for itself)
 //	gRPC NodeLink        node certificates naming the node the request is for
+//	                     (and coordinators, which forward them to the leader)
 //	gRPC client services any certificate of the cluster CA
 //	gRPC health          anyone (container and load-balancer probes)
 //	HTTP /healthz, /readyz  anyone; /metrics, pprof: any certificate
 //
 // The TLS handshake verifies the chain and the role where a port takes one
-// role; authorize checks the rest per call from the verified certificate.
+// role; authorize checks the rest per call from the verified certificate
+// and the method's access class.
 
-var (
-	peerPrefix     = "/" + clusterpb.Peer_ServiceDesc.ServiceName + "/"
-	nodeLinkPrefix = "/" + clusterpb.NodeLink_ServiceDesc.ServiceName + "/"
-	healthPrefix   = "/" + healthpb.Health_ServiceDesc.ServiceName + "/"
-)
+var healthPrefix = "/" + healthpb.Health_ServiceDesc.ServiceName + "/"
 
 // The TLS certificate's expiry metric (coordinators and nodes alike).
 const (
@@ -51,50 +51,67 @@ func (sec Security) raftTLS() *raftnet.TLS {
 	}
 }
 
-// nodeClaim is the node a NodeLink request speaks for.
-func nodeClaim(req any) (string, bool) {
-	switch r := req.(type) {
-	case *clusterpb.NodeRegisterRequest:
-		return r.GetNode().GetId(), true
-	case interface{ GetNodeId() string }:
-		return r.GetNodeId(), true
-	case *pb.ReportBadBlocksRequest:
-		return r.GetReporter(), true
-	}
-	return "", false
-}
-
 // authorize decides whether the peer of ctx may call method with req (nil
-// for a stream, whose messages authorize does not see). Without TLS every
-// call passes.
+// for a stream, whose messages authorize does not see), by the method's
+// access class (routes.go, the proto's (logbook.v1.access) option) and
+// internal/authz's rules. Without TLS every call passes.
 func (s *Server) authorize(ctx context.Context, method string, req any) error {
 	if s.cfg.Security.TLS == nil || strings.HasPrefix(method, healthPrefix) {
 		return nil
 	}
-	id, ok := tlsgrpc.PeerIdentity(ctx)
-	if !ok {
-		return s.statusErr(codes.Unauthenticated, pb.ReasonNoIdentity, fmt.Sprintf("%s needs a client certificate of the cluster CA", method))
+	id := tlsgrpc.Caller(ctx)
+	class := authz.AccessRead // gRPC reflection: no Logbook RPC
+	if r, ok := routes[method]; ok {
+		class = authz.Access(r.access)
 	}
-	switch {
-	case strings.HasPrefix(method, peerPrefix):
-		if id.Role != pki.RoleCoordinator {
-			return s.refuse(method, id, "only coordinators call the Peer service")
-		}
-		if r, ok := req.(*clusterpb.RegisterMemberRequest); ok && r.GetMember().GetId() != id.Name {
-			return s.refuse(method, id, fmt.Sprintf("the certificate names member %q, the request member %q", id.Name, r.GetMember().GetId()))
-		}
-	case strings.HasPrefix(method, nodeLinkPrefix):
-		if id.Role != pki.RoleNode {
-			return s.refuse(method, id, "only storage nodes call the NodeLink service")
-		}
-		if claim, ok := nodeClaim(req); ok && claim != id.Name {
-			return s.refuse(method, id, fmt.Sprintf("the certificate names node %q, the request node %q", id.Name, claim))
-		}
+	switch d := tlsgrpc.Decide(authz.Policy{}, false, id, class, authz.Resource{}); d.Outcome {
+	case authz.Allow:
+	case authz.Unauthenticated:
+		return s.statusErr(codes.Unauthenticated, pb.ReasonNoIdentity, fmt.Sprintf("%s needs a client certificate of the cluster CA", method))
+	default:
+		return s.refuse(method, id.String(), d.Reason)
+	}
+	// A node or member speaks only for itself; a coordinator's call may be
+	// one it forwards for its caller, whom it checked.
+	if claim, ok := memberClaim(req); ok && claim != id.Name && (id.Role != authz.CertRoleCoordinator || !forwardable(method)) {
+		return s.refuse(method, id.String(), fmt.Sprintf("the certificate names %q, the request %q", id.Name, claim))
 	}
 	return nil
 }
 
-func (s *Server) refuse(method string, id pki.Identity, why string) error {
-	s.log.Warn("refused a call", "method", method, "identity", id.String(), "reason", why)
-	return s.statusErr(codes.PermissionDenied, pb.ReasonWrongRole, fmt.Sprintf("%s: %s is not allowed: %s", method, id, why))
+// forwardable reports whether members forward method to the leader.
+func forwardable(method string) bool { return routes[method].route == pb.Route_ROUTE_FORWARD }
+
+// memberClaim is the node or member a NodeLink or Peer request speaks for.
+func memberClaim(req any) (string, bool) {
+	switch r := req.(type) {
+	case *clusterpb.RegisterMemberRequest:
+		return r.GetMember().GetId(), true
+	case *clusterpb.NodeRegisterRequest:
+		return r.GetNode().GetId(), true
+	case *clusterpb.NodeHeartbeatRequest, *clusterpb.NodeBlockReportRequest, *clusterpb.NodeIncrementalReportRequest, *clusterpb.CommitBlockSyncRequest:
+		return r.(interface{ GetNodeId() string }).GetNodeId(), true
+	}
+	return "", false
+}
+
+func (s *Server) refuse(method, id, why string) error {
+	s.log.Warn("refused a call", "method", method, "identity", id, "reason", why)
+	return s.statusErr(codes.PermissionDenied, pb.ReasonWrongRole, fmt.Sprintf("%s: %s", method, why))
+}
+
+// certWarnBefore is how long before its certificate expires a member
+// warns in coord status.
+const certWarnBefore = 14 * 24 * time.Hour
+
+// certWarning is member's status warning about a certificate that
+// expires at notAfter ("" while it has longer than certWarnBefore).
+func certWarning(member string, notAfter, now time.Time) string {
+	switch left := notAfter.Sub(now); {
+	case left <= 0:
+		return fmt.Sprintf("member %s: TLS certificate expired at %s", member, notAfter.UTC().Format(time.RFC3339))
+	case left < certWarnBefore:
+		return fmt.Sprintf("member %s: TLS certificate expires in %s, at %s", member, left.Round(time.Hour), notAfter.UTC().Format(time.RFC3339))
+	}
+	return ""
 }

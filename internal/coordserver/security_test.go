@@ -110,6 +110,16 @@ func TestSecureClusterRefusesStrangers(t *testing.T) {
 		nl, err := admin.Nodes(ctx)
 		return err == nil && len(nl.Nodes) == 1 && nl.Nodes[0].Live
 	})
+	// Status shows every member's certificate expiry.
+	st, err := admin.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range st.Members {
+		if m.TLSNotAfter.Before(time.Now().Add(24 * time.Hour)) {
+			t.Errorf("member %s: certificate expiry %v in status", m.ID, m.TLSNotAfter)
+		}
+	}
 	before, err := admin.Journal().Positions(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -148,8 +158,19 @@ func TestSecureClusterRefusesStrangers(t *testing.T) {
 	hb := &clusterpb.NodeHeartbeatRequest{NodeId: "n2"}
 	_, err = clusterpb.NewNodeLinkClient(dialAs(t, c, ep, "n1", pki.RoleNode, pki.RoleCoordinator)).Heartbeat(ctx, hb)
 	refusedWith(t, "heartbeat for another node", err, codes.PermissionDenied)
-	_, err = clusterpb.NewNodeLinkClient(dialAs(t, c, ep, "c9", pki.RoleCoordinator, pki.RoleCoordinator)).Heartbeat(ctx, &clusterpb.NodeHeartbeatRequest{NodeId: "c9"})
-	refusedWith(t, "heartbeat with a coordinator certificate", err, codes.PermissionDenied)
+	// A node's call to a follower is forwarded to the leader, which takes
+	// it on the follower's word.
+	follower := c.Config((c.LeaderIndex() + 1) % 3).GRPCAddr
+	if _, err := clusterpb.NewNodeLinkClient(dialAs(t, c, follower, "n1", pki.RoleNode, pki.RoleCoordinator)).Heartbeat(ctx,
+		&clusterpb.NodeHeartbeatRequest{NodeId: "n1"}); status.Code(err) == codes.PermissionDenied || status.Code(err) == codes.Unauthenticated {
+		t.Errorf("a node's heartbeat through a follower: %v", err)
+	}
+	// A coordinator's NodeLink call is one it forwards for a node it
+	// checked: it passes authorization (and the leader answers it).
+	_, err = clusterpb.NewNodeLinkClient(dialAs(t, c, ep, "c9", pki.RoleCoordinator, pki.RoleCoordinator)).Heartbeat(ctx, &clusterpb.NodeHeartbeatRequest{NodeId: "n7"})
+	if code := status.Code(err); code == codes.PermissionDenied || code == codes.Unauthenticated {
+		t.Errorf("a forwarded heartbeat was refused: %v", err)
+	}
 	_, err = clusterpb.NewNodeLinkClient(dialAs(t, c, ep, "admin", pki.RoleClient, pki.RoleCoordinator)).Register(ctx, &clusterpb.NodeRegisterRequest{})
 	refusedWith(t, "register with a client certificate", err, codes.PermissionDenied)
 
@@ -241,5 +262,23 @@ func TestSecureHTTP(t *testing.T) {
 	if resp, err := hc.Get("http://" + c.Coordinator(0).HTTPAddr() + "/healthz"); err == nil && resp.StatusCode == http.StatusOK {
 		resp.Body.Close()
 		t.Error("plaintext HTTP answered 200")
+	}
+}
+
+func TestCertWarning(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		left time.Duration
+		want string
+	}{
+		{30 * 24 * time.Hour, ""},
+		{certWarnBefore + time.Hour, ""},
+		{13 * 24 * time.Hour, "member c1: TLS certificate expires in 312h0m0s, at 2030-01-14T00:00:00Z"},
+		{0, "member c1: TLS certificate expired at 2030-01-01T00:00:00Z"},
+		{-time.Hour, "member c1: TLS certificate expired at 2029-12-31T23:00:00Z"},
+	} {
+		if got := certWarning("c1", now.Add(c.left), now); got != c.want {
+			t.Errorf("%v left: %q, want %q", c.left, got, c.want)
+		}
 	}
 }

@@ -47,6 +47,12 @@ func (s *Server) localStatus() *clusterpb.LocalStatusResponse {
 	if w := s.configWarning(); w != "" {
 		ls.Warnings = append(ls.Warnings, w)
 	}
+	if src := s.cfg.Security.TLS; src != nil {
+		ls.TlsNotAfterUnix = src.NotAfter().Unix()
+		if w := certWarning(s.cfg.ID, src.NotAfter(), time.Now()); w != "" {
+			ls.Warnings = append(ls.Warnings, w)
+		}
+	}
 	return ls
 }
 
@@ -135,6 +141,7 @@ func boundWarnings(ws []string) []string {
 
 func (s *Server) fillMember(ms *pb.MemberStatus, ls *clusterpb.LocalStatusResponse) {
 	ms.RaftState, ms.AppliedIndex, ms.LastContactMs, ms.StartupReplay = ls.RaftState, ls.AppliedIndex, ls.LastContactMs, ls.StartupReplay
+	ms.TlsNotAfterUnix = ls.TlsNotAfterUnix
 	limit := (3 * s.cfg.Raft.HeartbeatTimeout).Milliseconds()
 	ms.Healthy = ls.RaftState == raft.Leader.String() || (ls.LeaderId != "" && ls.LastContactMs >= 0 && ls.LastContactMs <= limit)
 	if !ms.Healthy {

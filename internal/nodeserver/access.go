@@ -16,9 +16,9 @@ var servedFiles = []protoreflect.FileDescriptor{
 
 // accessClasses holds the (logbook.v1.access) option
 // (api/logbookv1/options.proto) of every method of servedFiles, by full
-// method name ("/logbook.v1.DataNode/ReadBlock"): who may call it once
-// authorization is on (issue 40; nothing enforces it yet). A method absent
-// from it (gRPC's health and reflection services) is not a Logbook RPC.
+// method name ("/logbook.v1.DataNode/ReadBlock"): who may call it
+// (security.go enforces it). A method absent from it (gRPC's health and
+// reflection services) is not a Logbook RPC.
 var accessClasses = accessOf(servedFiles...)
 
 func accessOf(files ...protoreflect.FileDescriptor) map[string]pb.Access {

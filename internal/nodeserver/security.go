@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
-	"github.com/logbookhq/logbook/internal/pki"
+	"github.com/logbookhq/logbook/internal/authz"
 	"github.com/logbookhq/logbook/internal/tlsgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -24,29 +24,29 @@ import (
 // The node dials coordinators and other nodes only when their certificates
 // are of those roles.
 
-var (
-	recoveryMethods = map[string]bool{
-		pb.DataNode_InitReplicaRecovery_FullMethodName:        true,
-		pb.DataNode_UpdateReplicaUnderRecovery_FullMethodName: true,
-	}
-	healthPrefix = "/" + healthpb.Health_ServiceDesc.ServiceName + "/"
-)
+var healthPrefix = "/" + healthpb.Health_ServiceDesc.ServiceName + "/"
 
-// authorize decides whether the peer of ctx may call method. Without TLS
-// every call passes.
+// authorize decides whether the peer of ctx may call method, by its
+// access class (access.go) and internal/authz's rules. Without TLS every
+// call passes.
 func (s *Server) authorize(ctx context.Context, method string) error {
 	if s.cfg.Security.TLS == nil || strings.HasPrefix(method, healthPrefix) {
 		return nil
 	}
-	id, ok := tlsgrpc.PeerIdentity(ctx)
-	if !ok {
+	id := tlsgrpc.Caller(ctx)
+	class := authz.AccessRead // gRPC reflection: no Logbook RPC
+	if a, ok := accessClasses[method]; ok {
+		class = authz.Access(a)
+	}
+	switch d := tlsgrpc.Decide(authz.Policy{}, false, id, class, authz.Resource{}); d.Outcome {
+	case authz.Allow:
+		return nil
+	case authz.Unauthenticated:
 		return s.authErr(codes.Unauthenticated, pb.ReasonNoIdentity, fmt.Sprintf("%s needs a client certificate of the cluster CA", method))
+	default:
+		s.log.Warn("refused a call", "method", method, "identity", id.String(), "reason", d.Reason)
+		return s.authErr(codes.PermissionDenied, pb.ReasonWrongRole, fmt.Sprintf("%s: %s", method, d.Reason))
 	}
-	if recoveryMethods[method] && id.Role != pki.RoleNode && id.Role != pki.RoleCoordinator {
-		s.log.Warn("refused a call", "method", method, "identity", id.String(), "reason", "recovery RPCs are for nodes and coordinators")
-		return s.authErr(codes.PermissionDenied, pb.ReasonWrongRole, fmt.Sprintf("%s: %s is not allowed: only a recovery's primary node or a coordinator calls it", method, id))
-	}
-	return nil
 }
 
 func (s *Server) authErr(c codes.Code, reason, msg string) error { return s.statusErr(c, reason, msg) }
