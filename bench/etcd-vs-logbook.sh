@@ -49,6 +49,12 @@
 #        benchmark runs with the same: a generator's heap is a few MB, and
 #        at Go's default of 100 its collections take CPU from the cluster
 #        it measures: docs/benchmarks.md, "What the settings are worth").
+#        TLS=1: both systems secured, same CA type (ECDSA P-256 from
+#        coord tls): etcd with client and peer TLS and client certificate
+#        auth (--client-cert-auth, --peer-client-cert-auth), Logbook with
+#        mutual TLS on every connection (coord serve --tls-*, or coord dev
+#        --secure with LB_PROCS=1); both load generators present a client
+#        certificate. Default 0: both in plaintext.
 #        FLOOR=1: after each pair, also run bench/grpcfloor (a Journal
 #        service whose Append answers at once, client and server in one
 #        process, same clients, connections and payload, GOGC=GEN_GOGC)
@@ -73,6 +79,11 @@ esac
 shape=${SHAPE:-spread}
 warm=${WARM:-0}
 floor=${FLOOR:-0}
+tls=${TLS:-0}
+case "$tls" in
+0 | 1) ;;
+*) echo "TLS=$tls: want 0 or 1" >&2; exit 2 ;;
+esac
 gen_gogc=${GEN_GOGC:-400} # the load generators only, not the servers
 case "$shape" in
 spread) etcd_shape=--pin lb_shape=--spread ;;
@@ -101,6 +112,27 @@ grep -q "go.etcd.io/etcd/server/v3 $etcd_version" bench/etcdput/go.mod || \
 CGO_ENABLED=0 go build -o "$bin/coord" ./cmd/coord
 CGO_ENABLED=0 go build -o "$bin/diskcheck" ./bench/diskcheck
 if [ "$floor" = 1 ]; then CGO_ENABLED=0 go build -o "$bin/grpcfloor" ./bench/grpcfloor; fi
+
+# TLS=1: one CA for both systems; etcd's members get coordinator-role
+# certificates (server and client authentication, SANs 127.0.0.1).
+scheme=http etcd_tls=() etcdput_tls=() serve_tls=()
+if [ "$tls" = 1 ]; then
+	pki="$work/pki"
+	rm -rf "$pki"
+	"$bin/coord" tls ca create --dir "$pki" >/dev/null
+	for n in e1 e2 e3 coord1 coord2 coord3; do
+		"$bin/coord" tls cert create --ca "$pki/ca.pem" --dir "$pki" --name "$n" --role coordinator >/dev/null
+	done
+	"$bin/coord" tls cert create --ca "$pki/ca.pem" --dir "$pki" --name bench --role client >/dev/null
+	scheme=https
+	etcdput_tls=(--cert "$pki/bench.pem" --key "$pki/bench-key.pem" --cacert "$pki/ca.pem")
+	if [ "$lb_procs" = 3 ]; then
+		export LOGBOOK_TLS_CERT="$pki/bench.pem" LOGBOOK_TLS_KEY="$pki/bench-key.pem" LOGBOOK_TLS_CA="$pki/ca.pem"
+	else # coord dev --secure makes its own CA in its data dir
+		export LOGBOOK_TLS_CERT="$work/logbook/tls/admin.pem" LOGBOOK_TLS_KEY="$work/logbook/tls/admin-key.pem" LOGBOOK_TLS_CA="$work/logbook/tls/ca.pem"
+		dev_flags="$dev_flags --secure"
+	fi
+fi
 
 wait_port() { # host:port
 	local deadline=$((SECONDS + 30))
@@ -136,30 +168,34 @@ cpu_report() {
 # sets etcd_json and etcd_cpu.
 run_etcd() {
 	echo "== run $1: etcd, 3 members on 127.0.0.1:23791-23793 (shape $shape)" >&2
-	local cluster="e1=http://127.0.0.1:23801,e2=http://127.0.0.1:23802,e3=http://127.0.0.1:23803"
+	local cluster="e1=$scheme://127.0.0.1:23801,e2=$scheme://127.0.0.1:23802,e3=$scheme://127.0.0.1:23803"
 	for i in 1 2 3; do
+		if [ "$tls" = 1 ]; then
+			etcd_tls=(--cert-file "$pki/e$i.pem" --key-file "$pki/e$i-key.pem" --trusted-ca-file "$pki/ca.pem" --client-cert-auth
+				--peer-cert-file "$pki/e$i.pem" --peer-key-file "$pki/e$i-key.pem" --peer-trusted-ca-file "$pki/ca.pem" --peer-client-cert-auth)
+		fi
 		"$bin/etcd" --name "e$i" --data-dir "$work/etcd$i" \
-			--listen-client-urls "http://127.0.0.1:2379$i" --advertise-client-urls "http://127.0.0.1:2379$i" \
-			--listen-peer-urls "http://127.0.0.1:2380$i" --initial-advertise-peer-urls "http://127.0.0.1:2380$i" \
-			--initial-cluster "$cluster" --initial-cluster-state new --log-level error \
+			--listen-client-urls "$scheme://127.0.0.1:2379$i" --advertise-client-urls "$scheme://127.0.0.1:2379$i" \
+			--listen-peer-urls "$scheme://127.0.0.1:2380$i" --initial-advertise-peer-urls "$scheme://127.0.0.1:2380$i" \
+			--initial-cluster "$cluster" --initial-cluster-state new --log-level error "${etcd_tls[@]}" \
 			>"$work/etcd$i.log" 2>&1 &
 		pids+=($!)
 	done
 	for i in 1 2 3; do wait_port "127.0.0.1:2379$i"; done
 	local eps=127.0.0.1:23791,127.0.0.1:23792,127.0.0.1:23793
-	GOGC="$gen_gogc" "$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total 5000 --val-size 256 --sequential-keys $etcd_shape >/dev/null # warm-up, leader elected
+	GOGC="$gen_gogc" "$bin/etcdput" "${etcdput_tls[@]}" --endpoints "$eps" --conns "$conns" --clients "$clients" --total 5000 --val-size 256 --sequential-keys $etcd_shape >/dev/null # warm-up, leader elected
 	# size the measured run to about $secs seconds from a short probe
 	local probe rate total
-	probe=$(GOGC="$gen_gogc" "$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total 20000 --val-size 256 --sequential-keys $etcd_shape --json)
+	probe=$(GOGC="$gen_gogc" "$bin/etcdput" "${etcdput_tls[@]}" --endpoints "$eps" --conns "$conns" --clients "$clients" --total 20000 --val-size 256 --sequential-keys $etcd_shape --json)
 	rate=$(echo "$probe" | sed -E 's/.*"ops_per_s":([0-9.]+).*/\1/')
 	total=$(awk -v r="$rate" -v s="$secs" 'BEGIN{printf "%d", r*s}')
 	if [ "$warm" -gt 0 ]; then # unmeasured load, about $warm seconds
-		GOGC="$gen_gogc" "$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total "$(awk -v r="$rate" -v s="$warm" 'BEGIN{printf "%d", r*s}')" \
+		GOGC="$gen_gogc" "$bin/etcdput" "${etcdput_tls[@]}" --endpoints "$eps" --conns "$conns" --clients "$clients" --total "$(awk -v r="$rate" -v s="$warm" 'BEGIN{printf "%d", r*s}')" \
 			--key-size 8 --val-size 256 --sequential-keys $etcd_shape >/dev/null
 	fi
 	local m0 m1
 	m0=$(cpu_mark "${pids[@]}")
-	etcd_json=$(GOGC="$gen_gogc" "$bin/etcdput" --endpoints "$eps" --conns "$conns" --clients "$clients" --total "$total" \
+	etcd_json=$(GOGC="$gen_gogc" "$bin/etcdput" "${etcdput_tls[@]}" --endpoints "$eps" --conns "$conns" --clients "$clients" --total "$total" \
 		--key-size 8 --val-size 256 --sequential-keys --key-space-size "$total" $etcd_shape --json)
 	m1=$(cpu_mark "${pids[@]}")
 	echo "etcd    $etcd_json"
@@ -178,7 +214,10 @@ run_logbook() {
 		: >"$work/logbook.log"
 		for i in 0 1 2; do
 			# shellcheck disable=SC2086 # DEV_FLAGS is a list of flags
-			"$bin/coord" serve --id "coord$((i + 1))" --data-dir "$work/logbook/coord$((i + 1))" --raft-log-store "$log_store" \
+			if [ "$tls" = 1 ]; then
+				serve_tls=(--tls-cert "$pki/coord$((i + 1)).pem" --tls-key "$pki/coord$((i + 1))-key.pem" --tls-ca "$pki/ca.pem")
+			fi
+			"$bin/coord" serve "${serve_tls[@]}" --id "coord$((i + 1))" --data-dir "$work/logbook/coord$((i + 1))" --raft-log-store "$log_store" \
 				--raft-addr "127.0.0.1:700$i" --grpc-addr "127.0.0.1:710$i" --gossip-addr "127.0.0.1:720$i" --http-addr "127.0.0.1:730$i" \
 				--bootstrap-expect 3 --join 127.0.0.1:7200,127.0.0.1:7201,127.0.0.1:7202 $dev_flags >>"$work/logbook.log" 2>&1 &
 			pids+=($!)

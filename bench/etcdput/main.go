@@ -15,6 +15,8 @@
 package main
 
 import (
+	"crypto/tls"
+
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -27,6 +29,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -42,12 +46,23 @@ func main() {
 	seqKeys := flag.Bool("sequential-keys", false, "use sequential keys instead of random ones")
 	asJSON := flag.Bool("json", false, "print the result as one JSON object")
 	pin := flag.Bool("pin", false, "give connection i only endpoint i mod n instead of all of them")
+	certFile := flag.String("cert", "", "client certificate (TLS; with --key and --cacert)")
+	keyFile := flag.String("key", "", "client certificate key")
+	caFile := flag.String("cacert", "", "CA bundle that signed the members' certificates (TLS)")
 	flag.Parse()
 	if *conns < 1 || *clients < 1 || *total < 1 || *keySize < 8 || *valSize < 0 || *keySpace < 1 {
 		fmt.Fprintln(os.Stderr, "etcdput: --conns, --clients, --total, --key-space-size ≥ 1 and --key-size ≥ 8 required")
 		os.Exit(2)
 	}
 
+	var tlsConf *tls.Config
+	if *caFile != "" {
+		var err error
+		if tlsConf, err = (transport.TLSInfo{CertFile: *certFile, KeyFile: *keyFile, TrustedCAFile: *caFile}).ClientConfig(); err != nil {
+			fmt.Fprintln(os.Stderr, "etcdput: TLS:", err)
+			os.Exit(2)
+		}
+	}
 	eps := strings.Split(*endpoints, ",")
 	cs := make([]*clientv3.Client, *conns)
 	for i := range cs {
@@ -55,7 +70,7 @@ func main() {
 		if *pin {
 			ceps = eps[i%len(eps) : i%len(eps)+1]
 		}
-		c, err := clientv3.New(clientv3.Config{Endpoints: ceps, DialTimeout: 5 * time.Second})
+		c, err := clientv3.New(clientv3.Config{Endpoints: ceps, DialTimeout: 5 * time.Second, TLS: tlsConf})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "etcdput:", err)
 			os.Exit(1)

@@ -116,6 +116,11 @@ func New(cfg Config) (_ *Server, err error) {
 	if err := s.checkDataDir(); err != nil {
 		return nil, err
 	}
+	if src := cfg.Security.TLS; src != nil {
+		log.Info("TLS on every connection", "identity", src.Identity().String(), "certificate-not-after", src.NotAfter())
+	} else {
+		log.Info("TLS is off: every port speaks plaintext and trusts whoever connects (docs/security.md)")
+	}
 	s.metrics = newMetrics(s)
 	s.fsm = fsm.New(func(err error) {
 		log.Error("state machine halted: stopping this coordinator", "err", err)

@@ -96,6 +96,11 @@ func New(cfg Config) (_ *Server, err error) {
 	if err := s.claimVolumes(); err != nil {
 		return nil, err
 	}
+	if src := cfg.Security.TLS; src != nil {
+		log.Info("TLS on every connection", "identity", src.Identity().String(), "certificate-not-after", src.NotAfter())
+	} else {
+		log.Info("TLS is off: every port speaks plaintext and trusts whoever connects (docs/security.md)")
+	}
 	s.metrics = newMetrics(s)
 	ds, err := replica.Open(context.Background(), cfg.replicaConfig(log, s.reportBadBlock))
 	if err != nil {
