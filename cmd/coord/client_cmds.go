@@ -147,6 +147,14 @@ func (o *clientOpts) explain(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("no answer within %s (--timeout): %w", o.timeout, err)
 	}
+	// A plaintext client of a TLS cluster, or the other way round, sees
+	// only a transport error: say what it probably means.
+	switch msg := err.Error(); {
+	case !o.tls.Set() && strings.Contains(msg, "error reading server preface"):
+		return fmt.Errorf("%w (the cluster may run with TLS: give --tls-ca, and --tls-cert and --tls-key, or their LOGBOOK_TLS_* variables)", err)
+	case o.tls.Set() && strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return fmt.Errorf("%w (the cluster speaks plaintext: drop the --tls-* flags)", err)
+	}
 	return err
 }
 

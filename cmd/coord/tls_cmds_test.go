@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/logbookhq/logbook/internal/coordserver"
 	"github.com/logbookhq/logbook/internal/pki"
+	"github.com/logbookhq/logbook/internal/tlsflag"
 )
 
 func TestTLSCommands(t *testing.T) {
@@ -101,5 +103,27 @@ func TestSecureDevCluster(t *testing.T) {
 	code, out, _ := run(t, env, "journal", "read", "--endpoints", ep, "--from", "1", "--json")
 	if code != 0 || strings.Count(out, `"type"`) != 1 {
 		t.Fatalf("read: exit %d %s (want exactly the one admin append)", code, out)
+	}
+}
+
+func TestExplainTLSMismatch(t *testing.T) {
+	plain := &clientOpts{tls: &tlsflag.Flags{}}
+	secure := &clientOpts{tls: &tlsflag.Flags{Files: pki.Files{CA: "ca.pem"}}}
+	preface := errors.New(`Unavailable: connection error: desc = "error reading server preface: EOF"`)
+	record := errors.New(`Unavailable: tls: first record does not look like a TLS handshake`)
+	for _, c := range []struct {
+		o    *clientOpts
+		err  error
+		hint string
+	}{
+		{plain, preface, "give --tls-ca"},
+		{secure, record, "drop the --tls-* flags"},
+		{secure, preface, ""},
+		{plain, record, ""},
+	} {
+		got := c.o.explain(c.err).Error()
+		if c.hint == "" && got != c.err.Error() || c.hint != "" && !strings.Contains(got, c.hint) {
+			t.Errorf("explain(%q) with TLS %v = %q, want hint %q", c.err, c.o.tls.Set(), got, c.hint)
+		}
 	}
 }

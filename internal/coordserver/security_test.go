@@ -1,9 +1,12 @@
 package coordserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -280,5 +283,155 @@ func TestCertWarning(t *testing.T) {
 		if got := certWarning("c1", now.Add(c.left), now); got != c.want {
 			t.Errorf("%v left: %q, want %q", c.left, got, c.want)
 		}
+	}
+}
+
+// TestSecurePortsSurviveGarbage: garbage, a plaintext HTTP request and a
+// TLS 1.2 hello on every TLS port of a coordinator and a node are
+// refused, and every port still serves a proper client afterwards.
+func TestSecurePortsSurviveGarbage(t *testing.T) {
+	t.Parallel()
+	c := secureCluster(t)
+	cfg, ncfg := c.Config(0), c.Node(0)
+	ports := map[string]string{"coordinator raft": cfg.RaftAddr, "coordinator gRPC": cfg.GRPCAddr, "coordinator http": cfg.HTTPAddr,
+		"node gRPC": ncfg.GRPCAddr(), "node http": ncfg.HTTPAddr()}
+	old := &tls.Config{InsecureSkipVerify: true, MaxVersion: tls.VersionTLS12}
+	for name, addr := range ports {
+		for _, junk := range [][]byte{[]byte("\x16\x03\x01\x00\x05hello"), []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), bytes.Repeat([]byte{0xff}, 4096)} {
+			conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			conn.SetDeadline(time.Now().Add(5 * time.Second))
+			conn.Write(junk)
+			io.Copy(io.Discard, conn) // until the server closes it (or the deadline)
+			conn.Close()
+		}
+		if tc, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, old); err == nil {
+			tc.Close()
+			t.Errorf("%s: a TLS 1.2 handshake succeeded", name)
+		}
+	}
+	// Everything still answers.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tlsConf, err := c.TLS().ClientTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := client.New(ctx, client.Config{Endpoints: c.Endpoints(), TLS: tlsConf, AttemptTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.Journal().Append(ctx, client.Event{Type: "after.garbage"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pb.NewDataNodeClient(dialAs(t, c, ncfg.GRPCAddr(), "admin", pki.RoleClient, pki.RoleNode)).VolumeInfo(ctx, &pb.VolumeInfoRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConf}}
+	for _, a := range []string{cfg.HTTPAddr, ncfg.HTTPAddr()} {
+		resp, err := hc.Get("https://" + a + "/healthz")
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s /healthz after garbage: %v %v", a, resp, err)
+		}
+		resp.Body.Close()
+	}
+	eventually(t, 20*time.Second, "a ready leader", func() bool { return c.LeaderIndex() >= 0 })
+}
+
+// TestSecureRotationKeepsAppending: every coordinator's certificate is
+// reissued and reloaded while a client appends; no append fails or is
+// lost, and a new connection gets the new certificate.
+func TestSecureRotationKeepsAppending(t *testing.T) {
+	t.Parallel()
+	c := secureCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tlsConf, err := c.TLS().ClientTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := client.New(ctx, client.Config{Endpoints: c.Endpoints(), TLS: tlsConf, AttemptTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	serialOf := func(addr string) string {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, tlsConf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	}
+	before := serialOf(c.Config(0).GRPCAddr)
+
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	var acked []uint64
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			seqs, err := admin.Journal().Append(ctx, client.Event{Type: "rot", Payload: []byte(fmt.Sprint(i))})
+			if err != nil {
+				done <- err
+				return
+			}
+			acked = append(acked, seqs...)
+		}
+	}()
+	// Wait for some appends, then rotate every coordinator.
+	eventually(t, 20*time.Second, "appends before the rotation", func() bool {
+		p, err := admin.Journal().Positions(ctx)
+		return err == nil && p.WritePos >= 20
+	})
+	for i := range c.Coordinators() {
+		cfg := c.Config(i)
+		is, err := c.TLS().ca.Issue(pki.Request{Name: cfg.ID, Role: pki.RoleCoordinator, Days: 2}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := pki.WriteFiles(c.TLS().Dir, cfg.ID, is, true); err != nil {
+			t.Fatal(err)
+		}
+		if changed, err := cfg.Security.TLS.Reload(); err != nil || !changed {
+			t.Fatalf("%s: reload %v, %v", cfg.ID, changed, err)
+		}
+	}
+	eventually(t, 20*time.Second, "appends after the rotation", func() bool {
+		p, err := admin.Journal().Positions(ctx)
+		return err == nil && p.WritePos >= 200
+	})
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatalf("an append failed across the rotation: %v", err)
+	}
+	if after := serialOf(c.Config(0).GRPCAddr); after == before {
+		t.Fatal("a new connection still got the old certificate")
+	}
+	// Every acknowledged append is in the journal, once.
+	seen := map[uint64]bool{}
+	if err := admin.Journal().ReadRange(ctx, 1, 0, func(e client.StoredEvent) error {
+		if e.Type == "rot" {
+			seen[e.Seq] = true
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range acked {
+		if !seen[s] {
+			t.Fatalf("acknowledged append %d is missing", s)
+		}
+	}
+	if len(seen) != len(acked) {
+		t.Fatalf("%d events in the journal, %d acknowledged", len(seen), len(acked))
 	}
 }
