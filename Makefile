@@ -24,6 +24,10 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoadRbw -fuzztime 20s ./replica
 	$(GO) test -run '^$$' -fuzz FuzzPacketValidation -fuzztime 20s -fuzzminimizetime 100x ./internal/nodeserver
 	$(GO) test -run '^$$' -fuzz FuzzPlanRecovery -fuzztime 20s ./leaserecovery
+	$(GO) test -run '^$$' -fuzz FuzzParseBearer -fuzztime 20s ./internal/authz
+	$(GO) test -run '^$$' -fuzz FuzzValidateRole -fuzztime 20s ./internal/authz
+	$(GO) test -run '^$$' -fuzz FuzzVerify -fuzztime 20s ./internal/blocktoken
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 20s ./internal/blocktoken
 
 ## proto: regenerate the Go code of every .proto file (protoc, protoc-gen-go, protoc-gen-go-grpc):
 ## the client API (api/logbookv1), the log and snapshot formats (fsm/fsmpb, messages only)

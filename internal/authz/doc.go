@@ -26,6 +26,10 @@
 //     bounded sizes, returning errors that match ErrInvalid and never
 //     panicking, so that roles that come over the network later are
 //     checked by the same functions (role.go, prefix.go);
+//   - bearer tokens (token.go): "lbt_", a 16-hex-digit accessor that names
+//     the token, "_", and a 32-byte random secret in base64url, of which
+//     the cluster keeps only the SHA-256; parsing is bounded and never
+//     puts the secret in an error (FuzzParseBearer);
 //   - Policy, an immutable value built once from roles and bindings
 //     (user name to role names) and shared freely (policy.go), and its
 //     Authorize (authorize.go): a map lookup by the caller's name and a

@@ -24,12 +24,13 @@ const module = "github.com/logbookhq/logbook"
 var domainPackages = []string{
 	"fsm", "fsm/fsmpb", "journal", "journal/export", "leaserecovery", "replica", "membership", "internal/blocks",
 	"internal/authz",
+	"internal/blocktoken",
 }
 
 // raftFree are domain packages that reach Raft only through an interface
 // of their own (the block manager's Leadership and Proposer): they do not
 // import hashicorp/raft themselves.
-var raftFree = []string{"internal/blocks", "leaserecovery", "replica", "membership", "internal/authz"}
+var raftFree = []string{"internal/blocks", "leaserecovery", "replica", "membership", "internal/authz", "internal/blocktoken"}
 
 // maxLines bounds a hand-written, non-test Go file.
 const maxLines = 800
