@@ -435,3 +435,57 @@ func TestSecureRotationKeepsAppending(t *testing.T) {
 		t.Fatalf("%d events in the journal, %d acknowledged", len(seen), len(acked))
 	}
 }
+
+// TestSecureClusterNeverRegistersAForeignNode: a storage node whose
+// certificate another CA signed, or that names another node, never gets
+// registered, while a proper one does.
+func TestSecureClusterNeverRegistersAForeignNode(t *testing.T) {
+	t.Parallel()
+	c := secureCluster(t) // n1 registers
+	stranger, err := newClusterTLS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := stranger.Source("n2", pki.RoleNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	impostor, err := c.TLS().Source("n1", pki.RoleNode) // n3 presenting n1's certificate
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mod := range []func(*nodeserver.Config){
+		func(cfg *nodeserver.Config) { cfg.Security.TLS = foreign },
+		func(cfg *nodeserver.Config) { cfg.Security.TLS, cfg.ID = impostor, "n1-impostor" },
+	} {
+		_, err := c.AddNode(func(cfg *nodeserver.Config) {
+			cfg.HeartbeatInterval = 100 * time.Millisecond
+			cfg.Logger = testLogger(t)
+			mod(cfg)
+		})
+		if err == nil {
+			continue // it runs, and must stay unregistered
+		}
+		// nodeserver refuses a certificate that does not name it.
+		if !strings.Contains(err.Error(), "TLS certificate names") {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tlsConf, err := c.TLS().ClientTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := client.New(ctx, client.Config{Endpoints: c.Endpoints(), TLS: tlsConf, AttemptTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	only := func() bool {
+		nl, err := admin.Nodes(ctx)
+		return err == nil && len(nl.Nodes) == 1 && nl.Nodes[0].ID == "n1"
+	}
+	eventually(t, 20*time.Second, "n1 registered", only)
+	stays(t, 2*time.Second, "only n1 registered", only)
+}
