@@ -912,7 +912,7 @@ var File_logbookv1_cluster_proto protoreflect.FileDescriptor
 const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"\x17logbookv1/cluster.proto\x12\n" +
-	"logbook.v1\x1a\x17logbookv1/options.proto\"\x0f\n" +
+	"logbook.v1\x1a\x17logbookv1/options.proto\x1a\x16logbookv1/gossip.proto\"\x0f\n" +
 	"\rVerifyRequest\"L\n" +
 	"\fMemberDigest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
@@ -978,7 +978,7 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\x0fSnapshotRequest\"<\n" +
 	"\x10SnapshotResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
-	"\x04term\x18\x02 \x01(\x04R\x04term2\xc9\x04\n" +
+	"\x04term\x18\x02 \x01(\x04R\x04term2\xa5\x05\n" +
 	"\aCluster\x12E\n" +
 	"\x06Status\x12\x19.logbook.v1.StatusRequest\x1a\x1a.logbook.v1.StatusResponse\"\x04\xc8\xf3\x18\x01\x12N\n" +
 	"\bAddVoter\x12\x1c.logbook.v1.AddServerRequest\x1a\x1e.logbook.v1.MembershipResponse\"\x04\xc8\xf3\x18\x02\x12Q\n" +
@@ -986,7 +986,8 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\fRemoveServer\x12\x1f.logbook.v1.RemoveServerRequest\x1a\x1e.logbook.v1.MembershipResponse\"\x04\xc8\xf3\x18\x02\x12i\n" +
 	"\x12TransferLeadership\x12%.logbook.v1.TransferLeadershipRequest\x1a&.logbook.v1.TransferLeadershipResponse\"\x04\xc8\xf3\x18\x02\x12K\n" +
 	"\bSnapshot\x12\x1b.logbook.v1.SnapshotRequest\x1a\x1c.logbook.v1.SnapshotResponse\"\x04\xc8\xf3\x18\x01\x12E\n" +
-	"\x06Verify\x12\x19.logbook.v1.VerifyRequest\x1a\x1a.logbook.v1.VerifyResponse\"\x04\xc8\xf3\x18\x02B,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
+	"\x06Verify\x12\x19.logbook.v1.VerifyRequest\x1a\x1a.logbook.v1.VerifyResponse\"\x04\xc8\xf3\x18\x02\x12Z\n" +
+	"\rGossipKeyring\x12 .logbook.v1.GossipKeyringRequest\x1a!.logbook.v1.GossipKeyringResponse\"\x04\xc8\xf3\x18\x01B,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
 
 var (
 	file_logbookv1_cluster_proto_rawDescOnce sync.Once
@@ -1016,6 +1017,8 @@ var file_logbookv1_cluster_proto_goTypes = []any{
 	(*TransferLeadershipResponse)(nil), // 11: logbook.v1.TransferLeadershipResponse
 	(*SnapshotRequest)(nil),            // 12: logbook.v1.SnapshotRequest
 	(*SnapshotResponse)(nil),           // 13: logbook.v1.SnapshotResponse
+	(*GossipKeyringRequest)(nil),       // 14: logbook.v1.GossipKeyringRequest
+	(*GossipKeyringResponse)(nil),      // 15: logbook.v1.GossipKeyringResponse
 }
 var file_logbookv1_cluster_proto_depIdxs = []int32{
 	1,  // 0: logbook.v1.VerifyResponse.members:type_name -> logbook.v1.MemberDigest
@@ -1028,15 +1031,17 @@ var file_logbookv1_cluster_proto_depIdxs = []int32{
 	10, // 7: logbook.v1.Cluster.TransferLeadership:input_type -> logbook.v1.TransferLeadershipRequest
 	12, // 8: logbook.v1.Cluster.Snapshot:input_type -> logbook.v1.SnapshotRequest
 	0,  // 9: logbook.v1.Cluster.Verify:input_type -> logbook.v1.VerifyRequest
-	6,  // 10: logbook.v1.Cluster.Status:output_type -> logbook.v1.StatusResponse
-	9,  // 11: logbook.v1.Cluster.AddVoter:output_type -> logbook.v1.MembershipResponse
-	9,  // 12: logbook.v1.Cluster.AddNonvoter:output_type -> logbook.v1.MembershipResponse
-	9,  // 13: logbook.v1.Cluster.RemoveServer:output_type -> logbook.v1.MembershipResponse
-	11, // 14: logbook.v1.Cluster.TransferLeadership:output_type -> logbook.v1.TransferLeadershipResponse
-	13, // 15: logbook.v1.Cluster.Snapshot:output_type -> logbook.v1.SnapshotResponse
-	2,  // 16: logbook.v1.Cluster.Verify:output_type -> logbook.v1.VerifyResponse
-	10, // [10:17] is the sub-list for method output_type
-	3,  // [3:10] is the sub-list for method input_type
+	14, // 10: logbook.v1.Cluster.GossipKeyring:input_type -> logbook.v1.GossipKeyringRequest
+	6,  // 11: logbook.v1.Cluster.Status:output_type -> logbook.v1.StatusResponse
+	9,  // 12: logbook.v1.Cluster.AddVoter:output_type -> logbook.v1.MembershipResponse
+	9,  // 13: logbook.v1.Cluster.AddNonvoter:output_type -> logbook.v1.MembershipResponse
+	9,  // 14: logbook.v1.Cluster.RemoveServer:output_type -> logbook.v1.MembershipResponse
+	11, // 15: logbook.v1.Cluster.TransferLeadership:output_type -> logbook.v1.TransferLeadershipResponse
+	13, // 16: logbook.v1.Cluster.Snapshot:output_type -> logbook.v1.SnapshotResponse
+	2,  // 17: logbook.v1.Cluster.Verify:output_type -> logbook.v1.VerifyResponse
+	15, // 18: logbook.v1.Cluster.GossipKeyring:output_type -> logbook.v1.GossipKeyringResponse
+	11, // [11:19] is the sub-list for method output_type
+	3,  // [3:11] is the sub-list for method input_type
 	3,  // [3:3] is the sub-list for extension type_name
 	3,  // [3:3] is the sub-list for extension extendee
 	0,  // [0:3] is the sub-list for field type_name
@@ -1048,6 +1053,7 @@ func file_logbookv1_cluster_proto_init() {
 		return
 	}
 	file_logbookv1_options_proto_init()
+	file_logbookv1_gossip_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -17,6 +17,7 @@ import (
 // (docs/security.md):
 //
 //	InitReplicaRecovery, UpdateReplicaUnderRecovery  node or coordinator certificates
+//	GossipKeyring        coordinator certificates only
 //	other DataNode RPCs  any certificate of the cluster CA
 //	gRPC health          anyone
 //	HTTP /healthz        anyone; /metrics, pprof: any certificate
@@ -45,6 +46,10 @@ func (s *Server) authorize(ctx context.Context, method string) error {
 	if recoveryMethods[method] && id.Role != pki.RoleNode && id.Role != pki.RoleCoordinator {
 		s.log.Warn("refused a call", "method", method, "identity", id.String(), "reason", "recovery RPCs are for nodes and coordinators")
 		return s.authErr(codes.PermissionDenied, pb.ReasonWrongRole, fmt.Sprintf("%s: %s is not allowed: only a recovery's primary node or a coordinator calls it", method, id))
+	}
+	if method == pb.DataNode_GossipKeyring_FullMethodName && id.Role != pki.RoleCoordinator {
+		s.log.Warn("refused a call", "method", method, "identity", id.String(), "reason", "the gossip keyring is changed by coordinators")
+		return s.authErr(codes.PermissionDenied, pb.ReasonWrongRole, fmt.Sprintf("%s: %s is not allowed: only coordinators change the gossip keyring (coord gossip keyring)", method, id))
 	}
 	return nil
 }
