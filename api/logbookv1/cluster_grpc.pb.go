@@ -48,12 +48,13 @@ type ClusterClient interface {
 	// GossipKeyring lists, installs, uses (makes primary) or removes a
 	// gossip key on every coordinator and every gossiping storage node
 	// (Consul's keyring). The member reached fans the operation out and
-	// answers per member; it needs no leader. A key absent on a member
-	// makes USE fail there, reported, not skipped. Bad input (unknown op,
-	// malformed key) is InvalidArgument and changes nothing; REMOVE of a
-	// member's primary key fails on that member (FAILED_PRECONDITION in its
-	// error). Rotate with install new on all, then use new, then remove
-	// old (docs/security.md).
+	// answers per member; it needs no leader. USE changes nothing unless
+	// every member answered and holds the key: the members lacking it fail
+	// in the answer, the others are left as they were. Bad input (unknown
+	// op, malformed key, a keyring past 16 keys) is InvalidArgument, REMOVE
+	// of a key that is some member's primary FailedPrecondition; both
+	// change nothing. Rotate with install new on all, then use new, then
+	// remove old (docs/security.md).
 	GossipKeyring(ctx context.Context, in *GossipKeyringRequest, opts ...grpc.CallOption) (*GossipKeyringResponse, error)
 }
 
@@ -161,12 +162,13 @@ type ClusterServer interface {
 	// GossipKeyring lists, installs, uses (makes primary) or removes a
 	// gossip key on every coordinator and every gossiping storage node
 	// (Consul's keyring). The member reached fans the operation out and
-	// answers per member; it needs no leader. A key absent on a member
-	// makes USE fail there, reported, not skipped. Bad input (unknown op,
-	// malformed key) is InvalidArgument and changes nothing; REMOVE of a
-	// member's primary key fails on that member (FAILED_PRECONDITION in its
-	// error). Rotate with install new on all, then use new, then remove
-	// old (docs/security.md).
+	// answers per member; it needs no leader. USE changes nothing unless
+	// every member answered and holds the key: the members lacking it fail
+	// in the answer, the others are left as they were. Bad input (unknown
+	// op, malformed key, a keyring past 16 keys) is InvalidArgument, REMOVE
+	// of a key that is some member's primary FailedPrecondition; both
+	// change nothing. Rotate with install new on all, then use new, then
+	// remove old (docs/security.md).
 	GossipKeyring(context.Context, *GossipKeyringRequest) (*GossipKeyringResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
