@@ -46,20 +46,22 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 
-	fsm      *fsm.FSM
-	node     *raftnode.Node // Raft, its stores and transport
-	raft     *raft.Raft     // node.Raft()
-	members  *membership.Memberlist
-	grpcSrv  *grpc.Server
-	grpcLn   net.Listener
-	http     *httpserve.Server
-	health   *health.Server
-	metrics  *metrics
-	peers    *peerConns
-	nodeCC   *peerConns       // storage nodes' DataNode service (gossip keyring)
-	leaderB  *journal.Batcher // applies to the local Raft; leader only
-	forwardB *journal.Batcher // forwards to the leader in batches
-	fwd      *forwarder       // the forward batcher's way to the leader
+	fsm     *fsm.FSM
+	node    *raftnode.Node // Raft, its stores and transport
+	raft    *raft.Raft     // node.Raft()
+	members *membership.Memberlist
+	grpcSrv *grpc.Server
+	grpcLn  net.Listener
+	http    *httpserve.Server
+	health  *health.Server
+	metrics *metrics
+	peers   *peerConns
+	nodeCC  *peerConns // storage nodes' DataNode service (gossip keyring)
+	// keyringMu serialises the GossipKeyring calls this member answers.
+	keyringMu sync.Mutex
+	leaderB   *journal.Batcher // applies to the local Raft; leader only
+	forwardB  *journal.Batcher // forwards to the leader in batches
+	fwd       *forwarder       // the forward batcher's way to the leader
 
 	self           fsmpb.Member
 	inflightEvents atomic.Int64                     // leader: events handed to Raft, not yet applied

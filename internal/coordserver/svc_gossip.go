@@ -50,6 +50,10 @@ type keyringResult struct {
 // member's primary, since that member's gossip would no longer decrypt.
 // INSTALL and REMOVE skip no one that answered; a member that failed is
 // reported, and the operation (idempotent) can be repeated.
+//
+// Operations answered by this member run one at a time, so its checks
+// hold while it applies; two operators driving rotations through
+// different coordinators at once are not serialised.
 func (c *clusterService) GossipKeyring(ctx context.Context, req *pb.GossipKeyringRequest) (*pb.GossipKeyringResponse, error) {
 	s := c.s
 	op := req.GetOp()
@@ -71,6 +75,8 @@ func (c *clusterService) GossipKeyring(ctx context.Context, req *pb.GossipKeyrin
 	if s.members.Keyring() == nil {
 		return nil, s.statusErr(codes.FailedPrecondition, ReasonBadRequest, membership.ErrNotEncrypted.Error())
 	}
+	s.keyringMu.Lock()
+	defer s.keyringMu.Unlock()
 	targets, err := s.keyringTargets()
 	if err != nil {
 		return nil, s.toStatus(err)

@@ -43,19 +43,9 @@ func (f *Flags) Seed() ([]byte, error) {
 	return k, nil
 }
 
-// Check validates the flags and an existing keyring file, so that bad
-// input is a configuration error before anything starts.
-func (f *Flags) Check() error {
-	if _, err := f.Seed(); err != nil {
-		return err
-	}
-	if f.KeyringFile == "" {
-		return nil
-	}
-	return CheckFile(f.KeyringFile)
-}
-
-// CheckFile validates the keyring file at path, if it exists.
+// CheckFile validates the keyring file at path, if it exists, so that a
+// bad one is a configuration error before anything starts (the servers'
+// Config.Validate).
 func CheckFile(path string) error {
 	if _, err := membership.ReadKeyringFile(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("--gossip-keyring-file: %w", err)
