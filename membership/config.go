@@ -36,8 +36,16 @@ type Config struct {
 	// Logger receives memberlist's log output, mapped to slog levels. Nil
 	// means slog.Default().
 	Logger *slog.Logger
-	// SecretKey optionally enables gossip encryption (AES, 16, 24 or 32
-	// bytes). All members of a cluster must use the same key.
+	// Keyring optionally enables gossip encryption (AES-GCM with the
+	// primary key; every installed key is tried on what arrives) and lets
+	// the running member rotate keys (Memberlist.InstallKey, UseKey,
+	// RemoveKey). Members share at least one key, and each one's primary
+	// must be installed on all the others, or they cannot talk. With a
+	// Keyring, memberlist encrypts everything and refuses clear gossip.
+	Keyring *Keyring
+	// SecretKey is the single-key shorthand (16, 24 or 32 bytes) used
+	// when Keyring is nil: a keyring of that one key, on the wire exactly
+	// what a Keyring of one key sends.
 	SecretKey []byte
 
 	// ProbeInterval is the failure-detector probe interval.
@@ -198,7 +206,7 @@ const deadNodeReclaimTime = time.Nanosecond
 // memberlistConfig translates a validated, defaulted Config. It binds the
 // guarded transport, so the caller must shut it down if memberlist.Create
 // fails.
-func (c Config) memberlistConfig(d *delegate) (*memberlist.Config, *guardedTransport, error) {
+func (c Config) memberlistConfig(d *delegate, lim *mismatchLog) (*memberlist.Config, *guardedTransport, error) {
 	mc := memberlist.DefaultLANConfig()
 	host, port, _ := splitIPPort("bind", c.BindAddr, true)
 	tr, err := newGuardedTransport(host, port, c.Logger, mc.TCPTimeout)
@@ -213,8 +221,11 @@ func (c Config) memberlistConfig(d *delegate) (*memberlist.Config, *guardedTrans
 		mc.AdvertiseAddr, mc.AdvertisePort, _ = splitIPPort("advertise", c.AdvertiseAddr, false)
 	}
 	mc.Label = c.ClusterID
-	if len(c.SecretKey) > 0 {
-		mc.SecretKey = append([]byte(nil), c.SecretKey...)
+	// memberlist.DefaultLANConfig leaves GossipVerifyIncoming and
+	// GossipVerifyOutgoing on: with a keyring everything is encrypted
+	// and clear gossip is refused.
+	if c.Keyring != nil {
+		mc.Keyring = c.Keyring.ring
 	}
 	// Compression stays off: guardedTransport rejects compressed streams,
 	// which memberlist v0.5.4 does not decode safely.
@@ -238,6 +249,6 @@ func (c Config) memberlistConfig(d *delegate) (*memberlist.Config, *guardedTrans
 	mc.Events = d
 	mc.Conflict = d
 	mc.LogOutput = nil
-	mc.Logger = newStdLogger(c.Logger)
+	mc.Logger = newStdLogger(c.Logger, lim)
 	return mc, tr, nil
 }

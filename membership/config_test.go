@@ -74,7 +74,7 @@ func TestNewRejectsOversizedMeta(t *testing.T) {
 
 func TestLogWriterLevels(t *testing.T) {
 	h := &recordingHandler{}
-	l := newStdLogger(slog.New(h))
+	l := newStdLogger(slog.New(h), nil)
 	l.Printf("[DEBUG] memberlist: Stream connection from=127.0.0.1:1")
 	l.Printf("[INFO] memberlist: Marking b as failed")
 	l.Printf("[WARN] memberlist: Refuting a suspect message")
@@ -106,7 +106,7 @@ func TestLogWriterLevels(t *testing.T) {
 func TestLogWriterRespectsLevel(t *testing.T) {
 	var n int
 	h := slog.NewTextHandler(writerFunc(func(p []byte) { n++ }), &slog.HandlerOptions{Level: slog.LevelWarn})
-	l := newStdLogger(slog.New(h))
+	l := newStdLogger(slog.New(h), nil)
 	l.Printf("[DEBUG] memberlist: hidden")
 	l.Printf("[WARN] memberlist: shown")
 	if n != 1 {

@@ -81,7 +81,7 @@ var _ memberlist.NodeAwareTransport = (*guardedTransport)(nil)
 // newGuardedTransport binds a NetTransport on host:port, retrying a few times
 // when port is 0 because TCP and UDP must get the same free port.
 func newGuardedTransport(host string, port int, logger *slog.Logger, timeout time.Duration) (*guardedTransport, error) {
-	nc := &memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port, Logger: newStdLogger(logger)}
+	nc := &memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port, Logger: newStdLogger(logger, nil)}
 	var nt *memberlist.NetTransport
 	var err error
 	for try := 0; try < 10; try++ {

@@ -8,10 +8,11 @@
 // traffic from another cluster is rejected by memberlist itself; members whose
 // metadata does not decode or names another cluster are excluded as well.
 //
-// Security: without Config.SecretKey, gossip is neither authenticated nor
+// Security: without Config.Keyring (or SecretKey), gossip is neither authenticated nor
 // encrypted, so anyone who can reach the gossip port and knows the cluster ID
 // can join and advertise members (including fake coordinators, which
-// BootstrapDecision would count). Production clusters should set a key.
+// BootstrapDecision would count). Production clusters should set a key;
+// keys rotate without downtime through the keyring (keyring.go).
 // Independently of the key, incoming and outgoing gossip streams are
 // screened for malformed length fields that would crash memberlist v0.5.4.
 package membership
@@ -72,6 +73,9 @@ type Memberlist struct {
 	updateMu sync.Mutex // serialises UpdateMeta and Leave; guards left
 	left     bool
 
+	keyring  *Keyring     // nil: gossip in clear
+	mismatch *mismatchLog // rate-limits the wrong-key warning
+
 	stopJoin     context.CancelFunc
 	joinDone     chan struct{}
 	joinAttempts atomic.Uint64
@@ -89,7 +93,14 @@ func New(cfg Config) (*Memberlist, error) {
 		return nil, err
 	}
 	cfg.Join = slices.Clone(cfg.Join)
+	if cfg.Keyring == nil && len(cfg.SecretKey) > 0 {
+		if cfg.Keyring, err = NewKeyring([][]byte{cfg.SecretKey}); err != nil {
+			return nil, fmt.Errorf("membership: config: %w", err)
+		}
+	}
 	m := &Memberlist{
+		keyring:   cfg.Keyring,
+		mismatch:  &mismatchLog{},
 		cfg:       cfg,
 		log:       cfg.Logger,
 		meta:      cfg.Meta,
@@ -101,7 +112,7 @@ func New(cfg Config) (*Memberlist, error) {
 		events:    make(chan Event, cfg.EventBuffer),
 		joinDone:  make(chan struct{}),
 	}
-	mc, tr, err := cfg.memberlistConfig(&delegate{m: m})
+	mc, tr, err := cfg.memberlistConfig(&delegate{m: m}, m.mismatch)
 	if err != nil {
 		return nil, fmt.Errorf("membership: listen on %s: %w", cfg.BindAddr, err)
 	}
@@ -120,7 +131,7 @@ func New(cfg Config) (*Memberlist, error) {
 	m.stopJoin = cancel
 	go m.joinLoop(ctx, m.seeds())
 	m.log.Info("membership: started", "id", cfg.Meta.ID, "cluster", cfg.ClusterID,
-		"addr", m.localAddr, "encrypted", len(cfg.SecretKey) > 0, "seeds", strings.Join(cfg.Join, ","))
+		"addr", m.localAddr, "encrypted", cfg.Keyring != nil, "seeds", strings.Join(cfg.Join, ","))
 	return m, nil
 }
 
@@ -196,7 +207,11 @@ func (m *Memberlist) tryJoin(ctx context.Context, seeds []string) bool {
 		n, err := m.ml.Join([]string{s})
 		m.joinAttempts.Add(1)
 		if err != nil {
-			m.log.Debug("membership: join attempt failed", "seed", s, "err", err)
+			if keyMismatch(err.Error()) {
+				m.mismatch.warn(m.log, "seed", s, "err", err)
+			} else {
+				m.log.Debug("membership: join attempt failed", "seed", s, "err", err)
+			}
 			continue
 		}
 		contacted = contacted || n > 0

@@ -922,7 +922,7 @@ var File_logbookv1_cluster_proto protoreflect.FileDescriptor
 const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"\x17logbookv1/cluster.proto\x12\n" +
-	"logbook.v1\x1a\x17logbookv1/options.proto\"\x0f\n" +
+	"logbook.v1\x1a\x17logbookv1/options.proto\x1a\x16logbookv1/gossip.proto\"\x0f\n" +
 	"\rVerifyRequest\"L\n" +
 	"\fMemberDigest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
@@ -989,7 +989,7 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\x0fSnapshotRequest\"<\n" +
 	"\x10SnapshotResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
-	"\x04term\x18\x02 \x01(\x04R\x04term2\xe5\x04\n" +
+	"\x04term\x18\x02 \x01(\x04R\x04term2\xc5\x05\n" +
 	"\aCluster\x12I\n" +
 	"\x06Status\x12\x19.logbook.v1.StatusRequest\x1a\x1a.logbook.v1.StatusResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x02\x12R\n" +
 	"\bAddVoter\x12\x1c.logbook.v1.AddServerRequest\x1a\x1e.logbook.v1.MembershipResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x04\x12U\n" +
@@ -997,7 +997,8 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\fRemoveServer\x12\x1f.logbook.v1.RemoveServerRequest\x1a\x1e.logbook.v1.MembershipResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x04\x12m\n" +
 	"\x12TransferLeadership\x12%.logbook.v1.TransferLeadershipRequest\x1a&.logbook.v1.TransferLeadershipResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x04\x12O\n" +
 	"\bSnapshot\x12\x1b.logbook.v1.SnapshotRequest\x1a\x1c.logbook.v1.SnapshotResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x04\x12I\n" +
-	"\x06Verify\x12\x19.logbook.v1.VerifyRequest\x1a\x1a.logbook.v1.VerifyResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x04B,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
+	"\x06Verify\x12\x19.logbook.v1.VerifyRequest\x1a\x1a.logbook.v1.VerifyResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x04\x12^\n" +
+	"\rGossipKeyring\x12 .logbook.v1.GossipKeyringRequest\x1a!.logbook.v1.GossipKeyringResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x04B,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
 
 var (
 	file_logbookv1_cluster_proto_rawDescOnce sync.Once
@@ -1027,6 +1028,8 @@ var file_logbookv1_cluster_proto_goTypes = []any{
 	(*TransferLeadershipResponse)(nil), // 11: logbook.v1.TransferLeadershipResponse
 	(*SnapshotRequest)(nil),            // 12: logbook.v1.SnapshotRequest
 	(*SnapshotResponse)(nil),           // 13: logbook.v1.SnapshotResponse
+	(*GossipKeyringRequest)(nil),       // 14: logbook.v1.GossipKeyringRequest
+	(*GossipKeyringResponse)(nil),      // 15: logbook.v1.GossipKeyringResponse
 }
 var file_logbookv1_cluster_proto_depIdxs = []int32{
 	1,  // 0: logbook.v1.VerifyResponse.members:type_name -> logbook.v1.MemberDigest
@@ -1039,15 +1042,17 @@ var file_logbookv1_cluster_proto_depIdxs = []int32{
 	10, // 7: logbook.v1.Cluster.TransferLeadership:input_type -> logbook.v1.TransferLeadershipRequest
 	12, // 8: logbook.v1.Cluster.Snapshot:input_type -> logbook.v1.SnapshotRequest
 	0,  // 9: logbook.v1.Cluster.Verify:input_type -> logbook.v1.VerifyRequest
-	6,  // 10: logbook.v1.Cluster.Status:output_type -> logbook.v1.StatusResponse
-	9,  // 11: logbook.v1.Cluster.AddVoter:output_type -> logbook.v1.MembershipResponse
-	9,  // 12: logbook.v1.Cluster.AddNonvoter:output_type -> logbook.v1.MembershipResponse
-	9,  // 13: logbook.v1.Cluster.RemoveServer:output_type -> logbook.v1.MembershipResponse
-	11, // 14: logbook.v1.Cluster.TransferLeadership:output_type -> logbook.v1.TransferLeadershipResponse
-	13, // 15: logbook.v1.Cluster.Snapshot:output_type -> logbook.v1.SnapshotResponse
-	2,  // 16: logbook.v1.Cluster.Verify:output_type -> logbook.v1.VerifyResponse
-	10, // [10:17] is the sub-list for method output_type
-	3,  // [3:10] is the sub-list for method input_type
+	14, // 10: logbook.v1.Cluster.GossipKeyring:input_type -> logbook.v1.GossipKeyringRequest
+	6,  // 11: logbook.v1.Cluster.Status:output_type -> logbook.v1.StatusResponse
+	9,  // 12: logbook.v1.Cluster.AddVoter:output_type -> logbook.v1.MembershipResponse
+	9,  // 13: logbook.v1.Cluster.AddNonvoter:output_type -> logbook.v1.MembershipResponse
+	9,  // 14: logbook.v1.Cluster.RemoveServer:output_type -> logbook.v1.MembershipResponse
+	11, // 15: logbook.v1.Cluster.TransferLeadership:output_type -> logbook.v1.TransferLeadershipResponse
+	13, // 16: logbook.v1.Cluster.Snapshot:output_type -> logbook.v1.SnapshotResponse
+	2,  // 17: logbook.v1.Cluster.Verify:output_type -> logbook.v1.VerifyResponse
+	15, // 18: logbook.v1.Cluster.GossipKeyring:output_type -> logbook.v1.GossipKeyringResponse
+	11, // [11:19] is the sub-list for method output_type
+	3,  // [3:11] is the sub-list for method input_type
 	3,  // [3:3] is the sub-list for extension type_name
 	3,  // [3:3] is the sub-list for extension extendee
 	0,  // [0:3] is the sub-list for field type_name
@@ -1059,6 +1064,7 @@ func file_logbookv1_cluster_proto_init() {
 		return
 	}
 	file_logbookv1_options_proto_init()
+	file_logbookv1_gossip_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -29,6 +29,7 @@ const (
 	Cluster_TransferLeadership_FullMethodName = "/logbook.v1.Cluster/TransferLeadership"
 	Cluster_Snapshot_FullMethodName           = "/logbook.v1.Cluster/Snapshot"
 	Cluster_Verify_FullMethodName             = "/logbook.v1.Cluster/Verify"
+	Cluster_GossipKeyring_FullMethodName      = "/logbook.v1.Cluster/GossipKeyring"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -44,6 +45,17 @@ type ClusterClient interface {
 	// Verify replicates a checkpoint and compares every member's state
 	// digest at that index (invariant 2).
 	Verify(ctx context.Context, in *VerifyRequest, opts ...grpc.CallOption) (*VerifyResponse, error)
+	// GossipKeyring lists, installs, uses (makes primary) or removes a
+	// gossip key on every coordinator and every gossiping storage node
+	// (Consul's keyring). The member reached fans the operation out and
+	// answers per member; it needs no leader. USE changes nothing unless
+	// every member answered and holds the key: the members lacking it fail
+	// in the answer, the others are left as they were. Bad input (unknown
+	// op, malformed key, a keyring past 16 keys) is InvalidArgument, REMOVE
+	// of a key that is some member's primary FailedPrecondition; both
+	// change nothing. Rotate with install new on all, then use new, then
+	// remove old (docs/security.md).
+	GossipKeyring(ctx context.Context, in *GossipKeyringRequest, opts ...grpc.CallOption) (*GossipKeyringResponse, error)
 }
 
 type clusterClient struct {
@@ -124,6 +136,16 @@ func (c *clusterClient) Verify(ctx context.Context, in *VerifyRequest, opts ...g
 	return out, nil
 }
 
+func (c *clusterClient) GossipKeyring(ctx context.Context, in *GossipKeyringRequest, opts ...grpc.CallOption) (*GossipKeyringResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GossipKeyringResponse)
+	err := c.cc.Invoke(ctx, Cluster_GossipKeyring_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -137,6 +159,17 @@ type ClusterServer interface {
 	// Verify replicates a checkpoint and compares every member's state
 	// digest at that index (invariant 2).
 	Verify(context.Context, *VerifyRequest) (*VerifyResponse, error)
+	// GossipKeyring lists, installs, uses (makes primary) or removes a
+	// gossip key on every coordinator and every gossiping storage node
+	// (Consul's keyring). The member reached fans the operation out and
+	// answers per member; it needs no leader. USE changes nothing unless
+	// every member answered and holds the key: the members lacking it fail
+	// in the answer, the others are left as they were. Bad input (unknown
+	// op, malformed key, a keyring past 16 keys) is InvalidArgument, REMOVE
+	// of a key that is some member's primary FailedPrecondition; both
+	// change nothing. Rotate with install new on all, then use new, then
+	// remove old (docs/security.md).
+	GossipKeyring(context.Context, *GossipKeyringRequest) (*GossipKeyringResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -167,6 +200,9 @@ func (UnimplementedClusterServer) Snapshot(context.Context, *SnapshotRequest) (*
 }
 func (UnimplementedClusterServer) Verify(context.Context, *VerifyRequest) (*VerifyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Verify not implemented")
+}
+func (UnimplementedClusterServer) GossipKeyring(context.Context, *GossipKeyringRequest) (*GossipKeyringResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GossipKeyring not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -315,6 +351,24 @@ func _Cluster_Verify_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_GossipKeyring_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GossipKeyringRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).GossipKeyring(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_GossipKeyring_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).GossipKeyring(ctx, req.(*GossipKeyringRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -349,6 +403,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Verify",
 			Handler:    _Cluster_Verify_Handler,
+		},
+		{
+			MethodName: "GossipKeyring",
+			Handler:    _Cluster_GossipKeyring_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

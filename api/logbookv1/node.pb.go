@@ -2127,7 +2127,7 @@ var File_logbookv1_node_proto protoreflect.FileDescriptor
 const file_logbookv1_node_proto_rawDesc = "" +
 	"\n" +
 	"\x14logbookv1/node.proto\x12\n" +
-	"logbook.v1\x1a\x17logbookv1/options.proto\"r\n" +
+	"logbook.v1\x1a\x16logbookv1/gossip.proto\x1a\x17logbookv1/options.proto\"r\n" +
 	"\vWritePacket\x12.\n" +
 	"\x05setup\x18\x01 \x01(\v2\x16.logbook.v1.WriteSetupH\x00R\x05setup\x12,\n" +
 	"\x06packet\x18\x02 \x01(\v2\x12.logbook.v1.PacketH\x00R\x06packetB\x05\n" +
@@ -2305,7 +2305,7 @@ const file_logbookv1_node_proto_rawDesc = "" +
 	"\x11REPLICA_STATE_RBW\x10\x02\x12\x15\n" +
 	"\x11REPLICA_STATE_RWR\x10\x03\x12\x15\n" +
 	"\x11REPLICA_STATE_RUR\x10\x04\x12\x1b\n" +
-	"\x17REPLICA_STATE_TEMPORARY\x10\x052\xbe\a\n" +
+	"\x17REPLICA_STATE_TEMPORARY\x10\x052\xa6\b\n" +
 	"\bDataNode\x12E\n" +
 	"\n" +
 	"WriteBlock\x12\x17.logbook.v1.WritePacket\x1a\x14.logbook.v1.WriteAck\"\x04\xd0\xf3\x18\a(\x010\x01\x12H\n" +
@@ -2318,7 +2318,8 @@ const file_logbookv1_node_proto_rawDesc = "" +
 	"VolumeInfo\x12\x1d.logbook.v1.VolumeInfoRequest\x1a\x1e.logbook.v1.VolumeInfoResponse\"\x04\xd0\xf3\x18\x02\x12W\n" +
 	"\fListReplicas\x12\x1f.logbook.v1.ListReplicasRequest\x1a .logbook.v1.ListReplicasResponse\"\x04\xd0\xf3\x18\x02\x12T\n" +
 	"\vBlockReport\x12\x1e.logbook.v1.BlockReportRequest\x1a\x1f.logbook.v1.BlockReportResponse\"\x04\xd0\xf3\x18\x02\x12W\n" +
-	"\fShutdownNode\x12\x1f.logbook.v1.ShutdownNodeRequest\x1a .logbook.v1.ShutdownNodeResponse\"\x04\xd0\xf3\x18\x04B,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
+	"\fShutdownNode\x12\x1f.logbook.v1.ShutdownNodeRequest\x1a .logbook.v1.ShutdownNodeResponse\"\x04\xd0\xf3\x18\x04\x12f\n" +
+	"\rGossipKeyring\x12&.logbook.v1.MemberGossipKeyringRequest\x1a'.logbook.v1.MemberGossipKeyringResponse\"\x04\xd0\xf3\x18\x05B,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
 
 var (
 	file_logbookv1_node_proto_rawDescOnce sync.Once
@@ -2364,6 +2365,8 @@ var file_logbookv1_node_proto_goTypes = []any{
 	(*BlockReportResponse)(nil),                // 26: logbook.v1.BlockReportResponse
 	(*ShutdownNodeRequest)(nil),                // 27: logbook.v1.ShutdownNodeRequest
 	(*ShutdownNodeResponse)(nil),               // 28: logbook.v1.ShutdownNodeResponse
+	(*MemberGossipKeyringRequest)(nil),         // 29: logbook.v1.MemberGossipKeyringRequest
+	(*MemberGossipKeyringResponse)(nil),        // 30: logbook.v1.MemberGossipKeyringResponse
 }
 var file_logbookv1_node_proto_depIdxs = []int32{
 	3,  // 0: logbook.v1.WritePacket.setup:type_name -> logbook.v1.WriteSetup
@@ -2390,18 +2393,20 @@ var file_logbookv1_node_proto_depIdxs = []int32{
 	21, // 21: logbook.v1.DataNode.ListReplicas:input_type -> logbook.v1.ListReplicasRequest
 	23, // 22: logbook.v1.DataNode.BlockReport:input_type -> logbook.v1.BlockReportRequest
 	27, // 23: logbook.v1.DataNode.ShutdownNode:input_type -> logbook.v1.ShutdownNodeRequest
-	6,  // 24: logbook.v1.DataNode.WriteBlock:output_type -> logbook.v1.WriteAck
-	8,  // 25: logbook.v1.DataNode.ReadBlock:output_type -> logbook.v1.ReadChunk
-	10, // 26: logbook.v1.DataNode.GetReplicaVisibleLength:output_type -> logbook.v1.GetReplicaVisibleLengthResponse
-	12, // 27: logbook.v1.DataNode.TransferBlock:output_type -> logbook.v1.TransferBlockResponse
-	14, // 28: logbook.v1.DataNode.InitReplicaRecovery:output_type -> logbook.v1.InitReplicaRecoveryResponse
-	16, // 29: logbook.v1.DataNode.UpdateReplicaUnderRecovery:output_type -> logbook.v1.UpdateReplicaUnderRecoveryResponse
-	20, // 30: logbook.v1.DataNode.VolumeInfo:output_type -> logbook.v1.VolumeInfoResponse
-	22, // 31: logbook.v1.DataNode.ListReplicas:output_type -> logbook.v1.ListReplicasResponse
-	26, // 32: logbook.v1.DataNode.BlockReport:output_type -> logbook.v1.BlockReportResponse
-	28, // 33: logbook.v1.DataNode.ShutdownNode:output_type -> logbook.v1.ShutdownNodeResponse
-	24, // [24:34] is the sub-list for method output_type
-	14, // [14:24] is the sub-list for method input_type
+	29, // 24: logbook.v1.DataNode.GossipKeyring:input_type -> logbook.v1.MemberGossipKeyringRequest
+	6,  // 25: logbook.v1.DataNode.WriteBlock:output_type -> logbook.v1.WriteAck
+	8,  // 26: logbook.v1.DataNode.ReadBlock:output_type -> logbook.v1.ReadChunk
+	10, // 27: logbook.v1.DataNode.GetReplicaVisibleLength:output_type -> logbook.v1.GetReplicaVisibleLengthResponse
+	12, // 28: logbook.v1.DataNode.TransferBlock:output_type -> logbook.v1.TransferBlockResponse
+	14, // 29: logbook.v1.DataNode.InitReplicaRecovery:output_type -> logbook.v1.InitReplicaRecoveryResponse
+	16, // 30: logbook.v1.DataNode.UpdateReplicaUnderRecovery:output_type -> logbook.v1.UpdateReplicaUnderRecoveryResponse
+	20, // 31: logbook.v1.DataNode.VolumeInfo:output_type -> logbook.v1.VolumeInfoResponse
+	22, // 32: logbook.v1.DataNode.ListReplicas:output_type -> logbook.v1.ListReplicasResponse
+	26, // 33: logbook.v1.DataNode.BlockReport:output_type -> logbook.v1.BlockReportResponse
+	28, // 34: logbook.v1.DataNode.ShutdownNode:output_type -> logbook.v1.ShutdownNodeResponse
+	30, // 35: logbook.v1.DataNode.GossipKeyring:output_type -> logbook.v1.MemberGossipKeyringResponse
+	25, // [25:36] is the sub-list for method output_type
+	14, // [14:25] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -2412,6 +2417,7 @@ func file_logbookv1_node_proto_init() {
 	if File_logbookv1_node_proto != nil {
 		return
 	}
+	file_logbookv1_gossip_proto_init()
 	file_logbookv1_options_proto_init()
 	file_logbookv1_node_proto_msgTypes[0].OneofWrappers = []any{
 		(*WritePacket_Setup)(nil),

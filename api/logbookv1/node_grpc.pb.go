@@ -38,6 +38,7 @@ const (
 	DataNode_ListReplicas_FullMethodName               = "/logbook.v1.DataNode/ListReplicas"
 	DataNode_BlockReport_FullMethodName                = "/logbook.v1.DataNode/BlockReport"
 	DataNode_ShutdownNode_FullMethodName               = "/logbook.v1.DataNode/ShutdownNode"
+	DataNode_GossipKeyring_FullMethodName              = "/logbook.v1.DataNode/GossipKeyring"
 )
 
 // DataNodeClient is the client API for DataNode service.
@@ -84,6 +85,14 @@ type DataNodeClient interface {
 	// their writers resume them. The call returns once the shutdown has
 	// begun; a second one is refused FailedPrecondition (SHUTTING_DOWN).
 	ShutdownNode(ctx context.Context, in *ShutdownNodeRequest, opts ...grpc.CallOption) (*ShutdownNodeResponse, error)
+	// GossipKeyring applies one gossip keyring operation to the node's
+	// keyring (and its keyring file) and returns its keys; coordinators
+	// call it (coordinator certificates only, with TLS) for the Cluster
+	// service's GossipKeyring. A direct call is synchronous and answers
+	// this node's own outcome, which the node link (node-initiated
+	// heartbeats to the leader only) could not give any coordinator.
+	// FAILED_PRECONDITION when the node does not gossip encrypted.
+	GossipKeyring(ctx context.Context, in *MemberGossipKeyringRequest, opts ...grpc.CallOption) (*MemberGossipKeyringResponse, error)
 }
 
 type dataNodeClient struct {
@@ -206,6 +215,16 @@ func (c *dataNodeClient) ShutdownNode(ctx context.Context, in *ShutdownNodeReque
 	return out, nil
 }
 
+func (c *dataNodeClient) GossipKeyring(ctx context.Context, in *MemberGossipKeyringRequest, opts ...grpc.CallOption) (*MemberGossipKeyringResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MemberGossipKeyringResponse)
+	err := c.cc.Invoke(ctx, DataNode_GossipKeyring_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DataNodeServer is the server API for DataNode service.
 // All implementations must embed UnimplementedDataNodeServer
 // for forward compatibility.
@@ -250,6 +269,14 @@ type DataNodeServer interface {
 	// their writers resume them. The call returns once the shutdown has
 	// begun; a second one is refused FailedPrecondition (SHUTTING_DOWN).
 	ShutdownNode(context.Context, *ShutdownNodeRequest) (*ShutdownNodeResponse, error)
+	// GossipKeyring applies one gossip keyring operation to the node's
+	// keyring (and its keyring file) and returns its keys; coordinators
+	// call it (coordinator certificates only, with TLS) for the Cluster
+	// service's GossipKeyring. A direct call is synchronous and answers
+	// this node's own outcome, which the node link (node-initiated
+	// heartbeats to the leader only) could not give any coordinator.
+	// FAILED_PRECONDITION when the node does not gossip encrypted.
+	GossipKeyring(context.Context, *MemberGossipKeyringRequest) (*MemberGossipKeyringResponse, error)
 	mustEmbedUnimplementedDataNodeServer()
 }
 
@@ -289,6 +316,9 @@ func (UnimplementedDataNodeServer) BlockReport(context.Context, *BlockReportRequ
 }
 func (UnimplementedDataNodeServer) ShutdownNode(context.Context, *ShutdownNodeRequest) (*ShutdownNodeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ShutdownNode not implemented")
+}
+func (UnimplementedDataNodeServer) GossipKeyring(context.Context, *MemberGossipKeyringRequest) (*MemberGossipKeyringResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GossipKeyring not implemented")
 }
 func (UnimplementedDataNodeServer) mustEmbedUnimplementedDataNodeServer() {}
 func (UnimplementedDataNodeServer) testEmbeddedByValue()                  {}
@@ -473,6 +503,24 @@ func _DataNode_ShutdownNode_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DataNode_GossipKeyring_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MemberGossipKeyringRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DataNodeServer).GossipKeyring(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DataNode_GossipKeyring_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DataNodeServer).GossipKeyring(ctx, req.(*MemberGossipKeyringRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // DataNode_ServiceDesc is the grpc.ServiceDesc for DataNode service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -511,6 +559,10 @@ var DataNode_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ShutdownNode",
 			Handler:    _DataNode_ShutdownNode_Handler,
+		},
+		{
+			MethodName: "GossipKeyring",
+			Handler:    _DataNode_GossipKeyring_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -143,6 +143,7 @@ Exit codes: 0 ok, 1 failure, 2 usage or configuration error.`,
 		newCacheCmd(),
 		newHealthCmd(),
 		newTLSCmd(),
+		newGossipCmd(),
 		newBenchCmd(),
 		newVersionCmd(),
 	)

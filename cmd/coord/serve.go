@@ -12,6 +12,7 @@ import (
 	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/logbookhq/logbook/internal/coordserver"
 	"github.com/logbookhq/logbook/internal/envflag"
+	"github.com/logbookhq/logbook/internal/gossipkeys"
 	"github.com/logbookhq/logbook/internal/logging"
 	"github.com/logbookhq/logbook/internal/tlsflag"
 	"github.com/spf13/cobra"
@@ -30,6 +31,7 @@ type serveFlags struct {
 	logJSON   bool
 	gcPercent int
 	tls       *tlsflag.Flags
+	gossip    *gossipkeys.Flags
 }
 
 // addServeFlags registers coord serve's flags on fs, with the defaults of
@@ -84,6 +86,7 @@ func addServeFlags(fs *pflag.FlagSet) *serveFlags {
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of text")
 	fs.IntVar(&f.gcPercent, "gc-percent", defaultGCPercent, "garbage-collection target, as GOGC: the heap may grow to 1+N/100 times the live heap before a collection; a higher value trades memory for fewer collections; GOGC in the environment wins")
 	f.tls = tlsflag.Add(fs, true)
+	f.gossip = gossipkeys.Add(fs)
 	envflag.Bind(fs)
 	return f
 }
@@ -125,6 +128,12 @@ func (f *serveFlags) config(logOut io.Writer) (coordserver.Config, error) {
 			errs = append(errs, err)
 		}
 		cfg.Security.TLS = src
+	}
+	if key, err := f.gossip.Seed(); err != nil {
+		errs = append(errs, err)
+	} else {
+		cfg.Security.GossipKey = key
+		cfg.Security.GossipKeyringFile = f.gossip.KeyringFile
 	}
 	if len(errs) > 0 {
 		return coordserver.Config{}, errors.Join(errs...)

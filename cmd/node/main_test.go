@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -93,6 +95,10 @@ func TestServeFlagsAndEnvironment(t *testing.T) {
 }
 
 func TestServeConfigErrors(t *testing.T) {
+	badKeyring := filepath.Join(t.TempDir(), "keyring.json")
+	if err := os.WriteFile(badKeyring, []byte(`["`+base64.StdEncoding.EncodeToString(make([]byte, 16))+`"`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for name, tc := range map[string]struct {
 		args []string
 		env  map[string]string
@@ -105,6 +111,9 @@ func TestServeConfigErrors(t *testing.T) {
 		"unspecified ip": {[]string{"--id", "n1", "--data-dir", "/d", "--grpc-addr", "0.0.0.0:1"}, nil, "advertise"},
 		"bad env":        {[]string{"--id", "n1", "--data-dir", "/d"}, map[string]string{"LOGBOOK_RESERVED_BYTES": "lots"}, "LOGBOOK_RESERVED_BYTES"},
 		"tolerated":      {[]string{"--id", "n1", "--data-dir", "/d", "--volume-failures-tolerated", "1"}, nil, "volume failures tolerated"},
+		"gossip key":     {[]string{"--id", "n1", "--data-dir", "/d", "--gossip-key", "AAAA"}, nil, "--gossip-key: invalid gossip key: 3 bytes"},
+		"gossip env":     {[]string{"--id", "n1", "--data-dir", "/d"}, map[string]string{"LOGBOOK_GOSSIP_KEY": "!"}, "--gossip-key: invalid gossip key: not base64"},
+		"keyring file":   {[]string{"--id", "n1", "--data-dir", "/d", "--gossip-keyring-file", badKeyring}, nil, "--gossip-keyring-file: keyring file"},
 	} {
 		_, err := serveConfig(tc.args, tc.env)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/logbookhq/logbook/internal/envflag"
+	"github.com/logbookhq/logbook/internal/gossipkeys"
 	"github.com/logbookhq/logbook/internal/logging"
 	"github.com/logbookhq/logbook/internal/nodeserver"
 	"github.com/logbookhq/logbook/internal/tlsflag"
@@ -26,6 +27,7 @@ type serveFlags struct {
 	logLevel string
 	logJSON  bool
 	tls      *tlsflag.Flags
+	gossip   *gossipkeys.Flags
 }
 
 // addServeFlags registers node serve's flags on fs with the defaults of
@@ -44,7 +46,7 @@ func addServeFlags(fs *pflag.FlagSet) *serveFlags {
 	fs.StringVar(&c.GRPCAddr, "grpc-addr", d.GRPCAddr, "gRPC (DataNode service) listen address")
 	fs.StringVar(&c.HTTPAddr, "http-addr", d.HTTPAddr, "HTTP listen address (/metrics, /healthz)")
 	fs.BoolVar(&c.EnablePprof, "enable-pprof", false, "serve Go profiling at /debug/pprof/ on --http-addr")
-	fs.StringVar(&c.GossipAddr, "gossip-addr", d.GossipAddr, "gossip address (reserved: not listened on yet)")
+	fs.StringVar(&c.GossipAddr, "gossip-addr", d.GossipAddr, "gossip listen address (TCP and UDP), used with --join")
 	fs.StringVar(&c.AdvertiseGRPC, "advertise-grpc", "", "gRPC address clients and other nodes dial (default: --grpc-addr)")
 	fs.StringVar(&c.AdvertiseHTTP, "advertise-http", "", "HTTP address published to the cluster (default: --http-addr)")
 	fs.StringVar(&c.AdvertiseGossip, "advertise-gossip", "", "gossip address published to the cluster (default: --gossip-addr)")
@@ -60,6 +62,7 @@ func addServeFlags(fs *pflag.FlagSet) *serveFlags {
 		panic(err)
 	}
 	f.tls = tlsflag.Add(fs, true)
+	f.gossip = gossipkeys.Add(fs)
 	envflag.Bind(fs)
 	return f
 }
@@ -97,6 +100,12 @@ func (f *serveFlags) config(logOut io.Writer) (nodeserver.Config, error) {
 			errs = append(errs, err)
 		}
 		cfg.Security.TLS = src
+	}
+	if key, err := f.gossip.Seed(); err != nil {
+		errs = append(errs, err)
+	} else {
+		cfg.Security.GossipKey = key
+		cfg.Security.GossipKeyringFile = f.gossip.KeyringFile
 	}
 	cfg.CoordEndpoints = trimList(cfg.CoordEndpoints)
 	cfg.Join = trimList(cfg.Join)

@@ -610,7 +610,7 @@ var File_internal_clusterpb_peer_proto protoreflect.FileDescriptor
 const file_internal_clusterpb_peer_proto_rawDesc = "" +
 	"\n" +
 	"\x1dinternal/clusterpb/peer.proto\x12\n" +
-	"logbook.v1\x1a\x17logbookv1/options.proto\x1a\x17fsm/fsmpb/command.proto\x1a\x17logbookv1/cluster.proto\"/\n" +
+	"logbook.v1\x1a\x17logbookv1/options.proto\x1a\x17fsm/fsmpb/command.proto\x1a\x17logbookv1/cluster.proto\x1a\x16logbookv1/gossip.proto\"/\n" +
 	"\x17CheckpointDigestRequest\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"2\n" +
 	"\x18CheckpointDigestResponse\x12\x16\n" +
@@ -645,14 +645,15 @@ const file_internal_clusterpb_peer_proto_rawDesc = "" +
 	" \x01(\x03R\x0ftlsNotAfterUnix\"G\n" +
 	"\x15RegisterMemberRequest\x12.\n" +
 	"\x06member\x18\x01 \x01(\v2\x16.logbook.fsm.v1.MemberR\x06member\"\x18\n" +
-	"\x16RegisterMemberResponse2\xc4\x04\n" +
+	"\x16RegisterMemberResponse2\xb0\x05\n" +
 	"\x04Peer\x12^\n" +
 	"\rForwardAppend\x12 .logbook.v1.ForwardAppendRequest\x1a!.logbook.v1.ForwardAppendResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05\x12b\n" +
 	"\rForwardStream\x12 .logbook.v1.ForwardAppendRequest\x1a!.logbook.v1.ForwardAppendResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05(\x010\x01\x12R\n" +
 	"\tReadIndex\x12\x1c.logbook.v1.ReadIndexRequest\x1a\x1d.logbook.v1.ReadIndexResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05\x12X\n" +
 	"\vLocalStatus\x12\x1e.logbook.v1.LocalStatusRequest\x1a\x1f.logbook.v1.LocalStatusResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05\x12a\n" +
 	"\x0eRegisterMember\x12!.logbook.v1.RegisterMemberRequest\x1a\".logbook.v1.RegisterMemberResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05\x12g\n" +
-	"\x10CheckpointDigest\x12#.logbook.v1.CheckpointDigestRequest\x1a$.logbook.v1.CheckpointDigestResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05B1Z/github.com/logbookhq/logbook/internal/clusterpbb\x06proto3"
+	"\x10CheckpointDigest\x12#.logbook.v1.CheckpointDigestRequest\x1a$.logbook.v1.CheckpointDigestResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05\x12j\n" +
+	"\rGossipKeyring\x12&.logbook.v1.MemberGossipKeyringRequest\x1a'.logbook.v1.MemberGossipKeyringResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05B1Z/github.com/logbookhq/logbook/internal/clusterpbb\x06proto3"
 
 var (
 	file_internal_clusterpb_peer_proto_rawDescOnce sync.Once
@@ -668,20 +669,22 @@ func file_internal_clusterpb_peer_proto_rawDescGZIP() []byte {
 
 var file_internal_clusterpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_internal_clusterpb_peer_proto_goTypes = []any{
-	(*CheckpointDigestRequest)(nil),  // 0: logbook.v1.CheckpointDigestRequest
-	(*CheckpointDigestResponse)(nil), // 1: logbook.v1.CheckpointDigestResponse
-	(*ForwardAppendRequest)(nil),     // 2: logbook.v1.ForwardAppendRequest
-	(*AppendResult)(nil),             // 3: logbook.v1.AppendResult
-	(*ForwardAppendResponse)(nil),    // 4: logbook.v1.ForwardAppendResponse
-	(*ReadIndexRequest)(nil),         // 5: logbook.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),        // 6: logbook.v1.ReadIndexResponse
-	(*LocalStatusRequest)(nil),       // 7: logbook.v1.LocalStatusRequest
-	(*LocalStatusResponse)(nil),      // 8: logbook.v1.LocalStatusResponse
-	(*RegisterMemberRequest)(nil),    // 9: logbook.v1.RegisterMemberRequest
-	(*RegisterMemberResponse)(nil),   // 10: logbook.v1.RegisterMemberResponse
-	(*fsmpb.AppendOp)(nil),           // 11: logbook.fsm.v1.AppendOp
-	(*logbookv1.StartupReplay)(nil),  // 12: logbook.v1.StartupReplay
-	(*fsmpb.Member)(nil),             // 13: logbook.fsm.v1.Member
+	(*CheckpointDigestRequest)(nil),               // 0: logbook.v1.CheckpointDigestRequest
+	(*CheckpointDigestResponse)(nil),              // 1: logbook.v1.CheckpointDigestResponse
+	(*ForwardAppendRequest)(nil),                  // 2: logbook.v1.ForwardAppendRequest
+	(*AppendResult)(nil),                          // 3: logbook.v1.AppendResult
+	(*ForwardAppendResponse)(nil),                 // 4: logbook.v1.ForwardAppendResponse
+	(*ReadIndexRequest)(nil),                      // 5: logbook.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),                     // 6: logbook.v1.ReadIndexResponse
+	(*LocalStatusRequest)(nil),                    // 7: logbook.v1.LocalStatusRequest
+	(*LocalStatusResponse)(nil),                   // 8: logbook.v1.LocalStatusResponse
+	(*RegisterMemberRequest)(nil),                 // 9: logbook.v1.RegisterMemberRequest
+	(*RegisterMemberResponse)(nil),                // 10: logbook.v1.RegisterMemberResponse
+	(*fsmpb.AppendOp)(nil),                        // 11: logbook.fsm.v1.AppendOp
+	(*logbookv1.StartupReplay)(nil),               // 12: logbook.v1.StartupReplay
+	(*fsmpb.Member)(nil),                          // 13: logbook.fsm.v1.Member
+	(*logbookv1.MemberGossipKeyringRequest)(nil),  // 14: logbook.v1.MemberGossipKeyringRequest
+	(*logbookv1.MemberGossipKeyringResponse)(nil), // 15: logbook.v1.MemberGossipKeyringResponse
 }
 var file_internal_clusterpb_peer_proto_depIdxs = []int32{
 	11, // 0: logbook.v1.ForwardAppendRequest.ops:type_name -> logbook.fsm.v1.AppendOp
@@ -694,14 +697,16 @@ var file_internal_clusterpb_peer_proto_depIdxs = []int32{
 	7,  // 7: logbook.v1.Peer.LocalStatus:input_type -> logbook.v1.LocalStatusRequest
 	9,  // 8: logbook.v1.Peer.RegisterMember:input_type -> logbook.v1.RegisterMemberRequest
 	0,  // 9: logbook.v1.Peer.CheckpointDigest:input_type -> logbook.v1.CheckpointDigestRequest
-	4,  // 10: logbook.v1.Peer.ForwardAppend:output_type -> logbook.v1.ForwardAppendResponse
-	4,  // 11: logbook.v1.Peer.ForwardStream:output_type -> logbook.v1.ForwardAppendResponse
-	6,  // 12: logbook.v1.Peer.ReadIndex:output_type -> logbook.v1.ReadIndexResponse
-	8,  // 13: logbook.v1.Peer.LocalStatus:output_type -> logbook.v1.LocalStatusResponse
-	10, // 14: logbook.v1.Peer.RegisterMember:output_type -> logbook.v1.RegisterMemberResponse
-	1,  // 15: logbook.v1.Peer.CheckpointDigest:output_type -> logbook.v1.CheckpointDigestResponse
-	10, // [10:16] is the sub-list for method output_type
-	4,  // [4:10] is the sub-list for method input_type
+	14, // 10: logbook.v1.Peer.GossipKeyring:input_type -> logbook.v1.MemberGossipKeyringRequest
+	4,  // 11: logbook.v1.Peer.ForwardAppend:output_type -> logbook.v1.ForwardAppendResponse
+	4,  // 12: logbook.v1.Peer.ForwardStream:output_type -> logbook.v1.ForwardAppendResponse
+	6,  // 13: logbook.v1.Peer.ReadIndex:output_type -> logbook.v1.ReadIndexResponse
+	8,  // 14: logbook.v1.Peer.LocalStatus:output_type -> logbook.v1.LocalStatusResponse
+	10, // 15: logbook.v1.Peer.RegisterMember:output_type -> logbook.v1.RegisterMemberResponse
+	1,  // 16: logbook.v1.Peer.CheckpointDigest:output_type -> logbook.v1.CheckpointDigestResponse
+	15, // 17: logbook.v1.Peer.GossipKeyring:output_type -> logbook.v1.MemberGossipKeyringResponse
+	11, // [11:18] is the sub-list for method output_type
+	4,  // [4:11] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name

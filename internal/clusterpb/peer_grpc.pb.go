@@ -13,6 +13,7 @@ package clusterpb
 
 import (
 	context "context"
+	logbookv1 "github.com/logbookhq/logbook/api/logbookv1"
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	status "google.golang.org/grpc/status"
@@ -30,6 +31,7 @@ const (
 	Peer_LocalStatus_FullMethodName      = "/logbook.v1.Peer/LocalStatus"
 	Peer_RegisterMember_FullMethodName   = "/logbook.v1.Peer/RegisterMember"
 	Peer_CheckpointDigest_FullMethodName = "/logbook.v1.Peer/CheckpointDigest"
+	Peer_GossipKeyring_FullMethodName    = "/logbook.v1.Peer/GossipKeyring"
 )
 
 // PeerClient is the client API for Peer service.
@@ -57,6 +59,10 @@ type PeerClient interface {
 	// CheckpointDigest waits until this member applied index and returns the
 	// digest it recorded when it applied the checkpoint there.
 	CheckpointDigest(ctx context.Context, in *CheckpointDigestRequest, opts ...grpc.CallOption) (*CheckpointDigestResponse, error)
+	// GossipKeyring applies one gossip keyring operation to this member's
+	// keyring (and its keyring file) and returns its keys; the Cluster
+	// service's GossipKeyring calls it on every other coordinator.
+	GossipKeyring(ctx context.Context, in *logbookv1.MemberGossipKeyringRequest, opts ...grpc.CallOption) (*logbookv1.MemberGossipKeyringResponse, error)
 }
 
 type peerClient struct {
@@ -130,6 +136,16 @@ func (c *peerClient) CheckpointDigest(ctx context.Context, in *CheckpointDigestR
 	return out, nil
 }
 
+func (c *peerClient) GossipKeyring(ctx context.Context, in *logbookv1.MemberGossipKeyringRequest, opts ...grpc.CallOption) (*logbookv1.MemberGossipKeyringResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(logbookv1.MemberGossipKeyringResponse)
+	err := c.cc.Invoke(ctx, Peer_GossipKeyring_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -155,6 +171,10 @@ type PeerServer interface {
 	// CheckpointDigest waits until this member applied index and returns the
 	// digest it recorded when it applied the checkpoint there.
 	CheckpointDigest(context.Context, *CheckpointDigestRequest) (*CheckpointDigestResponse, error)
+	// GossipKeyring applies one gossip keyring operation to this member's
+	// keyring (and its keyring file) and returns its keys; the Cluster
+	// service's GossipKeyring calls it on every other coordinator.
+	GossipKeyring(context.Context, *logbookv1.MemberGossipKeyringRequest) (*logbookv1.MemberGossipKeyringResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -182,6 +202,9 @@ func (UnimplementedPeerServer) RegisterMember(context.Context, *RegisterMemberRe
 }
 func (UnimplementedPeerServer) CheckpointDigest(context.Context, *CheckpointDigestRequest) (*CheckpointDigestResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CheckpointDigest not implemented")
+}
+func (UnimplementedPeerServer) GossipKeyring(context.Context, *logbookv1.MemberGossipKeyringRequest) (*logbookv1.MemberGossipKeyringResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GossipKeyring not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -301,6 +324,24 @@ func _Peer_CheckpointDigest_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_GossipKeyring_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(logbookv1.MemberGossipKeyringRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).GossipKeyring(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_GossipKeyring_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).GossipKeyring(ctx, req.(*logbookv1.MemberGossipKeyringRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -327,6 +368,10 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CheckpointDigest",
 			Handler:    _Peer_CheckpointDigest_Handler,
+		},
+		{
+			MethodName: "GossipKeyring",
+			Handler:    _Peer_GossipKeyring_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

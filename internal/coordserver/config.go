@@ -12,6 +12,7 @@ import (
 	"github.com/logbookhq/logbook/fsm"
 	"github.com/logbookhq/logbook/fsm/fsmpb"
 	"github.com/logbookhq/logbook/internal/blocks"
+	"github.com/logbookhq/logbook/internal/gossipkeys"
 	"github.com/logbookhq/logbook/internal/pki"
 	"github.com/logbookhq/logbook/internal/raftnet"
 	"github.com/logbookhq/logbook/internal/raftnode"
@@ -37,8 +38,13 @@ type Security struct {
 	// checks need none. The HTTP port serves TLS and asks a certificate
 	// for /metrics and pprof (security.go).
 	TLS *pki.Source
-	// GossipKey is memberlist's SecretKey (16, 24 or 32 bytes).
+	// GossipKey (16, 24 or 32 bytes) encrypts gossip, alone or, with
+	// GossipKeyringFile, as the seed of a missing file.
 	GossipKey []byte
+	// GossipKeyringFile is the gossip keyring (a JSON array of base64
+	// keys, primary first): it wins over GossipKey when it exists, and
+	// every coord gossip keyring change is written to it.
+	GossipKeyringFile string
 }
 
 // RaftTiming holds the Raft timeouts and log retention knobs.
@@ -327,6 +333,11 @@ func (c *Config) Validate() error {
 	}
 	if k := len(c.Security.GossipKey); k != 0 && k != 16 && k != 24 && k != 32 {
 		errs = append(errs, fmt.Errorf("gossip key of %d bytes: want 16, 24 or 32", k))
+	}
+	if f := c.Security.GossipKeyringFile; f != "" {
+		if err := gossipkeys.CheckFile(f); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if src := c.Security.TLS; src != nil {
 		if id := src.Identity(); id != (pki.Identity{Role: pki.RoleCoordinator, Name: c.ID}) {

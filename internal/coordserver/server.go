@@ -20,6 +20,7 @@ import (
 	"github.com/logbookhq/logbook/internal/blocks"
 	"github.com/logbookhq/logbook/internal/clusterpb"
 	"github.com/logbookhq/logbook/internal/durable"
+	"github.com/logbookhq/logbook/internal/gossipkeys"
 	"github.com/logbookhq/logbook/internal/grpcflow"
 	"github.com/logbookhq/logbook/internal/httpserve"
 	"github.com/logbookhq/logbook/internal/pki"
@@ -45,19 +46,22 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 
-	fsm      *fsm.FSM
-	node     *raftnode.Node // Raft, its stores and transport
-	raft     *raft.Raft     // node.Raft()
-	members  *membership.Memberlist
-	grpcSrv  *grpc.Server
-	grpcLn   net.Listener
-	http     *httpserve.Server
-	health   *health.Server
-	metrics  *metrics
-	peers    *peerConns
-	leaderB  *journal.Batcher // applies to the local Raft; leader only
-	forwardB *journal.Batcher // forwards to the leader in batches
-	fwd      *forwarder       // the forward batcher's way to the leader
+	fsm     *fsm.FSM
+	node    *raftnode.Node // Raft, its stores and transport
+	raft    *raft.Raft     // node.Raft()
+	members *membership.Memberlist
+	grpcSrv *grpc.Server
+	grpcLn  net.Listener
+	http    *httpserve.Server
+	health  *health.Server
+	metrics *metrics
+	peers   *peerConns
+	nodeCC  *peerConns // storage nodes' DataNode service (gossip keyring)
+	// keyringMu serialises the GossipKeyring calls this member answers.
+	keyringMu sync.Mutex
+	leaderB   *journal.Batcher // applies to the local Raft; leader only
+	forwardB  *journal.Batcher // forwards to the leader in batches
+	fwd       *forwarder       // the forward batcher's way to the leader
 
 	self           fsmpb.Member
 	inflightEvents atomic.Int64                     // leader: events handed to Raft, not yet applied
@@ -132,6 +136,7 @@ func New(cfg Config) (_ *Server, err error) {
 	s.blocks = blocks.New(cfg.FS, log.With("component", "blocks"), s.fsm, blockPorts{s}, blockPorts{s})
 	s.metrics.reg.MustRegister(s.blocks.Collectors()...)
 	s.peers = newPeerConns(cfg.ClusterID, tlsgrpc.DialCreds(cfg.Security.TLS, pki.RoleCoordinator), cfg.MaxRequestBytes)
+	s.nodeCC = newPeerConns(cfg.ClusterID, tlsgrpc.DialCreds(cfg.Security.TLS, pki.RoleNode), 0)
 	bc := journal.DefaultBatcherConfig()
 	bc.MaxBatchBytes = cfg.MaxRequestBytes
 	bc.Linger = cfg.Journal.Linger
@@ -291,6 +296,9 @@ func (s *Server) shutdown() error {
 	if s.peers != nil {
 		s.peers.close()
 	}
+	if s.nodeCC != nil {
+		s.nodeCC.close()
+	}
 	return errors.Join(errs...)
 }
 
@@ -368,7 +376,11 @@ func (s *Server) startGossip() error {
 	mc.ClusterID = s.cfg.ClusterID
 	mc.Join = s.cfg.Join
 	mc.Logger = s.log
-	mc.SecretKey = s.cfg.Security.GossipKey
+	kr, err := gossipkeys.Open(s.cfg.Security.GossipKeyringFile, s.cfg.Security.GossipKey, s.log)
+	if err != nil {
+		return fmt.Errorf("coordserver: gossip: %w", err)
+	}
+	mc.Keyring = kr
 	mc.Meta = membership.Meta{
 		Role:         membership.RoleCoordinator,
 		ID:           s.cfg.ID,

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/logbookhq/logbook/internal/gossipkeys"
 	"github.com/logbookhq/logbook/internal/nodeserver/blockio"
 	"github.com/logbookhq/logbook/internal/pki"
 	"github.com/logbookhq/logbook/replica"
@@ -54,8 +55,13 @@ type Security struct {
 	// serve it, the links to coordinators and other nodes present it, TLS
 	// 1.3 only (security.go says who may call what).
 	TLS *pki.Source
-	// GossipKey is memberlist's SecretKey (16, 24 or 32 bytes).
+	// GossipKey (16, 24 or 32 bytes) encrypts gossip, alone or, with
+	// GossipKeyringFile, as the seed of a missing file.
 	GossipKey []byte
+	// GossipKeyringFile is the gossip keyring (a JSON array of base64
+	// keys, primary first): it wins over GossipKey when it exists, and
+	// every coord gossip keyring change is written to it.
+	GossipKeyringFile string
 }
 
 // Config configures one storage node.
@@ -236,6 +242,11 @@ func (c *Config) Validate() error {
 	}
 	if k := len(c.Security.GossipKey); k != 0 && k != 16 && k != 24 && k != 32 {
 		errs = append(errs, fmt.Errorf("gossip key of %d bytes: want 16, 24 or 32", k))
+	}
+	if f := c.Security.GossipKeyringFile; f != "" {
+		if err := gossipkeys.CheckFile(f); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if src := c.Security.TLS; src != nil {
 		if id := src.Identity(); id != (pki.Identity{Role: pki.RoleNode, Name: c.ID}) {

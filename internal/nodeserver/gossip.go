@@ -24,7 +24,7 @@ func (s *Server) startGossip(clusterID string) {
 	mc.ClusterID = clusterID
 	mc.Join = s.cfg.Join
 	mc.Logger = s.log.With("component", "gossip")
-	mc.SecretKey = s.cfg.Security.GossipKey
+	mc.Keyring = s.keyring
 	if a := s.cfg.AdvertiseGossip; a != "" {
 		ip, err := resolveIPPort(a)
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 // (docs/security.md):
 //
 //	InitReplicaRecovery, UpdateReplicaUnderRecovery  node or coordinator certificates
+//	GossipKeyring        coordinator certificates only
 //	other DataNode RPCs  any certificate of the cluster CA
 //	gRPC health          anyone
 //	HTTP /healthz        anyone; /metrics, pprof: any certificate

@@ -15,6 +15,7 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/internal/durable"
+	"github.com/logbookhq/logbook/internal/gossipkeys"
 	"github.com/logbookhq/logbook/internal/httpserve"
 	"github.com/logbookhq/logbook/internal/pki"
 	"github.com/logbookhq/logbook/internal/tlsgrpc"
@@ -66,6 +67,9 @@ type Server struct {
 	// registration (gossip.go); nil without Config.Join.
 	gossipMu sync.Mutex
 	gossip   *membership.Memberlist
+	// keyring is the gossip keyring (nil: gossip in clear), opened by New
+	// and kept across gossip restarts; GossipKeyring changes it.
+	keyring *membership.Keyring
 
 	restart   *restartState // shutdown for restart (restart.go)
 	closing   atomic.Bool
@@ -100,6 +104,11 @@ func New(cfg Config) (_ *Server, err error) {
 		log.Info("TLS on every connection", "identity", src.Identity().String(), "certificate-not-after", src.NotAfter())
 	} else {
 		log.Info("TLS is off: every port speaks plaintext and trusts whoever connects (docs/security.md)")
+	}
+	if len(cfg.Join) > 0 {
+		if s.keyring, err = gossipkeys.Open(cfg.Security.GossipKeyringFile, cfg.Security.GossipKey, log); err != nil {
+			return nil, fmt.Errorf("nodeserver: gossip: %w", err)
+		}
 	}
 	s.metrics = newMetrics(s)
 	ds, err := replica.Open(context.Background(), cfg.replicaConfig(log, s.reportBadBlock))

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/internal/gossipkeys"
 	"github.com/logbookhq/logbook/replica"
 )
 
@@ -86,6 +87,16 @@ func (d *dataService) BlockReport(_ context.Context, req *pb.BlockReportRequest)
 		out.Storages = append(out.Storages, sr)
 	}
 	return out, nil
+}
+
+// GossipKeyring applies a gossip keyring operation for a coordinator's
+// GossipKeyring (security.go lets only coordinators call it).
+func (d *dataService) GossipKeyring(_ context.Context, req *pb.MemberGossipKeyringRequest) (*pb.MemberGossipKeyringResponse, error) {
+	keys, err := gossipkeys.Apply(d.s.keyring, d.s.log, req.GetOp(), req.GetKey())
+	if err != nil {
+		return nil, err
+	}
+	return &pb.MemberGossipKeyringResponse{Keys: keys}, nil
 }
 
 func (d *dataService) ShutdownNode(_ context.Context, req *pb.ShutdownNodeRequest) (*pb.ShutdownNodeResponse, error) {
