@@ -303,9 +303,10 @@ with the coordinators and heartbeat; a node shut down for a restart (coord
 nodes shutdown NODE --restart) is started again at once, so you can watch
 its writers wait and resume. Ctrl-C stops them all.
 
-With --secure every connection is mutual TLS: a throwaway CA, a certificate
-per member and one for the user "admin" are made in the data directory
-(tls/), and the banner prints the variables that point the CLI at them.`,
+With --secure every connection is mutual TLS and gossip is encrypted: a
+throwaway CA, a certificate per member, one for the user "admin" and a
+gossip key are made in the data directory (tls/), and the banner prints the
+variables that point the CLI at them.`,
 		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			if opts.Members < 1 || opts.Members > 5 {
@@ -373,7 +374,7 @@ per member and one for the user "admin" are made in the data directory
 	fs.Uint64Var(&opts.JournalMaxRetainedBytes, "journal-max-retained-bytes", coordserver.DefaultConfig().Journal.MaxRetainedBytes, "the coordinators' retention quota: past it new appends are refused until trim catches up (0: none; see coord serve --help)")
 	fs.BoolVar(&opts.WALPrefill, "raft-wal-prefill", true, "write the coordinators' raft-wal segments full of zeros ahead of use (see coord serve --help)")
 	fs.BoolVar(&parallel, "raft-parallel-leader-write", true, "the coordinators' leader writes new log entries while it replicates them (see coord serve --help)")
-	fs.BoolVar(&opts.Secure, "secure", false, "run every connection with mutual TLS from a throwaway CA in the data directory")
+	fs.BoolVar(&opts.Secure, "secure", false, "run every connection with mutual TLS from a throwaway CA, and gossip encrypted, from files made in the data directory")
 	fs.DurationVar(&opts.DeadNodeInterval, "dead-node-interval", 0, "a storage node silent this long is dead and its blocks are re-replicated (default 10m; below 30s the stale interval becomes a third of it)")
 	return cmd
 }

@@ -43,9 +43,10 @@ type ClusterOptions struct {
 	// after the cluster's own settings; Node the same for storage node i.
 	Coordinator func(i int, c *Config)
 	Node        func(i int, c *nodeserver.Config)
-	// Secure runs every member with TLS: the cluster makes a throwaway
-	// CA, a certificate per member and a client certificate for
-	// ClusterUser under Dir/tls (Cluster.TLS).
+	// Secure runs every member with TLS and encrypted gossip: the cluster
+	// makes a throwaway CA, a certificate per member, a client certificate
+	// for ClusterUser and a gossip key under Dir/tls (Cluster.TLS); each
+	// member keeps its gossip keyring in its data directory.
 	Secure bool
 }
 
@@ -128,6 +129,8 @@ func StartCluster(opts ClusterOptions) (_ *Cluster, err error) {
 			if cfg.Security.TLS, err = c.tls.Source(cfg.ID, pki.RoleCoordinator); err != nil {
 				return nil, err
 			}
+			cfg.Security.GossipKey = c.tls.GossipKey
+			cfg.Security.GossipKeyringFile = filepath.Join(cfg.DataDir, "gossip.keyring")
 		}
 		if opts.Coordinator != nil {
 			opts.Coordinator(i, &cfg)

@@ -39,6 +39,8 @@ func (c *Cluster) AddNode(mod func(*nodeserver.Config)) (*nodeserver.Server, err
 		if cfg.Security.TLS, err = c.tls.Source(cfg.ID, pki.RoleNode); err != nil {
 			return nil, err
 		}
+		cfg.Security.GossipKey = c.tls.GossipKey
+		cfg.Security.GossipKeyringFile = filepath.Join(cfg.DataDir, "gossip.keyring")
 	}
 	if c.opts.Node != nil {
 		c.opts.Node(i, &cfg)

@@ -1,12 +1,19 @@
 package coordserver
 
 import (
+	"encoding/base64"
+	"path/filepath"
+	"strings"
+
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"time"
+
+	"github.com/logbookhq/logbook/internal/durable"
+	"github.com/logbookhq/logbook/membership"
 
 	"github.com/logbookhq/logbook/internal/pki"
 )
@@ -16,12 +23,14 @@ import (
 const ClusterUser = "admin"
 
 // ClusterTLS is the throwaway PKI of a secure Cluster (ClusterOptions.
-// Secure): a CA and one certificate per member and for ClusterUser, under
-// Dir. A directory that already holds them (a cluster started again on the
+// Secure): a CA and one certificate per member and for ClusterUser, and
+// the gossip key every member encrypts gossip with, under Dir. A directory that already holds them (a cluster started again on the
 // same data) is reused.
 type ClusterTLS struct {
 	Dir string
 	ca  *pki.CA
+	// GossipKey encrypts the cluster's gossip (gossip.key in Dir).
+	GossipKey []byte
 }
 
 func newClusterTLS(dir string) (*ClusterTLS, error) {
@@ -38,6 +47,18 @@ func newClusterTLS(dir string) (*ClusterTLS, error) {
 		return nil, fmt.Errorf("coordserver: cluster TLS: %w", err)
 	}
 	t.ca = ca
+	gossipPath := filepath.Join(dir, "gossip.key")
+	b, err := os.ReadFile(gossipPath)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		t.GossipKey = membership.GenerateKey()
+		err = durable.WriteFileMode(gossipPath, []byte(base64.StdEncoding.EncodeToString(t.GossipKey)+"\n"), 0o600)
+	case err == nil:
+		t.GossipKey, err = base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("coordserver: cluster gossip key: %w", err)
+	}
 	return t, nil
 }
 

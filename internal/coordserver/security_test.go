@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +114,12 @@ func TestSecureClusterRefusesStrangers(t *testing.T) {
 		nl, err := admin.Nodes(ctx)
 		return err == nil && len(nl.Nodes) == 1 && nl.Nodes[0].Live
 	})
+	// Gossip is encrypted: every coordinator keeps its keyring file.
+	for i := range c.Coordinators() {
+		if _, err := os.Stat(c.Config(i).Security.GossipKeyringFile); err != nil {
+			t.Errorf("%s: gossip keyring: %v", c.Config(i).ID, err)
+		}
+	}
 	// Status shows every member's certificate expiry.
 	st, err := admin.Status(ctx)
 	if err != nil {
