@@ -15,11 +15,13 @@ import (
 
 func newTLSCmd() *cobra.Command {
 	c := groupCmd("tls", "Create the cluster CA and the certificates of members, nodes and users",
+		newTLSInitCmd(),
 		groupCmd("ca", "The cluster CA", newTLSCACreateCmd()),
 		groupCmd("cert", "Certificates signed by the cluster CA", newTLSCertCreateCmd(), newTLSCertShowCmd()))
 	c.Long = `Certificates for a cluster that runs with TLS (docs/security.md), written
 with Go's crypto/x509: ECDSA P-256 keys, PEM files, keys mode 0600.
 
+  init --dir D --coordinator ..  a CA and every certificate a cluster needs, once
   ca create                      a new cluster CA: ca.pem, ca-key.pem
   cert create --name N --role R  a certificate signed by it: N.pem, N-key.pem
   cert show FILE                 the identity, names and expiry of a certificate
@@ -191,5 +193,119 @@ func newTLSCertShowCmd() *cobra.Command {
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newTLSInitCmd() *cobra.Command {
+	var dir, caDir string
+	var coords, nodes, clients []string
+	var days int
+	cmd := &cobra.Command{
+		Use:   "init --dir DIR [--ca-dir CADIR] [--coordinator N,...] [--node N,...] [--client N,...]",
+		Short: "Make a cluster's CA and certificates once; keep any that exist",
+		Long: `Make everything a cluster needs to run with TLS, once: DIR/ca.pem, and
+NAME.pem and NAME-key.pem in DIR for every coordinator, node and client
+named. The CA's key stays in CADIR (default DIR): give the members DIR
+only. Files that exist are kept, so running it again (compose up) changes
+nothing; the CA is only needed when a certificate is missing. Coordinator
+and node certificates name their id, localhost, 127.0.0.1 and ::1, which
+suits a compose network whose host names are the member ids.`,
+		Example: `  coord tls init --dir /tls --ca-dir /data --coordinator coord1,coord2,coord3 --client admin`,
+		Args:    cliargs.None,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			if caDir == "" {
+				caDir = dir
+			}
+			type want struct {
+				name string
+				role pki.Role
+			}
+			var wants []want
+			seen := map[string]bool{}
+			for _, g := range []struct {
+				names []string
+				role  pki.Role
+			}{{cleanList(coords), pki.RoleCoordinator}, {cleanList(nodes), pki.RoleNode}, {cleanList(clients), pki.RoleClient}} {
+				for _, n := range g.names {
+					if err := pki.ValidateName(n); err != nil {
+						return usageErrorf("%v", err)
+					}
+					if n == "ca" || seen[n] {
+						return usageErrorf("name %q given twice (or reserved)", n)
+					}
+					seen[n] = true
+					wants = append(wants, want{n, g.role})
+				}
+			}
+			w := cmd.OutOrStdout()
+			exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+			caCert, caKey := pki.CertFile(caDir, "ca"), pki.KeyFile(caDir, "ca")
+			dirCA := pki.CertFile(dir, "ca")
+			missing := !exists(dirCA)
+			for _, x := range wants {
+				missing = missing || !exists(pki.CertFile(dir, x.name)) || !exists(pki.KeyFile(dir, x.name))
+			}
+			if !missing {
+				fmt.Fprintf(w, "every file is in %s already: nothing to do\n", dir)
+				return nil
+			}
+			var ca *pki.CA
+			switch {
+			case exists(caCert) && exists(caKey):
+				var err error
+				if ca, err = pki.LoadCA(caCert, caKey); err != nil {
+					return err
+				}
+				fmt.Fprintf(w, "CA  %s (kept)\n", caCert)
+			case exists(caCert) || exists(caKey) || (exists(dirCA) && dirCA != caCert):
+				return fmt.Errorf("certificates are missing in %s and the CA that signs them is not complete in %s (want ca.pem and ca-key.pem)", dir, caDir)
+			default:
+				c, is, err := pki.NewCA("Logbook cluster CA", pki.DefaultCADays, time.Now())
+				if err != nil {
+					return err
+				}
+				if _, _, err := pki.WriteFiles(caDir, "ca", is, false); err != nil {
+					return err
+				}
+				ca = c
+				fmt.Fprintf(w, "CA  %s (new)\n", caCert)
+			}
+			if !exists(dirCA) {
+				b, err := os.ReadFile(caCert)
+				if err != nil {
+					return err
+				}
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					return err
+				}
+				if err := os.WriteFile(dirCA, b, 0o644); err != nil {
+					return err
+				}
+			}
+			for _, x := range wants {
+				if exists(pki.CertFile(dir, x.name)) && exists(pki.KeyFile(dir, x.name)) {
+					fmt.Fprintf(w, "%-11s %s (kept)\n", x.role, pki.CertFile(dir, x.name))
+					continue
+				}
+				is, err := ca.Issue(pki.Request{Name: x.name, Role: x.role, Days: days}, time.Now())
+				if err != nil {
+					return usageErrorf("%v", err)
+				}
+				cp, _, err := pki.WriteFiles(dir, x.name, is, true)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(w, "%-11s %s (new)\n", x.role, cp)
+			}
+			return nil
+		}),
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&dir, "dir", ".", "directory of ca.pem and the certificates and keys")
+	fs.StringVar(&caDir, "ca-dir", "", "directory of the CA's ca.pem and ca-key.pem (default --dir)")
+	fs.StringSliceVar(&coords, "coordinator", nil, "coordinator ids, comma-separated")
+	fs.StringSliceVar(&nodes, "node", nil, "storage node ids, comma-separated")
+	fs.StringSliceVar(&clients, "client", nil, "client (user) names, comma-separated")
+	fs.IntVar(&days, "days", pki.DefaultCertDays, "validity of new certificates in days")
 	return cmd
 }

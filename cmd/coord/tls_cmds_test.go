@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -125,5 +126,49 @@ func TestExplainTLSMismatch(t *testing.T) {
 		if c.hint == "" && got != c.err.Error() || c.hint != "" && !strings.Contains(got, c.hint) {
 			t.Errorf("explain(%q) with TLS %v = %q, want hint %q", c.err, c.o.tls.Set(), got, c.hint)
 		}
+	}
+}
+
+// TestTLSInit: tls init makes the CA (its key apart) and every certificate
+// once, keeps what exists, re-issues only a missing one, and refuses to
+// issue without the CA that signed the directory's ca.pem.
+func TestTLSInit(t *testing.T) {
+	root := t.TempDir()
+	dir, caDir := filepath.Join(root, "tls"), filepath.Join(root, "ca")
+	args := []string{"tls", "init", "--dir", dir, "--ca-dir", caDir, "--coordinator", "coord1,coord2", "--node", "node1", "--client", "admin"}
+	if code, out, stderr := run(t, nil, args...); code != 0 || strings.Count(out, "(new)") != 5 {
+		t.Fatalf("init: exit %d %s %s", code, out, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ca-key.pem")); err == nil {
+		t.Fatal("the CA key is in --dir")
+	}
+	for _, n := range []string{"coord1", "coord2", "node1", "admin"} {
+		if st, err := os.Stat(pki.KeyFile(dir, n)); err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("key of %s: %v, %v", n, st, err)
+		}
+	}
+	code, out, _ := run(t, nil, "tls", "cert", "show", "--json", pki.CertFile(dir, "node1"))
+	var got certJSON
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || got.Role != "node" || got.Name != "node1" || !slices.Contains(got.DNS, "node1") || !slices.Contains(got.IPs, "127.0.0.1") {
+		t.Fatalf("node1: exit %d %v %+v", code, err, got)
+	}
+	before, _ := os.ReadFile(pki.CertFile(dir, "coord1"))
+	if code, out, stderr := run(t, nil, args...); code != 0 || !strings.Contains(out, "nothing to do") {
+		t.Fatalf("init again: exit %d %s %s", code, out, stderr)
+	}
+	if err := os.Remove(pki.CertFile(dir, "coord2")); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, stderr := run(t, nil, args...); code != 0 || strings.Count(out, "(new)") != 1 || !strings.Contains(out, "coord2.pem (new)") {
+		t.Fatalf("init with coord2 missing: exit %d %s %s", code, out, stderr)
+	}
+	if after, _ := os.ReadFile(pki.CertFile(dir, "coord1")); string(after) != string(before) {
+		t.Fatal("init replaced an existing certificate")
+	}
+	if err := os.RemoveAll(caDir); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := run(t, nil, append(args, "--client", "bob")...); code != 1 || !strings.Contains(stderr, "CA that signs them") {
+		t.Fatalf("init without the CA: exit %d %s", code, stderr)
 	}
 }

@@ -28,7 +28,7 @@ arch=$(docker version --format '{{.Server.Arch}}' 2>/dev/null || true)
 arch=${arch:-$(go env GOARCH)}
 
 rm -rf "$ctx"
-mkdir -p "$ctx/data"
+mkdir -p "$ctx/data" "$ctx/tls"
 for bin in coord node; do
   echo "== go build $bin (linux/$arch, static)"
   (cd "$root" && CGO_ENABLED=0 GOOS=linux GOARCH="$arch" go build -trimpath -o "$ctx/$bin" "./cmd/$bin")

@@ -22,7 +22,6 @@ import (
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 const grpcPort = 7100
@@ -169,6 +168,7 @@ func (cl *cluster) config() (client.Config, int) {
 		AddressMap:     map[string]string{},
 		AttemptTimeout: 2 * time.Second,
 		MaxBackoff:     100 * time.Millisecond,
+		TLS:            cl.tlsConf,
 	}
 	for _, s := range cl.members {
 		cfg.Endpoints = append(cfg.Endpoints, cl.addrs[s])
@@ -522,15 +522,15 @@ func (cl *cluster) reachability(services ...string) string {
 		}
 		mac, merr := docker("inspect", "--format", `{{with index .NetworkSettings.Networks "`+cl.project.network+`"}}{{.MacAddress}}{{end}}`, cl.project.ids[s])
 		fmt.Fprintf(&b, "  %s: test uses %s, published %s (%v), container %s (%v) MAC %s (%v), %s (%v), TCP: %s, Status: %s\n",
-			s, cl.addr(s), published, perr, ip, ierr, mac, merr, h, herr, dial, statusThrough(cl.addr(s)))
+			s, cl.addr(s), published, perr, ip, ierr, mac, merr, h, herr, dial, statusThrough(cl.addr(s), cl.creds()))
 	}
 	return b.String()
 }
 
 // statusThrough asks the member behind one address alone for the cluster
 // status, on a connection of its own, and says what it answered.
-func statusThrough(addr string) string {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func statusThrough(addr string, creds grpc.DialOption) string {
+	conn, err := grpc.NewClient(addr, creds)
 	if err != nil {
 		return err.Error()
 	}

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -14,6 +15,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/logbookhq/logbook/client"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 )
 
 // project is one compose project: a uniquely named copy of a compose file's
@@ -31,6 +36,12 @@ type project struct {
 	// container is killed, restarted or reconnected.
 	ids     map[string]string
 	network string
+	// tlsDir holds the cluster CA (ca.pem) and the client certificate of
+	// the user admin (admin.pem, admin-key.pem) that the compose file's
+	// setup step (service tls-init) made; tlsConf is the client TLS
+	// configuration from them, which every dial of the test uses.
+	tlsDir  string
+	tlsConf *tls.Config
 
 	downOnce sync.Once
 	downErr  error
@@ -95,6 +106,9 @@ func (p *project) up(ctx context.Context) error {
 		}
 		p.ids[s] = id
 	}
+	if err := p.fetchTLS(); err != nil {
+		return err
+	}
 	nets, err := docker("inspect", "--format", `{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}`, p.ids[p.services[0]])
 	if err != nil {
 		return err
@@ -107,6 +121,56 @@ func (p *project) up(ctx context.Context) error {
 	return nil
 }
 
+// tlsService is the compose files' setup step: it writes the CA and every
+// certificate into the volume tls and exits.
+const tlsService = "tls-init"
+
+// TLS files the test needs, out of the volume tls.
+var tlsFiles = []string{"ca.pem", "admin.pem", "admin-key.pem"}
+
+// fetchTLS copies the CA and admin's certificate and key out of the
+// exited setup container (docker cp reads a stopped container's volumes)
+// and loads them.
+func (p *project) fetchTLS() error {
+	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
+	defer cancel()
+	id, err := p.compose(ctx, "ps", "-a", "-q", tlsService)
+	if err != nil {
+		return err
+	}
+	if id == "" || strings.Contains(id, "\n") {
+		return fmt.Errorf("service %s: want one container, got %q", tlsService, id)
+	}
+	state, err := docker("inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", id)
+	if err != nil {
+		return err
+	}
+	if state != "exited 0" {
+		return fmt.Errorf("service %s: %s, want exited 0", tlsService, state)
+	}
+	dir, err := os.MkdirTemp("", p.name+"-tls-")
+	if err != nil {
+		return err
+	}
+	p.tlsDir = dir
+	for _, f := range tlsFiles {
+		if _, err := docker("cp", id+":/tls/"+f, filepath.Join(dir, f)); err != nil {
+			return err
+		}
+	}
+	p.tlsConf, err = client.LoadTLS(p.tlsFile("admin.pem"), p.tlsFile("admin-key.pem"), p.tlsFile("ca.pem"))
+	return err
+}
+
+// tlsFile is the path of one of tlsFiles on the host.
+func (p *project) tlsFile(name string) string { return filepath.Join(p.tlsDir, name) }
+
+// creds is the dial option of a raw gRPC connection to a published port:
+// TLS with admin's certificate.
+func (p *project) creds() grpc.DialOption {
+	return grpc.WithTransportCredentials(credentials.NewTLS(p.tlsConf))
+}
+
 // down removes containers, network and volumes; it runs once however many
 // callers (t.Cleanup, SIGINT, the timeout watchdog) ask.
 func (p *project) down() error {
@@ -114,6 +178,9 @@ func (p *project) down() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		_, p.downErr = p.compose(ctx, "down", "-v", "--remove-orphans", "-t", "2")
+		if p.tlsDir != "" {
+			os.RemoveAll(p.tlsDir)
+		}
 		unregister(p)
 	})
 	return p.downErr

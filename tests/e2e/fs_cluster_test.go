@@ -25,7 +25,6 @@ import (
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/internal/nodeserver/blockio"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 const (
@@ -160,7 +159,7 @@ func (fc *fsCluster) conn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := fc.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	c, err := grpc.NewClient(addr, fc.creds())
 	if err != nil {
 		return nil, err
 	}
@@ -344,7 +343,8 @@ func (fc *fsCluster) startWriter(t *testing.T, path string, seed int64, synced, 
 	slices.Sort(pairs)
 	w := &writerProc{path: path, seed: seed, stderr: &lockedBuffer{}, exited: make(chan struct{})}
 	w.cmd = exec.Command(fc.writer, "-endpoints", strings.Join(cfg.Endpoints, ","), "-address-map", strings.Join(pairs, ","),
-		"-path", path, "-seed", fmt.Sprint(seed), "-synced", fmt.Sprint(synced), "-unsynced", fmt.Sprint(unsynced), "-lifetime", "5m")
+		"-path", path, "-seed", fmt.Sprint(seed), "-synced", fmt.Sprint(synced), "-unsynced", fmt.Sprint(unsynced), "-lifetime", "5m",
+		"-tls-cert", fc.tlsFile("admin.pem"), "-tls-key", fc.tlsFile("admin-key.pem"), "-tls-ca", fc.tlsFile("ca.pem"))
 	w.cmd.Stderr = w.stderr
 	stdout, err := w.cmd.StdoutPipe()
 	if err != nil {

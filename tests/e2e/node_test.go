@@ -15,7 +15,6 @@ import (
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/internal/nodeserver/blockio"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // TestNodeKilledKeepsSyncedBytes runs one storage node in a container,
@@ -97,7 +96,7 @@ func dialNode(t *testing.T, p *project) *grpc.ClientConn {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, p.creds())
 	if err != nil {
 		t.Fatal(err)
 	}

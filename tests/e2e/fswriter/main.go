@@ -4,7 +4,8 @@
 // the test SIGKILLs it mid-block.
 //
 //	fswriter -endpoints 127.0.0.1:49153 -address-map coord1:7100=127.0.0.1:49153,node1:7400=127.0.0.1:49160,... \
-//	  -path /e2e/a -seed 1 -synced 300123 -unsynced 200000
+//	  -path /e2e/a -seed 1 -synced 300123 -unsynced 200000 \
+//	  -tls-cert admin.pem -tls-key admin-key.pem -tls-ca ca.pem
 //
 // stdout carries one JSON object per line:
 //
@@ -30,6 +31,7 @@ import (
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -60,6 +62,9 @@ func run() error {
 	replication := flag.Uint("replication", 3, "replication factor")
 	blockSize := flag.Uint64("block-size", 1<<20, "block size (a multiple of 512)")
 	renew := flag.Duration("renew", 500*time.Millisecond, "lease renewal period while waiting to be killed")
+	tlsCert := flag.String("tls-cert", "", "client certificate (PEM); with -tls-key and -tls-ca every dial uses TLS")
+	tlsKey := flag.String("tls-key", "", "key of -tls-cert")
+	tlsCA := flag.String("tls-ca", "", "the cluster CA (PEM)")
 	lifetime := flag.Duration("lifetime", 5*time.Minute, "exit (status 3) after this long if nobody killed the writer")
 	flag.Parse()
 	if *endpoints == "" || *path == "" {
@@ -80,7 +85,16 @@ func run() error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), *lifetime)
 	defer cancel()
-	c, err := client.New(ctx, client.Config{Endpoints: eps, AddressMap: m, AttemptTimeout: 2 * time.Second, MaxBackoff: 100 * time.Millisecond})
+	cfg := client.Config{Endpoints: eps, AddressMap: m, AttemptTimeout: 2 * time.Second, MaxBackoff: 100 * time.Millisecond}
+	creds := insecure.NewCredentials()
+	if *tlsCA != "" {
+		var err error
+		if cfg.TLS, err = client.LoadTLS(*tlsCert, *tlsKey, *tlsCA); err != nil {
+			return err
+		}
+		creds = credentials.NewTLS(cfg.TLS)
+	}
+	c, err := client.New(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -115,7 +129,7 @@ func run() error {
 	// with, so renew here, through any coordinator (followers forward).
 	conns := make([]*grpc.ClientConn, 0, len(eps))
 	for _, e := range eps {
-		cc, err := grpc.NewClient(e, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient(e, grpc.WithTransportCredentials(creds))
 		if err != nil {
 			return err
 		}
