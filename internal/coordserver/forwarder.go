@@ -206,10 +206,13 @@ func (st *fwdStream) send(ops []*fsmpb.AppendOp) <-chan fwdAnswer {
 	// Queued before it is sent, so its answer always finds it.
 	st.waiting = append(st.waiting, ch)
 	st.mu.Unlock()
-	if err := st.cs.Send(&clusterpb.ForwardAppendRequest{Ops: ops}); err != nil {
-		// Send reports io.EOF when the stream ended; Recv has the reason.
+	if err := st.cs.Send(&clusterpb.ForwardAppendRequest{Ops: ops}); err != nil && !errors.Is(err, io.EOF) {
+		// An error of the client's own: the stream is aborted.
 		st.fail(status.Errorf(codes.Unavailable, "forward to leader %s: %v", st.addr, err))
 	}
+	// io.EOF: the stream ended and Recv has the reason; receive fails this
+	// batch with it (and remembers a leader without ForwardStream before
+	// any batch learns of the failure, so the next one goes unary).
 	return ch
 }
 
