@@ -70,6 +70,22 @@ func dialAs(t *testing.T, c *Cluster, addr, name string, role, want pki.Role) *g
 	return dialCreds(t, addr, tlsgrpc.Client(d, want))
 }
 
+// adminClient is an SDK client of c as ClusterUser, closed when the test
+// ends, and its TLS configuration.
+func adminClient(ctx context.Context, t *testing.T, c *Cluster) (*client.Client, *tls.Config) {
+	t.Helper()
+	tlsConf, err := c.TLS().ClientTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := client.New(ctx, client.Config{Endpoints: c.Endpoints(), TLS: tlsConf, AttemptTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	return admin, tlsConf
+}
+
 func dialCreds(t *testing.T, addr string, creds credentials.TransportCredentials) *grpc.ClientConn {
 	t.Helper()
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
@@ -97,15 +113,7 @@ func TestSecureClusterRefusesStrangers(t *testing.T) {
 	c := secureCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	tlsConf, err := c.TLS().ClientTLS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := client.New(ctx, client.Config{Endpoints: c.Endpoints(), TLS: tlsConf, AttemptTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin, _ := adminClient(ctx, t, c)
 	if _, err := admin.Journal().Append(ctx, client.Event{Type: "sec.first", Payload: []byte("a")}); err != nil {
 		t.Fatalf("admin append: %v", err)
 	}
@@ -322,15 +330,7 @@ func TestSecurePortsSurviveGarbage(t *testing.T) {
 	// Everything still answers.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	tlsConf, err := c.TLS().ClientTLS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := client.New(ctx, client.Config{Endpoints: c.Endpoints(), TLS: tlsConf, AttemptTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin, tlsConf := adminClient(ctx, t, c)
 	if _, err := admin.Journal().Append(ctx, client.Event{Type: "after.garbage"}); err != nil {
 		t.Fatal(err)
 	}
@@ -356,15 +356,7 @@ func TestSecureRotationKeepsAppending(t *testing.T) {
 	c := secureCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	tlsConf, err := c.TLS().ClientTLS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := client.New(ctx, client.Config{Endpoints: c.Endpoints(), TLS: tlsConf, AttemptTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin, tlsConf := adminClient(ctx, t, c)
 	serialOf := func(addr string) string {
 		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, tlsConf)
 		if err != nil {
@@ -480,15 +472,7 @@ func TestSecureClusterNeverRegistersAForeignNode(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	tlsConf, err := c.TLS().ClientTLS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := client.New(ctx, client.Config{Endpoints: c.Endpoints(), TLS: tlsConf, AttemptTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin, _ := adminClient(ctx, t, c)
 	only := func() bool {
 		nl, err := admin.Nodes(ctx)
 		return err == nil && len(nl.Nodes) == 1 && nl.Nodes[0].ID == "n1"

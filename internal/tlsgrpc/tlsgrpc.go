@@ -39,9 +39,38 @@ func DialCreds(s *pki.Source, want pki.Role) credentials.TransportCredentials {
 	return Client(s, want)
 }
 
-// Server is the transport credentials of a gRPC server over s.
+// Server is the transport credentials of a gRPC server over s. The
+// identity of a connection's verified certificate is read once, at the
+// handshake, and kept with the connection (PeerIdentity).
 func Server(s *pki.Source, auth pki.ClientAuth, roles ...pki.Role) credentials.TransportCredentials {
-	return credentials.NewTLS(s.ServerConfig(auth, roles...))
+	return serverCreds{credentials.NewTLS(s.ServerConfig(auth, roles...))}
+}
+
+type serverCreds struct{ credentials.TransportCredentials }
+
+func (c serverCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	conn, ai, err := c.TransportCredentials.ServerHandshake(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	info, ok := ai.(credentials.TLSInfo)
+	if !ok {
+		return conn, ai, nil
+	}
+	id, ok := stateIdentity(info.State)
+	return conn, identifiedInfo{TLSInfo: info, id: id, ok: ok}, nil
+}
+
+func (c serverCreds) Clone() credentials.TransportCredentials {
+	return serverCreds{c.TransportCredentials.Clone()}
+}
+
+// identifiedInfo is a server connection's TLS state with the identity its
+// certificate names.
+type identifiedInfo struct {
+	credentials.TLSInfo
+	id pki.Identity
+	ok bool
 }
 
 // Client is the transport credentials of a gRPC dialer whose servers must
@@ -106,6 +135,9 @@ func PeerIdentity(ctx context.Context) (pki.Identity, bool) {
 
 // IdentityOf reads the identity of a connection's AuthInfo.
 func IdentityOf(ai credentials.AuthInfo) (pki.Identity, bool) {
+	if ii, ok := ai.(identifiedInfo); ok {
+		return ii.id, ii.ok
+	}
 	info, ok := ai.(credentials.TLSInfo)
 	if !ok {
 		return pki.Identity{}, false
