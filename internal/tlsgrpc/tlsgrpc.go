@@ -46,7 +46,9 @@ func Server(s *pki.Source, auth pki.ClientAuth, roles ...pki.Role) credentials.T
 	return serverCreds{credentials.NewTLS(s.ServerConfig(auth, roles...))}
 }
 
-type serverCreds struct{ credentials.TransportCredentials }
+type serverCreds struct {
+	credentials.TransportCredentials
+}
 
 func (c serverCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	conn, ai, err := c.TransportCredentials.ServerHandshake(raw)
