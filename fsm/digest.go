@@ -100,7 +100,7 @@ func (c *Checkpoint) Wait(ctx context.Context) ([32]byte, error) {
 // 9 with the session idle timeout and the clock, from 11 with the trim
 // bounds and whether the cluster holds it) and counters, segments,
 // consumers, then the namespace
-// once it has an audit trail. The fields go into a buffer hashed 64 KiB at
+// once it has an audit trail, then the access control once it holds any. The fields go into a buffer hashed 64 KiB at
 // a time, not six small writes per event. It sorts the capture's namespace
 // slices in place: a capture is hashed or persisted, not both.
 func (sn *snapshot) digest(withIndex bool) [32]byte {
@@ -227,6 +227,13 @@ func (sn *snapshot) digest(withIndex bool) [32]byte {
 	}
 	if hd.AuditFromSeq != 0 {
 		sn.hashNamespace(put, putBytes)
+	}
+	if sn.acl != nil {
+		// Only once the state holds access control (log format 12): older
+		// states hash as before.
+		b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(sn.acl)
+		put(math.MaxUint64 - 1)
+		putBytes(b)
 	}
 	flush()
 	var out [32]byte

@@ -47,7 +47,9 @@
 // journal settings held by the cluster (HeldConfigFormat; refused —
 // ErrJournalConfigFormat — in entries of an older format, and once the
 // cluster holds them a leader's CONFIGURE_JOURNAL is refused —
-// ErrJournalConfigHeld). This build reads
+// ErrJournalConfigHeld); format 12 allows ACL, the access control held by
+// the cluster (AclFormat; refused — ErrAclFormat — in entries of an older
+// format; below, "Access control"). This build reads
 // MinCommandVersion..CommandVersion. Proposers write the replicated format
 // (State.LogFormat); the leader raises it with a SET_FORMAT entry once
 // every voter has registered a build that reads the new format (Member.
@@ -153,6 +155,27 @@
 // (an election; an idle spell before a leader change) is not counted: a
 // session may outlive the timeout by it, never expire early. Nothing else
 // changes: the snapshot, the digest and the stamps' rules above.
+//
+// # Access control
+//
+// COMMAND_TYPE_ACL carries one AclCommand (acl.proto): the one-time
+// bootstrap (the first token, its user bound to the built-in admin role),
+// a role put or deleted (not reader, writer or admin; not while bound), a
+// role bound to or unbound from a user, a token created or revoked, or the
+// record of a call some member refused. Tokens are held by accessor with
+// the SHA-256 of their secret only: the leader makes the secret and hands
+// it to the caller, and no entry or snapshot ever holds it. Each accepted
+// command appends one audit event "logbook.acl.<op>" whose payload is the
+// command with the hashes cleared and whose actor is the caller as the
+// leader authenticated it; a refusal (a sentinel with a Kind) changes
+// nothing. The roles and bindings build an internal/authz Policy, which
+// FSM.ACL publishes after every apply or restore that changed them, so a
+// member authorizes a call with one atomic load and a map lookup. Token
+// expiry is checked by the member that answers, by its clock: a time
+// rule of the edge, not of the state machine. Snapshots hold the access
+// control as one AclState record after the cache directives (snapshot
+// format 6, written only when there is some); the digest hashes it once
+// it is not empty, so states without any hash as before.
 //
 // # Namespace
 //

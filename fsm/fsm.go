@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -38,8 +39,9 @@ const (
 	// left unused (see SessionIdleFormat); 10 moves the sessions' clock by
 	// the leaders' monotonic clocks instead of their wall clocks (see
 	// LeaderClockFormat); 11 adds SET_JOURNAL_CONFIG, the journal settings
-	// held by the cluster (see HeldConfigFormat).
-	CommandVersion = 11
+	// held by the cluster (see HeldConfigFormat); 12 adds ACL, the access
+	// control held by the cluster (see AclFormat).
+	CommandVersion = 12
 
 	// NamespaceFormat is the first log format whose entries may carry
 	// namespace commands.
@@ -253,6 +255,11 @@ type FSM struct {
 	digesting   bool
 	// removals: the block ids the state removed (removals.go).
 	removals blockRemovals
+	// acl is the access control as last applied (State.ACL), rebuilt when
+	// an apply or restore changed it (aclGen is the state's acl.gen then):
+	// callers read it per RPC without the lock.
+	acl    atomic.Pointer[ACL]
+	aclGen uint64
 }
 
 const keepCheckpoints = 16
@@ -272,6 +279,7 @@ func New(onHalt func(error)) *FSM {
 	}
 	f := &FSM{state: NewState(), applied: make(chan struct{}), onHalt: onHalt}
 	f.state.ns.removals = &f.removals
+	f.acl.Store(emptyACL)
 	return f
 }
 
@@ -313,6 +321,10 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 			}
 		}
 		out[i] = resp
+	}
+	if g := f.state.acl.gen; g != f.aclGen {
+		f.aclGen = g
+		f.acl.Store(f.state.ACL())
 	}
 	close(f.applied)
 	f.applied = make(chan struct{})
@@ -377,6 +389,10 @@ func (f *FSM) CheckpointDigest(ctx context.Context, index uint64) (digest [32]by
 	digest, err = cp.Wait(ctx)
 	return digest, true, err
 }
+
+// ACL is the access control as last applied or restored: an immutable
+// view, read without a lock (one atomic load per call).
+func (f *FSM) ACL() *ACL { return f.acl.Load() }
 
 // Halted returns the error that stopped the state machine, or nil.
 func (f *FSM) Halted() error {
@@ -463,6 +479,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.state = st
 	st.ns.removals = &f.removals
 	f.removals.floor = f.removals.next // what the snapshot removed is unknown
+	f.aclGen = st.acl.gen
+	f.acl.Store(st.ACL())
 	close(f.applied)
 	f.applied = make(chan struct{})
 	f.mu.Unlock()

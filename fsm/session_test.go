@@ -151,7 +151,7 @@ func TestKeptResultsBounded(t *testing.T) {
 
 	// The snapshot keeps dropped_through; the restored state is the same.
 	r, data := roundTrip(t, s)
-	if v := binary.BigEndian.Uint32(data[8:12]); v != SnapshotFormatVersion {
+	if v := binary.BigEndian.Uint32(data[8:12]); v != aclSnapshotFormat-1 {
 		t.Fatalf("snapshot format %d", v)
 	}
 	checkSessions(t, &r.sessionTable)

@@ -14,16 +14,23 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// SnapshotFormatVersion is the snapshot format this build writes. Restore
-// reads every version up to it and refuses newer ones.
+// SnapshotFormatVersion is the newest snapshot format this build writes.
+// Restore reads every version up to it and refuses newer ones.
 //
-// Format 5 added the sessions' dropped_through (log format 5); format 4
+// Format 6 added the access control (one AclState record after the
+// directives, log format 12); it is written only when the state holds
+// some, so a state without any still snapshots in format 5, which a
+// build of log format 11 reads during an upgrade. Format 5 added the
+// sessions' dropped_through (log format 5); format 4
 // added the cache directives; format 3 added the namespace (files, blocks,
 // nodes, counters); format 2 added the journal header (config, segments,
 // consumers); format 1 is still
 // read, its segments rebuilt from the events. An older build refuses a
 // newer format (ErrSnapshotVersion) rather than misread it.
-const SnapshotFormatVersion = 5
+const SnapshotFormatVersion = 6
+
+// aclSnapshotFormat is the first snapshot format with an ACL record.
+const aclSnapshotFormat = 6
 
 // snapshotMagic opens every snapshot stream.
 var snapshotMagic = [8]byte{'L', 'B', 'K', 'S', 'N', 'A', 'P', '\n'}
@@ -57,12 +64,13 @@ type snapshot struct {
 	blocks     []*pb.BlockRecord
 	nodes      []*pb.NodeRecord
 	directives []*pb.CacheDirective
+	acl        *pb.AclState // nil: none (records shared, immutable)
 }
 
 func captureSnapshot(s *State) *snapshot {
 	sn := &snapshot{
 		header: &pb.SnapshotHeader{
-			FormatVersion:         SnapshotFormatVersion,
+			FormatVersion:         aclSnapshotFormat - 1,
 			NextSeq:               s.nextSeq,
 			FirstSeq:              s.firstSeq,
 			EventCount:            uint64(s.EventCount()),
@@ -103,6 +111,9 @@ func captureSnapshot(s *State) *snapshot {
 		sn.nodes = append(sn.nodes, n)
 	}
 	sn.directives = s.CacheDirectives()
+	if sn.acl = s.acl.record(); sn.acl != nil {
+		sn.header.FormatVersion, sn.header.AclCount = aclSnapshotFormat, 1
+	}
 	sn.sessions = make([]sessionCapture, 0, len(s.sessions))
 	s.captures.Add(1) // before sharing the sessions' results (session.capture)
 	for e := s.lru.Front(); e != nil; e = e.Next() {
@@ -130,7 +141,7 @@ func (sn *snapshot) write(w io.Writer) error {
 	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 256<<10)
 	bw.Write(snapshotMagic[:])
 	var v [4]byte
-	binary.BigEndian.PutUint32(v[:], SnapshotFormatVersion)
+	binary.BigEndian.PutUint32(v[:], sn.header.FormatVersion)
 	bw.Write(v[:])
 	buf := make([]byte, 0, 4096)
 	lb := make([]byte, binary.MaxVarintLen64)
@@ -205,6 +216,12 @@ func (sn *snapshot) write(w io.Writer) error {
 	}
 	for _, d := range sn.directives {
 		rec.Record = &pb.SnapshotRecord_Directive{Directive: d}
+		if err := writeMsg(rec); err != nil {
+			return err
+		}
+	}
+	if sn.acl != nil {
+		rec.Record = &pb.SnapshotRecord_Acl{Acl: sn.acl}
 		if err := writeMsg(rec); err != nil {
 			return err
 		}
@@ -295,12 +312,19 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	} else if h.DirectiveCount != 0 || h.NextDirectiveId != 0 {
 		return nil, fmt.Errorf("%w: format %d snapshot with cache directives", ErrSnapshotCorrupt, version)
 	}
+	if h.FormatVersion != 0 && h.FormatVersion != version {
+		return nil, fmt.Errorf("%w: stream of format %d, header says %d", ErrSnapshotCorrupt, version, h.FormatVersion)
+	}
+	if h.AclCount > 1 || h.AclCount != 0 && (version < aclSnapshotFormat || h.LogFormat < AclFormat) {
+		return nil, fmt.Errorf("%w: %d ACL records in a format %d snapshot at log format %d", ErrSnapshotCorrupt, h.AclCount, version, h.LogFormat)
+	}
 	base := h.EventCount + h.SessionCount + h.MemberCount
 	journalEnd := base + h.SegmentCount + h.ConsumerCount
 	filesEnd := journalEnd + h.FileCount
 	blocksEnd := filesEnd + h.BlockCount
 	nodesEnd := blocksEnd + h.NodeCount
-	total := nodesEnd + h.DirectiveCount
+	directivesEnd := nodesEnd + h.DirectiveCount
+	total := directivesEnd + h.AclCount
 	for i := uint64(0); i < total; i++ {
 		b, err := rr.next()
 		if err != nil {
@@ -387,13 +411,20 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			}
 			st.ns.nodes[x.Node.Id] = x.Node
 		case *pb.SnapshotRecord_Directive:
-			if i < nodesEnd {
+			if i < nodesEnd || i >= directivesEnd {
 				return nil, fmt.Errorf("%w: directive record out of place", ErrSnapshotCorrupt)
 			}
 			if _, dup := st.ns.directives[x.Directive.Id]; dup {
 				return nil, fmt.Errorf("%w: duplicate directive %d", ErrSnapshotCorrupt, x.Directive.Id)
 			}
 			st.ns.directives[x.Directive.Id] = x.Directive
+		case *pb.SnapshotRecord_Acl:
+			if i < directivesEnd {
+				return nil, fmt.Errorf("%w: ACL record out of place", ErrSnapshotCorrupt)
+			}
+			if st.acl, err = restoreAcl(x.Acl); err != nil {
+				return nil, err
+			}
 		default:
 			return nil, fmt.Errorf("%w: empty record %d", ErrSnapshotCorrupt, i)
 		}

@@ -62,6 +62,8 @@ type State struct {
 
 	// ns is the namespace: files, blocks, leases, nodes (namespace.go).
 	ns namespace
+	// acl is the access control (acl.go, log format 12).
+	acl aclTable
 }
 
 // NewState returns an empty state: the journal starts at seq 1.
@@ -73,6 +75,7 @@ func NewState() *State {
 		consumers: make(map[string]uint64),
 		config:    defaultJournalConfig(),
 		ns:        newNamespace(),
+		acl:       newAclTable(),
 	}
 	s.resetSessions()
 	return s
@@ -312,6 +315,20 @@ func (s *State) Apply(index uint64, cmd *pb.Command) (any, error) {
 			return ErrJournalConfigFormat, nil
 		}
 		return s.applySetJournalConfig(&c), nil
+	case pb.CommandType_COMMAND_TYPE_ACL:
+		var c pb.AclCommand
+		if err := proto.Unmarshal(cmd.Payload, &c); err != nil {
+			return nil, fmt.Errorf("fsm: decode ACL command at index %d: %w", index, err)
+		}
+		s.appliedIndex = index
+		if cmd.Version < AclFormat || s.LogFormat() < AclFormat {
+			return AclResult{Index: index, Err: ErrAclFormat}, nil
+		}
+		r, err := s.applyAcl(index, &c)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
 	case pb.CommandType_COMMAND_TYPE_IMPORT:
 		var c pb.ImportCommand
 		if err := proto.Unmarshal(cmd.Payload, &c); err != nil {

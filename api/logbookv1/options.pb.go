@@ -131,6 +131,10 @@ const (
 	// The replica side of block recovery on a storage node: only a
 	// certificate of role node or coordinator.
 	Access_ACCESS_RECOVERY Access = 8
+	// Any caller that proved who it is (a certificate of the cluster CA or
+	// a token), whatever its roles: who-am-I, and the one-time ACL
+	// bootstrap.
+	Access_ACCESS_AUTHENTICATED Access = 9
 )
 
 // Enum value maps for Access.
@@ -145,17 +149,19 @@ var (
 		6: "ACCESS_NODE",
 		7: "ACCESS_BLOCK",
 		8: "ACCESS_RECOVERY",
+		9: "ACCESS_AUTHENTICATED",
 	}
 	Access_value = map[string]int32{
-		"ACCESS_UNSPECIFIED": 0,
-		"ACCESS_PUBLIC":      1,
-		"ACCESS_READ":        2,
-		"ACCESS_WRITE":       3,
-		"ACCESS_ADMIN":       4,
-		"ACCESS_MEMBER":      5,
-		"ACCESS_NODE":        6,
-		"ACCESS_BLOCK":       7,
-		"ACCESS_RECOVERY":    8,
+		"ACCESS_UNSPECIFIED":   0,
+		"ACCESS_PUBLIC":        1,
+		"ACCESS_READ":          2,
+		"ACCESS_WRITE":         3,
+		"ACCESS_ADMIN":         4,
+		"ACCESS_MEMBER":        5,
+		"ACCESS_NODE":          6,
+		"ACCESS_BLOCK":         7,
+		"ACCESS_RECOVERY":      8,
+		"ACCESS_AUTHENTICATED": 9,
 	}
 )
 
@@ -223,7 +229,7 @@ const file_logbookv1_options_proto_rawDesc = "" +
 	"\x11ROUTE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fROUTE_MEMBER\x10\x01\x12\x11\n" +
 	"\rROUTE_FORWARD\x10\x02\x12\x10\n" +
-	"\fROUTE_LEADER\x10\x03*\xb3\x01\n" +
+	"\fROUTE_LEADER\x10\x03*\xcd\x01\n" +
 	"\x06Access\x12\x16\n" +
 	"\x12ACCESS_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rACCESS_PUBLIC\x10\x01\x12\x0f\n" +
@@ -233,7 +239,8 @@ const file_logbookv1_options_proto_rawDesc = "" +
 	"\rACCESS_MEMBER\x10\x05\x12\x0f\n" +
 	"\vACCESS_NODE\x10\x06\x12\x10\n" +
 	"\fACCESS_BLOCK\x10\a\x12\x13\n" +
-	"\x0fACCESS_RECOVERY\x10\b:I\n" +
+	"\x0fACCESS_RECOVERY\x10\b\x12\x18\n" +
+	"\x14ACCESS_AUTHENTICATED\x10\t:I\n" +
 	"\x05route\x12\x1e.google.protobuf.MethodOptions\x18\xb9\x8e\x03 \x01(\x0e2\x11.logbook.v1.RouteR\x05route:L\n" +
 	"\x06access\x12\x1e.google.protobuf.MethodOptions\x18\xba\x8e\x03 \x01(\x0e2\x12.logbook.v1.AccessR\x06accessB,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
 

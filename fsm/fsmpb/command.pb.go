@@ -67,6 +67,9 @@ const (
 	// settings the cluster holds (coord journal config set; the first leader
 	// at format 11 seeds them from its flags), only the fields present.
 	CommandType_COMMAND_TYPE_SET_JOURNAL_CONFIG CommandType = 13
+	// Payload: AclCommand (acl.proto). Log format 12: changes the roles,
+	// bindings or tokens the cluster holds, or journals a refused call.
+	CommandType_COMMAND_TYPE_ACL CommandType = 14
 )
 
 // Enum value maps for CommandType.
@@ -86,6 +89,7 @@ var (
 		11: "COMMAND_TYPE_OPEN_SESSION",
 		12: "COMMAND_TYPE_CLOSE_SESSION",
 		13: "COMMAND_TYPE_SET_JOURNAL_CONFIG",
+		14: "COMMAND_TYPE_ACL",
 	}
 	CommandType_value = map[string]int32{
 		"COMMAND_TYPE_UNSPECIFIED":        0,
@@ -102,6 +106,7 @@ var (
 		"COMMAND_TYPE_OPEN_SESSION":       11,
 		"COMMAND_TYPE_CLOSE_SESSION":      12,
 		"COMMAND_TYPE_SET_JOURNAL_CONFIG": 13,
+		"COMMAND_TYPE_ACL":                14,
 	}
 )
 
@@ -193,7 +198,8 @@ type Command struct {
 	// and 6: rules of the sessions (fsm/doc.go). 7: OPEN_SESSION. 8:
 	// CLOSE_SESSION. 9: sessions expire by the state machine's clock. 10:
 	// that clock advances by session_clock_unix_nanos. 11:
-	// SET_JOURNAL_CONFIG, the journal settings held by the cluster. A proposer writes
+	// SET_JOURNAL_CONFIG, the journal settings held by the cluster. 12:
+	// ACL, the access control held by the cluster. A proposer writes
 	// the replicated log format (SetFormatCommand); a reader refuses any
 	// version it does not know rather than guess.
 	Version uint32      `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
@@ -1362,8 +1368,10 @@ type SnapshotHeader struct {
 	// Command.session_clock_unix_nanos) of the entries applied since the log
 	// format became 9 (0 before). Sessions expire by it.
 	SessionClockUnixNanos int64 `protobuf:"varint,22,opt,name=session_clock_unix_nanos,json=sessionClockUnixNanos,proto3" json:"session_clock_unix_nanos,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Format 6: 1 when an AclState record follows the directives.
+	AclCount      uint64 `protobuf:"varint,23,opt,name=acl_count,json=aclCount,proto3" json:"acl_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SnapshotHeader) Reset() {
@@ -1546,6 +1554,13 @@ func (x *SnapshotHeader) GetNextDirectiveId() uint64 {
 func (x *SnapshotHeader) GetSessionClockUnixNanos() int64 {
 	if x != nil {
 		return x.SessionClockUnixNanos
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetAclCount() uint64 {
+	if x != nil {
+		return x.AclCount
 	}
 	return 0
 }
@@ -1799,6 +1814,7 @@ type SnapshotRecord struct {
 	//	*SnapshotRecord_Block
 	//	*SnapshotRecord_Node
 	//	*SnapshotRecord_Directive
+	//	*SnapshotRecord_Acl
 	Record        isSnapshotRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1922,6 +1938,15 @@ func (x *SnapshotRecord) GetDirective() *CacheDirective {
 	return nil
 }
 
+func (x *SnapshotRecord) GetAcl() *AclState {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_Acl); ok {
+			return x.Acl
+		}
+	}
+	return nil
+}
+
 type isSnapshotRecord_Record interface {
 	isSnapshotRecord_Record()
 }
@@ -1964,6 +1989,11 @@ type SnapshotRecord_Directive struct {
 	Directive *CacheDirective `protobuf:"bytes,9,opt,name=directive,proto3,oneof"`
 }
 
+type SnapshotRecord_Acl struct {
+	// Format 6: at most one, after the directives.
+	Acl *AclState `protobuf:"bytes,10,opt,name=acl,proto3,oneof"`
+}
+
 func (*SnapshotRecord_Event) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Session) isSnapshotRecord_Record() {}
@@ -1982,11 +2012,13 @@ func (*SnapshotRecord_Node) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Directive) isSnapshotRecord_Record() {}
 
+func (*SnapshotRecord_Acl) isSnapshotRecord_Record() {}
+
 var File_fsm_fsmpb_command_proto protoreflect.FileDescriptor
 
 const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\n" +
-	"\x17fsm/fsmpb/command.proto\x12\x0elogbook.fsm.v1\x1a\x19fsm/fsmpb/namespace.proto\"\xd7\x01\n" +
+	"\x17fsm/fsmpb/command.proto\x12\x0elogbook.fsm.v1\x1a\x19fsm/fsmpb/namespace.proto\x1a\x13fsm/fsmpb/acl.proto\"\xd7\x01\n" +
 	"\aCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12/\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x1b.logbook.fsm.v1.CommandTypeR\x04type\x12\x18\n" +
@@ -2071,7 +2103,7 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\x06sealed\x18\b \x01(\bR\x06sealed\";\n" +
 	"\bConsumer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
-	"\tacked_seq\x18\x02 \x01(\x04R\backedSeq\"\xbc\x06\n" +
+	"\tacked_seq\x18\x02 \x01(\x04R\backedSeq\"\xd9\x06\n" +
 	"\x0eSnapshotHeader\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x19\n" +
 	"\bnext_seq\x18\x02 \x01(\x04R\anextSeq\x12\x1f\n" +
@@ -2100,7 +2132,8 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\x0eaudit_from_seq\x18\x13 \x01(\x04R\fauditFromSeq\x12'\n" +
 	"\x0fdirective_count\x18\x14 \x01(\x04R\x0edirectiveCount\x12*\n" +
 	"\x11next_directive_id\x18\x15 \x01(\x04R\x0fnextDirectiveId\x127\n" +
-	"\x18session_clock_unix_nanos\x18\x16 \x01(\x03R\x15sessionClockUnixNanos\"\xa1\x01\n" +
+	"\x18session_clock_unix_nanos\x18\x16 \x01(\x03R\x15sessionClockUnixNanos\x12\x1b\n" +
+	"\tacl_count\x18\x17 \x01(\x04R\baclCount\"\xa1\x01\n" +
 	"\vStoredEvent\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x18\n" +
@@ -2121,7 +2154,7 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\n" +
 	"last_index\x18\x04 \x01(\x04R\tlastIndex\x12'\n" +
 	"\x0fdropped_through\x18\x05 \x01(\x04R\x0edroppedThrough\x12/\n" +
-	"\x14last_used_unix_nanos\x18\x06 \x01(\x03R\x11lastUsedUnixNanos\"\xfc\x03\n" +
+	"\x14last_used_unix_nanos\x18\x06 \x01(\x03R\x11lastUsedUnixNanos\"\xaa\x04\n" +
 	"\x0eSnapshotRecord\x123\n" +
 	"\x05event\x18\x01 \x01(\v2\x1b.logbook.fsm.v1.StoredEventH\x00R\x05event\x123\n" +
 	"\asession\x18\x02 \x01(\v2\x17.logbook.fsm.v1.SessionH\x00R\asession\x120\n" +
@@ -2131,8 +2164,10 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\x04file\x18\x06 \x01(\v2\x1a.logbook.fsm.v1.FileRecordH\x00R\x04file\x123\n" +
 	"\x05block\x18\a \x01(\v2\x1b.logbook.fsm.v1.BlockRecordH\x00R\x05block\x120\n" +
 	"\x04node\x18\b \x01(\v2\x1a.logbook.fsm.v1.NodeRecordH\x00R\x04node\x12>\n" +
-	"\tdirective\x18\t \x01(\v2\x1e.logbook.fsm.v1.CacheDirectiveH\x00R\tdirectiveB\b\n" +
-	"\x06record*\xa7\x03\n" +
+	"\tdirective\x18\t \x01(\v2\x1e.logbook.fsm.v1.CacheDirectiveH\x00R\tdirective\x12,\n" +
+	"\x03acl\x18\n" +
+	" \x01(\v2\x18.logbook.fsm.v1.AclStateH\x00R\x03aclB\b\n" +
+	"\x06record*\xbd\x03\n" +
 	"\vCommandType\x12\x1c\n" +
 	"\x18COMMAND_TYPE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13COMMAND_TYPE_APPEND\x10\x01\x12 \n" +
@@ -2148,7 +2183,8 @@ const file_fsm_fsmpb_command_proto_rawDesc = "" +
 	"\x12\x1d\n" +
 	"\x19COMMAND_TYPE_OPEN_SESSION\x10\v\x12\x1e\n" +
 	"\x1aCOMMAND_TYPE_CLOSE_SESSION\x10\f\x12#\n" +
-	"\x1fCOMMAND_TYPE_SET_JOURNAL_CONFIG\x10\r*p\n" +
+	"\x1fCOMMAND_TYPE_SET_JOURNAL_CONFIG\x10\r\x12\x14\n" +
+	"\x10COMMAND_TYPE_ACL\x10\x0e*p\n" +
 	"\n" +
 	"ConsumerOp\x12\x1b\n" +
 	"\x17CONSUMER_OP_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -2200,6 +2236,7 @@ var file_fsm_fsmpb_command_proto_goTypes = []any{
 	(*BlockRecord)(nil),             // 26: logbook.fsm.v1.BlockRecord
 	(*NodeRecord)(nil),              // 27: logbook.fsm.v1.NodeRecord
 	(*CacheDirective)(nil),          // 28: logbook.fsm.v1.CacheDirective
+	(*AclState)(nil),                // 29: logbook.fsm.v1.AclState
 }
 var file_fsm_fsmpb_command_proto_depIdxs = []int32{
 	0,  // 0: logbook.fsm.v1.Command.type:type_name -> logbook.fsm.v1.CommandType
@@ -2219,11 +2256,12 @@ var file_fsm_fsmpb_command_proto_depIdxs = []int32{
 	26, // 14: logbook.fsm.v1.SnapshotRecord.block:type_name -> logbook.fsm.v1.BlockRecord
 	27, // 15: logbook.fsm.v1.SnapshotRecord.node:type_name -> logbook.fsm.v1.NodeRecord
 	28, // 16: logbook.fsm.v1.SnapshotRecord.directive:type_name -> logbook.fsm.v1.CacheDirective
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	29, // 17: logbook.fsm.v1.SnapshotRecord.acl:type_name -> logbook.fsm.v1.AclState
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_fsm_fsmpb_command_proto_init() }
@@ -2232,6 +2270,7 @@ func file_fsm_fsmpb_command_proto_init() {
 		return
 	}
 	file_fsm_fsmpb_namespace_proto_init()
+	file_fsm_fsmpb_acl_proto_init()
 	file_fsm_fsmpb_command_proto_msgTypes[10].OneofWrappers = []any{}
 	file_fsm_fsmpb_command_proto_msgTypes[22].OneofWrappers = []any{
 		(*SnapshotRecord_Event)(nil),
@@ -2243,6 +2282,7 @@ func file_fsm_fsmpb_command_proto_init() {
 		(*SnapshotRecord_Block)(nil),
 		(*SnapshotRecord_Node)(nil),
 		(*SnapshotRecord_Directive)(nil),
+		(*SnapshotRecord_Acl)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -24,6 +24,9 @@ const (
 	AccessBlock
 	// AccessRecovery: the replica side of block recovery on a storage node.
 	AccessRecovery
+	// AccessAuthenticated: any caller that proved who it is, whatever its
+	// roles (who-am-I, the one-time ACL bootstrap).
+	AccessAuthenticated
 	accessEnd
 )
 
@@ -45,6 +48,8 @@ func (a Access) String() string {
 		return "block"
 	case AccessRecovery:
 		return "recovery"
+	case AccessAuthenticated:
+		return "authenticated"
 	}
 	return fmt.Sprintf("Access(%d)", uint8(a))
 }

@@ -109,6 +109,8 @@ func (p Policy) Authorize(id Identity, access Access, res Resource) Decision {
 			return allow
 		}
 		return forbidden("%s is neither a storage node nor a coordinator: block recovery calls need a certificate of role %q or %q", id, CertRoleNode, CertRoleCoordinator)
+	case AccessAuthenticated:
+		return allow
 	case AccessBlock:
 		// Later: the block access token the coordinator handed out.
 		return allow

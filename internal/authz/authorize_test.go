@@ -71,6 +71,10 @@ func TestAuthorize(t *testing.T) {
 		{"coordinator, recovery", coord, AccessRecovery, Resource{}, Allow, ""},
 		{"coordinator, admin (a forwarded call)", coord, AccessAdmin, Resource{}, Allow, ""},
 		{"coordinator, write a path", coord, AccessWrite, Paths("/etc"), Allow, ""},
+		// The authenticated class: anyone who proved who they are.
+		{"authenticated, a token with no roles", erin, AccessAuthenticated, Resource{}, Allow, ""},
+		{"authenticated, a node", node, AccessAuthenticated, Resource{}, Allow, ""},
+		{"authenticated, anonymous", Anonymous, AccessAuthenticated, Resource{}, Unauthenticated, "authenticated call"},
 		// 5. Member: coordinators only.
 		{"member, node", node, AccessMember, Resource{}, Forbidden, `certificate "n1" of role "node" is not a coordinator`},
 		{"member, admin user", root, AccessMember, Resource{}, Forbidden, `user "root" is not a coordinator`},

@@ -47,7 +47,8 @@
 //  7. ACCESS_RECOVERY: a certificate of role node (or coordinator, rule 4).
 //  8. ACCESS_BLOCK: any authenticated caller; a block access token will
 //     be checked here later.
-//  9. ACCESS_READ, ACCESS_WRITE, ACCESS_ADMIN: the grants of the roles
+//  9. ACCESS_AUTHENTICATED: any authenticated caller.
+//  10. ACCESS_READ, ACCESS_WRITE, ACCESS_ADMIN: the grants of the roles
 //     bound to the caller's name (certificate and token names share one
 //     namespace of users). A call with no scope (Resource{}: status,
 //     membership, snapshots) needs a grant of the level on everything;

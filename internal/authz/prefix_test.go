@@ -4,9 +4,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-
-	"github.com/logbookhq/logbook/fsm"
-	"github.com/logbookhq/logbook/journal/export"
 )
 
 func TestPathCovers(t *testing.T) {
@@ -92,20 +89,6 @@ func TestValidatePathPrefix(t *testing.T) {
 		if !errors.Is(err, ErrInvalid) {
 			t.Errorf("%.40q: %v, want ErrInvalid", p, err)
 		}
-		if fsm.ValidPath(p) == nil {
-			t.Errorf("%.40q: the namespace takes it, authz refuses it", p)
-		}
-	}
-}
-
-// TestBoundsMatchTheNamespace: a path the namespace takes is one authz
-// can match, and the other way round.
-func TestBoundsMatchTheNamespace(t *testing.T) {
-	if MaxPathBytes != fsm.MaxPathBytes || MaxComponentBytes != fsm.MaxComponentBytes {
-		t.Errorf("path bounds %d/%d, the namespace's %d/%d", MaxPathBytes, MaxComponentBytes, fsm.MaxPathBytes, fsm.MaxComponentBytes)
-	}
-	if MaxEventTypePrefixBytes != export.MaxTypeLen {
-		t.Errorf("event-type prefixes of at most %d bytes, event types of %d", MaxEventTypePrefixBytes, export.MaxTypeLen)
 	}
 }
 
