@@ -53,8 +53,13 @@
 #        coord tls): etcd with client and peer TLS and client certificate
 #        auth (--client-cert-auth, --peer-client-cert-auth), Logbook with
 #        mutual TLS on every connection (coord serve --tls-*, or coord dev
-#        --secure with LB_PROCS=1); both load generators present a client
-#        certificate. Default 0: both in plaintext.
+#        --secure with LB_PROCS=1) and ACLs enforced (--acl-enabled,
+#        bootstrapped with a token the load generator calls with, so every
+#        append is authenticated by token and authorized by role); both
+#        load generators present a client certificate. Default 0: both in
+#        plaintext.
+#        ACL=0 (with TLS=1 and LB_PROCS=3): Logbook without ACLs, the
+#        client certificate alone, to measure what the ACL checks cost.
 #        FLOOR=1: after each pair, also run bench/grpcfloor (a Journal
 #        service whose Append answers at once, client and server in one
 #        process, same clients, connections and payload, GOGC=GEN_GOGC)
@@ -83,6 +88,12 @@ tls=${TLS:-0}
 case "$tls" in
 0 | 1) ;;
 *) echo "TLS=$tls: want 0 or 1" >&2; exit 2 ;;
+esac
+acl=${ACL:-$tls}
+case "$acl" in
+0) ;;
+1) [ "$tls" = 1 ] || { echo "ACL=1 needs TLS=1" >&2; exit 2; } ;;
+*) echo "ACL=$acl: want 0 or 1" >&2; exit 2 ;;
 esac
 gen_gogc=${GEN_GOGC:-400} # the load generators only, not the servers
 case "$shape" in
@@ -128,7 +139,11 @@ if [ "$tls" = 1 ]; then
 	etcdput_tls=(--cert "$pki/bench.pem" --key "$pki/bench-key.pem" --cacert "$pki/ca.pem")
 	if [ "$lb_procs" = 3 ]; then
 		export LOGBOOK_TLS_CERT="$pki/bench.pem" LOGBOOK_TLS_KEY="$pki/bench-key.pem" LOGBOOK_TLS_CA="$pki/ca.pem"
-	else # coord dev --secure makes its own CA in its data dir
+		if [ "$acl" = 1 ]; then # every coordinator bootstraps with this token, the generator calls with it
+			"$bin/coord" acl token gen >"$pki/acl.token"
+			export LOGBOOK_TOKEN_FILE="$pki/acl.token"
+		fi
+	else # coord dev --secure makes its own CA in its data dir (and enforces ACLs)
 		export LOGBOOK_TLS_CERT="$work/logbook/tls/admin.pem" LOGBOOK_TLS_KEY="$work/logbook/tls/admin-key.pem" LOGBOOK_TLS_CA="$work/logbook/tls/ca.pem"
 		dev_flags="$dev_flags --secure"
 	fi
@@ -216,6 +231,7 @@ run_logbook() {
 			# shellcheck disable=SC2086 # DEV_FLAGS is a list of flags
 			if [ "$tls" = 1 ]; then
 				serve_tls=(--tls-cert "$pki/coord$((i + 1)).pem" --tls-key "$pki/coord$((i + 1))-key.pem" --tls-ca "$pki/ca.pem")
+				if [ "$acl" = 1 ]; then serve_tls+=(--acl-enabled --acl-bootstrap-token-file "$pki/acl.token"); fi
 			fi
 			"$bin/coord" serve "${serve_tls[@]}" --id "coord$((i + 1))" --data-dir "$work/logbook/coord$((i + 1))" --raft-log-store "$log_store" \
 				--raft-addr "127.0.0.1:700$i" --grpc-addr "127.0.0.1:710$i" --gossip-addr "127.0.0.1:720$i" --http-addr "127.0.0.1:730$i" \
@@ -234,6 +250,12 @@ run_logbook() {
 		[ $SECONDS -lt $deadline ] || { echo "logbook not ready" >&2; cat "$work/logbook.log" >&2; exit 1; }
 		sleep 0.2
 	done
+	if [ "$acl" = 1 ]; then # the ACLs bootstrapped: the caller is an admin
+		until "$bin/coord" acl whoami --endpoints "$leps" 2>/dev/null | grep -q '^roles: admin'; do
+			[ $SECONDS -lt $deadline ] || { echo "logbook ACLs not bootstrapped" >&2; cat "$work/logbook.log" >&2; exit 1; }
+			sleep 0.2
+		done
+	fi
 	GOGC="$gen_gogc" "$bin/coord" bench journal --endpoints "$leps" --clients "$clients" --conns "$conns" --size 256 --duration "$((2 + warm))s" $lb_shape --json >/dev/null # warm-up
 	local m0 m1
 	m0=$(cpu_mark "${pids[@]}")

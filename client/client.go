@@ -24,6 +24,7 @@ import (
 	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/internal/authz"
 	"github.com/logbookhq/logbook/internal/grpcflow"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -55,6 +56,11 @@ type Config struct {
 	MaxBackoff time.Duration
 	// TLS enables transport security.
 	TLS *tls.Config
+	// Token is a bearer token (lbt_..., coord acl token create) sent with
+	// every call as "authorization: Bearer ..."; it needs TLS. A token
+	// takes precedence over the client certificate as the caller's
+	// identity. LoadToken reads one from a file.
+	Token string
 	// MaxMessageBytes bounds messages in both directions (default 8 MiB).
 	MaxMessageBytes int
 	// SpreadOverMembers sends the calls that otherwise go to the leader
@@ -134,6 +140,14 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			return nil, err
 		}
 		cfg.ClientID = "sdk-" + hex.EncodeToString(b[:])
+	}
+	if cfg.Token != "" {
+		if cfg.TLS == nil {
+			return nil, fmt.Errorf("%w: a token needs TLS (Config.TLS): it would travel in plaintext", ErrInvalidArgument)
+		}
+		if _, err := authz.ParseToken(cfg.Token); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+		}
 	}
 	if cfg.NodeRestartTimeout == 0 {
 		cfg.NodeRestartTimeout = 30 * time.Second
@@ -221,6 +235,9 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.cfg.MaxMessageBytes), grpc.MaxCallSendMsgSize(c.cfg.MaxMessageBytes)),
 	)
+	if c.cfg.Token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer{"Bearer " + c.cfg.Token}))
+	}
 	if id := c.cfg.ClusterID; id != "" {
 		opts = append(opts, grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, o ...grpc.CallOption) error {
 			return invoker(metadata.AppendToOutgoingContext(ctx, pb.MDClusterID, id), method, req, reply, cc, o...)

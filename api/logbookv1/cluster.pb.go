@@ -991,7 +991,7 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term2\xc5\x05\n" +
 	"\aCluster\x12I\n" +
-	"\x06Status\x12\x19.logbook.v1.StatusRequest\x1a\x1a.logbook.v1.StatusResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x02\x12R\n" +
+	"\x06Status\x12\x19.logbook.v1.StatusRequest\x1a\x1a.logbook.v1.StatusResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\t\x12R\n" +
 	"\bAddVoter\x12\x1c.logbook.v1.AddServerRequest\x1a\x1e.logbook.v1.MembershipResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x04\x12U\n" +
 	"\vAddNonvoter\x12\x1c.logbook.v1.AddServerRequest\x1a\x1e.logbook.v1.MembershipResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x04\x12Y\n" +
 	"\fRemoveServer\x12\x1f.logbook.v1.RemoveServerRequest\x1a\x1e.logbook.v1.MembershipResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x04\x12m\n" +

@@ -36,6 +36,8 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type ClusterClient interface {
+	// Any authenticated caller: every client finds the leader and the
+	// members by it.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 	AddVoter(ctx context.Context, in *AddServerRequest, opts ...grpc.CallOption) (*MembershipResponse, error)
 	AddNonvoter(ctx context.Context, in *AddServerRequest, opts ...grpc.CallOption) (*MembershipResponse, error)
@@ -150,6 +152,8 @@ func (c *clusterClient) GossipKeyring(ctx context.Context, in *GossipKeyringRequ
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
 type ClusterServer interface {
+	// Any authenticated caller: every client finds the leader and the
+	// members by it.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	AddVoter(context.Context, *AddServerRequest) (*MembershipResponse, error)
 	AddNonvoter(context.Context, *AddServerRequest) (*MembershipResponse, error)

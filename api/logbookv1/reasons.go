@@ -30,6 +30,24 @@ const (
 	// not accept, or names another member than the request claims
 	// (PermissionDenied).
 	ReasonWrongRole = "WRONG_ROLE"
+	// ReasonBadToken: the call's bearer token is malformed, or its secret
+	// does not match (Unauthenticated).
+	ReasonBadToken = "BAD_TOKEN"
+	// ReasonTokenUnknown: the cluster holds no token of that accessor: it
+	// was revoked, or never created (Unauthenticated).
+	ReasonTokenUnknown = "TOKEN_UNKNOWN"
+	// ReasonTokenExpired: the token is past its expiry (Unauthenticated).
+	ReasonTokenExpired = "TOKEN_EXPIRED"
+	// ReasonPermission: the caller is known and its roles lack the
+	// permission the message names (PermissionDenied).
+	ReasonPermission = "PERMISSION"
+	// ReasonAclBootstrapped: the one-time ACL bootstrap already happened
+	// (FailedPrecondition).
+	ReasonAclBootstrapped = "ALREADY_BOOTSTRAPPED"
+
+	// MDAuthorization is the metadata key of a bearer token
+	// ("Bearer lbt_...").
+	MDAuthorization = "authorization"
 
 	// ErrorInfo metadata keys.
 	MetaLeaderID   = "leader_id"

@@ -33,6 +33,8 @@ type clientOpts struct {
 	// zeroTimeout lets --timeout 0 mean no deadline (journal tail).
 	zeroTimeout bool
 	tls         *tlsflag.Flags
+	token       string
+	tokenFile   string
 }
 
 // addClientFlags registers the client flags on cmd.
@@ -45,7 +47,9 @@ func addClientFlags(cmd *cobra.Command, timeout time.Duration, timeoutHelp strin
 	fs.StringSliceVar(&o.addressMap, "address-map", nil, "translate advertised member addresses to reachable ones: adv=reach,...")
 	fs.BoolVar(&o.json, "json", false, "print JSON")
 	o.tls = tlsflag.Add(fs, false)
-	envflag.Bind(fs, "endpoints", "cluster-id", "address-map", "tls-cert", "tls-key", "tls-ca")
+	fs.StringVar(&o.token, "token", "", "a bearer token (lbt_..., coord acl token create) to call as its user; needs --tls-ca")
+	fs.StringVar(&o.tokenFile, "token-file", "", "read the bearer token from this file instead")
+	envflag.Bind(fs, "endpoints", "cluster-id", "address-map", "tls-cert", "tls-key", "tls-ca", "token", "token-file")
 	return o
 }
 
@@ -103,7 +107,20 @@ func (o *clientOpts) config() (client.Config, error) {
 	if err != nil {
 		return client.Config{}, err
 	}
+	token := strings.TrimSpace(o.token)
+	if o.tokenFile != "" {
+		if token != "" {
+			return client.Config{}, usageErrorf("--token and --token-file: give one")
+		}
+		if token, err = client.LoadToken(o.tokenFile); err != nil {
+			return client.Config{}, usageErrorf("%v", err)
+		}
+	}
+	if token != "" && tlsConf == nil {
+		return client.Config{}, usageErrorf("a token needs TLS: give --tls-ca (the cluster CA), or its %s", envflag.Name("tls-ca"))
+	}
 	return client.Config{
+		Token:          token,
 		TLS:            tlsConf,
 		Endpoints:      endpoints,
 		ClusterID:      strings.TrimSpace(o.clusterID),

@@ -7,13 +7,16 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
+	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/internal/blocks"
 	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/logbookhq/logbook/internal/coordserver"
+	"github.com/logbookhq/logbook/internal/durable"
 	"github.com/logbookhq/logbook/internal/envflag"
 	"github.com/logbookhq/logbook/internal/logging"
 	"github.com/logbookhq/logbook/internal/nodeserver"
@@ -77,6 +80,8 @@ type devCluster struct {
 	dir  string
 	temp bool
 	keep bool
+	// tokenFile holds the admin token of a secure cluster (tls/admin.token).
+	tokenFile string
 }
 
 // devLockedMemory is each dev node's cache budget (node serve
@@ -113,6 +118,7 @@ func startDev(opts devOptions) (_ *devCluster, err error) {
 		Ports:        opts.Ports,
 		Logger:       opts.Logger,
 		Secure:       opts.Secure,
+		ACL:          opts.Secure,
 		Coordinator:  func(_ int, cfg *coordserver.Config) { devCoordinator(opts, cfg) },
 		Node: func(_ int, cfg *nodeserver.Config) {
 			if opts.HeartbeatInterval > 0 {
@@ -203,7 +209,13 @@ func (d *devCluster) waitReady(ctx context.Context) (client.ClusterStatus, error
 		case err != nil:
 			last = err
 		case devReady(st, d.c.Coordinators()):
-			return st, nil
+			if d.c.TLS() == nil {
+				return st, nil
+			}
+			if err = d.bootstrapACL(ctx, c); err == nil {
+				return st, nil
+			}
+			last = err
 		case st.LeaderID == "":
 			last = errors.New("no leader elected yet")
 		default:
@@ -215,6 +227,26 @@ func (d *devCluster) waitReady(ctx context.Context) (client.ClusterStatus, error
 		case <-tick.C:
 		}
 	}
+}
+
+// bootstrapACL makes the secure cluster's first admin token, once, and
+// keeps it in tls/admin.token; a cluster started again on its data is
+// bootstrapped already and keeps the file.
+func (d *devCluster) bootstrapACL(ctx context.Context, c *client.Client) error {
+	d.tokenFile = filepath.Join(d.c.TLS().Dir, "admin.token")
+	if _, err := os.Stat(d.tokenFile); err == nil {
+		return nil
+	}
+	t, err := c.Acl().Bootstrap(ctx, "", "coord dev --secure")
+	var e *client.Error
+	if errors.As(err, &e) && e.Reason == pb.ReasonAclBootstrapped {
+		d.tokenFile = "" // bootstrapped by someone else: the certificate still is admin
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return durable.WriteFileMode(d.tokenFile, []byte(t.Secret+"\n"), 0o600)
 }
 
 func devReady(st client.ClusterStatus, n int) bool {
@@ -266,6 +298,10 @@ func (d *devCluster) printBanner(w io.Writer, st client.ClusterStatus) {
 		f, _ := t.Files(coordserver.ClusterUser, pki.RoleClient)
 		fmt.Fprintf(w, "Every connection is TLS; the CA and certificates are in %s. As user %q:\n", t.Dir, coordserver.ClusterUser)
 		fmt.Fprintf(w, "  export %s=%s %s=%s %s=%s\n\n", envflag.Name("tls-cert"), f.Cert, envflag.Name("tls-key"), f.Key, envflag.Name("tls-ca"), f.CA)
+		fmt.Fprintf(w, "ACLs are enforced; %q is bound to the admin role (coord acl whoami).\n", coordserver.ClusterUser)
+		if d.tokenFile != "" {
+			fmt.Fprintf(w, "Its token, for clients without a certificate: %s=%s (with %s)\n\n", envflag.Name("token-file"), d.tokenFile, envflag.Name("tls-ca"))
+		}
 	}
 	fmt.Fprintln(w, "Try:")
 	examples := []string{"status", "journal append --type demo --payload hello", "journal read --from 1"}
@@ -303,10 +339,11 @@ with the coordinators and heartbeat; a node shut down for a restart (coord
 nodes shutdown NODE --restart) is started again at once, so you can watch
 its writers wait and resume. Ctrl-C stops them all.
 
-With --secure every connection is mutual TLS and gossip is encrypted: a
-throwaway CA, a certificate per member, one for the user "admin" and a
-gossip key are made in the data directory (tls/), and the banner prints the
-variables that point the CLI at them.`,
+With --secure every connection is mutual TLS, gossip is encrypted and ACLs
+are enforced: a throwaway CA, a certificate per member, one for the user
+"admin" and a gossip key are made in the data directory (tls/), the ACLs
+are bootstrapped with an admin token kept in tls/admin.token, and the
+banner prints the variables that point the CLI at them.`,
 		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			if opts.Members < 1 || opts.Members > 5 {

@@ -144,6 +144,7 @@ Exit codes: 0 ok, 1 failure, 2 usage or configuration error.`,
 		newHealthCmd(),
 		newTLSCmd(),
 		newGossipCmd(),
+		newAclCmd(),
 		newBenchCmd(),
 		newVersionCmd(),
 	)

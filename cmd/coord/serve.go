@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/internal/cliargs"
 	"github.com/logbookhq/logbook/internal/coordserver"
 	"github.com/logbookhq/logbook/internal/envflag"
@@ -32,6 +33,7 @@ type serveFlags struct {
 	gcPercent int
 	tls       *tlsflag.Flags
 	gossip    *gossipkeys.Flags
+	aclToken  string
 }
 
 // addServeFlags registers coord serve's flags on fs, with the defaults of
@@ -86,6 +88,8 @@ func addServeFlags(fs *pflag.FlagSet) *serveFlags {
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of text")
 	fs.IntVar(&f.gcPercent, "gc-percent", defaultGCPercent, "garbage-collection target, as GOGC: the heap may grow to 1+N/100 times the live heap before a collection; a higher value trades memory for fewer collections; GOGC in the environment wins")
 	f.tls = tlsflag.Add(fs, true)
+	fs.BoolVar(&c.Security.ACL, "acl-enabled", false, "enforce the access control the cluster holds (coord acl): user calls need a token or client certificate whose user a bound role allows; needs --tls-cert; give it to every coordinator (docs/security.md)")
+	fs.StringVar(&f.aclToken, "acl-bootstrap-token-file", "", "bootstrap the ACLs with the token in this file (coord acl token gen) if nobody has: user admin, bound to the admin role, as coord acl bootstrap would; give every coordinator the same file")
 	f.gossip = gossipkeys.Add(fs)
 	envflag.Bind(fs)
 	return f
@@ -128,6 +132,13 @@ func (f *serveFlags) config(logOut io.Writer) (coordserver.Config, error) {
 			errs = append(errs, err)
 		}
 		cfg.Security.TLS = src
+	}
+	if f.aclToken != "" {
+		tok, err := client.LoadToken(f.aclToken)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--acl-bootstrap-token-file: %w", err))
+		}
+		cfg.Security.ACLBootstrapToken = tok
 	}
 	if key, err := f.gossip.Seed(); err != nil {
 		errs = append(errs, err)

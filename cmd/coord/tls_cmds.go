@@ -8,8 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/logbookhq/logbook/internal/authz"
 	"github.com/logbookhq/logbook/internal/cliargs"
+	"github.com/logbookhq/logbook/internal/durable"
 	"github.com/logbookhq/logbook/internal/pki"
+	"github.com/logbookhq/logbook/membership"
 	"github.com/spf13/cobra"
 )
 
@@ -197,11 +200,11 @@ func newTLSCertShowCmd() *cobra.Command {
 }
 
 func newTLSInitCmd() *cobra.Command {
-	var dir, caDir string
+	var dir, caDir, gossipFile, tokenFile string
 	var coords, nodes, clients []string
 	var days int
 	cmd := &cobra.Command{
-		Use:   "init --dir DIR [--ca-dir CADIR] [--coordinator N,...] [--node N,...] [--client N,...]",
+		Use:   "init --dir DIR [--ca-dir CADIR] [--coordinator N,...] [--node N,...] [--client N,...] [--gossip-key-file F] [--acl-bootstrap-token-file F]",
 		Short: "Make a cluster's CA and certificates once; keep any that exist",
 		Long: `Make everything a cluster needs to run with TLS, once: DIR/ca.pem, and
 NAME.pem and NAME-key.pem in DIR for every coordinator, node and client
@@ -209,7 +212,11 @@ named. The CA's key stays in CADIR (default DIR): give the members DIR
 only. Files that exist are kept, so running it again (compose up) changes
 nothing; the CA is only needed when a certificate is missing. Coordinator
 and node certificates name their id, localhost, 127.0.0.1 and ::1, which
-suits a compose network whose host names are the member ids.`,
+suits a compose network whose host names are the member ids.
+--gossip-key-file and --acl-bootstrap-token-file make a fresh gossip key
+(coord gossip keygen) and ACL bootstrap token (coord acl token gen) in
+those files (mode 0600) when they are missing, for serve's flags of the
+same names.`,
 		Example: `  coord tls init --dir /tls --ca-dir /data --coordinator coord1,coord2,coord3 --client admin`,
 		Args:    cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
@@ -239,6 +246,28 @@ suits a compose network whose host names are the member ids.`,
 			}
 			w := cmd.OutOrStdout()
 			exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+			for _, sec := range []struct {
+				what, path string
+				gen        func() (string, error)
+			}{
+				{"gossip key", gossipFile, func() (string, error) { return membership.EncodeKey(membership.GenerateKey()), nil }},
+				{"acl token", tokenFile, func() (string, error) { t, err := authz.NewToken(); return t.String(), err }},
+			} {
+				switch {
+				case sec.path == "":
+				case exists(sec.path):
+					fmt.Fprintf(w, "%-11s %s (kept)\n", sec.what, sec.path)
+				default:
+					v, err := sec.gen()
+					if err == nil {
+						err = durable.WriteFileMode(sec.path, []byte(v+"\n"), 0o600)
+					}
+					if err != nil {
+						return fmt.Errorf("%s: %w", sec.what, err)
+					}
+					fmt.Fprintf(w, "%-11s %s (new)\n", sec.what, sec.path)
+				}
+			}
 			caCert, caKey := pki.CertFile(caDir, "ca"), pki.KeyFile(caDir, "ca")
 			dirCA := pki.CertFile(dir, "ca")
 			missing := !exists(dirCA)
@@ -307,5 +336,7 @@ suits a compose network whose host names are the member ids.`,
 	fs.StringSliceVar(&nodes, "node", nil, "storage node ids, comma-separated")
 	fs.StringSliceVar(&clients, "client", nil, "client (user) names, comma-separated")
 	fs.IntVar(&days, "days", pki.DefaultCertDays, "validity of new certificates in days")
+	fs.StringVar(&gossipFile, "gossip-key-file", "", "make a gossip key in this file if it is missing")
+	fs.StringVar(&tokenFile, "acl-bootstrap-token-file", "", "make an ACL bootstrap token in this file if it is missing")
 	return cmd
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbookhq/logbook/internal/authz"
 	"github.com/logbookhq/logbook/internal/coordserver"
 	"github.com/logbookhq/logbook/internal/pki"
 	"github.com/logbookhq/logbook/internal/tlsflag"
@@ -102,8 +103,61 @@ func TestSecureDevCluster(t *testing.T) {
 		t.Fatalf("a certificate without a CA: exit %d %s", code, stderr)
 	}
 	code, out, _ := run(t, env, "journal", "read", "--endpoints", ep, "--from", "1", "--json")
-	if code != 0 || strings.Count(out, `"type"`) != 1 {
+	if code != 0 || strings.Count(out, `"type": "t"`) != 1 {
 		t.Fatalf("read: exit %d %s (want exactly the one admin append)", code, out)
+	}
+
+	// ACLs are on and bootstrapped: the token in tls/admin.token is the
+	// admin's, alone (with the CA) it is enough.
+	tokenEnv := map[string]string{"LOGBOOK_TLS_CA": f.CA, "LOGBOOK_TOKEN_FILE": d.tokenFile}
+	if code, out, stderr := run(t, tokenEnv, "acl", "whoami", "--endpoints", ep); code != 0 || !strings.Contains(out, `user "admin" (token)`) || !strings.Contains(out, "roles: admin") {
+		t.Fatalf("whoami with the admin token: exit %d %s %s", code, out, stderr)
+	}
+	code, out, stderr = run(t, tokenEnv, "acl", "token", "create", "--endpoints", ep, "--user", "rita", "--json")
+	if code != 0 {
+		t.Fatalf("token create: exit %d %s", code, stderr)
+	}
+	var made struct {
+		Secret string         `json:"secret"`
+		Token  map[string]any `json:"token"`
+	}
+	if err := json.Unmarshal([]byte(out), &made); err != nil || !strings.HasPrefix(made.Secret, "lbt_") {
+		t.Fatalf("token create --json: %v %s", err, out)
+	}
+	if code, _, stderr := run(t, tokenEnv, "acl", "bind", "--endpoints", ep, "rita", "reader"); code != 0 {
+		t.Fatalf("bind: exit %d %s", code, stderr)
+	}
+	rita := map[string]string{"LOGBOOK_TLS_CA": f.CA, "LOGBOOK_TOKEN": made.Secret}
+	if code, _, stderr := run(t, rita, "journal", "append", "--endpoints", ep, "--type", "t", "--payload", "p"); code != 1 || !strings.Contains(stderr, "PermissionDenied") || !strings.Contains(stderr, `user \"rita\" lacks write`) && !strings.Contains(stderr, `user "rita" lacks write`) {
+		t.Fatalf("a reader appends: exit %d %s", code, stderr)
+	}
+	if code, out, stderr := run(t, rita, "journal", "read", "--endpoints", ep, "--from", "1"); code != 0 || !strings.Contains(out, "logbook.acl.bootstrap") {
+		t.Fatalf("a reader reads: exit %d %s %s", code, out, stderr)
+	}
+	if code, out, _ := run(t, tokenEnv, "acl", "token", "ls", "--endpoints", ep); code != 0 || !strings.Contains(out, "rita") || strings.Contains(out, made.Secret) {
+		t.Fatalf("token ls: exit %d %s", code, out)
+	}
+	if code, out, _ := run(t, tokenEnv, "acl", "role", "ls", "--endpoints", ep); code != 0 || !strings.Contains(out, "reader (built in)") || !strings.Contains(out, "rita") {
+		t.Fatalf("role ls: exit %d %s", code, out)
+	}
+	if code, _, stderr := run(t, tokenEnv, "acl", "role", "put", "--endpoints", ep, "x", "--grant", "root:all"); code != 2 || !strings.Contains(stderr, "grant level") {
+		t.Fatalf("a bad grant: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := run(t, tokenEnv, "acl", "role", "put", "--endpoints", ep, "orders", "--grant", "write:journal:app.orders."); code != 0 {
+		t.Fatalf("role put: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := run(t, map[string]string{"LOGBOOK_TOKEN": made.Secret}, "status", "--endpoints", ep); code != 2 || !strings.Contains(stderr, "a token needs TLS") {
+		t.Fatalf("a token without TLS: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := run(t, tokenEnv, "acl", "bootstrap", "--endpoints", ep); code != 1 || !strings.Contains(stderr, "ALREADY_BOOTSTRAPPED") {
+		t.Fatalf("a second bootstrap: exit %d %s", code, stderr)
+	}
+	acc, _ := made.Token["accessor"].(string)
+	if code, _, stderr := run(t, tokenEnv, "acl", "token", "revoke", "--endpoints", ep, acc); code != 0 {
+		t.Fatalf("revoke: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := run(t, rita, "journal", "read", "--endpoints", ep, "--from", "1"); code != 1 || !strings.Contains(stderr, "TOKEN_UNKNOWN") {
+		t.Fatalf("a revoked token: exit %d %s", code, stderr)
 	}
 }
 
@@ -170,5 +224,27 @@ func TestTLSInit(t *testing.T) {
 	}
 	if code, _, stderr := run(t, nil, append(args, "--client", "bob")...); code != 1 || !strings.Contains(stderr, "CA that signs them") {
 		t.Fatalf("init without the CA: exit %d %s", code, stderr)
+	}
+
+	// The secrets beside the certificates: made once, kept after.
+	gk, tk := filepath.Join(dir, "gossip.key"), filepath.Join(dir, "acl.token")
+	secrets := append(args, "--gossip-key-file", gk, "--acl-bootstrap-token-file", tk)
+	if code, out, stderr := run(t, nil, secrets...); code != 0 || strings.Count(out, "(new)") != 2 {
+		t.Fatalf("init with secrets: exit %d %s %s", code, out, stderr)
+	}
+	first, _ := os.ReadFile(tk)
+	if _, err := authz.ParseToken(strings.TrimSpace(string(first))); err != nil {
+		t.Fatalf("bootstrap token %q: %v", first, err)
+	}
+	for _, p := range []string{gk, tk} {
+		if st, err := os.Stat(p); err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v %v", p, st, err)
+		}
+	}
+	if code, out, _ := run(t, nil, secrets...); code != 0 || strings.Count(out, "(kept)") != 2 {
+		t.Fatalf("init with secrets again: exit %d %s", code, out)
+	}
+	if again, _ := os.ReadFile(tk); string(again) != string(first) {
+		t.Fatal("init replaced the bootstrap token")
 	}
 }

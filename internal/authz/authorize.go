@@ -13,7 +13,14 @@ type Resource struct {
 	// journal, a trim). Paths must be absolute and clean: a call naming
 	// another path is refused.
 	Names []string
+	// Some: the call needs the level on some part of the scope only (an
+	// exactly-once session, a lease renewal: they serve whatever the
+	// caller may write), so any grant of the level in it will do.
+	Some bool
 }
+
+// SomeOf is a call that needs its level on some part of scope s.
+func SomeOf(s Scope) Resource { return Resource{Scope: s, Some: true} }
 
 // EventTypes is a journal call on events of these types; none: the whole
 // journal.
@@ -133,6 +140,13 @@ func (p Policy) authorizeUser(id Identity, want Access, res Resource) Decision {
 		return allow
 	case res.Scope != ScopeJournal && res.Scope != ScopeFS:
 		return forbidden("the call touches an unknown scope (%s)", res.Scope)
+	case res.Some:
+		for i := range grants {
+			if g := &grants[i]; g.Level.Includes(want) && (g.Scope == ScopeAll || g.Scope == res.Scope) {
+				return allow
+			}
+		}
+		return forbidden("user %q lacks %s on any part of the %s", id.Name, want, res.Scope)
 	case len(res.Names) == 0:
 		if !anyCovers(grants, want, res.Scope, "") {
 			if res.Scope == ScopeJournal {

@@ -75,6 +75,12 @@ func TestAuthorize(t *testing.T) {
 		{"authenticated, a token with no roles", erin, AccessAuthenticated, Resource{}, Allow, ""},
 		{"authenticated, a node", node, AccessAuthenticated, Resource{}, Allow, ""},
 		{"authenticated, anonymous", Anonymous, AccessAuthenticated, Resource{}, Unauthenticated, "authenticated call"},
+		// Some of a scope: any grant of the level in it.
+		{"some of the journal, a prefix grant", bob, AccessWrite, SomeOf(ScopeJournal), Allow, ""},
+		{"some of the fs, a prefix grant", bob, AccessWrite, SomeOf(ScopeFS), Allow, ""},
+		{"some of the fs, a journal admin", carol, AccessWrite, SomeOf(ScopeFS), Forbidden, `lacks write on any part of the fs`},
+		{"some of the fs, an fs reader", dave, AccessWrite, SomeOf(ScopeFS), Forbidden, "lacks write"},
+		{"some of the journal, a writer on everything", wendy, AccessWrite, SomeOf(ScopeJournal), Allow, ""},
 		// 5. Member: coordinators only.
 		{"member, node", node, AccessMember, Resource{}, Forbidden, `certificate "n1" of role "node" is not a coordinator`},
 		{"member, admin user", root, AccessMember, Resource{}, Forbidden, `user "root" is not a coordinator`},

@@ -28,6 +28,94 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type RecordDeniedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Denied        *fsmpb.AclDeniedOp     `protobuf:"bytes,1,opt,name=denied,proto3" json:"denied,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordDeniedRequest) Reset() {
+	*x = RecordDeniedRequest{}
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordDeniedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordDeniedRequest) ProtoMessage() {}
+
+func (x *RecordDeniedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordDeniedRequest.ProtoReflect.Descriptor instead.
+func (*RecordDeniedRequest) Descriptor() ([]byte, []int) {
+	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *RecordDeniedRequest) GetDenied() *fsmpb.AclDeniedOp {
+	if x != nil {
+		return x.Denied
+	}
+	return nil
+}
+
+type RecordDeniedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordDeniedResponse) Reset() {
+	*x = RecordDeniedResponse{}
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordDeniedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordDeniedResponse) ProtoMessage() {}
+
+func (x *RecordDeniedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordDeniedResponse.ProtoReflect.Descriptor instead.
+func (*RecordDeniedResponse) Descriptor() ([]byte, []int) {
+	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RecordDeniedResponse) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 type CheckpointDigestRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
@@ -37,7 +125,7 @@ type CheckpointDigestRequest struct {
 
 func (x *CheckpointDigestRequest) Reset() {
 	*x = CheckpointDigestRequest{}
-	mi := &file_internal_clusterpb_peer_proto_msgTypes[0]
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -49,7 +137,7 @@ func (x *CheckpointDigestRequest) String() string {
 func (*CheckpointDigestRequest) ProtoMessage() {}
 
 func (x *CheckpointDigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_clusterpb_peer_proto_msgTypes[0]
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -62,7 +150,7 @@ func (x *CheckpointDigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointDigestRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointDigestRequest) Descriptor() ([]byte, []int) {
-	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{0}
+	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *CheckpointDigestRequest) GetIndex() uint64 {
@@ -81,7 +169,7 @@ type CheckpointDigestResponse struct {
 
 func (x *CheckpointDigestResponse) Reset() {
 	*x = CheckpointDigestResponse{}
-	mi := &file_internal_clusterpb_peer_proto_msgTypes[1]
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -93,7 +181,7 @@ func (x *CheckpointDigestResponse) String() string {
 func (*CheckpointDigestResponse) ProtoMessage() {}
 
 func (x *CheckpointDigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_clusterpb_peer_proto_msgTypes[1]
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -106,7 +194,7 @@ func (x *CheckpointDigestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointDigestResponse.ProtoReflect.Descriptor instead.
 func (*CheckpointDigestResponse) Descriptor() ([]byte, []int) {
-	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{1}
+	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CheckpointDigestResponse) GetDigest() []byte {
@@ -125,7 +213,7 @@ type ForwardAppendRequest struct {
 
 func (x *ForwardAppendRequest) Reset() {
 	*x = ForwardAppendRequest{}
-	mi := &file_internal_clusterpb_peer_proto_msgTypes[2]
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -137,7 +225,7 @@ func (x *ForwardAppendRequest) String() string {
 func (*ForwardAppendRequest) ProtoMessage() {}
 
 func (x *ForwardAppendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_clusterpb_peer_proto_msgTypes[2]
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -150,7 +238,7 @@ func (x *ForwardAppendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardAppendRequest.ProtoReflect.Descriptor instead.
 func (*ForwardAppendRequest) Descriptor() ([]byte, []int) {
-	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{2}
+	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ForwardAppendRequest) GetOps() []*fsmpb.AppendOp {
@@ -176,7 +264,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_internal_clusterpb_peer_proto_msgTypes[3]
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -188,7 +276,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_clusterpb_peer_proto_msgTypes[3]
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -201,7 +289,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{3}
+	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AppendResult) GetFirstSeq() uint64 {
@@ -255,7 +343,7 @@ type ForwardAppendResponse struct {
 
 func (x *ForwardAppendResponse) Reset() {
 	*x = ForwardAppendResponse{}
-	mi := &file_internal_clusterpb_peer_proto_msgTypes[4]
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -267,7 +355,7 @@ func (x *ForwardAppendResponse) String() string {
 func (*ForwardAppendResponse) ProtoMessage() {}
 
 func (x *ForwardAppendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_clusterpb_peer_proto_msgTypes[4]
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -280,7 +368,7 @@ func (x *ForwardAppendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardAppendResponse.ProtoReflect.Descriptor instead.
 func (*ForwardAppendResponse) Descriptor() ([]byte, []int) {
-	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{4}
+	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ForwardAppendResponse) GetResults() []*AppendResult {
@@ -298,7 +386,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_internal_clusterpb_peer_proto_msgTypes[5]
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -310,7 +398,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_clusterpb_peer_proto_msgTypes[5]
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -323,7 +411,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{5}
+	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{7}
 }
 
 type ReadIndexResponse struct {
@@ -335,7 +423,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_internal_clusterpb_peer_proto_msgTypes[6]
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -347,7 +435,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_clusterpb_peer_proto_msgTypes[6]
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -360,7 +448,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{6}
+	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -378,7 +466,7 @@ type LocalStatusRequest struct {
 
 func (x *LocalStatusRequest) Reset() {
 	*x = LocalStatusRequest{}
-	mi := &file_internal_clusterpb_peer_proto_msgTypes[7]
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -390,7 +478,7 @@ func (x *LocalStatusRequest) String() string {
 func (*LocalStatusRequest) ProtoMessage() {}
 
 func (x *LocalStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_clusterpb_peer_proto_msgTypes[7]
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -403,7 +491,7 @@ func (x *LocalStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalStatusRequest.ProtoReflect.Descriptor instead.
 func (*LocalStatusRequest) Descriptor() ([]byte, []int) {
-	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{7}
+	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{9}
 }
 
 type LocalStatusResponse struct {
@@ -427,7 +515,7 @@ type LocalStatusResponse struct {
 
 func (x *LocalStatusResponse) Reset() {
 	*x = LocalStatusResponse{}
-	mi := &file_internal_clusterpb_peer_proto_msgTypes[8]
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -439,7 +527,7 @@ func (x *LocalStatusResponse) String() string {
 func (*LocalStatusResponse) ProtoMessage() {}
 
 func (x *LocalStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_clusterpb_peer_proto_msgTypes[8]
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -452,7 +540,7 @@ func (x *LocalStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalStatusResponse.ProtoReflect.Descriptor instead.
 func (*LocalStatusResponse) Descriptor() ([]byte, []int) {
-	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{8}
+	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LocalStatusResponse) GetId() string {
@@ -534,7 +622,7 @@ type RegisterMemberRequest struct {
 
 func (x *RegisterMemberRequest) Reset() {
 	*x = RegisterMemberRequest{}
-	mi := &file_internal_clusterpb_peer_proto_msgTypes[9]
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -546,7 +634,7 @@ func (x *RegisterMemberRequest) String() string {
 func (*RegisterMemberRequest) ProtoMessage() {}
 
 func (x *RegisterMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_clusterpb_peer_proto_msgTypes[9]
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -559,7 +647,7 @@ func (x *RegisterMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterMemberRequest.ProtoReflect.Descriptor instead.
 func (*RegisterMemberRequest) Descriptor() ([]byte, []int) {
-	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{9}
+	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RegisterMemberRequest) GetMember() *fsmpb.Member {
@@ -577,7 +665,7 @@ type RegisterMemberResponse struct {
 
 func (x *RegisterMemberResponse) Reset() {
 	*x = RegisterMemberResponse{}
-	mi := &file_internal_clusterpb_peer_proto_msgTypes[10]
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -589,7 +677,7 @@ func (x *RegisterMemberResponse) String() string {
 func (*RegisterMemberResponse) ProtoMessage() {}
 
 func (x *RegisterMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_clusterpb_peer_proto_msgTypes[10]
+	mi := &file_internal_clusterpb_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -602,7 +690,7 @@ func (x *RegisterMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterMemberResponse.ProtoReflect.Descriptor instead.
 func (*RegisterMemberResponse) Descriptor() ([]byte, []int) {
-	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{10}
+	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{12}
 }
 
 var File_internal_clusterpb_peer_proto protoreflect.FileDescriptor
@@ -610,7 +698,11 @@ var File_internal_clusterpb_peer_proto protoreflect.FileDescriptor
 const file_internal_clusterpb_peer_proto_rawDesc = "" +
 	"\n" +
 	"\x1dinternal/clusterpb/peer.proto\x12\n" +
-	"logbook.v1\x1a\x17logbookv1/options.proto\x1a\x17fsm/fsmpb/command.proto\x1a\x17logbookv1/cluster.proto\x1a\x16logbookv1/gossip.proto\"/\n" +
+	"logbook.v1\x1a\x17logbookv1/options.proto\x1a\x17fsm/fsmpb/command.proto\x1a\x13fsm/fsmpb/acl.proto\x1a\x17logbookv1/cluster.proto\x1a\x16logbookv1/gossip.proto\"J\n" +
+	"\x13RecordDeniedRequest\x123\n" +
+	"\x06denied\x18\x01 \x01(\v2\x1b.logbook.fsm.v1.AclDeniedOpR\x06denied\"(\n" +
+	"\x14RecordDeniedResponse\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\"/\n" +
 	"\x17CheckpointDigestRequest\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"2\n" +
 	"\x18CheckpointDigestResponse\x12\x16\n" +
@@ -645,7 +737,7 @@ const file_internal_clusterpb_peer_proto_rawDesc = "" +
 	" \x01(\x03R\x0ftlsNotAfterUnix\"G\n" +
 	"\x15RegisterMemberRequest\x12.\n" +
 	"\x06member\x18\x01 \x01(\v2\x16.logbook.fsm.v1.MemberR\x06member\"\x18\n" +
-	"\x16RegisterMemberResponse2\xb0\x05\n" +
+	"\x16RegisterMemberResponse2\x8d\x06\n" +
 	"\x04Peer\x12^\n" +
 	"\rForwardAppend\x12 .logbook.v1.ForwardAppendRequest\x1a!.logbook.v1.ForwardAppendResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05\x12b\n" +
 	"\rForwardStream\x12 .logbook.v1.ForwardAppendRequest\x1a!.logbook.v1.ForwardAppendResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05(\x010\x01\x12R\n" +
@@ -653,7 +745,8 @@ const file_internal_clusterpb_peer_proto_rawDesc = "" +
 	"\vLocalStatus\x12\x1e.logbook.v1.LocalStatusRequest\x1a\x1f.logbook.v1.LocalStatusResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05\x12a\n" +
 	"\x0eRegisterMember\x12!.logbook.v1.RegisterMemberRequest\x1a\".logbook.v1.RegisterMemberResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05\x12g\n" +
 	"\x10CheckpointDigest\x12#.logbook.v1.CheckpointDigestRequest\x1a$.logbook.v1.CheckpointDigestResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05\x12j\n" +
-	"\rGossipKeyring\x12&.logbook.v1.MemberGossipKeyringRequest\x1a'.logbook.v1.MemberGossipKeyringResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05B1Z/github.com/logbookhq/logbook/internal/clusterpbb\x06proto3"
+	"\rGossipKeyring\x12&.logbook.v1.MemberGossipKeyringRequest\x1a'.logbook.v1.MemberGossipKeyringResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05\x12[\n" +
+	"\fRecordDenied\x12\x1f.logbook.v1.RecordDeniedRequest\x1a .logbook.v1.RecordDeniedResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05B1Z/github.com/logbookhq/logbook/internal/clusterpbb\x06proto3"
 
 var (
 	file_internal_clusterpb_peer_proto_rawDescOnce sync.Once
@@ -667,49 +760,55 @@ func file_internal_clusterpb_peer_proto_rawDescGZIP() []byte {
 	return file_internal_clusterpb_peer_proto_rawDescData
 }
 
-var file_internal_clusterpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_internal_clusterpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_internal_clusterpb_peer_proto_goTypes = []any{
-	(*CheckpointDigestRequest)(nil),               // 0: logbook.v1.CheckpointDigestRequest
-	(*CheckpointDigestResponse)(nil),              // 1: logbook.v1.CheckpointDigestResponse
-	(*ForwardAppendRequest)(nil),                  // 2: logbook.v1.ForwardAppendRequest
-	(*AppendResult)(nil),                          // 3: logbook.v1.AppendResult
-	(*ForwardAppendResponse)(nil),                 // 4: logbook.v1.ForwardAppendResponse
-	(*ReadIndexRequest)(nil),                      // 5: logbook.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),                     // 6: logbook.v1.ReadIndexResponse
-	(*LocalStatusRequest)(nil),                    // 7: logbook.v1.LocalStatusRequest
-	(*LocalStatusResponse)(nil),                   // 8: logbook.v1.LocalStatusResponse
-	(*RegisterMemberRequest)(nil),                 // 9: logbook.v1.RegisterMemberRequest
-	(*RegisterMemberResponse)(nil),                // 10: logbook.v1.RegisterMemberResponse
-	(*fsmpb.AppendOp)(nil),                        // 11: logbook.fsm.v1.AppendOp
-	(*logbookv1.StartupReplay)(nil),               // 12: logbook.v1.StartupReplay
-	(*fsmpb.Member)(nil),                          // 13: logbook.fsm.v1.Member
-	(*logbookv1.MemberGossipKeyringRequest)(nil),  // 14: logbook.v1.MemberGossipKeyringRequest
-	(*logbookv1.MemberGossipKeyringResponse)(nil), // 15: logbook.v1.MemberGossipKeyringResponse
+	(*RecordDeniedRequest)(nil),                   // 0: logbook.v1.RecordDeniedRequest
+	(*RecordDeniedResponse)(nil),                  // 1: logbook.v1.RecordDeniedResponse
+	(*CheckpointDigestRequest)(nil),               // 2: logbook.v1.CheckpointDigestRequest
+	(*CheckpointDigestResponse)(nil),              // 3: logbook.v1.CheckpointDigestResponse
+	(*ForwardAppendRequest)(nil),                  // 4: logbook.v1.ForwardAppendRequest
+	(*AppendResult)(nil),                          // 5: logbook.v1.AppendResult
+	(*ForwardAppendResponse)(nil),                 // 6: logbook.v1.ForwardAppendResponse
+	(*ReadIndexRequest)(nil),                      // 7: logbook.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),                     // 8: logbook.v1.ReadIndexResponse
+	(*LocalStatusRequest)(nil),                    // 9: logbook.v1.LocalStatusRequest
+	(*LocalStatusResponse)(nil),                   // 10: logbook.v1.LocalStatusResponse
+	(*RegisterMemberRequest)(nil),                 // 11: logbook.v1.RegisterMemberRequest
+	(*RegisterMemberResponse)(nil),                // 12: logbook.v1.RegisterMemberResponse
+	(*fsmpb.AclDeniedOp)(nil),                     // 13: logbook.fsm.v1.AclDeniedOp
+	(*fsmpb.AppendOp)(nil),                        // 14: logbook.fsm.v1.AppendOp
+	(*logbookv1.StartupReplay)(nil),               // 15: logbook.v1.StartupReplay
+	(*fsmpb.Member)(nil),                          // 16: logbook.fsm.v1.Member
+	(*logbookv1.MemberGossipKeyringRequest)(nil),  // 17: logbook.v1.MemberGossipKeyringRequest
+	(*logbookv1.MemberGossipKeyringResponse)(nil), // 18: logbook.v1.MemberGossipKeyringResponse
 }
 var file_internal_clusterpb_peer_proto_depIdxs = []int32{
-	11, // 0: logbook.v1.ForwardAppendRequest.ops:type_name -> logbook.fsm.v1.AppendOp
-	3,  // 1: logbook.v1.ForwardAppendResponse.results:type_name -> logbook.v1.AppendResult
-	12, // 2: logbook.v1.LocalStatusResponse.startup_replay:type_name -> logbook.v1.StartupReplay
-	13, // 3: logbook.v1.RegisterMemberRequest.member:type_name -> logbook.fsm.v1.Member
-	2,  // 4: logbook.v1.Peer.ForwardAppend:input_type -> logbook.v1.ForwardAppendRequest
-	2,  // 5: logbook.v1.Peer.ForwardStream:input_type -> logbook.v1.ForwardAppendRequest
-	5,  // 6: logbook.v1.Peer.ReadIndex:input_type -> logbook.v1.ReadIndexRequest
-	7,  // 7: logbook.v1.Peer.LocalStatus:input_type -> logbook.v1.LocalStatusRequest
-	9,  // 8: logbook.v1.Peer.RegisterMember:input_type -> logbook.v1.RegisterMemberRequest
-	0,  // 9: logbook.v1.Peer.CheckpointDigest:input_type -> logbook.v1.CheckpointDigestRequest
-	14, // 10: logbook.v1.Peer.GossipKeyring:input_type -> logbook.v1.MemberGossipKeyringRequest
-	4,  // 11: logbook.v1.Peer.ForwardAppend:output_type -> logbook.v1.ForwardAppendResponse
-	4,  // 12: logbook.v1.Peer.ForwardStream:output_type -> logbook.v1.ForwardAppendResponse
-	6,  // 13: logbook.v1.Peer.ReadIndex:output_type -> logbook.v1.ReadIndexResponse
-	8,  // 14: logbook.v1.Peer.LocalStatus:output_type -> logbook.v1.LocalStatusResponse
-	10, // 15: logbook.v1.Peer.RegisterMember:output_type -> logbook.v1.RegisterMemberResponse
-	1,  // 16: logbook.v1.Peer.CheckpointDigest:output_type -> logbook.v1.CheckpointDigestResponse
-	15, // 17: logbook.v1.Peer.GossipKeyring:output_type -> logbook.v1.MemberGossipKeyringResponse
-	11, // [11:18] is the sub-list for method output_type
-	4,  // [4:11] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	13, // 0: logbook.v1.RecordDeniedRequest.denied:type_name -> logbook.fsm.v1.AclDeniedOp
+	14, // 1: logbook.v1.ForwardAppendRequest.ops:type_name -> logbook.fsm.v1.AppendOp
+	5,  // 2: logbook.v1.ForwardAppendResponse.results:type_name -> logbook.v1.AppendResult
+	15, // 3: logbook.v1.LocalStatusResponse.startup_replay:type_name -> logbook.v1.StartupReplay
+	16, // 4: logbook.v1.RegisterMemberRequest.member:type_name -> logbook.fsm.v1.Member
+	4,  // 5: logbook.v1.Peer.ForwardAppend:input_type -> logbook.v1.ForwardAppendRequest
+	4,  // 6: logbook.v1.Peer.ForwardStream:input_type -> logbook.v1.ForwardAppendRequest
+	7,  // 7: logbook.v1.Peer.ReadIndex:input_type -> logbook.v1.ReadIndexRequest
+	9,  // 8: logbook.v1.Peer.LocalStatus:input_type -> logbook.v1.LocalStatusRequest
+	11, // 9: logbook.v1.Peer.RegisterMember:input_type -> logbook.v1.RegisterMemberRequest
+	2,  // 10: logbook.v1.Peer.CheckpointDigest:input_type -> logbook.v1.CheckpointDigestRequest
+	17, // 11: logbook.v1.Peer.GossipKeyring:input_type -> logbook.v1.MemberGossipKeyringRequest
+	0,  // 12: logbook.v1.Peer.RecordDenied:input_type -> logbook.v1.RecordDeniedRequest
+	6,  // 13: logbook.v1.Peer.ForwardAppend:output_type -> logbook.v1.ForwardAppendResponse
+	6,  // 14: logbook.v1.Peer.ForwardStream:output_type -> logbook.v1.ForwardAppendResponse
+	8,  // 15: logbook.v1.Peer.ReadIndex:output_type -> logbook.v1.ReadIndexResponse
+	10, // 16: logbook.v1.Peer.LocalStatus:output_type -> logbook.v1.LocalStatusResponse
+	12, // 17: logbook.v1.Peer.RegisterMember:output_type -> logbook.v1.RegisterMemberResponse
+	3,  // 18: logbook.v1.Peer.CheckpointDigest:output_type -> logbook.v1.CheckpointDigestResponse
+	18, // 19: logbook.v1.Peer.GossipKeyring:output_type -> logbook.v1.MemberGossipKeyringResponse
+	1,  // 20: logbook.v1.Peer.RecordDenied:output_type -> logbook.v1.RecordDeniedResponse
+	13, // [13:21] is the sub-list for method output_type
+	5,  // [5:13] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_internal_clusterpb_peer_proto_init() }
@@ -723,7 +822,7 @@ func file_internal_clusterpb_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_clusterpb_peer_proto_rawDesc), len(file_internal_clusterpb_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

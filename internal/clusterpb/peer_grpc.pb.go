@@ -32,6 +32,7 @@ const (
 	Peer_RegisterMember_FullMethodName   = "/logbook.v1.Peer/RegisterMember"
 	Peer_CheckpointDigest_FullMethodName = "/logbook.v1.Peer/CheckpointDigest"
 	Peer_GossipKeyring_FullMethodName    = "/logbook.v1.Peer/GossipKeyring"
+	Peer_RecordDenied_FullMethodName     = "/logbook.v1.Peer/RecordDenied"
 )
 
 // PeerClient is the client API for Peer service.
@@ -63,6 +64,10 @@ type PeerClient interface {
 	// keyring (and its keyring file) and returns its keys; the Cluster
 	// service's GossipKeyring calls it on every other coordinator.
 	GossipKeyring(ctx context.Context, in *logbookv1.MemberGossipKeyringRequest, opts ...grpc.CallOption) (*logbookv1.MemberGossipKeyringResponse, error)
+	// RecordDenied journals a call another member refused (a
+	// logbook.acl.denied audit event); only the leader records it, others
+	// answer Unavailable NOT_LEADER. Members rate-limit what they send.
+	RecordDenied(ctx context.Context, in *RecordDeniedRequest, opts ...grpc.CallOption) (*RecordDeniedResponse, error)
 }
 
 type peerClient struct {
@@ -146,6 +151,16 @@ func (c *peerClient) GossipKeyring(ctx context.Context, in *logbookv1.MemberGoss
 	return out, nil
 }
 
+func (c *peerClient) RecordDenied(ctx context.Context, in *RecordDeniedRequest, opts ...grpc.CallOption) (*RecordDeniedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecordDeniedResponse)
+	err := c.cc.Invoke(ctx, Peer_RecordDenied_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -175,6 +190,10 @@ type PeerServer interface {
 	// keyring (and its keyring file) and returns its keys; the Cluster
 	// service's GossipKeyring calls it on every other coordinator.
 	GossipKeyring(context.Context, *logbookv1.MemberGossipKeyringRequest) (*logbookv1.MemberGossipKeyringResponse, error)
+	// RecordDenied journals a call another member refused (a
+	// logbook.acl.denied audit event); only the leader records it, others
+	// answer Unavailable NOT_LEADER. Members rate-limit what they send.
+	RecordDenied(context.Context, *RecordDeniedRequest) (*RecordDeniedResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -205,6 +224,9 @@ func (UnimplementedPeerServer) CheckpointDigest(context.Context, *CheckpointDige
 }
 func (UnimplementedPeerServer) GossipKeyring(context.Context, *logbookv1.MemberGossipKeyringRequest) (*logbookv1.MemberGossipKeyringResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GossipKeyring not implemented")
+}
+func (UnimplementedPeerServer) RecordDenied(context.Context, *RecordDeniedRequest) (*RecordDeniedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RecordDenied not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -342,6 +364,24 @@ func _Peer_GossipKeyring_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_RecordDenied_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordDeniedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).RecordDenied(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_RecordDenied_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).RecordDenied(ctx, req.(*RecordDeniedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -372,6 +412,10 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GossipKeyring",
 			Handler:    _Peer_GossipKeyring_Handler,
+		},
+		{
+			MethodName: "RecordDenied",
+			Handler:    _Peer_RecordDenied_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

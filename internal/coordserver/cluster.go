@@ -48,6 +48,9 @@ type ClusterOptions struct {
 	// for ClusterUser and a gossip key under Dir/tls (Cluster.TLS); each
 	// member keeps its gossip keyring in its data directory.
 	Secure bool
+	// ACL (with Secure) runs every coordinator with ACL enforcement
+	// (Security.ACL); nobody is bootstrapped yet.
+	ACL bool
 }
 
 // Cluster runs coordinators and storage nodes in this process, with the
@@ -130,6 +133,7 @@ func StartCluster(opts ClusterOptions) (_ *Cluster, err error) {
 				return nil, err
 			}
 			cfg.Security.GossipKey = c.tls.GossipKey
+			cfg.Security.ACL = opts.ACL
 			cfg.Security.GossipKeyringFile = filepath.Join(cfg.DataDir, "gossip.keyring")
 		}
 		if opts.Coordinator != nil {

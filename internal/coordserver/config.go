@@ -11,6 +11,7 @@ import (
 
 	"github.com/logbookhq/logbook/fsm"
 	"github.com/logbookhq/logbook/fsm/fsmpb"
+	"github.com/logbookhq/logbook/internal/authz"
 	"github.com/logbookhq/logbook/internal/blocks"
 	"github.com/logbookhq/logbook/internal/gossipkeys"
 	"github.com/logbookhq/logbook/internal/pki"
@@ -38,6 +39,21 @@ type Security struct {
 	// checks need none. The HTTP port serves TLS and asks a certificate
 	// for /metrics and pprof (security.go).
 	TLS *pki.Source
+	// ACL enforces the access control the cluster holds (coord acl;
+	// --acl-enabled): user calls need a token or certificate whose user
+	// the roles allow (acl_edge.go). It needs TLS, so that tokens never
+	// travel in plaintext and members prove who they are. Every
+	// coordinator of a cluster should run with the same setting: a
+	// member without it forwards calls it did not check.
+	ACL bool
+	// ACLBootstrapToken, when set (a token, lbt_...: coord acl token
+	// gen), bootstraps the access control with it once: the first leader
+	// at log format 12 that finds it not bootstrapped binds user "admin"
+	// to the admin role with this token, as coord acl bootstrap would
+	// (Consul's initial management token). Every coordinator may be given
+	// the same one; once bootstrapped it is an ordinary token, revoked
+	// like any other.
+	ACLBootstrapToken string
 	// GossipKey (16, 24 or 32 bytes) encrypts gossip, alone or, with
 	// GossipKeyringFile, as the seed of a missing file.
 	GossipKey []byte
@@ -337,6 +353,14 @@ func (c *Config) Validate() error {
 	if f := c.Security.GossipKeyringFile; f != "" {
 		if err := gossipkeys.CheckFile(f); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	if c.Security.ACL && c.Security.TLS == nil {
+		errs = append(errs, errors.New("ACL enforcement needs TLS (--tls-cert, --tls-key, --tls-ca): tokens would travel in plaintext and members could not prove who they are"))
+	}
+	if t := c.Security.ACLBootstrapToken; t != "" {
+		if _, err := authz.ParseToken(t); err != nil {
+			errs = append(errs, fmt.Errorf("ACL bootstrap token: %v", err))
 		}
 	}
 	if src := c.Security.TLS; src != nil {

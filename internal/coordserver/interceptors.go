@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	pb "github.com/logbookhq/logbook/api/logbookv1"
+	"github.com/logbookhq/logbook/internal/authz"
 	"github.com/logbookhq/logbook/internal/clusterpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -52,7 +53,8 @@ func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.Unary
 }
 
 func (s *Server) checkedUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if err := s.authorize(ctx, info.FullMethod, req); err != nil {
+	ctx, err := s.authorize(ctx, info.FullMethod, req)
+	if err != nil {
 		return nil, err
 	}
 	if err := s.checkClusterID(ctx, info.FullMethod); err != nil {
@@ -66,8 +68,12 @@ func (s *Server) checkedUnary(ctx context.Context, req any, info *grpc.UnaryServ
 // comes from another cluster, or if only the leader serves it
 // (ROUTE_LEADER) and this member is not the leader.
 func (s *Server) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if err := s.authorize(ss.Context(), info.FullMethod, nil); err != nil {
+	ctx, err := s.authorize(ss.Context(), info.FullMethod, nil)
+	if err != nil {
 		return err
+	}
+	if each, _ := ctx.Value(checkEachKey{}).(bool); each {
+		ss = &checkedStream{ServerStream: ss, s: s, id: callerOf(ctx), method: info.FullMethod}
 	}
 	if err := s.checkClusterID(ss.Context(), info.FullMethod); err != nil {
 		return err
@@ -103,6 +109,9 @@ func (s *Server) forwardOrHandle(ctx context.Context, req any, info *grpc.UnaryS
 	}
 	out := r.reply.New().Interface()
 	fctx := metadata.AppendToOutgoingContext(ctx, mdForwarded, s.cfg.ID)
+	if id, ok := ctx.Value(callerKey{}).(authz.Identity); ok {
+		fctx = metadata.AppendToOutgoingContext(fctx, mdCaller, encodeCaller(id))
+	}
 	if err := conn.Invoke(fctx, info.FullMethod, req, out); err != nil {
 		return nil, err
 	}

@@ -179,8 +179,8 @@ func TestJournalConfigHeld(t *testing.T) {
 	}
 	changed := proto.CloneOf(seeded)
 	changed.EventsPerSegment, changed.MaxSegments = 4, 3
-	if !proto.Equal(resp.Config, apiJournalConfig(changed)) || resp.LogFormat != fsm.HeldConfigFormat {
-		t.Fatalf("SetConfig answered %v at format %d, want %v at %d", resp.Config, resp.LogFormat, changed, fsm.HeldConfigFormat)
+	if !proto.Equal(resp.Config, apiJournalConfig(changed)) || resp.LogFormat != fsm.CommandVersion {
+		t.Fatalf("SetConfig answered %v at format %d, want %v at %d", resp.Config, resp.LogFormat, changed, fsm.CommandVersion)
 	}
 	eventually(t, 10*time.Second, "every member holds the change", func() bool { return allEqual(changed) })
 	got, err := (&journalService{s: tc.server(tc.followers(leader)[1])}).GetConfig(ctx, &pb.GetJournalConfigRequest{})

@@ -26,6 +26,7 @@ var servedFiles = []protoreflect.FileDescriptor{
 	pb.File_logbookv1_cluster_proto,
 	pb.File_logbookv1_journal_proto,
 	pb.File_logbookv1_namespace_proto,
+	pb.File_logbookv1_acl_proto,
 	clusterpb.File_internal_clusterpb_peer_proto,
 	clusterpb.File_internal_clusterpb_nodelink_proto,
 }

@@ -70,10 +70,12 @@ func TestEveryRPCHasARoute(t *testing.T) {
 // TestAccessClassesByService: the cluster-internal services are closed to
 // users (every Peer RPC is ACCESS_MEMBER, every NodeLink RPC ACCESS_NODE),
 // and the client services use only the user classes (public, read, write,
-// admin), never a component's or the storage nodes' block classes.
+// admin, or any authenticated caller), never a component's or the
+// storage nodes' block classes; the Acl service is admin's, but for
+// who-am-I and the one-time bootstrap.
 func TestAccessClassesByService(t *testing.T) {
 	t.Parallel()
-	user := map[pb.Access]bool{pb.Access_ACCESS_PUBLIC: true, pb.Access_ACCESS_READ: true, pb.Access_ACCESS_WRITE: true, pb.Access_ACCESS_ADMIN: true}
+	user := map[pb.Access]bool{pb.Access_ACCESS_PUBLIC: true, pb.Access_ACCESS_READ: true, pb.Access_ACCESS_WRITE: true, pb.Access_ACCESS_ADMIN: true, pb.Access_ACCESS_AUTHENTICATED: true}
 	perService := map[string]int{}
 	for name, r := range routes {
 		svc := strings.Split(strings.TrimPrefix(name, "/"), "/")[0]
@@ -89,13 +91,17 @@ func TestAccessClassesByService(t *testing.T) {
 			}
 		case "logbook.v1.Cluster", "logbook.v1.Journal", "logbook.v1.Namespace":
 			if !user[r.access] {
-				t.Errorf("%s is %s: a client service's RPC is public, read, write or admin", name, r.access)
+				t.Errorf("%s is %s: a client service's RPC is public, read, write, admin or authenticated", name, r.access)
+			}
+		case "logbook.v1.Acl":
+			if open := name == "/logbook.v1.Acl/WhoAmI" || name == "/logbook.v1.Acl/Bootstrap"; open != (r.access == pb.Access_ACCESS_AUTHENTICATED) || !open && r.access != pb.Access_ACCESS_ADMIN {
+				t.Errorf("%s is %s: the Acl service is admin's, but for WhoAmI and Bootstrap (authenticated)", name, r.access)
 			}
 		default:
 			t.Errorf("%s: service %s has no access rule in this test", name, svc)
 		}
 	}
-	for _, svc := range []string{"logbook.v1.Peer", "logbook.v1.NodeLink", "logbook.v1.Cluster", "logbook.v1.Journal", "logbook.v1.Namespace"} {
+	for _, svc := range []string{"logbook.v1.Peer", "logbook.v1.NodeLink", "logbook.v1.Cluster", "logbook.v1.Journal", "logbook.v1.Namespace", "logbook.v1.Acl"} {
 		if perService[svc] == 0 {
 			t.Errorf("no RPC of %s in the table", svc)
 		}
@@ -106,7 +112,7 @@ func TestAccessClassesByService(t *testing.T) {
 		"/logbook.v1.Journal/Tail":                pb.Access_ACCESS_READ,
 		"/logbook.v1.Journal/Trim":                pb.Access_ACCESS_ADMIN,
 		"/logbook.v1.Journal/SetConfig":           pb.Access_ACCESS_ADMIN,
-		"/logbook.v1.Cluster/Status":              pb.Access_ACCESS_READ,
+		"/logbook.v1.Cluster/Status":              pb.Access_ACCESS_AUTHENTICATED,
 		"/logbook.v1.Cluster/AddVoter":            pb.Access_ACCESS_ADMIN,
 		"/logbook.v1.Namespace/Stat":              pb.Access_ACCESS_READ,
 		"/logbook.v1.Namespace/Create":            pb.Access_ACCESS_WRITE,

@@ -51,33 +51,65 @@ func (sec Security) raftTLS() *raftnet.TLS {
 	}
 }
 
-// authorize decides whether the peer of ctx may call method with req (nil
-// for a stream, whose messages authorize does not see), by the method's
-// access class (routes.go, the proto's (logbook.v1.access) option) and
-// internal/authz's rules. Without TLS every call passes.
-func (s *Server) authorize(ctx context.Context, method string, req any) error {
-	if s.cfg.Security.TLS == nil || strings.HasPrefix(method, healthPrefix) {
-		return nil
+// authorize decides whether the caller of ctx may call method with req
+// (nil for a stream, whose messages authorize does not see), by the
+// method's access class (routes.go, the proto's (logbook.v1.access)
+// option) and internal/authz's rules; with ACLs on, user calls by the
+// roles the cluster holds (acl_edge.go). It returns ctx with the caller's
+// identity when ACLs are on. Without TLS every call passes.
+func (s *Server) authorize(ctx context.Context, method string, req any) (context.Context, error) {
+	sec := s.cfg.Security
+	if sec.TLS == nil || strings.HasPrefix(method, healthPrefix) {
+		return ctx, nil
 	}
-	id := tlsgrpc.Caller(ctx)
 	class := authz.AccessRead // gRPC reflection: no Logbook RPC
 	if r, ok := routes[method]; ok {
 		class = authz.Access(r.access)
 	}
-	switch d := tlsgrpc.Decide(authz.Policy{}, false, id, class, authz.Resource{}); d.Outcome {
+	id, err := s.identify(ctx, method)
+	if err != nil {
+		return ctx, err
+	}
+	var d authz.Decision
+	if sec.ACL && class.UserLevel() {
+		d = decideUser(s.fsm.ACL(), id, class, method, req)
+		if d.Outcome == authz.Forbidden && req == nil && method == appendStreamMethod {
+			// Allowed some event types only: each message is checked
+			// (checkedStream).
+			return context.WithValue(withCaller(ctx, id), checkEachKey{}, true), nil
+		}
+	} else {
+		d = tlsgrpc.Decide(s.fsm.ACL().Policy, sec.ACL, id, class, authz.Resource{})
+	}
+	switch d.Outcome {
 	case authz.Allow:
 	case authz.Unauthenticated:
-		return s.statusErr(codes.Unauthenticated, pb.ReasonNoIdentity, fmt.Sprintf("%s needs a client certificate of the cluster CA", method))
+		need := "a client certificate of the cluster CA"
+		if sec.ACL {
+			need += " or a token"
+		}
+		return ctx, s.statusErr(codes.Unauthenticated, pb.ReasonNoIdentity, fmt.Sprintf("%s needs %s", method, need))
 	default:
-		return s.refuse(method, id.String(), d.Reason)
+		if class.UserLevel() {
+			return ctx, s.deny(method, id, d.Reason)
+		}
+		return ctx, s.refuse(method, id.String(), d.Reason)
 	}
 	// A node or member speaks only for itself; a coordinator's call may be
 	// one it forwards for its caller, whom it checked.
 	if claim, ok := memberClaim(req); ok && claim != id.Name && (id.Role != authz.CertRoleCoordinator || !forwardable(method)) {
-		return s.refuse(method, id.String(), fmt.Sprintf("the certificate names %q, the request %q", id.Name, claim))
+		return ctx, s.refuse(method, id.String(), fmt.Sprintf("the certificate names %q, the request %q", id.Name, claim))
 	}
-	return nil
+	if sec.ACL {
+		ctx = withCaller(ctx, id)
+	}
+	return ctx, nil
 }
+
+var appendStreamMethod = "/" + pb.Journal_ServiceDesc.ServiceName + "/AppendStream"
+
+// checkEachKey marks a stream whose messages authorize checks one by one.
+type checkEachKey struct{}
 
 // forwardable reports whether members forward method to the leader.
 func forwardable(method string) bool { return routes[method].route == pb.Route_ROUTE_FORWARD }

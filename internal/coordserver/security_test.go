@@ -30,12 +30,21 @@ import (
 
 // secureCluster starts 3 coordinators and one storage node with TLS on
 // every connection (ClusterOptions.Secure) and waits for a ready leader.
-func secureCluster(t *testing.T) *Cluster {
+func secureCluster(t *testing.T) *Cluster { return secureClusterWith(t, false, nil) }
+
+// secureClusterWith is secureCluster with ACL enforcement as asked and
+// mod applied to every coordinator's config.
+func secureClusterWith(t *testing.T, acl bool, mod func(*Config)) *Cluster {
 	t.Helper()
 	c, err := StartCluster(ClusterOptions{
 		Coordinators: 3, Nodes: 1, Dir: t.TempDir(), ClusterID: "secure", CoordinatorPrefix: "c", NodePrefix: "n",
-		Ports: testPorts(t), Logger: testLogger(t), Secure: true,
-		Coordinator: func(_ int, c *Config) { testTimings(c) },
+		Ports: testPorts(t), Logger: testLogger(t), Secure: true, ACL: acl,
+		Coordinator: func(_ int, c *Config) {
+			testTimings(c)
+			if mod != nil {
+				mod(c)
+			}
+		},
 		Node: func(_ int, c *nodeserver.Config) {
 			c.HeartbeatInterval = 100 * time.Millisecond
 			c.Logger = testLogger(t)

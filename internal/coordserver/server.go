@@ -54,6 +54,8 @@ type Server struct {
 	grpcLn  net.Listener
 	http    *httpserve.Server
 	health  *health.Server
+	// denied journals refused user calls, rate-limited (acl_edge.go).
+	denied  deniedRecorder
 	metrics *metrics
 	peers   *peerConns
 	nodeCC  *peerConns // storage nodes' DataNode service (gossip keyring)
@@ -125,6 +127,10 @@ func New(cfg Config) (_ *Server, err error) {
 	} else {
 		log.Info("TLS is off: every port speaks plaintext and trusts whoever connects (docs/security.md)")
 	}
+	if cfg.Security.ACL {
+		log.Info("ACL enforcement on: user calls need a token or certificate the cluster's roles allow")
+	}
+	s.denied.s = s
 	s.metrics = newMetrics(s)
 	s.fsm = fsm.New(func(err error) {
 		log.Error("state machine halted: stopping this coordinator", "err", err)
@@ -160,6 +166,9 @@ func New(cfg Config) (_ *Server, err error) {
 	s.goLoop(s.leaderIndexLoop)
 	s.goLoop(s.journalLoop)
 	s.goLoop(s.configCheckLoop)
+	if cfg.Security.ACLBootstrapToken != "" {
+		s.goLoop(func() { s.leaderEvery(time.Second, fsm.AclFormat, s.seedACL) })
+	}
 	s.goLoop(func() { s.blocks.Run(s.ctx, s.members) })
 	if err := s.bootstrap(); err != nil {
 		return nil, err
@@ -427,6 +436,7 @@ func (s *Server) startGRPC() error {
 	clusterpb.RegisterPeerServer(s.grpcSrv, &peerService{s: s})
 	pb.RegisterNamespaceServer(s.grpcSrv, &namespaceService{s: s})
 	clusterpb.RegisterNodeLinkServer(s.grpcSrv, &nodeLinkService{s: s})
+	pb.RegisterAclServer(s.grpcSrv, &aclService{s: s})
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpcSrv, s.health)
 	reflection.Register(s.grpcSrv)

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
+	"strings"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/membership"
@@ -20,23 +22,38 @@ import (
 // Flags are the parsed gossip encryption flags.
 type Flags struct {
 	Key         string
+	KeyFile     string
 	KeyringFile string
 }
 
-// Add registers --gossip-key and --gossip-keyring-file on fs.
+// Add registers --gossip-key, --gossip-key-file and --gossip-keyring-file
+// on fs.
 func Add(fs *pflag.FlagSet) *Flags {
 	f := &Flags{}
 	fs.StringVar(&f.Key, "gossip-key", "", "encrypt gossip with this key: base64 of 16, 24 or 32 bytes (coord gossip keygen); every member needs it. With --gossip-keyring-file it only seeds a missing file")
+	fs.StringVar(&f.KeyFile, "gossip-key-file", "", "read --gossip-key from this file (base64 on its first line): for containers that get secrets as files")
 	fs.StringVar(&f.KeyringFile, "gossip-keyring-file", "", "gossip keyring file, a JSON array of base64 keys, primary first: read at start if it exists (it wins over --gossip-key), created from --gossip-key if not, and rewritten by every coord gossip keyring change so a restart keeps rotated keys")
 	return f
 }
 
-// Seed returns the decoded --gossip-key, nil when it is not given.
+// Seed returns the decoded --gossip-key (or the key in --gossip-key-file),
+// nil when neither is given.
 func (f *Flags) Seed() ([]byte, error) {
-	if f.Key == "" {
+	key := f.Key
+	if f.KeyFile != "" {
+		if key != "" {
+			return nil, errors.New("--gossip-key and --gossip-key-file: give one")
+		}
+		b, err := os.ReadFile(f.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--gossip-key-file: %w", err)
+		}
+		key, _, _ = strings.Cut(strings.TrimSpace(string(b)), "\n")
+	}
+	if key == "" {
 		return nil, nil
 	}
-	k, err := membership.ParseKey(f.Key)
+	k, err := membership.ParseKey(strings.TrimSpace(key))
 	if err != nil {
 		return nil, fmt.Errorf("--gossip-key: %w", err)
 	}

@@ -80,4 +80,21 @@ func TestFlags(t *testing.T) {
 	if k, err := f.Seed(); k != nil || err != nil {
 		t.Fatalf("no key: %x, %v", k, err)
 	}
+	// From a file, as containers get secrets.
+	keyFile := filepath.Join(t.TempDir(), "gossip.key")
+	if err := os.WriteFile(keyFile, []byte("  "+key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.KeyFile = keyFile
+	if k, err := f.Seed(); err != nil || membership.EncodeKey(k) != key {
+		t.Fatalf("key file: %x, %v", k, err)
+	}
+	f.Key = key
+	if _, err := f.Seed(); err == nil || !strings.Contains(err.Error(), "give one") {
+		t.Fatalf("key and key file: %v", err)
+	}
+	f.Key, f.KeyFile = "", filepath.Join(t.TempDir(), "missing")
+	if _, err := f.Seed(); err == nil || !strings.Contains(err.Error(), "--gossip-key-file") {
+		t.Fatalf("missing key file: %v", err)
+	}
 }

@@ -22,6 +22,7 @@ import (
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 )
 
 const grpcPort = 7100
@@ -85,8 +86,38 @@ func upCluster(t *testing.T, p *project, members []string) *cluster {
 	}
 	cl.waitHealthy(services...)
 	st := cl.waitStable(n)
+	cl.waitAdmin()
 	cl.logf("leader %s, %d members healthy; published gRPC %v", st.LeaderID, n, cl.addrMapCopy())
 	return cl
+}
+
+// waitAdmin waits until every member takes the harness's client
+// certificate (user admin) for an admin: the coordinators bootstrap the
+// ACLs with tls-init's token once the log format allows it.
+func (cl *cluster) waitAdmin() {
+	cl.t.Helper()
+	for _, s := range cl.members {
+		addr := cl.addr(s)
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cl.tlsConf)))
+		if err != nil {
+			cl.t.Fatal(err)
+		}
+		err = poll(60*time.Second, 200*time.Millisecond, func(ctx context.Context) error {
+			who, err := pb.NewAclClient(cc).WhoAmI(ctx, &pb.WhoAmIRequest{})
+			switch {
+			case err != nil:
+				return err
+			case !slices.Contains(who.Roles, "admin"):
+				return fmt.Errorf("%s takes %q for roles %v (bootstrapped: %v)", s, who.Name, who.Roles, who.Bootstrapped)
+			}
+			return nil
+		})
+		cc.Close()
+		if err != nil {
+			cl.diagnose("the ACLs are not bootstrapped")
+			cl.t.Fatalf("the ACLs are not bootstrapped: %v", err)
+		}
+	}
 }
 
 // logf logs with the time since the cluster started.

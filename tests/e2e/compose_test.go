@@ -126,7 +126,7 @@ func (p *project) up(ctx context.Context) error {
 const tlsService = "tls-init"
 
 // TLS files the test needs, out of the volume tls.
-var tlsFiles = []string{"ca.pem", "admin.pem", "admin-key.pem"}
+var tlsFiles = []string{"ca.pem", "admin.pem", "admin-key.pem", "acl-bootstrap.token"}
 
 // fetchTLS copies the CA and admin's certificate and key out of the
 // exited setup container (docker cp reads a stopped container's volumes)
@@ -157,6 +157,11 @@ func (p *project) fetchTLS() error {
 		if _, err := docker("cp", id+":/tls/"+f, filepath.Join(dir, f)); err != nil {
 			return err
 		}
+	}
+	// The CA key (volume tls-ca, which tls-init mounts at /data and no
+	// member does): tests issue certificates of their own with it.
+	if _, err := docker("cp", id+":/data/ca-key.pem", filepath.Join(dir, "ca-key.pem")); err != nil {
+		return err
 	}
 	p.tlsConf, err = client.LoadTLS(p.tlsFile("admin.pem"), p.tlsFile("admin-key.pem"), p.tlsFile("ca.pem"))
 	return err

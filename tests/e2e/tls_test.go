@@ -27,9 +27,12 @@ import (
 // (Unauthenticated), and TLS with a client certificate of another CA:
 // as the SDK loads it (Unauthenticated: Go's TLS client does not send a
 // certificate the server's CA list does not name) and sent regardless
-// (Unavailable: the server refuses the handshake). Each tries an append,
-// Journal.Trim and Journal.Reset; afterwards the journal's positions and
-// every event read back are exactly as before.
+// (Unavailable: the server refuses the handshake), an expired
+// certificate of the cluster CA (Unavailable), a malformed token
+// (Unauthenticated) and a reader's token (PermissionDenied). Each tries an
+// append, Journal.Trim and Journal.Reset; afterwards every event read back
+// is as before, but for the logbook.acl.denied audit events of the
+// reader's refusals.
 func TestTLSRefusesUnauthenticated(t *testing.T) {
 	cl := startCluster(t, "docker-compose.yml", 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -84,15 +87,68 @@ func TestTLSRefusesUnauthenticated(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// An expired certificate of the cluster CA, issued with tls-init's CA
+	// key two days back for one day.
+	clusterCA, err := pki.LoadCA(cl.tlsFile("ca.pem"), cl.tlsFile("ca-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := clusterCA.Issue(pki.Request{Name: "admin", Role: pki.RoleClient, Days: 1}, time.Now().Add(-48*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := pki.WriteFiles(other, "expired", old, false); err != nil {
+		t.Fatal(err)
+	}
+	expired, err := client.LoadTLS(filepath.Join(other, "expired.pem"), filepath.Join(other, "expired-key.pem"), cl.tlsFile("ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A reader's token: the admin makes it and binds the user to reader.
+	var reader string
+	err = cl.withClient(ctx, func(c *client.Client) error {
+		tok, err := c.Acl().CreateToken(ctx, "e2e-reader", "tls e2e", time.Hour)
+		if err != nil {
+			return err
+		}
+		reader = tok.Secret
+		_, err = c.Acl().Bind(ctx, "e2e-reader", "reader")
+		return err
+	})
+	if err != nil {
+		t.Fatalf("a reader's token: %v", err)
+	}
+	for _, m := range cl.members { // every member applied the binding
+		conn, err := grpc.NewClient(cl.addr(m), grpc.WithTransportCredentials(credentials.NewTLS(caOnly)), grpc.WithPerRPCCredentials(bearer(reader)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = poll(30*time.Second, 100*time.Millisecond, func(ctx context.Context) error {
+			who, err := pb.NewAclClient(conn).WhoAmI(ctx, &pb.WhoAmIRequest{})
+			if err == nil && (len(who.Roles) != 1 || who.Roles[0] != "reader") {
+				err = fmt.Errorf("%s: roles %v", m, who.Roles)
+			}
+			return err
+		})
+		conn.Close()
+		if err != nil {
+			t.Fatalf("the reader on %s: %v", m, err)
+		}
+	}
+	before = journalState(ctx, t, cl)
 	clients := []struct {
 		name  string
 		creds grpc.DialOption
 		want  codes.Code
+		token string
 	}{
-		{"plaintext", grpc.WithTransportCredentials(insecure.NewCredentials()), codes.Unavailable},
-		{"CA only, no certificate", grpc.WithTransportCredentials(credentials.NewTLS(caOnly)), codes.Unauthenticated},
-		{"certificate of another CA (LoadTLS: not sent)", grpc.WithTransportCredentials(credentials.NewTLS(foreign)), codes.Unauthenticated},
-		{"certificate of another CA (sent)", grpc.WithTransportCredentials(credentials.NewTLS(forced)), codes.Unavailable},
+		{"plaintext", grpc.WithTransportCredentials(insecure.NewCredentials()), codes.Unavailable, ""},
+		{"expired certificate of the cluster CA", grpc.WithTransportCredentials(credentials.NewTLS(expired)), codes.Unavailable, ""},
+		{"a reader's token", grpc.WithTransportCredentials(credentials.NewTLS(caOnly)), codes.PermissionDenied, reader},
+		{"a malformed token", grpc.WithTransportCredentials(credentials.NewTLS(caOnly)), codes.Unauthenticated, "lbt_nonsense"},
+		{"CA only, no certificate", grpc.WithTransportCredentials(credentials.NewTLS(caOnly)), codes.Unauthenticated, ""},
+		{"certificate of another CA (LoadTLS: not sent)", grpc.WithTransportCredentials(credentials.NewTLS(foreign)), codes.Unauthenticated, ""},
+		{"certificate of another CA (sent)", grpc.WithTransportCredentials(credentials.NewTLS(forced)), codes.Unavailable, ""},
 	}
 	calls := []struct {
 		name string
@@ -113,7 +169,11 @@ func TestTLSRefusesUnauthenticated(t *testing.T) {
 	}
 	for _, m := range cl.members {
 		for _, c := range clients {
-			conn, err := grpc.NewClient(cl.addr(m), c.creds)
+			opts := []grpc.DialOption{c.creds}
+			if c.token != "" {
+				opts = append(opts, grpc.WithPerRPCCredentials(bearer(c.token)))
+			}
+			conn, err := grpc.NewClient(cl.addr(m), opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -146,15 +206,33 @@ func TestTLSRefusesUnauthenticated(t *testing.T) {
 		t.Fatalf("Positions as admin on the same path: %v", err)
 	}
 
+	// The refusals of the reader journaled logbook.acl.denied audit
+	// events and nothing else.
 	after := journalState(ctx, t, cl)
-	if after.pos != before.pos {
+	if after.pos.TrimmedPos != before.pos.TrimmedPos || after.pos.ExpirePos != before.pos.ExpirePos {
 		t.Errorf("positions changed: before %+v, after %+v", before.pos, after.pos)
 	}
-	if err := sameEvents(before.events, after.events); err != nil {
+	kept := after.events[:0:0]
+	for _, e := range after.events {
+		if e.Seq > before.pos.SafePos && e.Type == "logbook.acl.denied" {
+			continue
+		}
+		kept = append(kept, e)
+	}
+	if err := sameEvents(before.events, kept); err != nil {
 		t.Errorf("events changed: %v", err)
 	}
 	cl.logf("journal after: %+v, %d events, identical", after.pos, len(after.events))
 }
+
+// bearer sends a token with every call, as the SDK does.
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{pb.MDAuthorization: "Bearer " + string(b)}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return true }
 
 // positions are the journal positions that only appends, trims and
 // resets move (not the applied index, which other entries advance).
