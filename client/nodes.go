@@ -2,8 +2,6 @@ package client
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
@@ -113,40 +111,18 @@ func (c *Client) Nodes(ctx context.Context) (NodeList, error) {
 	return toNodeList(out), nil
 }
 
-// ShutdownNode asks the storage node with id nodeID (or at gRPC address
-// host:port) to shut down (HDFS dfsadmin -shutdownDatanode). With
+// ShutdownNode asks the storage node with id node (or the registered node
+// at gRPC address host:port) to shut down, through a coordinator (HDFS dfsadmin -shutdownDatanode). With
 // forRestart its writers are told it is restarting and wait for it (up to
 // their Config.NodeRestartTimeout), and the replicas being written come
 // back RBW if it is started again within its --restart-replica-expiry.
 // The call returns once the shutdown has begun; starting the node again
 // is the operator's (or supervisor's) job.
-func (c *Client) ShutdownNode(ctx context.Context, nodeID string, forRestart bool) error {
-	addr, err := c.nodeAddr(ctx, nodeID)
-	if err != nil {
+func (c *Client) ShutdownNode(ctx context.Context, node string, forRestart bool) error {
+	// A coordinator authorizes the call and makes it (with TLS a node
+	// takes it from coordinators only).
+	return c.do(ctx, false, func(ctx context.Context, cc *grpc.ClientConn) error {
+		_, err := pb.NewClusterClient(cc).ShutdownNode(ctx, &pb.ClusterShutdownNodeRequest{NodeId: node, ForRestart: forRestart})
 		return err
-	}
-	cc, err := c.conn(addr)
-	if err != nil {
-		return err
-	}
-	_, err = pb.NewDataNodeClient(cc).ShutdownNode(ctx, &pb.ShutdownNodeRequest{ForRestart: forRestart})
-	return fromStatus(err)
-}
-
-// nodeAddr resolves a registered node id to its gRPC address; a host:port
-// that is no node id is taken as the address.
-func (c *Client) nodeAddr(ctx context.Context, node string) (string, error) {
-	r, err := c.Nodes(ctx)
-	if err != nil {
-		return "", err
-	}
-	for _, n := range r.Nodes {
-		if n.ID == node {
-			return n.GRPCAddr, nil
-		}
-	}
-	if _, _, err := net.SplitHostPort(node); err == nil {
-		return node, nil
-	}
-	return "", fmt.Errorf("%w: no storage node %q is registered", ErrNotFound, node)
+	})
 }

@@ -38,6 +38,8 @@ const (
 	EventAclTokenCreated = "logbook.acl.token_created"
 	EventAclTokenRevoked = "logbook.acl.token_revoked"
 	EventAclDenied       = "logbook.acl.denied"
+	// EventAdmin records an admin operation and who did it.
+	EventAdmin = "logbook.admin"
 )
 
 // Refusals of an AclCommand (a refusal changes nothing).
@@ -184,10 +186,18 @@ func (s *State) applyAcl(index uint64, c *pb.AclCommand) (AclResult, error) {
 			}
 		}
 		typ = EventAclDenied
+	case *pb.AclCommand_Admin:
+		a := x.Admin
+		for _, f := range []string{c.Actor, a.GetMethod(), a.GetRequest(), a.GetMember()} {
+			if len(f) > MaxAclDeniedField*2 || !utf8.ValidString(f) {
+				return refuse(errorf(ErrAclInvalid, "admin record: a field of %d bytes, at most %d of UTF-8", len(f), MaxAclDeniedField*2))
+			}
+		}
+		typ = EventAdmin
 	default:
 		return refuse(errorf(ErrAclInvalid, "empty op"))
 	}
-	if typ != EventAclDenied {
+	if typ != EventAclDenied && typ != EventAdmin {
 		t.gen++
 	}
 	ev := proto.CloneOf(c)

@@ -184,6 +184,13 @@ func TestAclCommands(t *testing.T) {
 	}
 	a.refused(&pb.AclCommand{Op: &pb.AclCommand_Denied{Denied: &pb.AclDeniedOp{Reason: strings.Repeat("r", MaxAclDeniedField+1)}}}, ErrAclInvalid, "at most 512")
 
+	// An admin operation's record, likewise.
+	r = a.ok(&pb.AclCommand{Actor: "token:root", Op: &pb.AclCommand_Admin{Admin: &pb.AclAdminOp{Method: "/logbook.v1.Journal/Trim", Request: `{"to":"5"}`, Member: "c1"}}})
+	if ev := a.s.events.at(r.Seq); ev.Type != EventAdmin || !bytes.Contains(ev.Payload, []byte("token:root")) || a.s.acl.gen != gen {
+		t.Fatalf("admin record %q", ev.Type)
+	}
+	a.refused(&pb.AclCommand{Op: &pb.AclCommand_Admin{Admin: &pb.AclAdminOp{Request: strings.Repeat("r", 2*MaxAclDeniedField+1)}}}, ErrAclInvalid, "admin record")
+
 	// Client appends cannot forge the audit events.
 	app := applyNext(t, a.s, &a.idx, timedEntry(t, AclFormat, time.Unix(2_000_000, 0), pb.CommandType_COMMAND_TYPE_APPEND, &pb.AppendCommand{Ops: []*pb.AppendOp{{Events: []*pb.JournalEvent{{Type: EventAclBootstrap}}}}}))
 	if res := app.([]Result); !errors.Is(res[0].Err, ErrReservedEventType) {

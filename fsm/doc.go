@@ -162,10 +162,12 @@
 // bootstrap (the first token, its user bound to the built-in admin role),
 // a role put or deleted (not reader, writer or admin; not while bound), a
 // role bound to or unbound from a user, a token created or revoked, or the
-// record of a call some member refused. Tokens are held by accessor with
-// the SHA-256 of their secret only: the leader makes the secret and hands
-// it to the caller, and no entry or snapshot ever holds it. Each accepted
-// command appends one audit event "logbook.acl.<op>" whose payload is the
+// record of a call some member refused (logbook.acl.denied) or of an admin
+// operation some member carried out (logbook.admin). Tokens are held by
+// accessor with the SHA-256 of their secret only: the leader makes the
+// secret and hands it to the caller, and no entry or snapshot ever holds
+// it. Each accepted command appends one audit event ("logbook.acl.<op>",
+// "logbook.admin" for an admin operation's record) whose payload is the
 // command with the hashes cleared and whose actor is the caller as the
 // leader authenticated it; a refusal (a sentinel with a Kind) changes
 // nothing. The roles and bindings build an internal/authz Policy, which

@@ -24,6 +24,105 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ClusterShutdownNodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A registered node's id, or its gRPC address.
+	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// As DataNode.ShutdownNode's for_restart.
+	ForRestart    bool `protobuf:"varint,2,opt,name=for_restart,json=forRestart,proto3" json:"for_restart,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterShutdownNodeRequest) Reset() {
+	*x = ClusterShutdownNodeRequest{}
+	mi := &file_logbookv1_cluster_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterShutdownNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterShutdownNodeRequest) ProtoMessage() {}
+
+func (x *ClusterShutdownNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_cluster_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterShutdownNodeRequest.ProtoReflect.Descriptor instead.
+func (*ClusterShutdownNodeRequest) Descriptor() ([]byte, []int) {
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ClusterShutdownNodeRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ClusterShutdownNodeRequest) GetForRestart() bool {
+	if x != nil {
+		return x.ForRestart
+	}
+	return false
+}
+
+type ClusterShutdownNodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node's gRPC address the member called.
+	GrpcAddr      string `protobuf:"bytes,1,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterShutdownNodeResponse) Reset() {
+	*x = ClusterShutdownNodeResponse{}
+	mi := &file_logbookv1_cluster_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterShutdownNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterShutdownNodeResponse) ProtoMessage() {}
+
+func (x *ClusterShutdownNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_cluster_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterShutdownNodeResponse.ProtoReflect.Descriptor instead.
+func (*ClusterShutdownNodeResponse) Descriptor() ([]byte, []int) {
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ClusterShutdownNodeResponse) GetGrpcAddr() string {
+	if x != nil {
+		return x.GrpcAddr
+	}
+	return ""
+}
+
 type VerifyRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -32,7 +131,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[0]
+	mi := &file_logbookv1_cluster_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -44,7 +143,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[0]
+	mi := &file_logbookv1_cluster_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -57,7 +156,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{0}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{2}
 }
 
 type MemberDigest struct {
@@ -72,7 +171,7 @@ type MemberDigest struct {
 
 func (x *MemberDigest) Reset() {
 	*x = MemberDigest{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[1]
+	mi := &file_logbookv1_cluster_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -84,7 +183,7 @@ func (x *MemberDigest) String() string {
 func (*MemberDigest) ProtoMessage() {}
 
 func (x *MemberDigest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[1]
+	mi := &file_logbookv1_cluster_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -97,7 +196,7 @@ func (x *MemberDigest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberDigest.ProtoReflect.Descriptor instead.
 func (*MemberDigest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{1}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *MemberDigest) GetId() string {
@@ -133,7 +232,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[2]
+	mi := &file_logbookv1_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -145,7 +244,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[2]
+	mi := &file_logbookv1_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -158,7 +257,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{2}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *VerifyResponse) GetIndex() uint64 {
@@ -190,7 +289,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[3]
+	mi := &file_logbookv1_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -202,7 +301,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[3]
+	mi := &file_logbookv1_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -215,7 +314,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{3}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 type MemberStatus struct {
@@ -246,7 +345,7 @@ type MemberStatus struct {
 
 func (x *MemberStatus) Reset() {
 	*x = MemberStatus{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[4]
+	mi := &file_logbookv1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -258,7 +357,7 @@ func (x *MemberStatus) String() string {
 func (*MemberStatus) ProtoMessage() {}
 
 func (x *MemberStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[4]
+	mi := &file_logbookv1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -271,7 +370,7 @@ func (x *MemberStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberStatus.ProtoReflect.Descriptor instead.
 func (*MemberStatus) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{4}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *MemberStatus) GetId() string {
@@ -398,7 +497,7 @@ type StartupReplay struct {
 
 func (x *StartupReplay) Reset() {
 	*x = StartupReplay{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[5]
+	mi := &file_logbookv1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -410,7 +509,7 @@ func (x *StartupReplay) String() string {
 func (*StartupReplay) ProtoMessage() {}
 
 func (x *StartupReplay) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[5]
+	mi := &file_logbookv1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -423,7 +522,7 @@ func (x *StartupReplay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartupReplay.ProtoReflect.Descriptor instead.
 func (*StartupReplay) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StartupReplay) GetSnapshotIndex() uint64 {
@@ -508,7 +607,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[6]
+	mi := &file_logbookv1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -520,7 +619,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[6]
+	mi := &file_logbookv1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -533,7 +632,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StatusResponse) GetClusterId() string {
@@ -609,7 +708,7 @@ type AddServerRequest struct {
 
 func (x *AddServerRequest) Reset() {
 	*x = AddServerRequest{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[7]
+	mi := &file_logbookv1_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -621,7 +720,7 @@ func (x *AddServerRequest) String() string {
 func (*AddServerRequest) ProtoMessage() {}
 
 func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[7]
+	mi := &file_logbookv1_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -634,7 +733,7 @@ func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerRequest.ProtoReflect.Descriptor instead.
 func (*AddServerRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{7}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AddServerRequest) GetId() string {
@@ -660,7 +759,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[8]
+	mi := &file_logbookv1_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -672,7 +771,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[8]
+	mi := &file_logbookv1_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -685,7 +784,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{8}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -705,7 +804,7 @@ type MembershipResponse struct {
 
 func (x *MembershipResponse) Reset() {
 	*x = MembershipResponse{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[9]
+	mi := &file_logbookv1_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -717,7 +816,7 @@ func (x *MembershipResponse) String() string {
 func (*MembershipResponse) ProtoMessage() {}
 
 func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[9]
+	mi := &file_logbookv1_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -730,7 +829,7 @@ func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipResponse.ProtoReflect.Descriptor instead.
 func (*MembershipResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{9}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MembershipResponse) GetIndex() uint64 {
@@ -750,7 +849,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[10]
+	mi := &file_logbookv1_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -762,7 +861,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[10]
+	mi := &file_logbookv1_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -775,7 +874,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{10}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TransferLeadershipRequest) GetId() string {
@@ -794,7 +893,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[11]
+	mi := &file_logbookv1_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -806,7 +905,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[11]
+	mi := &file_logbookv1_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -819,7 +918,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{11}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -837,7 +936,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[12]
+	mi := &file_logbookv1_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -849,7 +948,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[12]
+	mi := &file_logbookv1_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -862,7 +961,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{12}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 type SnapshotResponse struct {
@@ -875,7 +974,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_logbookv1_cluster_proto_msgTypes[13]
+	mi := &file_logbookv1_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -887,7 +986,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_cluster_proto_msgTypes[13]
+	mi := &file_logbookv1_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -900,7 +999,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{13}
+	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SnapshotResponse) GetIndex() uint64 {
@@ -922,7 +1021,13 @@ var File_logbookv1_cluster_proto protoreflect.FileDescriptor
 const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"\x17logbookv1/cluster.proto\x12\n" +
-	"logbook.v1\x1a\x17logbookv1/options.proto\x1a\x16logbookv1/gossip.proto\"\x0f\n" +
+	"logbook.v1\x1a\x17logbookv1/options.proto\x1a\x16logbookv1/gossip.proto\"V\n" +
+	"\x1aClusterShutdownNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1f\n" +
+	"\vfor_restart\x18\x02 \x01(\bR\n" +
+	"forRestart\":\n" +
+	"\x1bClusterShutdownNodeResponse\x12\x1b\n" +
+	"\tgrpc_addr\x18\x01 \x01(\tR\bgrpcAddr\"\x0f\n" +
 	"\rVerifyRequest\"L\n" +
 	"\fMemberDigest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
@@ -989,7 +1094,7 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\x0fSnapshotRequest\"<\n" +
 	"\x10SnapshotResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
-	"\x04term\x18\x02 \x01(\x04R\x04term2\xc5\x05\n" +
+	"\x04term\x18\x02 \x01(\x04R\x04term2\xb0\x06\n" +
 	"\aCluster\x12I\n" +
 	"\x06Status\x12\x19.logbook.v1.StatusRequest\x1a\x1a.logbook.v1.StatusResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\t\x12R\n" +
 	"\bAddVoter\x12\x1c.logbook.v1.AddServerRequest\x1a\x1e.logbook.v1.MembershipResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x04\x12U\n" +
@@ -998,7 +1103,8 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\x12TransferLeadership\x12%.logbook.v1.TransferLeadershipRequest\x1a&.logbook.v1.TransferLeadershipResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x04\x12O\n" +
 	"\bSnapshot\x12\x1b.logbook.v1.SnapshotRequest\x1a\x1c.logbook.v1.SnapshotResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x04\x12I\n" +
 	"\x06Verify\x12\x19.logbook.v1.VerifyRequest\x1a\x1a.logbook.v1.VerifyResponse\"\b\xc8\xf3\x18\x02\xd0\xf3\x18\x04\x12^\n" +
-	"\rGossipKeyring\x12 .logbook.v1.GossipKeyringRequest\x1a!.logbook.v1.GossipKeyringResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x04B,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
+	"\rGossipKeyring\x12 .logbook.v1.GossipKeyringRequest\x1a!.logbook.v1.GossipKeyringResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x04\x12i\n" +
+	"\fShutdownNode\x12&.logbook.v1.ClusterShutdownNodeRequest\x1a'.logbook.v1.ClusterShutdownNodeResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x04B,Z*github.com/logbookhq/logbook/api/logbookv1b\x06proto3"
 
 var (
 	file_logbookv1_cluster_proto_rawDescOnce sync.Once
@@ -1012,47 +1118,51 @@ func file_logbookv1_cluster_proto_rawDescGZIP() []byte {
 	return file_logbookv1_cluster_proto_rawDescData
 }
 
-var file_logbookv1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_logbookv1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_logbookv1_cluster_proto_goTypes = []any{
-	(*VerifyRequest)(nil),              // 0: logbook.v1.VerifyRequest
-	(*MemberDigest)(nil),               // 1: logbook.v1.MemberDigest
-	(*VerifyResponse)(nil),             // 2: logbook.v1.VerifyResponse
-	(*StatusRequest)(nil),              // 3: logbook.v1.StatusRequest
-	(*MemberStatus)(nil),               // 4: logbook.v1.MemberStatus
-	(*StartupReplay)(nil),              // 5: logbook.v1.StartupReplay
-	(*StatusResponse)(nil),             // 6: logbook.v1.StatusResponse
-	(*AddServerRequest)(nil),           // 7: logbook.v1.AddServerRequest
-	(*RemoveServerRequest)(nil),        // 8: logbook.v1.RemoveServerRequest
-	(*MembershipResponse)(nil),         // 9: logbook.v1.MembershipResponse
-	(*TransferLeadershipRequest)(nil),  // 10: logbook.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 11: logbook.v1.TransferLeadershipResponse
-	(*SnapshotRequest)(nil),            // 12: logbook.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),           // 13: logbook.v1.SnapshotResponse
-	(*GossipKeyringRequest)(nil),       // 14: logbook.v1.GossipKeyringRequest
-	(*GossipKeyringResponse)(nil),      // 15: logbook.v1.GossipKeyringResponse
+	(*ClusterShutdownNodeRequest)(nil),  // 0: logbook.v1.ClusterShutdownNodeRequest
+	(*ClusterShutdownNodeResponse)(nil), // 1: logbook.v1.ClusterShutdownNodeResponse
+	(*VerifyRequest)(nil),               // 2: logbook.v1.VerifyRequest
+	(*MemberDigest)(nil),                // 3: logbook.v1.MemberDigest
+	(*VerifyResponse)(nil),              // 4: logbook.v1.VerifyResponse
+	(*StatusRequest)(nil),               // 5: logbook.v1.StatusRequest
+	(*MemberStatus)(nil),                // 6: logbook.v1.MemberStatus
+	(*StartupReplay)(nil),               // 7: logbook.v1.StartupReplay
+	(*StatusResponse)(nil),              // 8: logbook.v1.StatusResponse
+	(*AddServerRequest)(nil),            // 9: logbook.v1.AddServerRequest
+	(*RemoveServerRequest)(nil),         // 10: logbook.v1.RemoveServerRequest
+	(*MembershipResponse)(nil),          // 11: logbook.v1.MembershipResponse
+	(*TransferLeadershipRequest)(nil),   // 12: logbook.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil),  // 13: logbook.v1.TransferLeadershipResponse
+	(*SnapshotRequest)(nil),             // 14: logbook.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),            // 15: logbook.v1.SnapshotResponse
+	(*GossipKeyringRequest)(nil),        // 16: logbook.v1.GossipKeyringRequest
+	(*GossipKeyringResponse)(nil),       // 17: logbook.v1.GossipKeyringResponse
 }
 var file_logbookv1_cluster_proto_depIdxs = []int32{
-	1,  // 0: logbook.v1.VerifyResponse.members:type_name -> logbook.v1.MemberDigest
-	5,  // 1: logbook.v1.MemberStatus.startup_replay:type_name -> logbook.v1.StartupReplay
-	4,  // 2: logbook.v1.StatusResponse.members:type_name -> logbook.v1.MemberStatus
-	3,  // 3: logbook.v1.Cluster.Status:input_type -> logbook.v1.StatusRequest
-	7,  // 4: logbook.v1.Cluster.AddVoter:input_type -> logbook.v1.AddServerRequest
-	7,  // 5: logbook.v1.Cluster.AddNonvoter:input_type -> logbook.v1.AddServerRequest
-	8,  // 6: logbook.v1.Cluster.RemoveServer:input_type -> logbook.v1.RemoveServerRequest
-	10, // 7: logbook.v1.Cluster.TransferLeadership:input_type -> logbook.v1.TransferLeadershipRequest
-	12, // 8: logbook.v1.Cluster.Snapshot:input_type -> logbook.v1.SnapshotRequest
-	0,  // 9: logbook.v1.Cluster.Verify:input_type -> logbook.v1.VerifyRequest
-	14, // 10: logbook.v1.Cluster.GossipKeyring:input_type -> logbook.v1.GossipKeyringRequest
-	6,  // 11: logbook.v1.Cluster.Status:output_type -> logbook.v1.StatusResponse
-	9,  // 12: logbook.v1.Cluster.AddVoter:output_type -> logbook.v1.MembershipResponse
-	9,  // 13: logbook.v1.Cluster.AddNonvoter:output_type -> logbook.v1.MembershipResponse
-	9,  // 14: logbook.v1.Cluster.RemoveServer:output_type -> logbook.v1.MembershipResponse
-	11, // 15: logbook.v1.Cluster.TransferLeadership:output_type -> logbook.v1.TransferLeadershipResponse
-	13, // 16: logbook.v1.Cluster.Snapshot:output_type -> logbook.v1.SnapshotResponse
-	2,  // 17: logbook.v1.Cluster.Verify:output_type -> logbook.v1.VerifyResponse
-	15, // 18: logbook.v1.Cluster.GossipKeyring:output_type -> logbook.v1.GossipKeyringResponse
-	11, // [11:19] is the sub-list for method output_type
-	3,  // [3:11] is the sub-list for method input_type
+	3,  // 0: logbook.v1.VerifyResponse.members:type_name -> logbook.v1.MemberDigest
+	7,  // 1: logbook.v1.MemberStatus.startup_replay:type_name -> logbook.v1.StartupReplay
+	6,  // 2: logbook.v1.StatusResponse.members:type_name -> logbook.v1.MemberStatus
+	5,  // 3: logbook.v1.Cluster.Status:input_type -> logbook.v1.StatusRequest
+	9,  // 4: logbook.v1.Cluster.AddVoter:input_type -> logbook.v1.AddServerRequest
+	9,  // 5: logbook.v1.Cluster.AddNonvoter:input_type -> logbook.v1.AddServerRequest
+	10, // 6: logbook.v1.Cluster.RemoveServer:input_type -> logbook.v1.RemoveServerRequest
+	12, // 7: logbook.v1.Cluster.TransferLeadership:input_type -> logbook.v1.TransferLeadershipRequest
+	14, // 8: logbook.v1.Cluster.Snapshot:input_type -> logbook.v1.SnapshotRequest
+	2,  // 9: logbook.v1.Cluster.Verify:input_type -> logbook.v1.VerifyRequest
+	16, // 10: logbook.v1.Cluster.GossipKeyring:input_type -> logbook.v1.GossipKeyringRequest
+	0,  // 11: logbook.v1.Cluster.ShutdownNode:input_type -> logbook.v1.ClusterShutdownNodeRequest
+	8,  // 12: logbook.v1.Cluster.Status:output_type -> logbook.v1.StatusResponse
+	11, // 13: logbook.v1.Cluster.AddVoter:output_type -> logbook.v1.MembershipResponse
+	11, // 14: logbook.v1.Cluster.AddNonvoter:output_type -> logbook.v1.MembershipResponse
+	11, // 15: logbook.v1.Cluster.RemoveServer:output_type -> logbook.v1.MembershipResponse
+	13, // 16: logbook.v1.Cluster.TransferLeadership:output_type -> logbook.v1.TransferLeadershipResponse
+	15, // 17: logbook.v1.Cluster.Snapshot:output_type -> logbook.v1.SnapshotResponse
+	4,  // 18: logbook.v1.Cluster.Verify:output_type -> logbook.v1.VerifyResponse
+	17, // 19: logbook.v1.Cluster.GossipKeyring:output_type -> logbook.v1.GossipKeyringResponse
+	1,  // 20: logbook.v1.Cluster.ShutdownNode:output_type -> logbook.v1.ClusterShutdownNodeResponse
+	12, // [12:21] is the sub-list for method output_type
+	3,  // [3:12] is the sub-list for method input_type
 	3,  // [3:3] is the sub-list for extension type_name
 	3,  // [3:3] is the sub-list for extension extendee
 	0,  // [0:3] is the sub-list for field type_name
@@ -1071,7 +1181,7 @@ func file_logbookv1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_cluster_proto_rawDesc), len(file_logbookv1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,6 +30,7 @@ const (
 	Cluster_Snapshot_FullMethodName           = "/logbook.v1.Cluster/Snapshot"
 	Cluster_Verify_FullMethodName             = "/logbook.v1.Cluster/Verify"
 	Cluster_GossipKeyring_FullMethodName      = "/logbook.v1.Cluster/GossipKeyring"
+	Cluster_ShutdownNode_FullMethodName       = "/logbook.v1.Cluster/ShutdownNode"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -58,6 +59,11 @@ type ClusterClient interface {
 	// change nothing. Rotate with install new on all, then use new, then
 	// remove old (docs/security.md).
 	GossipKeyring(ctx context.Context, in *GossipKeyringRequest, opts ...grpc.CallOption) (*GossipKeyringResponse, error)
+	// ShutdownNode asks a registered storage node to shut down (coord nodes
+	// shutdown): the member authorizes the caller and calls the node's
+	// DataNode.ShutdownNode with its own certificate (with TLS a node takes
+	// that call from coordinators only). NotFound for an unknown node.
+	ShutdownNode(ctx context.Context, in *ClusterShutdownNodeRequest, opts ...grpc.CallOption) (*ClusterShutdownNodeResponse, error)
 }
 
 type clusterClient struct {
@@ -148,6 +154,16 @@ func (c *clusterClient) GossipKeyring(ctx context.Context, in *GossipKeyringRequ
 	return out, nil
 }
 
+func (c *clusterClient) ShutdownNode(ctx context.Context, in *ClusterShutdownNodeRequest, opts ...grpc.CallOption) (*ClusterShutdownNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClusterShutdownNodeResponse)
+	err := c.cc.Invoke(ctx, Cluster_ShutdownNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -174,6 +190,11 @@ type ClusterServer interface {
 	// change nothing. Rotate with install new on all, then use new, then
 	// remove old (docs/security.md).
 	GossipKeyring(context.Context, *GossipKeyringRequest) (*GossipKeyringResponse, error)
+	// ShutdownNode asks a registered storage node to shut down (coord nodes
+	// shutdown): the member authorizes the caller and calls the node's
+	// DataNode.ShutdownNode with its own certificate (with TLS a node takes
+	// that call from coordinators only). NotFound for an unknown node.
+	ShutdownNode(context.Context, *ClusterShutdownNodeRequest) (*ClusterShutdownNodeResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -207,6 +228,9 @@ func (UnimplementedClusterServer) Verify(context.Context, *VerifyRequest) (*Veri
 }
 func (UnimplementedClusterServer) GossipKeyring(context.Context, *GossipKeyringRequest) (*GossipKeyringResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GossipKeyring not implemented")
+}
+func (UnimplementedClusterServer) ShutdownNode(context.Context, *ClusterShutdownNodeRequest) (*ClusterShutdownNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ShutdownNode not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -373,6 +397,24 @@ func _Cluster_GossipKeyring_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_ShutdownNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClusterShutdownNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).ShutdownNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_ShutdownNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).ShutdownNode(ctx, req.(*ClusterShutdownNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -411,6 +453,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GossipKeyring",
 			Handler:    _Cluster_GossipKeyring_Handler,
+		},
+		{
+			MethodName: "ShutdownNode",
+			Handler:    _Cluster_ShutdownNode_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

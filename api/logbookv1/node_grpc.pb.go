@@ -84,6 +84,8 @@ type DataNodeClient interface {
 	// --restart-replica-expiry (default 50 s) reloads those replicas RBW and
 	// their writers resume them. The call returns once the shutdown has
 	// begun; a second one is refused FailedPrecondition (SHUTTING_DOWN).
+	// With TLS, from coordinator certificates only: users ask a coordinator
+	// (Cluster.ShutdownNode), which authorizes them.
 	ShutdownNode(ctx context.Context, in *ShutdownNodeRequest, opts ...grpc.CallOption) (*ShutdownNodeResponse, error)
 	// GossipKeyring applies one gossip keyring operation to the node's
 	// keyring (and its keyring file) and returns its keys; coordinators
@@ -268,6 +270,8 @@ type DataNodeServer interface {
 	// --restart-replica-expiry (default 50 s) reloads those replicas RBW and
 	// their writers resume them. The call returns once the shutdown has
 	// begun; a second one is refused FailedPrecondition (SHUTTING_DOWN).
+	// With TLS, from coordinator certificates only: users ask a coordinator
+	// (Cluster.ShutdownNode), which authorizes them.
 	ShutdownNode(context.Context, *ShutdownNodeRequest) (*ShutdownNodeResponse, error)
 	// GossipKeyring applies one gossip keyring operation to the node's
 	// keyring (and its keyring file) and returns its keys; coordinators

@@ -132,9 +132,11 @@ func newNodesShutdownCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "shutdown NODE [--restart]",
 		Short: "Shut a storage node down, or down for a quick restart (HDFS dfsadmin -shutdownDatanode)",
-		Long: `Ask a storage node (a node id from coord nodes, or its gRPC host:port) to
-shut down. The command returns once the shutdown has begun; starting the
-node again is up to you or its supervisor.
+		Long: `Ask a storage node (a node id from coord nodes, or its registered gRPC
+host:port) to shut down, through a coordinator: it checks the caller (an
+admin, with ACLs) and calls the node, which with TLS takes that call from
+coordinators only. The command returns once the shutdown has begun;
+starting the node again is up to you or its supervisor.
 
 With --restart (HDFS's "upgrade"), writers with an open pipeline through the
 node get an out-of-band NODE_RESTARTING ack and wait for it (SDK

@@ -363,8 +363,10 @@ func (x *AclState) GetTokens() []*AclToken {
 }
 
 // AclCommand is the payload of COMMAND_TYPE_ACL: one change, and who asked
-// for it. Every accepted command appends one audit event of type
-// "logbook.acl.<op>" whose payload is the command (token hashes cleared).
+// for it, or the record of a refused call or of an admin operation. Every
+// accepted command appends one audit event of type "logbook.acl.<op>"
+// (an admin operation: "logbook.admin") whose payload is the command
+// (token hashes cleared).
 type AclCommand struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Actor string                 `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
@@ -378,6 +380,7 @@ type AclCommand struct {
 	//	*AclCommand_CreateToken
 	//	*AclCommand_RevokeToken
 	//	*AclCommand_Denied
+	//	*AclCommand_Admin
 	Op isAclCommand_Op `protobuf_oneof:"op"`
 	// The leader's clock when it proposed the command (audit events).
 	UnixNanos     int64 `protobuf:"varint,10,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
@@ -501,6 +504,15 @@ func (x *AclCommand) GetDenied() *AclDeniedOp {
 	return nil
 }
 
+func (x *AclCommand) GetAdmin() *AclAdminOp {
+	if x != nil {
+		if x, ok := x.Op.(*AclCommand_Admin); ok {
+			return x.Admin
+		}
+	}
+	return nil
+}
+
 func (x *AclCommand) GetUnixNanos() int64 {
 	if x != nil {
 		return x.UnixNanos
@@ -544,6 +556,10 @@ type AclCommand_Denied struct {
 	Denied *AclDeniedOp `protobuf:"bytes,9,opt,name=denied,proto3,oneof"`
 }
 
+type AclCommand_Admin struct {
+	Admin *AclAdminOp `protobuf:"bytes,11,opt,name=admin,proto3,oneof"`
+}
+
 func (*AclCommand_Bootstrap) isAclCommand_Op() {}
 
 func (*AclCommand_PutRole) isAclCommand_Op() {}
@@ -559,6 +575,8 @@ func (*AclCommand_CreateToken) isAclCommand_Op() {}
 func (*AclCommand_RevokeToken) isAclCommand_Op() {}
 
 func (*AclCommand_Denied) isAclCommand_Op() {}
+
+func (*AclCommand_Admin) isAclCommand_Op() {}
 
 // Once per cluster: the first token, its user bound to the admin role.
 type AclBootstrapOp struct {
@@ -967,6 +985,70 @@ func (x *AclDeniedOp) GetMember() string {
 	return ""
 }
 
+// An admin operation a member carried out (trim, reset, membership ...),
+// journaled for the audit trail after it succeeded; changes nothing else.
+type AclAdminOp struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Method string                 `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
+	// The request, as JSON, or its type and size when it is large.
+	Request string `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	// The member that carried it out.
+	Member        string `protobuf:"bytes,3,opt,name=member,proto3" json:"member,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclAdminOp) Reset() {
+	*x = AclAdminOp{}
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclAdminOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclAdminOp) ProtoMessage() {}
+
+func (x *AclAdminOp) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclAdminOp.ProtoReflect.Descriptor instead.
+func (*AclAdminOp) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_acl_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *AclAdminOp) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *AclAdminOp) GetRequest() string {
+	if x != nil {
+		return x.Request
+	}
+	return ""
+}
+
+func (x *AclAdminOp) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
 var File_fsm_fsmpb_acl_proto protoreflect.FileDescriptor
 
 const file_fsm_fsmpb_acl_proto_rawDesc = "" +
@@ -996,7 +1078,7 @@ const file_fsm_fsmpb_acl_proto_rawDesc = "" +
 	"\fbootstrapped\x18\x01 \x01(\bR\fbootstrapped\x12-\n" +
 	"\x05roles\x18\x02 \x03(\v2\x17.logbook.fsm.v1.AclRoleR\x05roles\x126\n" +
 	"\bbindings\x18\x03 \x03(\v2\x1a.logbook.fsm.v1.AclBindingR\bbindings\x120\n" +
-	"\x06tokens\x18\x04 \x03(\v2\x18.logbook.fsm.v1.AclTokenR\x06tokens\"\xb3\x04\n" +
+	"\x06tokens\x18\x04 \x03(\v2\x18.logbook.fsm.v1.AclTokenR\x06tokens\"\xe7\x04\n" +
 	"\n" +
 	"AclCommand\x12\x14\n" +
 	"\x05actor\x18\x01 \x01(\tR\x05actor\x12>\n" +
@@ -1008,7 +1090,8 @@ const file_fsm_fsmpb_acl_proto_rawDesc = "" +
 	"\x06unbind\x18\x06 \x01(\v2\x1b.logbook.fsm.v1.AclUnbindOpH\x00R\x06unbind\x12E\n" +
 	"\fcreate_token\x18\a \x01(\v2 .logbook.fsm.v1.AclCreateTokenOpH\x00R\vcreateToken\x12E\n" +
 	"\frevoke_token\x18\b \x01(\v2 .logbook.fsm.v1.AclRevokeTokenOpH\x00R\vrevokeToken\x125\n" +
-	"\x06denied\x18\t \x01(\v2\x1b.logbook.fsm.v1.AclDeniedOpH\x00R\x06denied\x12\x1d\n" +
+	"\x06denied\x18\t \x01(\v2\x1b.logbook.fsm.v1.AclDeniedOpH\x00R\x06denied\x122\n" +
+	"\x05admin\x18\v \x01(\v2\x1a.logbook.fsm.v1.AclAdminOpH\x00R\x05admin\x12\x1d\n" +
 	"\n" +
 	"unix_nanos\x18\n" +
 	" \x01(\x03R\tunixNanosB\x04\n" +
@@ -1036,7 +1119,12 @@ const file_fsm_fsmpb_acl_proto_rawDesc = "" +
 	"\n" +
 	"suppressed\x18\x04 \x01(\x04R\n" +
 	"suppressed\x12\x16\n" +
-	"\x06member\x18\x05 \x01(\tR\x06memberB(Z&github.com/logbookhq/logbook/fsm/fsmpbb\x06proto3"
+	"\x06member\x18\x05 \x01(\tR\x06member\"V\n" +
+	"\n" +
+	"AclAdminOp\x12\x16\n" +
+	"\x06method\x18\x01 \x01(\tR\x06method\x12\x18\n" +
+	"\arequest\x18\x02 \x01(\tR\arequest\x12\x16\n" +
+	"\x06member\x18\x03 \x01(\tR\x06memberB(Z&github.com/logbookhq/logbook/fsm/fsmpbb\x06proto3"
 
 var (
 	file_fsm_fsmpb_acl_proto_rawDescOnce sync.Once
@@ -1050,7 +1138,7 @@ func file_fsm_fsmpb_acl_proto_rawDescGZIP() []byte {
 	return file_fsm_fsmpb_acl_proto_rawDescData
 }
 
-var file_fsm_fsmpb_acl_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_fsm_fsmpb_acl_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_fsm_fsmpb_acl_proto_goTypes = []any{
 	(*AclGrant)(nil),         // 0: logbook.fsm.v1.AclGrant
 	(*AclRole)(nil),          // 1: logbook.fsm.v1.AclRole
@@ -1066,6 +1154,7 @@ var file_fsm_fsmpb_acl_proto_goTypes = []any{
 	(*AclCreateTokenOp)(nil), // 11: logbook.fsm.v1.AclCreateTokenOp
 	(*AclRevokeTokenOp)(nil), // 12: logbook.fsm.v1.AclRevokeTokenOp
 	(*AclDeniedOp)(nil),      // 13: logbook.fsm.v1.AclDeniedOp
+	(*AclAdminOp)(nil),       // 14: logbook.fsm.v1.AclAdminOp
 }
 var file_fsm_fsmpb_acl_proto_depIdxs = []int32{
 	0,  // 0: logbook.fsm.v1.AclRole.grants:type_name -> logbook.fsm.v1.AclGrant
@@ -1080,14 +1169,15 @@ var file_fsm_fsmpb_acl_proto_depIdxs = []int32{
 	11, // 9: logbook.fsm.v1.AclCommand.create_token:type_name -> logbook.fsm.v1.AclCreateTokenOp
 	12, // 10: logbook.fsm.v1.AclCommand.revoke_token:type_name -> logbook.fsm.v1.AclRevokeTokenOp
 	13, // 11: logbook.fsm.v1.AclCommand.denied:type_name -> logbook.fsm.v1.AclDeniedOp
-	3,  // 12: logbook.fsm.v1.AclBootstrapOp.token:type_name -> logbook.fsm.v1.AclToken
-	1,  // 13: logbook.fsm.v1.AclPutRoleOp.role:type_name -> logbook.fsm.v1.AclRole
-	3,  // 14: logbook.fsm.v1.AclCreateTokenOp.token:type_name -> logbook.fsm.v1.AclToken
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	14, // 12: logbook.fsm.v1.AclCommand.admin:type_name -> logbook.fsm.v1.AclAdminOp
+	3,  // 13: logbook.fsm.v1.AclBootstrapOp.token:type_name -> logbook.fsm.v1.AclToken
+	1,  // 14: logbook.fsm.v1.AclPutRoleOp.role:type_name -> logbook.fsm.v1.AclRole
+	3,  // 15: logbook.fsm.v1.AclCreateTokenOp.token:type_name -> logbook.fsm.v1.AclToken
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_fsm_fsmpb_acl_proto_init() }
@@ -1104,6 +1194,7 @@ func file_fsm_fsmpb_acl_proto_init() {
 		(*AclCommand_CreateToken)(nil),
 		(*AclCommand_RevokeToken)(nil),
 		(*AclCommand_Denied)(nil),
+		(*AclCommand_Admin)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1111,7 +1202,7 @@ func file_fsm_fsmpb_acl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsm_fsmpb_acl_proto_rawDesc), len(file_fsm_fsmpb_acl_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -28,27 +28,28 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-type RecordDeniedRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Denied        *fsmpb.AclDeniedOp     `protobuf:"bytes,1,opt,name=denied,proto3" json:"denied,omitempty"`
+type RecordAuditRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A denied or admin record; the leader refuses any other op.
+	Record        *fsmpb.AclCommand `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *RecordDeniedRequest) Reset() {
-	*x = RecordDeniedRequest{}
+func (x *RecordAuditRequest) Reset() {
+	*x = RecordAuditRequest{}
 	mi := &file_internal_clusterpb_peer_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *RecordDeniedRequest) String() string {
+func (x *RecordAuditRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*RecordDeniedRequest) ProtoMessage() {}
+func (*RecordAuditRequest) ProtoMessage() {}
 
-func (x *RecordDeniedRequest) ProtoReflect() protoreflect.Message {
+func (x *RecordAuditRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_internal_clusterpb_peer_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -60,39 +61,39 @@ func (x *RecordDeniedRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use RecordDeniedRequest.ProtoReflect.Descriptor instead.
-func (*RecordDeniedRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use RecordAuditRequest.ProtoReflect.Descriptor instead.
+func (*RecordAuditRequest) Descriptor() ([]byte, []int) {
 	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{0}
 }
 
-func (x *RecordDeniedRequest) GetDenied() *fsmpb.AclDeniedOp {
+func (x *RecordAuditRequest) GetRecord() *fsmpb.AclCommand {
 	if x != nil {
-		return x.Denied
+		return x.Record
 	}
 	return nil
 }
 
-type RecordDeniedResponse struct {
+type RecordAuditResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *RecordDeniedResponse) Reset() {
-	*x = RecordDeniedResponse{}
+func (x *RecordAuditResponse) Reset() {
+	*x = RecordAuditResponse{}
 	mi := &file_internal_clusterpb_peer_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *RecordDeniedResponse) String() string {
+func (x *RecordAuditResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*RecordDeniedResponse) ProtoMessage() {}
+func (*RecordAuditResponse) ProtoMessage() {}
 
-func (x *RecordDeniedResponse) ProtoReflect() protoreflect.Message {
+func (x *RecordAuditResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_internal_clusterpb_peer_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -104,12 +105,12 @@ func (x *RecordDeniedResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use RecordDeniedResponse.ProtoReflect.Descriptor instead.
-func (*RecordDeniedResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use RecordAuditResponse.ProtoReflect.Descriptor instead.
+func (*RecordAuditResponse) Descriptor() ([]byte, []int) {
 	return file_internal_clusterpb_peer_proto_rawDescGZIP(), []int{1}
 }
 
-func (x *RecordDeniedResponse) GetSeq() uint64 {
+func (x *RecordAuditResponse) GetSeq() uint64 {
 	if x != nil {
 		return x.Seq
 	}
@@ -698,10 +699,10 @@ var File_internal_clusterpb_peer_proto protoreflect.FileDescriptor
 const file_internal_clusterpb_peer_proto_rawDesc = "" +
 	"\n" +
 	"\x1dinternal/clusterpb/peer.proto\x12\n" +
-	"logbook.v1\x1a\x17logbookv1/options.proto\x1a\x17fsm/fsmpb/command.proto\x1a\x13fsm/fsmpb/acl.proto\x1a\x17logbookv1/cluster.proto\x1a\x16logbookv1/gossip.proto\"J\n" +
-	"\x13RecordDeniedRequest\x123\n" +
-	"\x06denied\x18\x01 \x01(\v2\x1b.logbook.fsm.v1.AclDeniedOpR\x06denied\"(\n" +
-	"\x14RecordDeniedResponse\x12\x10\n" +
+	"logbook.v1\x1a\x17logbookv1/options.proto\x1a\x17fsm/fsmpb/command.proto\x1a\x13fsm/fsmpb/acl.proto\x1a\x17logbookv1/cluster.proto\x1a\x16logbookv1/gossip.proto\"H\n" +
+	"\x12RecordAuditRequest\x122\n" +
+	"\x06record\x18\x01 \x01(\v2\x1a.logbook.fsm.v1.AclCommandR\x06record\"'\n" +
+	"\x13RecordAuditResponse\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\"/\n" +
 	"\x17CheckpointDigestRequest\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"2\n" +
@@ -737,7 +738,7 @@ const file_internal_clusterpb_peer_proto_rawDesc = "" +
 	" \x01(\x03R\x0ftlsNotAfterUnix\"G\n" +
 	"\x15RegisterMemberRequest\x12.\n" +
 	"\x06member\x18\x01 \x01(\v2\x16.logbook.fsm.v1.MemberR\x06member\"\x18\n" +
-	"\x16RegisterMemberResponse2\x8d\x06\n" +
+	"\x16RegisterMemberResponse2\x8a\x06\n" +
 	"\x04Peer\x12^\n" +
 	"\rForwardAppend\x12 .logbook.v1.ForwardAppendRequest\x1a!.logbook.v1.ForwardAppendResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05\x12b\n" +
 	"\rForwardStream\x12 .logbook.v1.ForwardAppendRequest\x1a!.logbook.v1.ForwardAppendResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05(\x010\x01\x12R\n" +
@@ -745,8 +746,8 @@ const file_internal_clusterpb_peer_proto_rawDesc = "" +
 	"\vLocalStatus\x12\x1e.logbook.v1.LocalStatusRequest\x1a\x1f.logbook.v1.LocalStatusResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05\x12a\n" +
 	"\x0eRegisterMember\x12!.logbook.v1.RegisterMemberRequest\x1a\".logbook.v1.RegisterMemberResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05\x12g\n" +
 	"\x10CheckpointDigest\x12#.logbook.v1.CheckpointDigestRequest\x1a$.logbook.v1.CheckpointDigestResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05\x12j\n" +
-	"\rGossipKeyring\x12&.logbook.v1.MemberGossipKeyringRequest\x1a'.logbook.v1.MemberGossipKeyringResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05\x12[\n" +
-	"\fRecordDenied\x12\x1f.logbook.v1.RecordDeniedRequest\x1a .logbook.v1.RecordDeniedResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05B1Z/github.com/logbookhq/logbook/internal/clusterpbb\x06proto3"
+	"\rGossipKeyring\x12&.logbook.v1.MemberGossipKeyringRequest\x1a'.logbook.v1.MemberGossipKeyringResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05\x12X\n" +
+	"\vRecordAudit\x12\x1e.logbook.v1.RecordAuditRequest\x1a\x1f.logbook.v1.RecordAuditResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x05B1Z/github.com/logbookhq/logbook/internal/clusterpbb\x06proto3"
 
 var (
 	file_internal_clusterpb_peer_proto_rawDescOnce sync.Once
@@ -762,8 +763,8 @@ func file_internal_clusterpb_peer_proto_rawDescGZIP() []byte {
 
 var file_internal_clusterpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_internal_clusterpb_peer_proto_goTypes = []any{
-	(*RecordDeniedRequest)(nil),                   // 0: logbook.v1.RecordDeniedRequest
-	(*RecordDeniedResponse)(nil),                  // 1: logbook.v1.RecordDeniedResponse
+	(*RecordAuditRequest)(nil),                    // 0: logbook.v1.RecordAuditRequest
+	(*RecordAuditResponse)(nil),                   // 1: logbook.v1.RecordAuditResponse
 	(*CheckpointDigestRequest)(nil),               // 2: logbook.v1.CheckpointDigestRequest
 	(*CheckpointDigestResponse)(nil),              // 3: logbook.v1.CheckpointDigestResponse
 	(*ForwardAppendRequest)(nil),                  // 4: logbook.v1.ForwardAppendRequest
@@ -775,7 +776,7 @@ var file_internal_clusterpb_peer_proto_goTypes = []any{
 	(*LocalStatusResponse)(nil),                   // 10: logbook.v1.LocalStatusResponse
 	(*RegisterMemberRequest)(nil),                 // 11: logbook.v1.RegisterMemberRequest
 	(*RegisterMemberResponse)(nil),                // 12: logbook.v1.RegisterMemberResponse
-	(*fsmpb.AclDeniedOp)(nil),                     // 13: logbook.fsm.v1.AclDeniedOp
+	(*fsmpb.AclCommand)(nil),                      // 13: logbook.fsm.v1.AclCommand
 	(*fsmpb.AppendOp)(nil),                        // 14: logbook.fsm.v1.AppendOp
 	(*logbookv1.StartupReplay)(nil),               // 15: logbook.v1.StartupReplay
 	(*fsmpb.Member)(nil),                          // 16: logbook.fsm.v1.Member
@@ -783,7 +784,7 @@ var file_internal_clusterpb_peer_proto_goTypes = []any{
 	(*logbookv1.MemberGossipKeyringResponse)(nil), // 18: logbook.v1.MemberGossipKeyringResponse
 }
 var file_internal_clusterpb_peer_proto_depIdxs = []int32{
-	13, // 0: logbook.v1.RecordDeniedRequest.denied:type_name -> logbook.fsm.v1.AclDeniedOp
+	13, // 0: logbook.v1.RecordAuditRequest.record:type_name -> logbook.fsm.v1.AclCommand
 	14, // 1: logbook.v1.ForwardAppendRequest.ops:type_name -> logbook.fsm.v1.AppendOp
 	5,  // 2: logbook.v1.ForwardAppendResponse.results:type_name -> logbook.v1.AppendResult
 	15, // 3: logbook.v1.LocalStatusResponse.startup_replay:type_name -> logbook.v1.StartupReplay
@@ -795,7 +796,7 @@ var file_internal_clusterpb_peer_proto_depIdxs = []int32{
 	11, // 9: logbook.v1.Peer.RegisterMember:input_type -> logbook.v1.RegisterMemberRequest
 	2,  // 10: logbook.v1.Peer.CheckpointDigest:input_type -> logbook.v1.CheckpointDigestRequest
 	17, // 11: logbook.v1.Peer.GossipKeyring:input_type -> logbook.v1.MemberGossipKeyringRequest
-	0,  // 12: logbook.v1.Peer.RecordDenied:input_type -> logbook.v1.RecordDeniedRequest
+	0,  // 12: logbook.v1.Peer.RecordAudit:input_type -> logbook.v1.RecordAuditRequest
 	6,  // 13: logbook.v1.Peer.ForwardAppend:output_type -> logbook.v1.ForwardAppendResponse
 	6,  // 14: logbook.v1.Peer.ForwardStream:output_type -> logbook.v1.ForwardAppendResponse
 	8,  // 15: logbook.v1.Peer.ReadIndex:output_type -> logbook.v1.ReadIndexResponse
@@ -803,7 +804,7 @@ var file_internal_clusterpb_peer_proto_depIdxs = []int32{
 	12, // 17: logbook.v1.Peer.RegisterMember:output_type -> logbook.v1.RegisterMemberResponse
 	3,  // 18: logbook.v1.Peer.CheckpointDigest:output_type -> logbook.v1.CheckpointDigestResponse
 	18, // 19: logbook.v1.Peer.GossipKeyring:output_type -> logbook.v1.MemberGossipKeyringResponse
-	1,  // 20: logbook.v1.Peer.RecordDenied:output_type -> logbook.v1.RecordDeniedResponse
+	1,  // 20: logbook.v1.Peer.RecordAudit:output_type -> logbook.v1.RecordAuditResponse
 	13, // [13:21] is the sub-list for method output_type
 	5,  // [5:13] is the sub-list for method input_type
 	5,  // [5:5] is the sub-list for extension type_name

@@ -32,7 +32,7 @@ const (
 	Peer_RegisterMember_FullMethodName   = "/logbook.v1.Peer/RegisterMember"
 	Peer_CheckpointDigest_FullMethodName = "/logbook.v1.Peer/CheckpointDigest"
 	Peer_GossipKeyring_FullMethodName    = "/logbook.v1.Peer/GossipKeyring"
-	Peer_RecordDenied_FullMethodName     = "/logbook.v1.Peer/RecordDenied"
+	Peer_RecordAudit_FullMethodName      = "/logbook.v1.Peer/RecordAudit"
 )
 
 // PeerClient is the client API for Peer service.
@@ -64,10 +64,11 @@ type PeerClient interface {
 	// keyring (and its keyring file) and returns its keys; the Cluster
 	// service's GossipKeyring calls it on every other coordinator.
 	GossipKeyring(ctx context.Context, in *logbookv1.MemberGossipKeyringRequest, opts ...grpc.CallOption) (*logbookv1.MemberGossipKeyringResponse, error)
-	// RecordDenied journals a call another member refused (a
-	// logbook.acl.denied audit event); only the leader records it, others
-	// answer Unavailable NOT_LEADER. Members rate-limit what they send.
-	RecordDenied(ctx context.Context, in *RecordDeniedRequest, opts ...grpc.CallOption) (*RecordDeniedResponse, error)
+	// RecordAudit journals an audit record another member made: a call it
+	// refused (logbook.acl.denied) or an admin operation it carried out
+	// (logbook.admin); only the leader records it, others answer
+	// Unavailable NOT_LEADER. Members rate-limit what they send.
+	RecordAudit(ctx context.Context, in *RecordAuditRequest, opts ...grpc.CallOption) (*RecordAuditResponse, error)
 }
 
 type peerClient struct {
@@ -151,10 +152,10 @@ func (c *peerClient) GossipKeyring(ctx context.Context, in *logbookv1.MemberGoss
 	return out, nil
 }
 
-func (c *peerClient) RecordDenied(ctx context.Context, in *RecordDeniedRequest, opts ...grpc.CallOption) (*RecordDeniedResponse, error) {
+func (c *peerClient) RecordAudit(ctx context.Context, in *RecordAuditRequest, opts ...grpc.CallOption) (*RecordAuditResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(RecordDeniedResponse)
-	err := c.cc.Invoke(ctx, Peer_RecordDenied_FullMethodName, in, out, cOpts...)
+	out := new(RecordAuditResponse)
+	err := c.cc.Invoke(ctx, Peer_RecordAudit_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -190,10 +191,11 @@ type PeerServer interface {
 	// keyring (and its keyring file) and returns its keys; the Cluster
 	// service's GossipKeyring calls it on every other coordinator.
 	GossipKeyring(context.Context, *logbookv1.MemberGossipKeyringRequest) (*logbookv1.MemberGossipKeyringResponse, error)
-	// RecordDenied journals a call another member refused (a
-	// logbook.acl.denied audit event); only the leader records it, others
-	// answer Unavailable NOT_LEADER. Members rate-limit what they send.
-	RecordDenied(context.Context, *RecordDeniedRequest) (*RecordDeniedResponse, error)
+	// RecordAudit journals an audit record another member made: a call it
+	// refused (logbook.acl.denied) or an admin operation it carried out
+	// (logbook.admin); only the leader records it, others answer
+	// Unavailable NOT_LEADER. Members rate-limit what they send.
+	RecordAudit(context.Context, *RecordAuditRequest) (*RecordAuditResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -225,8 +227,8 @@ func (UnimplementedPeerServer) CheckpointDigest(context.Context, *CheckpointDige
 func (UnimplementedPeerServer) GossipKeyring(context.Context, *logbookv1.MemberGossipKeyringRequest) (*logbookv1.MemberGossipKeyringResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GossipKeyring not implemented")
 }
-func (UnimplementedPeerServer) RecordDenied(context.Context, *RecordDeniedRequest) (*RecordDeniedResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method RecordDenied not implemented")
+func (UnimplementedPeerServer) RecordAudit(context.Context, *RecordAuditRequest) (*RecordAuditResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RecordAudit not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -364,20 +366,20 @@ func _Peer_GossipKeyring_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Peer_RecordDenied_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(RecordDeniedRequest)
+func _Peer_RecordAudit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordAuditRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(PeerServer).RecordDenied(ctx, in)
+		return srv.(PeerServer).RecordAudit(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Peer_RecordDenied_FullMethodName,
+		FullMethod: Peer_RecordAudit_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(PeerServer).RecordDenied(ctx, req.(*RecordDeniedRequest))
+		return srv.(PeerServer).RecordAudit(ctx, req.(*RecordAuditRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -414,8 +416,8 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Peer_GossipKeyring_Handler,
 		},
 		{
-			MethodName: "RecordDenied",
-			Handler:    _Peer_RecordDenied_Handler,
+			MethodName: "RecordAudit",
+			Handler:    _Peer_RecordAudit_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

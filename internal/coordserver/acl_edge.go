@@ -18,6 +18,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 )
 
 // With --acl-enabled (Security.ACL) a call's identity is its bearer token
@@ -222,7 +224,7 @@ func (c *checkedStream) RecvMsg(m any) error {
 // deny answers a user call its roles do not allow, and has it journaled.
 func (s *Server) deny(method string, id authz.Identity, why string) error {
 	s.log.Warn("refused a call", "method", method, "identity", id.String(), "reason", why)
-	s.denied.note(&fsmpb.AclDeniedOp{Identity: clip(encodeCaller(id)), Method: clip(method), Reason: clip(why), Member: s.cfg.ID})
+	s.audit.deny(&fsmpb.AclDeniedOp{Identity: clip(encodeCaller(id)), Method: clip(method), Reason: clip(why), Member: s.cfg.ID})
 	return s.statusErr(codes.PermissionDenied, pb.ReasonPermission, fmt.Sprintf("%s: %s", method, why))
 }
 
@@ -244,51 +246,114 @@ func clip(v string) string {
 // refusals in between are counted in the next record.
 const deniedEvery = time.Second
 
-// deniedRecorder rate-limits the logbook.acl.denied audit events of one
-// member: at most one per deniedEvery and one in flight, sent from a
-// goroutine of its own so a refusal never waits for the log.
-type deniedRecorder struct {
+// auditQueue bounds the admin records waiting to be journaled; one beyond
+// it is dropped and logged.
+const auditQueue = 256
+
+// auditRecorder journals a member's audit records off the call path:
+// refused user calls (logbook.acl.denied, at most one per deniedEvery,
+// counting the rest) and admin operations carried out here
+// (logbook.admin), from one goroutine of its own so that no call waits
+// for the log.
+type auditRecorder struct {
 	s          *Server
 	mu         sync.Mutex
 	last       time.Time
-	inFlight   bool
 	suppressed uint64
+	denied     *fsmpb.AclCommand // the next denied record, if any
+	queue      []*fsmpb.AclCommand
+	running    bool
 }
 
-func (r *deniedRecorder) note(op *fsmpb.AclDeniedOp) {
+// denied queues a refused call's record unless one was journaled less
+// than deniedEvery ago or is waiting.
+func (r *auditRecorder) deny(op *fsmpb.AclDeniedOp) {
 	r.mu.Lock()
-	if r.inFlight || time.Since(r.last) < deniedEvery {
+	defer r.mu.Unlock()
+	if r.denied != nil || time.Since(r.last) < deniedEvery {
 		r.suppressed++
-		r.mu.Unlock()
 		return
 	}
-	r.inFlight, r.last = true, time.Now()
+	r.last = time.Now()
 	op.Suppressed, r.suppressed = r.suppressed, 0
-	r.mu.Unlock()
-	go func() {
-		err := r.s.recordDenied(op)
-		r.mu.Lock()
-		r.inFlight = false
-		if err != nil {
-			r.suppressed += 1 + op.Suppressed // counted in the next one
-		}
-		r.mu.Unlock()
-		if err != nil {
-			r.s.log.Debug("could not journal a refused call", "err", err)
-		}
-	}()
+	r.denied = &fsmpb.AclCommand{Actor: op.Identity, Op: &fsmpb.AclCommand_Denied{Denied: op}}
+	r.kick()
 }
 
-// recordDenied journals op: on the leader directly, from a follower
-// through the leader's Peer.RecordDenied.
-func (s *Server) recordDenied(op *fsmpb.AclDeniedOp) error {
+// admin queues an admin operation's record.
+func (r *auditRecorder) admin(actor, method string, req any) {
+	op := &fsmpb.AclAdminOp{Method: method, Request: requestSummary(req), Member: r.s.cfg.ID}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.queue) >= auditQueue {
+		r.s.log.Warn("audit queue full: an admin operation goes unjournaled", "method", method, "actor", actor)
+		return
+	}
+	r.queue = append(r.queue, &fsmpb.AclCommand{Actor: clip(actor), Op: &fsmpb.AclCommand_Admin{Admin: op}})
+	r.kick()
+}
+
+// kick starts the sender unless it runs (r.mu held).
+func (r *auditRecorder) kick() {
+	if !r.running {
+		r.running = true
+		go r.send()
+	}
+}
+
+func (r *auditRecorder) send() {
+	for {
+		r.mu.Lock()
+		var c *fsmpb.AclCommand
+		switch {
+		case r.denied != nil:
+			c, r.denied = r.denied, nil
+		case len(r.queue) > 0:
+			c, r.queue = r.queue[0], r.queue[1:]
+		default:
+			r.running = false
+			r.mu.Unlock()
+			return
+		}
+		r.mu.Unlock()
+		if err := r.s.recordAudit(c); err != nil {
+			r.s.log.Warn("could not journal an audit record", "record", c.String(), "err", err)
+			if d := c.GetDenied(); d != nil {
+				r.mu.Lock()
+				r.suppressed += 1 + d.Suppressed // counted in the next one
+				r.mu.Unlock()
+			}
+		}
+	}
+}
+
+// requestSummary is a request as an admin record holds it: its JSON, or
+// its type and size when that is over MaxAclDeniedField bytes.
+func requestSummary(req any) string {
+	m, ok := req.(proto.Message)
+	if !ok {
+		return ""
+	}
+	if n := proto.Size(m); n > fsm.MaxAclDeniedField/2 {
+		return fmt.Sprintf("%s of %d bytes", m.ProtoReflect().Descriptor().FullName(), n)
+	}
+	b, err := protojson.Marshal(m)
+	if err != nil || len(b) > fsm.MaxAclDeniedField {
+		return string(m.ProtoReflect().Descriptor().FullName())
+	}
+	return string(b)
+}
+
+// recordAudit journals an audit record: on the leader directly, from a
+// follower through the leader's Peer.RecordAudit.
+func (s *Server) recordAudit(c *fsmpb.AclCommand) error {
 	if s.logFormat() < fsm.AclFormat {
 		return nil // an older cluster has no such record
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
 	if s.isLeader() {
-		_, err := s.applyAcl(&fsmpb.AclCommand{Actor: op.Identity, Op: &fsmpb.AclCommand_Denied{Denied: op}})
+		_, err := s.applyAcl(c)
 		return err
 	}
 	_, addr, err := s.waitLeader(ctx)
@@ -299,7 +364,7 @@ func (s *Server) recordDenied(op *fsmpb.AclDeniedOp) error {
 	if err != nil {
 		return err
 	}
-	_, err = clusterpb.NewPeerClient(conn).RecordDenied(ctx, &clusterpb.RecordDeniedRequest{Denied: op})
+	_, err = clusterpb.NewPeerClient(conn).RecordAudit(ctx, &clusterpb.RecordAuditRequest{Record: c})
 	return err
 }
 

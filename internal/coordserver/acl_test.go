@@ -12,6 +12,7 @@ import (
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/fsm"
 	"github.com/logbookhq/logbook/internal/authz"
+	"github.com/logbookhq/logbook/internal/pki"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 )
@@ -220,6 +221,14 @@ func TestAclEnforced(t *testing.T) {
 	_, _, err = w.Journal().Read(ctx, 1, 10)
 	sdkRefused(t, "wes reads the whole journal", err, codes.PermissionDenied, pb.ReasonPermission, "every journal event type")
 
+	// Shutting a storage node down: by a coordinator for an admin only;
+	// a node takes the call from coordinators alone.
+	err = w.ShutdownNode(ctx, "n1", true)
+	sdkRefused(t, "wes shuts a node down", err, codes.PermissionDenied, pb.ReasonPermission, "lacks admin on the cluster")
+	direct := dialAs(t, c, c.Node(0).GRPCAddr(), ClusterUser, pki.RoleClient, pki.RoleNode)
+	_, err = pb.NewDataNodeClient(direct).ShutdownNode(ctx, &pb.ShutdownNodeRequest{ForRestart: true})
+	wantCode(t, "a client certificate calls the node's ShutdownNode", err, codes.PermissionDenied, pb.ReasonWrongRole)
+
 	// Bad tokens.
 	cc := dialAs(t, c, c.Endpoints()[0], "", "", "coordinator")
 	for _, tc := range []struct{ header, reason string }{
@@ -255,6 +264,28 @@ func TestAclEnforced(t *testing.T) {
 		_, _, err := sc.Journal().Read(ctx, 1, 1)
 		var e *client.Error
 		return errors.As(err, &e) && e.Reason == pb.ReasonTokenExpired
+	})
+
+	// The admin's shutdown goes through; admin operations are journaled
+	// with who did them (a forwarded one with the original caller).
+	if err := admin.ShutdownNode(ctx, "n1", false); err != nil {
+		t.Fatalf("the admin shuts n1 down: %v", err)
+	}
+	if err := adminTok.Journal().SetPaused(ctx, false); err != nil {
+		t.Fatalf("the admin token pauses nothing through a follower: %v", err)
+	}
+	eventually(t, 20*time.Second, "logbook.admin events naming their callers", func() bool {
+		evs, _, err := j.Read(ctx, 1, 1000)
+		var shutdown, paused bool
+		for _, e := range evs {
+			if e.Type != fsm.EventAdmin {
+				continue
+			}
+			p := string(e.Payload)
+			shutdown = shutdown || strings.Contains(p, "/logbook.v1.Cluster/ShutdownNode") && strings.Contains(p, "certificate:client:"+ClusterUser)
+			paused = paused || strings.Contains(p, "/logbook.v1.Journal/SetPaused") && strings.Contains(p, "token:"+ClusterUser)
+		}
+		return err == nil && shutdown && paused
 	})
 
 	// The refusals were journaled (rate-limited), with who and what.

@@ -90,7 +90,7 @@ func (s *Server) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Str
 func (s *Server) forwardOrHandle(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	r := routes[info.FullMethod]
 	if r.route != pb.Route_ROUTE_FORWARD || s.raft.State() == raft.Leader {
-		return handler(ctx, req)
+		return s.handleHere(ctx, req, info, handler)
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	if len(md.Get(mdForwarded)) > 0 {
@@ -101,7 +101,7 @@ func (s *Server) forwardOrHandle(ctx context.Context, req any, info *grpc.UnaryS
 		return nil, err
 	}
 	if id == s.cfg.ID {
-		return handler(ctx, req)
+		return s.handleHere(ctx, req, info, handler)
 	}
 	conn, err := s.peers.get(addr)
 	if err != nil {
@@ -116,4 +116,19 @@ func (s *Server) forwardOrHandle(ctx context.Context, req any, info *grpc.UnaryS
 		return nil, err
 	}
 	return out, nil
+}
+
+// aclPrefix is the Acl service, whose changes journal their own audit
+// events.
+var aclPrefix = "/" + pb.Acl_ServiceDesc.ServiceName + "/"
+
+// handleHere runs the handler on this member; with TLS an admin call that
+// succeeds is journaled with its caller (logbook.admin, off the call
+// path).
+func (s *Server) handleHere(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	if err == nil && s.cfg.Security.TLS != nil && routes[info.FullMethod].access == pb.Access_ACCESS_ADMIN && !strings.HasPrefix(info.FullMethod, aclPrefix) {
+		s.audit.admin(actorOf(ctx), info.FullMethod, req)
+	}
+	return resp, err
 }

@@ -54,8 +54,9 @@ type Server struct {
 	grpcLn  net.Listener
 	http    *httpserve.Server
 	health  *health.Server
-	// denied journals refused user calls, rate-limited (acl_edge.go).
-	denied  deniedRecorder
+	// audit journals refused user calls (rate-limited) and admin
+	// operations (acl_edge.go).
+	audit   auditRecorder
 	metrics *metrics
 	peers   *peerConns
 	nodeCC  *peerConns // storage nodes' DataNode service (gossip keyring)
@@ -130,7 +131,7 @@ func New(cfg Config) (_ *Server, err error) {
 	if cfg.Security.ACL {
 		log.Info("ACL enforcement on: user calls need a token or certificate the cluster's roles allow")
 	}
-	s.denied.s = s
+	s.audit.s = s
 	s.metrics = newMetrics(s)
 	s.fsm = fsm.New(func(err error) {
 		log.Error("state machine halted: stopping this coordinator", "err", err)

@@ -211,19 +211,20 @@ func (a *aclService) WhoAmI(ctx context.Context, req *pb.WhoAmIRequest) (*pb.Who
 	return out, nil
 }
 
-// RecordDenied journals a refusal another member made (leader only).
-func (p *peerService) RecordDenied(ctx context.Context, req *clusterpb.RecordDeniedRequest) (*clusterpb.RecordDeniedResponse, error) {
+// RecordAudit journals an audit record another member made (leader
+// only): a refused call or an admin operation, nothing else.
+func (p *peerService) RecordAudit(ctx context.Context, req *clusterpb.RecordAuditRequest) (*clusterpb.RecordAuditResponse, error) {
 	s := p.s
 	if !s.isLeader() {
 		return nil, s.statusErr(codes.Unavailable, ReasonNotLeader, "not the leader")
 	}
-	d := req.GetDenied()
-	if d == nil {
-		return nil, s.badRequest("record denied: nothing to record")
+	c := req.GetRecord()
+	if c.GetDenied() == nil && c.GetAdmin() == nil {
+		return nil, s.badRequest("record audit: a denied or admin record only")
 	}
-	r, err := s.applyAcl(&fsmpb.AclCommand{Actor: clip(d.Identity), Op: &fsmpb.AclCommand_Denied{Denied: d}})
+	r, err := s.applyAcl(c)
 	if err != nil {
 		return nil, err
 	}
-	return &clusterpb.RecordDeniedResponse{Seq: r.Seq}, nil
+	return &clusterpb.RecordAuditResponse{Seq: r.Seq}, nil
 }

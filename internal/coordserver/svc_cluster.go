@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -357,4 +358,31 @@ func checkpointStatus(err error) error {
 		return status.Errorf(codes.Aborted, "verify: %v; retry", err)
 	}
 	return status.FromContextError(err).Err()
+}
+
+// ShutdownNode asks a registered storage node (by id or gRPC address) to
+// shut down, with this
+// member's certificate (nodes take that call from coordinators only).
+func (c *clusterService) ShutdownNode(ctx context.Context, req *pb.ClusterShutdownNodeRequest) (*pb.ClusterShutdownNodeResponse, error) {
+	s := c.s
+	var addr string
+	s.fsm.View(func(st *fsm.State) {
+		for _, n := range st.Nodes() { // by id, or by its gRPC address
+			if n.Id == req.GetNodeId() || n.GrpcAddr == req.GetNodeId() {
+				addr = n.GrpcAddr
+			}
+		}
+	})
+	if addr == "" {
+		return nil, s.fsErr(fmt.Errorf("%w: %q", fsm.ErrNodeNotFound, req.GetNodeId()))
+	}
+	conn, err := s.nodeCC.get(addr)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pb.NewDataNodeClient(conn).ShutdownNode(ctx, &pb.ShutdownNodeRequest{ForRestart: req.GetForRestart()}); err != nil {
+		return nil, err
+	}
+	s.log.Info("asked a storage node to shut down", "node", req.GetNodeId(), "for-restart", req.GetForRestart(), "by", actorOf(ctx))
+	return &pb.ClusterShutdownNodeResponse{GrpcAddr: addr}, nil
 }

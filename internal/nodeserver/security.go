@@ -17,7 +17,7 @@ import (
 // (docs/security.md):
 //
 //	InitReplicaRecovery, UpdateReplicaUnderRecovery  node or coordinator certificates
-//	GossipKeyring        coordinator certificates only
+//	GossipKeyring, ShutdownNode  coordinator certificates only
 //	other DataNode RPCs  any certificate of the cluster CA
 //	gRPC health          anyone
 //	HTTP /healthz        anyone; /metrics, pprof: any certificate
@@ -38,6 +38,13 @@ func (s *Server) authorize(ctx context.Context, method string) error {
 	class := authz.AccessRead // gRPC reflection: no Logbook RPC
 	if a, ok := accessClasses[method]; ok {
 		class = authz.Access(a)
+	}
+	// Admin calls (ShutdownNode) come from coordinators only: users ask a
+	// coordinator (Cluster.ShutdownNode), which authorizes them by the
+	// cluster's roles, which a node does not hold.
+	if class == authz.AccessAdmin && id.Kind == authz.KindCertificate && id.Role != authz.CertRoleCoordinator {
+		s.log.Warn("refused a call", "method", method, "identity", id.String(), "reason", "admin calls come from coordinators")
+		return s.authErr(codes.PermissionDenied, pb.ReasonWrongRole, fmt.Sprintf("%s: %s is not a coordinator: ask a coordinator (coord nodes shutdown), which checks the caller's roles", method, id))
 	}
 	switch d := tlsgrpc.Decide(authz.Policy{}, false, id, class, authz.Resource{}); d.Outcome {
 	case authz.Allow:

@@ -23,6 +23,7 @@ import (
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
+	"github.com/logbookhq/logbook/internal/grpcflow"
 	"github.com/logbookhq/logbook/internal/nodeserver/blockio"
 	"google.golang.org/grpc"
 )
@@ -104,9 +105,12 @@ func (fc *fsCluster) refreshNodes(nodes ...string) error {
 			return err
 		}
 		fc.nmu.Lock()
-		if fc.nodeAddrs[n] != a {
+		if old := fc.nodeAddrs[n]; old != a {
 			fc.nodeAddrs[n] = a
 			fc.nodeGen++
+			// Docker hands host ports out again: a connection cached for
+			// either address may be one to another container, backing off.
+			fc.dropConns(old, a)
 		}
 		fc.nmu.Unlock()
 	}
@@ -159,12 +163,24 @@ func (fc *fsCluster) conn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := fc.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, fc.creds())
+	// Reconnect: a restarted container is dialled again within a second,
+	// not after grpc-go's default backoff of up to two minutes.
+	c, err := grpc.NewClient(addr, fc.creds(), grpcflow.Reconnect())
 	if err != nil {
 		return nil, err
 	}
 	fc.conns[addr] = c
 	return c, nil
+}
+
+// dropConns closes the cached connections to addrs (fc.nmu held).
+func (fc *fsCluster) dropConns(addrs ...string) {
+	for _, a := range addrs {
+		if c, ok := fc.conns[a]; ok {
+			c.Close()
+			delete(fc.conns, a)
+		}
+	}
 }
 
 // dataNode is the DataNode client of a node at its published address.

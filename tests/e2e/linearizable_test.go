@@ -31,35 +31,42 @@ type readOut struct{ count int }
 // at least seq events by then (Call = Return = the time it arrived).
 type tailIn struct{ seq uint64 }
 
-var journalModel = porcupine.Model{
-	Init: func() any { return uint64(0) },
-	Step: func(state, input, output any) (bool, any) {
-		n := state.(uint64)
-		switch in := input.(type) {
-		case appendIn:
-			return output.(appendOut).seq == n+1, n + 1
-		case readIn:
-			want := 0
-			if in.from <= n {
-				want = int(min(uint64(in.max), n-in.from+1))
+var journalModel = journalModelFrom(0)
+
+// journalModelFrom is the model of a journal that holds base events when
+// the history starts (the coordinators' own audit events: the ACL
+// bootstrap).
+func journalModelFrom(base uint64) porcupine.Model {
+	return porcupine.Model{
+		Init: func() any { return base },
+		Step: func(state, input, output any) (bool, any) {
+			n := state.(uint64)
+			switch in := input.(type) {
+			case appendIn:
+				return output.(appendOut).seq == n+1, n + 1
+			case readIn:
+				want := 0
+				if in.from <= n {
+					want = int(min(uint64(in.max), n-in.from+1))
+				}
+				return output.(readOut).count == want, n
+			case tailIn:
+				return in.seq <= n, n
 			}
-			return output.(readOut).count == want, n
-		case tailIn:
-			return in.seq <= n, n
-		}
-		return false, n
-	},
-	DescribeOperation: func(input, output any) string {
-		switch in := input.(type) {
-		case appendIn:
-			return fmt.Sprintf("append(%s) -> %d", in.payload, output.(appendOut).seq)
-		case readIn:
-			return fmt.Sprintf("read(%d,%d) -> %d events", in.from, in.max, output.(readOut).count)
-		case tailIn:
-			return fmt.Sprintf("tail got %d", in.seq)
-		}
-		return "?"
-	},
+			return false, n
+		},
+		DescribeOperation: func(input, output any) string {
+			switch in := input.(type) {
+			case appendIn:
+				return fmt.Sprintf("append(%s) -> %d", in.payload, output.(appendOut).seq)
+			case readIn:
+				return fmt.Sprintf("read(%d,%d) -> %d events", in.from, in.max, output.(readOut).count)
+			case tailIn:
+				return fmt.Sprintf("tail got %d", in.seq)
+			}
+			return "?"
+		},
+	}
 }
 
 // history records the operations of several clients for porcupine.
@@ -69,6 +76,7 @@ type history struct {
 	unknown  map[string]int64  // payload -> call time of an append whose outcome is unknown
 	observed map[uint64]string // seq -> payload, as reads saw it
 	workers  int
+	base     uint64 // the journal's safe position before the first operation
 	stop     chan struct{}
 	wg       sync.WaitGroup
 }
@@ -77,6 +85,13 @@ type history struct {
 // operation) reading linearizably, until h.halt.
 func startHistory(ctx context.Context, t *testing.T, cl *cluster, workers, maxOps int) *history {
 	h := &history{unknown: map[string]int64{}, observed: map[uint64]string{}, workers: workers, stop: make(chan struct{})}
+	if err := cl.withClient(ctx, func(c *client.Client) error {
+		p, err := c.Journal().Positions(ctx)
+		h.base = p.SafePos
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
 	for w := 0; w < workers; w++ {
 		c, _, err := cl.newClient(ctx)
 		if err != nil {
@@ -143,7 +158,7 @@ func (h *history) check(t *testing.T, cl *cluster, final []client.StoredEvent, e
 		}
 	}
 	ops = append(ops, extra...)
-	res := porcupine.CheckOperationsTimeout(journalModel, ops, 2*time.Minute)
+	res := porcupine.CheckOperationsTimeout(journalModelFrom(h.base), ops, 2*time.Minute)
 	cl.logf("porcupine: %d operations (%d appends of unknown outcome, %d tail deliveries), result %v", len(ops), len(h.unknown), len(extra), res)
 	if res != porcupine.Ok {
 		t.Fatalf("history is not linearizable (%v)", res)
