@@ -204,12 +204,13 @@ func fsPath(path string) authz.Resource {
 // lacks write on the whole journal, by the message's event types.
 type checkedStream struct {
 	grpc.ServerStream
+	ctx    context.Context // the stream's, with the caller
 	s      *Server
 	id     authz.Identity
 	method string
 }
 
-func (c *checkedStream) Context() context.Context { return withCaller(c.ServerStream.Context(), c.id) }
+func (c *checkedStream) Context() context.Context { return c.ctx }
 
 func (c *checkedStream) RecvMsg(m any) error {
 	if err := c.ServerStream.RecvMsg(m); err != nil {

@@ -73,7 +73,7 @@ func (s *Server) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Str
 		return err
 	}
 	if each, _ := ctx.Value(checkEachKey{}).(bool); each {
-		ss = &checkedStream{ServerStream: ss, s: s, id: callerOf(ctx), method: info.FullMethod}
+		ss = &checkedStream{ServerStream: ss, ctx: ctx, s: s, id: callerOf(ctx), method: info.FullMethod}
 	}
 	if err := s.checkClusterID(ss.Context(), info.FullMethod); err != nil {
 		return err
