@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -42,6 +43,10 @@ type project struct {
 	// configuration from them, which every dial of the test uses.
 	tlsDir  string
 	tlsConf *tls.Config
+	// extra are containers a test started on the project's network
+	// outside compose (runNode); down removes them first.
+	extraMu sync.Mutex
+	extra   []string
 
 	downOnce sync.Once
 	downErr  error
@@ -182,7 +187,17 @@ func (p *project) down() error {
 	p.downOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		_, p.downErr = p.compose(ctx, "down", "-v", "--remove-orphans", "-t", "2")
+		// A container compose did not make would keep the network in use.
+		p.extraMu.Lock()
+		extra := p.extra
+		p.extraMu.Unlock()
+		if len(extra) > 0 {
+			if _, err := execOut(ctx, nil, "docker", append([]string{"rm", "-f", "-v"}, extra...)...); err != nil {
+				p.downErr = err
+			}
+		}
+		_, err := p.compose(ctx, "down", "-v", "--remove-orphans", "-t", "2")
+		p.downErr = errors.Join(p.downErr, err)
 		if p.tlsDir != "" {
 			os.RemoveAll(p.tlsDir)
 		}
