@@ -40,6 +40,11 @@ var (
 	// appends are taken again once trim brings the journal under the
 	// quota. Not retried by the SDK. It also matches ErrTooLarge.
 	ErrJournalFull = errors.New("logbook: journal full")
+	// ErrBlockTokenExpired: a storage node refused the block access token
+	// the coordinators handed out with a block's locations as expired
+	// (they last an hour by default). FileReader asks for new ones by
+	// itself; a caller holding a BlockInfo calls Stat again.
+	ErrBlockTokenExpired = errors.New("logbook: block access token expired")
 )
 
 // Error is a server error with its gRPC code and Logbook details.
@@ -84,6 +89,8 @@ func (e *Error) Is(target error) bool {
 		return e.Reason == pb.ReasonSessionExpired
 	case ErrJournalFull:
 		return e.Reason == pb.ReasonJournalFull
+	case ErrBlockTokenExpired:
+		return e.Reason == pb.ReasonBlockTokenExpired
 	}
 	return false
 }

@@ -92,6 +92,10 @@ type BlockInfo struct {
 	Reported []ReplicaLocation
 	// Recovery is set while the block is UNDER_RECOVERY.
 	Recovery *BlockRecovery
+	// Token is the block access token the storage nodes take to serve
+	// the block (a cluster with ACLs; nil without). It expires: Stat
+	// again for a new one.
+	Token []byte
 }
 
 // BlockRecovery is the current attempt of a block recovery.
@@ -184,7 +188,7 @@ func (f *FS) Stat(ctx context.Context, path string) (FileInfo, error) {
 	info := toFileInfo(resp.GetFile())
 	for _, b := range resp.GetBlocks() {
 		f.learn(b.GetLocations())
-		bi := BlockInfo{ID: b.GetId(), GS: b.GetGs(), Length: b.GetNumBytes(), State: toBlockState(b.GetState()), Expected: append([]string(nil), b.GetExpectedLocations()...)}
+		bi := BlockInfo{ID: b.GetId(), GS: b.GetGs(), Length: b.GetNumBytes(), State: toBlockState(b.GetState()), Expected: append([]string(nil), b.GetExpectedLocations()...), Token: b.GetBlockToken()}
 		for _, r := range b.GetReportedLocations() {
 			bi.Reported = append(bi.Reported, ReplicaLocation{Node: r.GetNodeId(), State: toReplicaState(r.GetState()), GS: r.GetGs(), Length: r.GetNumBytes(), Corrupt: r.GetCorrupt(), Cached: r.GetCached()})
 		}

@@ -38,6 +38,7 @@ type readBlock struct {
 	off    int64 // offset of the block in the file
 	length int64
 	nodes  []string // node ids, best first
+	token  []byte   // block access token (nil without ACLs)
 }
 
 // Open opens path for reading. ctx bounds Read and Seek; ReadAt uses it too.
@@ -49,7 +50,7 @@ func (f *FS) Open(ctx context.Context, path string) (*FileReader, error) {
 	r := &FileReader{fs: f, ctx: ctx, path: path}
 	var off int64
 	for i, b := range info.Blocks {
-		rb := readBlock{id: b.ID, gs: b.GS, off: off, length: int64(b.Length), nodes: readOrder(b)}
+		rb := readBlock{id: b.ID, gs: b.GS, off: off, length: int64(b.Length), nodes: readOrder(b), token: b.Token}
 		if i == len(info.Blocks)-1 && b.State != BlockComplete {
 			n, err := f.visibleLength(ctx, rb)
 			if err != nil {
@@ -115,7 +116,7 @@ func (f *FS) visibleLength(ctx context.Context, b readBlock) (int64, error) {
 			lastErr = err
 			continue
 		}
-		resp, err := pb.NewDataNodeClient(cc).GetReplicaVisibleLength(ctx, &pb.GetReplicaVisibleLengthRequest{Pool: f.pool, BlockId: b.id, Gs: b.gs})
+		resp, err := pb.NewDataNodeClient(cc).GetReplicaVisibleLength(ctx, &pb.GetReplicaVisibleLengthRequest{Pool: f.pool, BlockId: b.id, Gs: b.gs, BlockToken: b.token})
 		if err != nil {
 			lastErr = fromStatus(err)
 			continue
@@ -136,7 +137,7 @@ func (r *FileReader) Read(p []byte) (int, error) {
 	if r.pos < r.bufOff || r.pos >= r.bufOff+int64(len(r.buf)) {
 		b := r.blockAt(r.pos)
 		n := min(int64(readAhead), b.off+b.length-r.pos)
-		data, err := r.fs.readBlock(r.ctx, b, r.pos-b.off, n)
+		data, err := r.readBlock(b, r.pos-b.off, n)
 		if err != nil {
 			return 0, err
 		}
@@ -160,7 +161,7 @@ func (r *FileReader) ReadAt(p []byte, off int64) (int, error) {
 		}
 		b := r.blockAt(at)
 		want := min(int64(len(p)-n), b.off+b.length-at)
-		data, err := r.fs.readBlock(r.ctx, b, at-b.off, want)
+		data, err := r.readBlock(b, at-b.off, want)
 		if err != nil {
 			return n, err
 		}
@@ -193,6 +194,31 @@ func (r *FileReader) Close() error {
 	return nil
 }
 
+// readBlock reads [from, from+n) of b; when every replica refused b's
+// block access token as expired, it asks the coordinators for new tokens
+// (Stat) once and tries again.
+func (r *FileReader) readBlock(b readBlock, from, n int64) ([]byte, error) {
+	data, err := r.fs.readBlock(r.ctx, b, from, n)
+	if err == nil || !errors.Is(err, ErrBlockTokenExpired) {
+		return data, err
+	}
+	info, serr := r.fs.Stat(r.ctx, r.path)
+	if serr != nil {
+		return nil, err
+	}
+	for _, nb := range info.Blocks {
+		for i := range r.blocks {
+			if r.blocks[i].id == nb.ID {
+				r.blocks[i].token = nb.Token
+				if nb.ID == b.id {
+					b.token = nb.Token
+				}
+			}
+		}
+	}
+	return r.fs.readBlock(r.ctx, b, from, n)
+}
+
 func (r *FileReader) blockAt(off int64) readBlock {
 	for _, b := range r.blocks {
 		if off < b.off+b.length {
@@ -215,7 +241,7 @@ func (f *FS) readBlock(ctx context.Context, b readBlock, from, n int64) ([]byte,
 			lastErr = err
 			continue
 		}
-		data, err := f.readAt(ctx, addr, b.id, b.gs, from, n)
+		data, err := f.readAt(ctx, addr, b.id, b.gs, b.token, from, n)
 		if err == nil {
 			if len(bad) > 0 {
 				f.reportBad(ctx, bad)
@@ -248,13 +274,13 @@ func (f *FS) reportBad(ctx context.Context, bad []*pb.BadReplica) {
 
 // readFrom reads [from, from+n) of a block from the first of locs that
 // serves it.
-func (f *FS) readFrom(ctx context.Context, locs []*pb.NodeLocation, id, gs uint64, from, n int64) ([]byte, error) {
+func (f *FS) readFrom(ctx context.Context, locs []*pb.NodeLocation, id, gs uint64, token []byte, from, n int64) ([]byte, error) {
 	if n == 0 {
 		return nil, nil
 	}
 	var lastErr error
 	for _, l := range locs {
-		data, err := f.readAt(ctx, l.GetGrpcAddr(), id, gs, from, n)
+		data, err := f.readAt(ctx, l.GetGrpcAddr(), id, gs, token, from, n)
 		if err == nil {
 			return data, nil
 		}
@@ -264,14 +290,14 @@ func (f *FS) readFrom(ctx context.Context, locs []*pb.NodeLocation, id, gs uint6
 }
 
 // readAt streams [from, from+n) of one replica and verifies every chunk.
-func (f *FS) readAt(ctx context.Context, addr string, id, gs uint64, from, n int64) ([]byte, error) {
+func (f *FS) readAt(ctx context.Context, addr string, id, gs uint64, token []byte, from, n int64) ([]byte, error) {
 	cc, err := f.c.conn(addr)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := pb.NewDataNodeClient(cc).ReadBlock(ctx, &pb.ReadBlockRequest{Pool: f.pool, BlockId: id, Gs: gs, Offset: from, Length: n})
+	stream, err := pb.NewDataNodeClient(cc).ReadBlock(ctx, &pb.ReadBlockRequest{Pool: f.pool, BlockId: id, Gs: gs, Offset: from, Length: n, BlockToken: token})
 	if err != nil {
 		return nil, fromStatus(err)
 	}

@@ -40,7 +40,7 @@ func checkReplicas(ctx context.Context, t *testing.T, fsys *FS, b BlockInfo, wan
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := fsys.readAt(ctx, addr, b.ID, b.GS, 0, int64(b.Length))
+		got, err := fsys.readAt(ctx, addr, b.ID, b.GS, b.Token, 0, int64(b.Length))
 		if err != nil || !bytes.Equal(got, data) {
 			t.Fatalf("replica on %s: %d bytes, equal %v, err %v", id, len(got), bytes.Equal(got, data), err)
 		}

@@ -161,7 +161,7 @@ func (fc *fsCluster) synchronised(ctx context.Context, t *testing.T, b BlockInfo
 		if !ok || r.State != pb.ReplicaState_REPLICA_STATE_FINALIZED || r.Gs != b.GS || r.NumBytes != int64(b.Length) {
 			t.Fatalf("%s: %v, want FINALIZED at GS %d with %d bytes", id, r, b.GS, b.Length)
 		}
-		got, err := fsys.readAt(ctx, fc.byID[id].GRPCAddr(), b.ID, b.GS, 0, int64(b.Length))
+		got, err := fsys.readAt(ctx, fc.byID[id].GRPCAddr(), b.ID, b.GS, b.Token, 0, int64(b.Length))
 		if err != nil || !bytes.Equal(got, data[:b.Length]) {
 			t.Fatalf("%s: %d bytes, equal %v, err %v", id, len(got), bytes.Equal(got, data[:min(len(got), int(b.Length))]), err)
 		}

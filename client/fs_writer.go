@@ -79,6 +79,9 @@ type writeBlock struct {
 	closed bool
 	// failed lists the nodes dropped from this block's pipeline.
 	failed []string
+	// token is the block access token of the last file op on the block
+	// (nil without ACLs).
+	token []byte
 }
 
 func (b *writeBlock) ref() *pb.BlockRef {
@@ -139,7 +142,7 @@ func (f *FS) Append(ctx context.Context, path string) (*FileWriter, error) {
 		return w, nil // the next write starts a new block
 	}
 	old := before.Blocks[len(before.Blocks)-1]
-	if err := w.reopen(ctx, old, nb, resp.GetLocations()); err != nil {
+	if err := w.reopen(ctx, old, nb, resp.GetLocations(), resp.GetBlockToken()); err != nil {
 		w.Abort()
 		return nil, err
 	}
@@ -147,21 +150,21 @@ func (f *FS) Append(ctx context.Context, path string) (*FileWriter, error) {
 }
 
 // reopen sets up an append pipeline on the partial last block.
-func (w *FileWriter) reopen(ctx context.Context, old BlockInfo, nb *pb.BlockRecord, locs []*pb.NodeLocation) error {
+func (w *FileWriter) reopen(ctx context.Context, old BlockInfo, nb *pb.BlockRecord, locs []*pb.NodeLocation, token []byte) error {
 	length := int64(old.Length)
 	if len(locs) == 0 {
 		return fmt.Errorf("logbook: append %s: block %d has no locations", w.path, old.ID)
 	}
 	tailFrom := length / blockio.ChunkSize * blockio.ChunkSize
-	tail, err := w.fs.readFrom(ctx, locs, old.ID, old.GS, tailFrom, length-tailFrom)
+	tail, err := w.fs.readFrom(ctx, locs, old.ID, old.GS, token, tailFrom, length-tailFrom)
 	if err != nil {
 		return fmt.Errorf("logbook: append %s: read the last chunk: %w", w.path, err)
 	}
 	setup := &pb.WriteSetup{
 		Pool: w.fs.pool, BlockId: old.ID, Gs: old.GS, NewGs: nb.GetGs(), Stage: pb.BlockStage_BLOCK_STAGE_PIPELINE_SETUP_APPEND,
-		MinBytesRcvd: length, MaxBytesRcvd: length, ClientName: w.fs.clientName(), Targets: addrs(locs[1:]),
+		MinBytesRcvd: length, MaxBytesRcvd: length, ClientName: w.fs.clientName(), Targets: addrs(locs[1:]), BlockToken: token,
 	}
-	w.blk = &writeBlock{id: old.ID, gs: nb.GetGs(), nodes: locs, data: tail, base: tailFrom, written: length, sent: length}
+	w.blk = &writeBlock{id: old.ID, gs: nb.GetGs(), nodes: locs, data: tail, base: tailFrom, written: length, sent: length, token: token}
 	w.last = w.blk.ref()
 	pipe, err := w.fs.openPipeline(ctx, locs[0], setup)
 	if err != nil {
@@ -315,11 +318,11 @@ func (w *FileWriter) nextBlock(ctx context.Context) error {
 		}
 		setup := &pb.WriteSetup{
 			Pool: w.fs.pool, BlockId: blk.GetId(), Gs: blk.GetGs(), Stage: pb.BlockStage_BLOCK_STAGE_PIPELINE_SETUP_CREATE,
-			ExpectedLength: w.blockSize, ClientName: w.fs.clientName(), Targets: addrs(locs[1:]),
+			ExpectedLength: w.blockSize, ClientName: w.fs.clientName(), Targets: addrs(locs[1:]), BlockToken: resp.GetBlockToken(),
 		}
 		pipe, err := w.fs.openPipeline(ctx, locs[0], setup)
 		if err == nil {
-			w.blk = &writeBlock{id: blk.GetId(), gs: blk.GetGs(), nodes: locs, pipe: pipe}
+			w.blk = &writeBlock{id: blk.GetId(), gs: blk.GetGs(), nodes: locs, pipe: pipe, token: resp.GetBlockToken()}
 			w.last = w.blk.ref()
 			return nil
 		}
@@ -579,7 +582,7 @@ func (w *FileWriter) recoverPipeline(ctx context.Context, cause error) error {
 		newGS := resp.GetResult().GetNewGs()
 		setup := &pb.WriteSetup{
 			Pool: w.fs.pool, BlockId: b.id, Gs: b.gs, NewGs: newGS, Stage: pb.BlockStage_BLOCK_STAGE_PIPELINE_SETUP_STREAMING_RECOVERY,
-			MinBytesRcvd: acked, MaxBytesRcvd: sent, ClientName: w.fs.clientName(), Targets: addrs(b.nodes[1:]),
+			MinBytesRcvd: acked, MaxBytesRcvd: sent, ClientName: w.fs.clientName(), Targets: addrs(b.nodes[1:]), BlockToken: resp.GetBlockToken(),
 		}
 		switch {
 		case b.appendGS != 0:
@@ -596,16 +599,22 @@ func (w *FileWriter) recoverPipeline(ctx context.Context, cause error) error {
 		for i, n := range b.nodes {
 			ids[i] = n.GetNodeId()
 		}
-		if _, err := w.fs.write(ctx, func(ctx context.Context, ns pb.NamespaceClient, sess *pb.FsSession) (*pb.FileOpResponse, error) {
+		up, err := w.fs.write(ctx, func(ctx context.Context, ns pb.NamespaceClient, sess *pb.FsSession) (*pb.FileOpResponse, error) {
 			return ns.UpdatePipeline(ctx, &pb.UpdatePipelineRequest{
 				Session: sess, Path: w.path, ClientName: w.fs.clientName(), BlockId: b.id,
 				OldGs: b.gs, NewGs: newGS, NewLength: uint64(acked), NewNodes: ids,
 			})
-		}); err != nil {
+		})
+		if err != nil {
 			pipe.Abort()
 			return fmt.Errorf("logbook: update the pipeline of block %d: %w", b.id, err)
 		}
 		b.gs, b.pipe, b.appendGS = newGS, pipe, 0
+		if t := up.GetBlockToken(); t != nil {
+			b.token = t
+		} else if t := resp.GetBlockToken(); t != nil {
+			b.token = t
+		}
 		w.last = &pb.BlockRef{Id: b.id, Gs: b.gs, NumBytes: uint64(acked)}
 		if setup.Stage == pb.BlockStage_BLOCK_STAGE_PIPELINE_CLOSE_RECOVERY {
 			// Every replica was finalized at the setup.
@@ -753,7 +762,7 @@ func (w *FileWriter) transferTo(ctx context.Context, src, dst *pb.NodeLocation, 
 		return err
 	}
 	_, err = pb.NewDataNodeClient(cc).TransferBlock(ctx, &pb.TransferBlockRequest{
-		Pool: w.fs.pool, BlockId: w.blk.id, Gs: gs, Targets: []string{dst.GetGrpcAddr()}, Stage: pb.BlockStage_BLOCK_STAGE_TRANSFER_RBW,
+		Pool: w.fs.pool, BlockId: w.blk.id, Gs: gs, Targets: []string{dst.GetGrpcAddr()}, Stage: pb.BlockStage_BLOCK_STAGE_TRANSFER_RBW, BlockToken: w.blk.token,
 	})
 	return fromStatus(err)
 }

@@ -70,6 +70,7 @@ type aclTable struct {
 	roles        map[string]*pb.AclRole // not the built-in ones
 	bindings     map[string][]string    // user -> role names, in bind order
 	tokens       map[string]*pb.AclToken
+	blockKeys    []*pb.AclBlockKey // ids rising (acl_blockkeys.go)
 	// gen counts changes (derived, not replicated): FSM republishes its
 	// ACL view when it moves.
 	gen uint64
@@ -80,7 +81,7 @@ func newAclTable() aclTable {
 }
 
 func (t *aclTable) empty() bool {
-	return !t.bootstrapped && len(t.roles) == 0 && len(t.bindings) == 0 && len(t.tokens) == 0
+	return !t.bootstrapped && len(t.roles) == 0 && len(t.bindings) == 0 && len(t.tokens) == 0 && len(t.blockKeys) == 0
 }
 
 // applyAcl applies one AclCommand at index: a refusal changes nothing; an
@@ -194,6 +195,13 @@ func (s *State) applyAcl(index uint64, c *pb.AclCommand) (AclResult, error) {
 			}
 		}
 		typ = EventAdmin
+	case *pb.AclCommand_RollBlockKey:
+		// No journal event: the key is secret and a roll is routine.
+		if err := t.rollBlockKey(x.RollBlockKey.GetKey(), c.UnixNanos); err != nil {
+			return refuse(err)
+		}
+		t.gen++
+		return AclResult{Index: index}, nil
 	default:
 		return refuse(errorf(ErrAclInvalid, "empty op"))
 	}
@@ -328,10 +336,11 @@ type ACL struct {
 	// Err is why the Policy could not be built (a bug: the state machine
 	// accepts no binding it could not build); the Policy is then empty
 	// and refuses every user call.
-	Err      error
-	tokens   map[string]*pb.AclToken
-	roles    map[string]*pb.AclRole
-	bindings map[string][]string
+	Err       error
+	tokens    map[string]*pb.AclToken
+	roles     map[string]*pb.AclRole
+	bindings  map[string][]string
+	blockKeys []BlockKey
 }
 
 // Token is the token of that accessor. The record is shared: do not
@@ -391,6 +400,7 @@ func (s *State) ACL() *ACL {
 	for u, rs := range t.bindings {
 		a.bindings[u] = rs
 	}
+	a.blockKeys = blockKeyView(t.blockKeys)
 	a.Policy, a.Err = authz.NewPolicy(roles, a.bindings)
 	return a
 }
@@ -414,6 +424,7 @@ func (t *aclTable) record() *pb.AclState {
 		st.Tokens = append(st.Tokens, tok)
 	}
 	sort.Slice(st.Tokens, func(i, j int) bool { return st.Tokens[i].Accessor < st.Tokens[j].Accessor })
+	st.BlockKeys = t.blockKeys
 	return st
 }
 
@@ -457,5 +468,10 @@ func restoreAcl(st *pb.AclState) (aclTable, error) {
 		}
 		t.tokens[tok.Accessor] = tok
 	}
+	keys, err := restoreBlockKeys(st.BlockKeys)
+	if err != nil {
+		return bad("%v", err)
+	}
+	t.blockKeys = keys
 	return t, nil
 }

@@ -308,3 +308,96 @@ func TestFSMPublishesACL(t *testing.T) {
 		t.Fatal("the view does not follow a restore")
 	}
 }
+
+func rollCmd(id uint32, created, expires time.Time) *pb.AclCommand {
+	return &pb.AclCommand{UnixNanos: created.UnixNano(), Op: &pb.AclCommand_RollBlockKey{RollBlockKey: &pb.AclRollBlockKeyOp{Key: &pb.AclBlockKey{
+		Id: id, Secret: bytes.Repeat([]byte{byte(id)}, BlockKeyBytes), CreatedUnixNanos: created.UnixNano(), ExpiresUnixNanos: expires.UnixNano(),
+	}}}}
+}
+
+// TestAclBlockKeys: a roll adds a key with a rising id and no journal
+// event, drops the keys expired at its time and the oldest past
+// MaxBlockKeys; a malformed roll changes nothing; the keys survive a
+// snapshot and a corrupt snapshot key is refused.
+func TestAclBlockKeys(t *testing.T) {
+	a := newAclState(t)
+	t0 := aclTestTime
+	accept := func(c *pb.AclCommand) {
+		t.Helper()
+		events := a.s.NextSeq()
+		if r := a.apply(AclFormat, c); r.Err != nil || r.Seq != 0 {
+			t.Fatalf("roll: %+v", r)
+		}
+		if a.s.NextSeq() != events {
+			t.Fatal("a roll appended a journal event")
+		}
+	}
+	accept(rollCmd(1, t0, t0.Add(time.Hour)))
+	accept(rollCmd(2, t0.Add(time.Minute), t0.Add(2*time.Hour)))
+	ids := func() (out []uint32) {
+		for _, k := range a.s.ACL().BlockKeys() {
+			out = append(out, k.ID)
+		}
+		return out
+	}
+	if got := ids(); fmt.Sprint(got) != "[1 2]" {
+		t.Fatalf("keys %v", got)
+	}
+	if k := a.s.ACL().BlockKeys()[1]; !k.Expires.Equal(t0.Add(2*time.Hour)) || len(k.Secret) != BlockKeyBytes {
+		t.Fatalf("key %+v", k)
+	}
+	for name, c := range map[string]*pb.AclCommand{
+		"an id not above the newest": rollCmd(2, t0.Add(2*time.Minute), t0.Add(3*time.Hour)),
+		"id 0":                       rollCmd(0, t0, t0.Add(time.Hour)),
+		"expired when proposed":      rollCmd(3, t0.Add(time.Hour), t0.Add(time.Minute)),
+		"a short secret": {UnixNanos: t0.UnixNano(), Op: &pb.AclCommand_RollBlockKey{RollBlockKey: &pb.AclRollBlockKeyOp{Key: &pb.AclBlockKey{
+			Id: 9, Secret: []byte{1}, CreatedUnixNanos: t0.UnixNano(), ExpiresUnixNanos: t0.Add(time.Hour).UnixNano()}}}},
+		"no key": {Op: &pb.AclCommand_RollBlockKey{RollBlockKey: &pb.AclRollBlockKeyOp{}}},
+	} {
+		t.Run(name, func(t *testing.T) { a.t = t; a.refused(c, ErrAclInvalid, "block key") })
+	}
+	a.t = t
+	// At t0+90m key 1 has expired: the roll drops it.
+	accept(rollCmd(3, t0.Add(90*time.Minute), t0.Add(3*time.Hour)))
+	if got := ids(); fmt.Sprint(got) != "[2 3]" {
+		t.Fatalf("after expiry: keys %v", got)
+	}
+	for id := uint32(4); id < 4+MaxBlockKeys; id++ {
+		accept(rollCmd(id, t0.Add(100*time.Minute), t0.Add(5*time.Hour)))
+	}
+	if got := ids(); len(got) != MaxBlockKeys || got[0] != 4 {
+		t.Fatalf("past the bound: keys %v", got)
+	}
+
+	r, _ := roundTrip(t, a.s)
+	if r.Hash() != a.s.Hash() || fmt.Sprint(r.ACL().BlockKeys()) != fmt.Sprint(a.s.ACL().BlockKeys()) {
+		t.Fatal("block keys differ after a snapshot")
+	}
+	for what, edit := range map[string]func(st *pb.AclState){
+		"a short key": func(st *pb.AclState) {
+			st.BlockKeys[0] = &pb.AclBlockKey{Id: 1, Secret: []byte{1}, ExpiresUnixNanos: 2}
+		},
+		"ids not rising": func(st *pb.AclState) { st.BlockKeys = append(st.BlockKeys, st.BlockKeys[0]) },
+		"more than the max": func(st *pb.AclState) {
+			st.BlockKeys = append(st.BlockKeys, rollCmd(99, t0, t0.Add(time.Hour)).GetRollBlockKey().Key)
+		},
+	} {
+		sn := captureSnapshot(a.s)
+		sn.acl = proto.CloneOf(sn.acl)
+		edit(sn.acl)
+		var buf bytes.Buffer
+		if err := sn.write(&buf); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ReadSnapshot(&buf); !errors.Is(err, ErrSnapshotCorrupt) {
+			t.Errorf("%s: %v, want ErrSnapshotCorrupt", what, err)
+		}
+	}
+
+	// Keys alone make the ACL record (snapshot format 6).
+	b := newAclState(t)
+	b.apply(AclFormat, rollCmd(1, t0, t0.Add(time.Hour)))
+	if _, data := roundTrip(t, b.s); binary.BigEndian.Uint32(data[8:12]) != aclSnapshotFormat {
+		t.Fatal("a state with only block keys lost them in the snapshot format")
+	}
+}

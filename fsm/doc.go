@@ -163,7 +163,11 @@
 // a role put or deleted (not reader, writer or admin; not while bound), a
 // role bound to or unbound from a user, a token created or revoked, or the
 // record of a call some member refused (logbook.acl.denied) or of an admin
-// operation some member carried out (logbook.admin). Tokens are held by
+// operation some member carried out (logbook.admin), or a block key
+// rolled (AclRollBlockKeyOp: the HMAC key of block access tokens, its id
+// above every held key's; the roll drops the keys expired at its time and
+// the oldest past MaxBlockKeys, and appends no event, the key being
+// secret). Tokens are held by
 // accessor with the SHA-256 of their secret only: the leader makes the
 // secret and hands it to the caller, and no entry or snapshot ever holds
 // it. Each accepted command appends one audit event ("logbook.acl.<op>",

@@ -1303,7 +1303,12 @@ type FileOpResponse struct {
 	// Seq of the op's audit event (0 when unchanged).
 	Seq uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
 	// add_block / append: the pipeline's nodes with their addresses.
-	Locations     []*NodeLocation `protobuf:"bytes,3,rep,name=locations,proto3" json:"locations,omitempty"`
+	Locations []*NodeLocation `protobuf:"bytes,3,rep,name=locations,proto3" json:"locations,omitempty"`
+	// add_block, append, update_block_for_pipeline, update_pipeline on a
+	// cluster with ACLs: the block access token the storage nodes take for
+	// the block (modes read, write and copy, for the generation stamps from
+	// the block's before the op to its after). Empty without ACLs.
+	BlockToken    []byte `protobuf:"bytes,4,opt,name=block_token,json=blockToken,proto3" json:"block_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1355,6 +1360,13 @@ func (x *FileOpResponse) GetSeq() uint64 {
 func (x *FileOpResponse) GetLocations() []*NodeLocation {
 	if x != nil {
 		return x.Locations
+	}
+	return nil
+}
+
+func (x *FileOpResponse) GetBlockToken() []byte {
+	if x != nil {
+		return x.BlockToken
 	}
 	return nil
 }
@@ -1502,7 +1514,10 @@ type BlockStatus struct {
 	Recovery          *BlockRecovery         `protobuf:"bytes,7,opt,name=recovery,proto3" json:"recovery,omitempty"`
 	// The gRPC address of every node named above (expected or reported), from
 	// the replicated node registry, so a reader can reach the replicas.
-	Locations     []*NodeLocation `protobuf:"bytes,8,rep,name=locations,proto3" json:"locations,omitempty"`
+	Locations []*NodeLocation `protobuf:"bytes,8,rep,name=locations,proto3" json:"locations,omitempty"`
+	// On a cluster with ACLs: the block access token (mode read, this
+	// block's generation stamp) the storage nodes take to serve it.
+	BlockToken    []byte `protobuf:"bytes,9,opt,name=block_token,json=blockToken,proto3" json:"block_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1589,6 +1604,13 @@ func (x *BlockStatus) GetRecovery() *BlockRecovery {
 func (x *BlockStatus) GetLocations() []*NodeLocation {
 	if x != nil {
 		return x.Locations
+	}
+	return nil
+}
+
+func (x *BlockStatus) GetBlockToken() []byte {
+	if x != nil {
+		return x.BlockToken
 	}
 	return nil
 }
@@ -3337,11 +3359,13 @@ const file_logbookv1_namespace_proto_rawDesc = "" +
 	"\tnew_nodes\x18\b \x03(\tR\bnewNodes\"D\n" +
 	"\fNodeLocation\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
-	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\"\x8f\x01\n" +
+	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\"\xb0\x01\n" +
 	"\x0eFileOpResponse\x123\n" +
 	"\x06result\x18\x01 \x01(\v2\x1b.logbook.v1.NamespaceResultR\x06result\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x126\n" +
-	"\tlocations\x18\x03 \x03(\v2\x18.logbook.v1.NodeLocationR\tlocations\"!\n" +
+	"\tlocations\x18\x03 \x03(\v2\x18.logbook.v1.NodeLocationR\tlocations\x12\x1f\n" +
+	"\vblock_token\x18\x04 \x01(\fR\n" +
+	"blockToken\"!\n" +
 	"\vStatRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\"\xba\x01\n" +
 	"\x10ReportedLocation\x12\x17\n" +
@@ -3350,7 +3374,7 @@ const file_logbookv1_namespace_proto_rawDesc = "" +
 	"\x02gs\x18\x03 \x01(\x04R\x02gs\x12\x1b\n" +
 	"\tnum_bytes\x18\x04 \x01(\x03R\bnumBytes\x12\x18\n" +
 	"\acorrupt\x18\x05 \x01(\bR\acorrupt\x12\x16\n" +
-	"\x06cached\x18\x06 \x01(\bR\x06cached\"\xe3\x02\n" +
+	"\x06cached\x18\x06 \x01(\bR\x06cached\"\x84\x03\n" +
 	"\vBlockStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x0e\n" +
 	"\x02gs\x18\x02 \x01(\x04R\x02gs\x12\x1b\n" +
@@ -3359,7 +3383,9 @@ const file_logbookv1_namespace_proto_rawDesc = "" +
 	"\x12expected_locations\x18\x05 \x03(\tR\x11expectedLocations\x12K\n" +
 	"\x12reported_locations\x18\x06 \x03(\v2\x1c.logbook.v1.ReportedLocationR\x11reportedLocations\x125\n" +
 	"\brecovery\x18\a \x01(\v2\x19.logbook.v1.BlockRecoveryR\brecovery\x126\n" +
-	"\tlocations\x18\b \x03(\v2\x18.logbook.v1.NodeLocationR\tlocations\"\x8c\x01\n" +
+	"\tlocations\x18\b \x03(\v2\x18.logbook.v1.NodeLocationR\tlocations\x12\x1f\n" +
+	"\vblock_token\x18\t \x01(\fR\n" +
+	"blockToken\"\x8c\x01\n" +
 	"\fStatResponse\x12*\n" +
 	"\x04file\x18\x01 \x01(\v2\x16.logbook.v1.FileStatusR\x04file\x12/\n" +
 	"\x06blocks\x18\x02 \x03(\v2\x17.logbook.v1.BlockStatusR\x06blocks\x12\x1f\n" +

@@ -279,7 +279,12 @@ type WriteSetup struct {
 	// (host:port of their DataNode service). At most 16.
 	Targets []string `protobuf:"bytes,9,rep,name=targets,proto3" json:"targets,omitempty"`
 	// Who writes: a client name or "node:<id>" for node-to-node copies.
-	ClientName    string `protobuf:"bytes,10,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	ClientName string `protobuf:"bytes,10,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	// The block access token the coordinators handed out with the block
+	// (FileOpResponse.block_token): a node of a cluster with ACLs needs it
+	// from clients (mode write, covering gs and new_gs); nodes forwarding
+	// the setup down the pipeline are trusted by their certificates.
+	BlockToken    []byte `protobuf:"bytes,11,opt,name=block_token,json=blockToken,proto3" json:"block_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -382,6 +387,13 @@ func (x *WriteSetup) GetClientName() string {
 		return x.ClientName
 	}
 	return ""
+}
+
+func (x *WriteSetup) GetBlockToken() []byte {
+	if x != nil {
+		return x.BlockToken
+	}
+	return nil
 }
 
 type Packet struct {
@@ -635,7 +647,9 @@ type ReadBlockRequest struct {
 	Offset int64  `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
 	// Bytes to read; 0 reads to the visible end. offset + length beyond the
 	// visible length is OutOfRange.
-	Length        int64 `protobuf:"varint,5,opt,name=length,proto3" json:"length,omitempty"`
+	Length int64 `protobuf:"varint,5,opt,name=length,proto3" json:"length,omitempty"`
+	// The block access token (BlockStatus.block_token; mode read).
+	BlockToken    []byte `protobuf:"bytes,6,opt,name=block_token,json=blockToken,proto3" json:"block_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -703,6 +717,13 @@ func (x *ReadBlockRequest) GetLength() int64 {
 		return x.Length
 	}
 	return 0
+}
+
+func (x *ReadBlockRequest) GetBlockToken() []byte {
+	if x != nil {
+		return x.BlockToken
+	}
+	return nil
 }
 
 type ReadChunk struct {
@@ -785,10 +806,12 @@ func (x *ReadChunk) GetVisibleLength() int64 {
 }
 
 type GetReplicaVisibleLengthRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Pool          string                 `protobuf:"bytes,1,opt,name=pool,proto3" json:"pool,omitempty"`
-	BlockId       uint64                 `protobuf:"varint,2,opt,name=block_id,json=blockId,proto3" json:"block_id,omitempty"`
-	Gs            uint64                 `protobuf:"varint,3,opt,name=gs,proto3" json:"gs,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Pool    string                 `protobuf:"bytes,1,opt,name=pool,proto3" json:"pool,omitempty"`
+	BlockId uint64                 `protobuf:"varint,2,opt,name=block_id,json=blockId,proto3" json:"block_id,omitempty"`
+	Gs      uint64                 `protobuf:"varint,3,opt,name=gs,proto3" json:"gs,omitempty"`
+	// The block access token (mode read).
+	BlockToken    []byte `protobuf:"bytes,4,opt,name=block_token,json=blockToken,proto3" json:"block_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -842,6 +865,13 @@ func (x *GetReplicaVisibleLengthRequest) GetGs() uint64 {
 		return x.Gs
 	}
 	return 0
+}
+
+func (x *GetReplicaVisibleLengthRequest) GetBlockToken() []byte {
+	if x != nil {
+		return x.BlockToken
+	}
+	return nil
 }
 
 type GetReplicaVisibleLengthResponse struct {
@@ -901,7 +931,9 @@ type TransferBlockRequest struct {
 	Stage BlockStage `protobuf:"varint,5,opt,name=stage,proto3,enum=logbook.v1.BlockStage" json:"stage,omitempty"`
 	// Bytes to send; 0 sends the visible length. More than the visible
 	// length is OutOfRange.
-	BytesToSend   int64 `protobuf:"varint,6,opt,name=bytes_to_send,json=bytesToSend,proto3" json:"bytes_to_send,omitempty"`
+	BytesToSend int64 `protobuf:"varint,6,opt,name=bytes_to_send,json=bytesToSend,proto3" json:"bytes_to_send,omitempty"`
+	// The block access token (mode copy) of a client's request.
+	BlockToken    []byte `protobuf:"bytes,7,opt,name=block_token,json=blockToken,proto3" json:"block_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -976,6 +1008,13 @@ func (x *TransferBlockRequest) GetBytesToSend() int64 {
 		return x.BytesToSend
 	}
 	return 0
+}
+
+func (x *TransferBlockRequest) GetBlockToken() []byte {
+	if x != nil {
+		return x.BlockToken
+	}
+	return nil
 }
 
 type TransferBlockResponse struct {
@@ -2131,7 +2170,7 @@ const file_logbookv1_node_proto_rawDesc = "" +
 	"\vWritePacket\x12.\n" +
 	"\x05setup\x18\x01 \x01(\v2\x16.logbook.v1.WriteSetupH\x00R\x05setup\x12,\n" +
 	"\x06packet\x18\x02 \x01(\v2\x12.logbook.v1.PacketH\x00R\x06packetB\x05\n" +
-	"\x03msg\"\xc0\x02\n" +
+	"\x03msg\"\xe1\x02\n" +
 	"\n" +
 	"WriteSetup\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x19\n" +
@@ -2145,7 +2184,9 @@ const file_logbookv1_node_proto_rawDesc = "" +
 	"\atargets\x18\t \x03(\tR\atargets\x12\x1f\n" +
 	"\vclient_name\x18\n" +
 	" \x01(\tR\n" +
-	"clientName\"\xc3\x01\n" +
+	"clientName\x12\x1f\n" +
+	"\vblock_token\x18\v \x01(\fR\n" +
+	"blockToken\"\xc3\x01\n" +
 	"\x06Packet\x12\x14\n" +
 	"\x05seqno\x18\x01 \x01(\x03R\x05seqno\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x12\n" +
@@ -2164,32 +2205,38 @@ const file_logbookv1_node_proto_rawDesc = "" +
 	"\x05seqno\x18\x01 \x01(\x03R\x05seqno\x122\n" +
 	"\bstatuses\x18\x02 \x03(\v2\x16.logbook.v1.NodeStatusR\bstatuses\x12\x1f\n" +
 	"\vbytes_acked\x18\x03 \x01(\x03R\n" +
-	"bytesAcked\"\x81\x01\n" +
+	"bytesAcked\"\xa2\x01\n" +
 	"\x10ReadBlockRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x19\n" +
 	"\bblock_id\x18\x02 \x01(\x04R\ablockId\x12\x0e\n" +
 	"\x02gs\x18\x03 \x01(\x04R\x02gs\x12\x16\n" +
 	"\x06offset\x18\x04 \x01(\x03R\x06offset\x12\x16\n" +
-	"\x06length\x18\x05 \x01(\x03R\x06length\"\xaa\x01\n" +
+	"\x06length\x18\x05 \x01(\x03R\x06length\x12\x1f\n" +
+	"\vblock_token\x18\x06 \x01(\fR\n" +
+	"blockToken\"\xaa\x01\n" +
 	"\tReadChunk\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x1c\n" +
 	"\tchecksums\x18\x03 \x03(\rR\tchecksums\x12,\n" +
 	"\x12bytes_per_checksum\x18\x04 \x01(\rR\x10bytesPerChecksum\x12%\n" +
-	"\x0evisible_length\x18\x05 \x01(\x03R\rvisibleLength\"_\n" +
+	"\x0evisible_length\x18\x05 \x01(\x03R\rvisibleLength\"\x80\x01\n" +
 	"\x1eGetReplicaVisibleLengthRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x19\n" +
 	"\bblock_id\x18\x02 \x01(\x04R\ablockId\x12\x0e\n" +
-	"\x02gs\x18\x03 \x01(\x04R\x02gs\"H\n" +
+	"\x02gs\x18\x03 \x01(\x04R\x02gs\x12\x1f\n" +
+	"\vblock_token\x18\x04 \x01(\fR\n" +
+	"blockToken\"H\n" +
 	"\x1fGetReplicaVisibleLengthResponse\x12%\n" +
-	"\x0evisible_length\x18\x01 \x01(\x03R\rvisibleLength\"\xc1\x01\n" +
+	"\x0evisible_length\x18\x01 \x01(\x03R\rvisibleLength\"\xe2\x01\n" +
 	"\x14TransferBlockRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x19\n" +
 	"\bblock_id\x18\x02 \x01(\x04R\ablockId\x12\x0e\n" +
 	"\x02gs\x18\x03 \x01(\x04R\x02gs\x12\x18\n" +
 	"\atargets\x18\x04 \x03(\tR\atargets\x12,\n" +
 	"\x05stage\x18\x05 \x01(\x0e2\x16.logbook.v1.BlockStageR\x05stage\x12\"\n" +
-	"\rbytes_to_send\x18\x06 \x01(\x03R\vbytesToSend\"F\n" +
+	"\rbytes_to_send\x18\x06 \x01(\x03R\vbytesToSend\x12\x1f\n" +
+	"\vblock_token\x18\a \x01(\fR\n" +
+	"blockToken\"F\n" +
 	"\x15TransferBlockResponse\x12\x0e\n" +
 	"\x02gs\x18\x01 \x01(\x04R\x02gs\x12\x1d\n" +
 	"\n" +

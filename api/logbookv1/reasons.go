@@ -44,6 +44,22 @@ const (
 	// ReasonAclBootstrapped: the one-time ACL bootstrap already happened
 	// (FailedPrecondition).
 	ReasonAclBootstrapped = "ALREADY_BOOTSTRAPPED"
+	// ReasonNoBlockToken: a storage node of a cluster with ACLs takes block
+	// data calls from clients only with a block access token, which the
+	// coordinators hand out with the block's locations (Unauthenticated).
+	ReasonNoBlockToken = "NO_BLOCK_TOKEN"
+	// ReasonBlockToken: the block access token is malformed, forged, signed
+	// by a key the node does not hold, or does not cover the request's
+	// block, generation stamp or access mode (PermissionDenied).
+	ReasonBlockToken = "BLOCK_TOKEN"
+	// ReasonBlockTokenExpired: the block access token is past its expiry:
+	// ask the coordinators again (Stat, or the write's next file op) for a
+	// new one (PermissionDenied).
+	ReasonBlockTokenExpired = "BLOCK_TOKEN_EXPIRED"
+	// ReasonBlockKeysUnknown: the node has not yet heard from the
+	// coordinators whether block access tokens are on, so it serves no
+	// client's block call yet (Unavailable: try another replica or again).
+	ReasonBlockKeysUnknown = "BLOCK_KEYS_UNKNOWN"
 
 	// MDAuthorization is the metadata key of a bearer token
 	// ("Bearer lbt_...").

@@ -90,6 +90,8 @@ func addServeFlags(fs *pflag.FlagSet) *serveFlags {
 	f.tls = tlsflag.Add(fs, true)
 	fs.BoolVar(&c.Security.ACL, "acl-enabled", false, "enforce the access control the cluster holds (coord acl): user calls need a token or client certificate whose user a bound role allows; needs --tls-cert; give it to every coordinator (docs/security.md)")
 	fs.StringVar(&f.aclToken, "acl-bootstrap-token-file", "", "bootstrap the ACLs with the token in this file (coord acl token gen) if nobody has: user admin, bound to the admin role, as coord acl bootstrap would; give every coordinator the same file")
+	fs.DurationVar(&c.Security.BlockTokenLifetime, "block-token-lifetime", d.Security.BlockTokenLifetime, "with --acl-enabled, how long a block access token the leader hands out with a block's locations lasts (storage nodes serve a client a block only with one)")
+	fs.DurationVar(&c.Security.BlockKeyRoll, "block-key-roll", d.Security.BlockKeyRoll, "with --acl-enabled, how often the leader rolls the key that signs block access tokens (the keys live in the replicated state and reach the nodes with their heartbeats)")
 	f.gossip = gossipkeys.Add(fs)
 	envflag.Bind(fs)
 	return f

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"github.com/logbookhq/logbook/internal/authz"
 	"github.com/logbookhq/logbook/internal/coordserver"
 	"github.com/logbookhq/logbook/internal/pki"
+	"github.com/logbookhq/logbook/internal/poll"
 	"github.com/logbookhq/logbook/internal/tlsflag"
 )
 
@@ -70,7 +72,7 @@ func TestSecureDevCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
 	}
-	d, err := startDevFreePorts(t, devOptions{Members: 1, Secure: true})
+	d, err := startDevFreePorts(t, devOptions{Members: 1, Nodes: 1, Secure: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,6 +114,24 @@ func TestSecureDevCluster(t *testing.T) {
 	tokenEnv := map[string]string{"LOGBOOK_TLS_CA": f.CA, "LOGBOOK_TOKEN_FILE": d.tokenFile}
 	if code, out, stderr := run(t, tokenEnv, "acl", "whoami", "--endpoints", ep); code != 0 || !strings.Contains(out, `user "admin" (token)`) || !strings.Contains(out, "roles: admin") {
 		t.Fatalf("whoami with the admin token: exit %d %s %s", code, out, stderr)
+	}
+	// The token alone reaches block data too: the storage node takes the
+	// block access tokens the coordinator hands out.
+	local := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(local, bytes.Repeat([]byte("secure dev "), 1000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !poll.Within(60*time.Second, func() bool {
+		known, required, keys := d.c.Node(0).BlockKeys()
+		return known && required && keys > 0
+	}) {
+		t.Fatal("the node never received block keys")
+	}
+	if code, _, stderr := run(t, tokenEnv, "fs", "put", "--endpoints", ep, local, "/secure/f"); code != 0 {
+		t.Fatalf("fs put with the token: exit %d %s", code, stderr)
+	}
+	if code, out, stderr := run(t, tokenEnv, "fs", "cat", "--endpoints", ep, "/secure/f"); code != 0 || out != strings.Repeat("secure dev ", 1000) {
+		t.Fatalf("fs cat with the token: exit %d, %d bytes, %s", code, len(out), stderr)
 	}
 	code, out, stderr = run(t, tokenEnv, "acl", "token", "create", "--endpoints", ep, "--user", "rita", "--json")
 	if code != 0 {

@@ -295,11 +295,13 @@ func (x *AclToken) GetCreatedBy() string {
 // AclState is the snapshot record of the access control (snapshot format
 // 6): roles by name, bindings by user, tokens by accessor.
 type AclState struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Bootstrapped  bool                   `protobuf:"varint,1,opt,name=bootstrapped,proto3" json:"bootstrapped,omitempty"`
-	Roles         []*AclRole             `protobuf:"bytes,2,rep,name=roles,proto3" json:"roles,omitempty"`
-	Bindings      []*AclBinding          `protobuf:"bytes,3,rep,name=bindings,proto3" json:"bindings,omitempty"`
-	Tokens        []*AclToken            `protobuf:"bytes,4,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Bootstrapped bool                   `protobuf:"varint,1,opt,name=bootstrapped,proto3" json:"bootstrapped,omitempty"`
+	Roles        []*AclRole             `protobuf:"bytes,2,rep,name=roles,proto3" json:"roles,omitempty"`
+	Bindings     []*AclBinding          `protobuf:"bytes,3,rep,name=bindings,proto3" json:"bindings,omitempty"`
+	Tokens       []*AclToken            `protobuf:"bytes,4,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	// The block keys, by id (newest last).
+	BlockKeys     []*AclBlockKey `protobuf:"bytes,5,rep,name=block_keys,json=blockKeys,proto3" json:"block_keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -362,6 +364,87 @@ func (x *AclState) GetTokens() []*AclToken {
 	return nil
 }
 
+func (x *AclState) GetBlockKeys() []*AclBlockKey {
+	if x != nil {
+		return x.BlockKeys
+	}
+	return nil
+}
+
+// AclBlockKey signs block access tokens (internal/blocktoken): the leader
+// rolls a new one regularly; every member signs with the newest and the
+// storage nodes verify with all that have not expired.
+type AclBlockKey struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Greater than every earlier key's.
+	Id uint32 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// 32 random bytes. Kept in the log and snapshots as the token hashes
+	// are; never in a journal event.
+	Secret           []byte `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	CreatedUnixNanos int64  `protobuf:"varint,3,opt,name=created_unix_nanos,json=createdUnixNanos,proto3" json:"created_unix_nanos,omitempty"`
+	ExpiresUnixNanos int64  `protobuf:"varint,4,opt,name=expires_unix_nanos,json=expiresUnixNanos,proto3" json:"expires_unix_nanos,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *AclBlockKey) Reset() {
+	*x = AclBlockKey{}
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclBlockKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclBlockKey) ProtoMessage() {}
+
+func (x *AclBlockKey) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclBlockKey.ProtoReflect.Descriptor instead.
+func (*AclBlockKey) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_acl_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *AclBlockKey) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *AclBlockKey) GetSecret() []byte {
+	if x != nil {
+		return x.Secret
+	}
+	return nil
+}
+
+func (x *AclBlockKey) GetCreatedUnixNanos() int64 {
+	if x != nil {
+		return x.CreatedUnixNanos
+	}
+	return 0
+}
+
+func (x *AclBlockKey) GetExpiresUnixNanos() int64 {
+	if x != nil {
+		return x.ExpiresUnixNanos
+	}
+	return 0
+}
+
 // AclCommand is the payload of COMMAND_TYPE_ACL: one change, and who asked
 // for it, or the record of a refused call or of an admin operation. Every
 // accepted command appends one audit event of type "logbook.acl.<op>"
@@ -381,6 +464,7 @@ type AclCommand struct {
 	//	*AclCommand_RevokeToken
 	//	*AclCommand_Denied
 	//	*AclCommand_Admin
+	//	*AclCommand_RollBlockKey
 	Op isAclCommand_Op `protobuf_oneof:"op"`
 	// The leader's clock when it proposed the command (audit events).
 	UnixNanos     int64 `protobuf:"varint,10,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
@@ -390,7 +474,7 @@ type AclCommand struct {
 
 func (x *AclCommand) Reset() {
 	*x = AclCommand{}
-	mi := &file_fsm_fsmpb_acl_proto_msgTypes[5]
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +486,7 @@ func (x *AclCommand) String() string {
 func (*AclCommand) ProtoMessage() {}
 
 func (x *AclCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_acl_proto_msgTypes[5]
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +499,7 @@ func (x *AclCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclCommand.ProtoReflect.Descriptor instead.
 func (*AclCommand) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_acl_proto_rawDescGZIP(), []int{5}
+	return file_fsm_fsmpb_acl_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AclCommand) GetActor() string {
@@ -513,6 +597,15 @@ func (x *AclCommand) GetAdmin() *AclAdminOp {
 	return nil
 }
 
+func (x *AclCommand) GetRollBlockKey() *AclRollBlockKeyOp {
+	if x != nil {
+		if x, ok := x.Op.(*AclCommand_RollBlockKey); ok {
+			return x.RollBlockKey
+		}
+	}
+	return nil
+}
+
 func (x *AclCommand) GetUnixNanos() int64 {
 	if x != nil {
 		return x.UnixNanos
@@ -560,6 +653,10 @@ type AclCommand_Admin struct {
 	Admin *AclAdminOp `protobuf:"bytes,11,opt,name=admin,proto3,oneof"`
 }
 
+type AclCommand_RollBlockKey struct {
+	RollBlockKey *AclRollBlockKeyOp `protobuf:"bytes,12,opt,name=roll_block_key,json=rollBlockKey,proto3,oneof"`
+}
+
 func (*AclCommand_Bootstrap) isAclCommand_Op() {}
 
 func (*AclCommand_PutRole) isAclCommand_Op() {}
@@ -578,6 +675,54 @@ func (*AclCommand_Denied) isAclCommand_Op() {}
 
 func (*AclCommand_Admin) isAclCommand_Op() {}
 
+func (*AclCommand_RollBlockKey) isAclCommand_Op() {}
+
+// Adds a block key and drops the keys expired at the command's time (the
+// oldest too, past MaxBlockKeys). Appends no journal event.
+type AclRollBlockKeyOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           *AclBlockKey           `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclRollBlockKeyOp) Reset() {
+	*x = AclRollBlockKeyOp{}
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclRollBlockKeyOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclRollBlockKeyOp) ProtoMessage() {}
+
+func (x *AclRollBlockKeyOp) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclRollBlockKeyOp.ProtoReflect.Descriptor instead.
+func (*AclRollBlockKeyOp) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_acl_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AclRollBlockKeyOp) GetKey() *AclBlockKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
 // Once per cluster: the first token, its user bound to the admin role.
 type AclBootstrapOp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -588,7 +733,7 @@ type AclBootstrapOp struct {
 
 func (x *AclBootstrapOp) Reset() {
 	*x = AclBootstrapOp{}
-	mi := &file_fsm_fsmpb_acl_proto_msgTypes[6]
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -600,7 +745,7 @@ func (x *AclBootstrapOp) String() string {
 func (*AclBootstrapOp) ProtoMessage() {}
 
 func (x *AclBootstrapOp) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_acl_proto_msgTypes[6]
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -613,7 +758,7 @@ func (x *AclBootstrapOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclBootstrapOp.ProtoReflect.Descriptor instead.
 func (*AclBootstrapOp) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_acl_proto_rawDescGZIP(), []int{6}
+	return file_fsm_fsmpb_acl_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AclBootstrapOp) GetToken() *AclToken {
@@ -633,7 +778,7 @@ type AclPutRoleOp struct {
 
 func (x *AclPutRoleOp) Reset() {
 	*x = AclPutRoleOp{}
-	mi := &file_fsm_fsmpb_acl_proto_msgTypes[7]
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +790,7 @@ func (x *AclPutRoleOp) String() string {
 func (*AclPutRoleOp) ProtoMessage() {}
 
 func (x *AclPutRoleOp) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_acl_proto_msgTypes[7]
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +803,7 @@ func (x *AclPutRoleOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclPutRoleOp.ProtoReflect.Descriptor instead.
 func (*AclPutRoleOp) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_acl_proto_rawDescGZIP(), []int{7}
+	return file_fsm_fsmpb_acl_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AclPutRoleOp) GetRole() *AclRole {
@@ -677,7 +822,7 @@ type AclDeleteRoleOp struct {
 
 func (x *AclDeleteRoleOp) Reset() {
 	*x = AclDeleteRoleOp{}
-	mi := &file_fsm_fsmpb_acl_proto_msgTypes[8]
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -689,7 +834,7 @@ func (x *AclDeleteRoleOp) String() string {
 func (*AclDeleteRoleOp) ProtoMessage() {}
 
 func (x *AclDeleteRoleOp) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_acl_proto_msgTypes[8]
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -702,7 +847,7 @@ func (x *AclDeleteRoleOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclDeleteRoleOp.ProtoReflect.Descriptor instead.
 func (*AclDeleteRoleOp) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_acl_proto_rawDescGZIP(), []int{8}
+	return file_fsm_fsmpb_acl_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AclDeleteRoleOp) GetName() string {
@@ -722,7 +867,7 @@ type AclBindOp struct {
 
 func (x *AclBindOp) Reset() {
 	*x = AclBindOp{}
-	mi := &file_fsm_fsmpb_acl_proto_msgTypes[9]
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -734,7 +879,7 @@ func (x *AclBindOp) String() string {
 func (*AclBindOp) ProtoMessage() {}
 
 func (x *AclBindOp) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_acl_proto_msgTypes[9]
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -747,7 +892,7 @@ func (x *AclBindOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclBindOp.ProtoReflect.Descriptor instead.
 func (*AclBindOp) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_acl_proto_rawDescGZIP(), []int{9}
+	return file_fsm_fsmpb_acl_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AclBindOp) GetUser() string {
@@ -774,7 +919,7 @@ type AclUnbindOp struct {
 
 func (x *AclUnbindOp) Reset() {
 	*x = AclUnbindOp{}
-	mi := &file_fsm_fsmpb_acl_proto_msgTypes[10]
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +931,7 @@ func (x *AclUnbindOp) String() string {
 func (*AclUnbindOp) ProtoMessage() {}
 
 func (x *AclUnbindOp) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_acl_proto_msgTypes[10]
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +944,7 @@ func (x *AclUnbindOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclUnbindOp.ProtoReflect.Descriptor instead.
 func (*AclUnbindOp) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_acl_proto_rawDescGZIP(), []int{10}
+	return file_fsm_fsmpb_acl_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AclUnbindOp) GetUser() string {
@@ -825,7 +970,7 @@ type AclCreateTokenOp struct {
 
 func (x *AclCreateTokenOp) Reset() {
 	*x = AclCreateTokenOp{}
-	mi := &file_fsm_fsmpb_acl_proto_msgTypes[11]
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +982,7 @@ func (x *AclCreateTokenOp) String() string {
 func (*AclCreateTokenOp) ProtoMessage() {}
 
 func (x *AclCreateTokenOp) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_acl_proto_msgTypes[11]
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +995,7 @@ func (x *AclCreateTokenOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclCreateTokenOp.ProtoReflect.Descriptor instead.
 func (*AclCreateTokenOp) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_acl_proto_rawDescGZIP(), []int{11}
+	return file_fsm_fsmpb_acl_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AclCreateTokenOp) GetToken() *AclToken {
@@ -869,7 +1014,7 @@ type AclRevokeTokenOp struct {
 
 func (x *AclRevokeTokenOp) Reset() {
 	*x = AclRevokeTokenOp{}
-	mi := &file_fsm_fsmpb_acl_proto_msgTypes[12]
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -881,7 +1026,7 @@ func (x *AclRevokeTokenOp) String() string {
 func (*AclRevokeTokenOp) ProtoMessage() {}
 
 func (x *AclRevokeTokenOp) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_acl_proto_msgTypes[12]
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -894,7 +1039,7 @@ func (x *AclRevokeTokenOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclRevokeTokenOp.ProtoReflect.Descriptor instead.
 func (*AclRevokeTokenOp) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_acl_proto_rawDescGZIP(), []int{12}
+	return file_fsm_fsmpb_acl_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AclRevokeTokenOp) GetAccessor() string {
@@ -922,7 +1067,7 @@ type AclDeniedOp struct {
 
 func (x *AclDeniedOp) Reset() {
 	*x = AclDeniedOp{}
-	mi := &file_fsm_fsmpb_acl_proto_msgTypes[13]
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +1079,7 @@ func (x *AclDeniedOp) String() string {
 func (*AclDeniedOp) ProtoMessage() {}
 
 func (x *AclDeniedOp) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_acl_proto_msgTypes[13]
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1092,7 @@ func (x *AclDeniedOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclDeniedOp.ProtoReflect.Descriptor instead.
 func (*AclDeniedOp) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_acl_proto_rawDescGZIP(), []int{13}
+	return file_fsm_fsmpb_acl_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AclDeniedOp) GetIdentity() string {
@@ -1000,7 +1145,7 @@ type AclAdminOp struct {
 
 func (x *AclAdminOp) Reset() {
 	*x = AclAdminOp{}
-	mi := &file_fsm_fsmpb_acl_proto_msgTypes[14]
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1012,7 +1157,7 @@ func (x *AclAdminOp) String() string {
 func (*AclAdminOp) ProtoMessage() {}
 
 func (x *AclAdminOp) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_acl_proto_msgTypes[14]
+	mi := &file_fsm_fsmpb_acl_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1025,7 +1170,7 @@ func (x *AclAdminOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclAdminOp.ProtoReflect.Descriptor instead.
 func (*AclAdminOp) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_acl_proto_rawDescGZIP(), []int{14}
+	return file_fsm_fsmpb_acl_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AclAdminOp) GetMethod() string {
@@ -1073,12 +1218,19 @@ const file_fsm_fsmpb_acl_proto_rawDesc = "" +
 	"\x12created_unix_nanos\x18\x05 \x01(\x03R\x10createdUnixNanos\x12,\n" +
 	"\x12expires_unix_nanos\x18\x06 \x01(\x03R\x10expiresUnixNanos\x12\x1d\n" +
 	"\n" +
-	"created_by\x18\a \x01(\tR\tcreatedBy\"\xc7\x01\n" +
+	"created_by\x18\a \x01(\tR\tcreatedBy\"\x83\x02\n" +
 	"\bAclState\x12\"\n" +
 	"\fbootstrapped\x18\x01 \x01(\bR\fbootstrapped\x12-\n" +
 	"\x05roles\x18\x02 \x03(\v2\x17.logbook.fsm.v1.AclRoleR\x05roles\x126\n" +
 	"\bbindings\x18\x03 \x03(\v2\x1a.logbook.fsm.v1.AclBindingR\bbindings\x120\n" +
-	"\x06tokens\x18\x04 \x03(\v2\x18.logbook.fsm.v1.AclTokenR\x06tokens\"\xe7\x04\n" +
+	"\x06tokens\x18\x04 \x03(\v2\x18.logbook.fsm.v1.AclTokenR\x06tokens\x12:\n" +
+	"\n" +
+	"block_keys\x18\x05 \x03(\v2\x1b.logbook.fsm.v1.AclBlockKeyR\tblockKeys\"\x91\x01\n" +
+	"\vAclBlockKey\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\rR\x02id\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\fR\x06secret\x12,\n" +
+	"\x12created_unix_nanos\x18\x03 \x01(\x03R\x10createdUnixNanos\x12,\n" +
+	"\x12expires_unix_nanos\x18\x04 \x01(\x03R\x10expiresUnixNanos\"\xb2\x05\n" +
 	"\n" +
 	"AclCommand\x12\x14\n" +
 	"\x05actor\x18\x01 \x01(\tR\x05actor\x12>\n" +
@@ -1091,11 +1243,14 @@ const file_fsm_fsmpb_acl_proto_rawDesc = "" +
 	"\fcreate_token\x18\a \x01(\v2 .logbook.fsm.v1.AclCreateTokenOpH\x00R\vcreateToken\x12E\n" +
 	"\frevoke_token\x18\b \x01(\v2 .logbook.fsm.v1.AclRevokeTokenOpH\x00R\vrevokeToken\x125\n" +
 	"\x06denied\x18\t \x01(\v2\x1b.logbook.fsm.v1.AclDeniedOpH\x00R\x06denied\x122\n" +
-	"\x05admin\x18\v \x01(\v2\x1a.logbook.fsm.v1.AclAdminOpH\x00R\x05admin\x12\x1d\n" +
+	"\x05admin\x18\v \x01(\v2\x1a.logbook.fsm.v1.AclAdminOpH\x00R\x05admin\x12I\n" +
+	"\x0eroll_block_key\x18\f \x01(\v2!.logbook.fsm.v1.AclRollBlockKeyOpH\x00R\frollBlockKey\x12\x1d\n" +
 	"\n" +
 	"unix_nanos\x18\n" +
 	" \x01(\x03R\tunixNanosB\x04\n" +
-	"\x02op\"@\n" +
+	"\x02op\"B\n" +
+	"\x11AclRollBlockKeyOp\x12-\n" +
+	"\x03key\x18\x01 \x01(\v2\x1b.logbook.fsm.v1.AclBlockKeyR\x03key\"@\n" +
 	"\x0eAclBootstrapOp\x12.\n" +
 	"\x05token\x18\x01 \x01(\v2\x18.logbook.fsm.v1.AclTokenR\x05token\";\n" +
 	"\fAclPutRoleOp\x12+\n" +
@@ -1138,46 +1293,51 @@ func file_fsm_fsmpb_acl_proto_rawDescGZIP() []byte {
 	return file_fsm_fsmpb_acl_proto_rawDescData
 }
 
-var file_fsm_fsmpb_acl_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_fsm_fsmpb_acl_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_fsm_fsmpb_acl_proto_goTypes = []any{
-	(*AclGrant)(nil),         // 0: logbook.fsm.v1.AclGrant
-	(*AclRole)(nil),          // 1: logbook.fsm.v1.AclRole
-	(*AclBinding)(nil),       // 2: logbook.fsm.v1.AclBinding
-	(*AclToken)(nil),         // 3: logbook.fsm.v1.AclToken
-	(*AclState)(nil),         // 4: logbook.fsm.v1.AclState
-	(*AclCommand)(nil),       // 5: logbook.fsm.v1.AclCommand
-	(*AclBootstrapOp)(nil),   // 6: logbook.fsm.v1.AclBootstrapOp
-	(*AclPutRoleOp)(nil),     // 7: logbook.fsm.v1.AclPutRoleOp
-	(*AclDeleteRoleOp)(nil),  // 8: logbook.fsm.v1.AclDeleteRoleOp
-	(*AclBindOp)(nil),        // 9: logbook.fsm.v1.AclBindOp
-	(*AclUnbindOp)(nil),      // 10: logbook.fsm.v1.AclUnbindOp
-	(*AclCreateTokenOp)(nil), // 11: logbook.fsm.v1.AclCreateTokenOp
-	(*AclRevokeTokenOp)(nil), // 12: logbook.fsm.v1.AclRevokeTokenOp
-	(*AclDeniedOp)(nil),      // 13: logbook.fsm.v1.AclDeniedOp
-	(*AclAdminOp)(nil),       // 14: logbook.fsm.v1.AclAdminOp
+	(*AclGrant)(nil),          // 0: logbook.fsm.v1.AclGrant
+	(*AclRole)(nil),           // 1: logbook.fsm.v1.AclRole
+	(*AclBinding)(nil),        // 2: logbook.fsm.v1.AclBinding
+	(*AclToken)(nil),          // 3: logbook.fsm.v1.AclToken
+	(*AclState)(nil),          // 4: logbook.fsm.v1.AclState
+	(*AclBlockKey)(nil),       // 5: logbook.fsm.v1.AclBlockKey
+	(*AclCommand)(nil),        // 6: logbook.fsm.v1.AclCommand
+	(*AclRollBlockKeyOp)(nil), // 7: logbook.fsm.v1.AclRollBlockKeyOp
+	(*AclBootstrapOp)(nil),    // 8: logbook.fsm.v1.AclBootstrapOp
+	(*AclPutRoleOp)(nil),      // 9: logbook.fsm.v1.AclPutRoleOp
+	(*AclDeleteRoleOp)(nil),   // 10: logbook.fsm.v1.AclDeleteRoleOp
+	(*AclBindOp)(nil),         // 11: logbook.fsm.v1.AclBindOp
+	(*AclUnbindOp)(nil),       // 12: logbook.fsm.v1.AclUnbindOp
+	(*AclCreateTokenOp)(nil),  // 13: logbook.fsm.v1.AclCreateTokenOp
+	(*AclRevokeTokenOp)(nil),  // 14: logbook.fsm.v1.AclRevokeTokenOp
+	(*AclDeniedOp)(nil),       // 15: logbook.fsm.v1.AclDeniedOp
+	(*AclAdminOp)(nil),        // 16: logbook.fsm.v1.AclAdminOp
 }
 var file_fsm_fsmpb_acl_proto_depIdxs = []int32{
 	0,  // 0: logbook.fsm.v1.AclRole.grants:type_name -> logbook.fsm.v1.AclGrant
 	1,  // 1: logbook.fsm.v1.AclState.roles:type_name -> logbook.fsm.v1.AclRole
 	2,  // 2: logbook.fsm.v1.AclState.bindings:type_name -> logbook.fsm.v1.AclBinding
 	3,  // 3: logbook.fsm.v1.AclState.tokens:type_name -> logbook.fsm.v1.AclToken
-	6,  // 4: logbook.fsm.v1.AclCommand.bootstrap:type_name -> logbook.fsm.v1.AclBootstrapOp
-	7,  // 5: logbook.fsm.v1.AclCommand.put_role:type_name -> logbook.fsm.v1.AclPutRoleOp
-	8,  // 6: logbook.fsm.v1.AclCommand.delete_role:type_name -> logbook.fsm.v1.AclDeleteRoleOp
-	9,  // 7: logbook.fsm.v1.AclCommand.bind:type_name -> logbook.fsm.v1.AclBindOp
-	10, // 8: logbook.fsm.v1.AclCommand.unbind:type_name -> logbook.fsm.v1.AclUnbindOp
-	11, // 9: logbook.fsm.v1.AclCommand.create_token:type_name -> logbook.fsm.v1.AclCreateTokenOp
-	12, // 10: logbook.fsm.v1.AclCommand.revoke_token:type_name -> logbook.fsm.v1.AclRevokeTokenOp
-	13, // 11: logbook.fsm.v1.AclCommand.denied:type_name -> logbook.fsm.v1.AclDeniedOp
-	14, // 12: logbook.fsm.v1.AclCommand.admin:type_name -> logbook.fsm.v1.AclAdminOp
-	3,  // 13: logbook.fsm.v1.AclBootstrapOp.token:type_name -> logbook.fsm.v1.AclToken
-	1,  // 14: logbook.fsm.v1.AclPutRoleOp.role:type_name -> logbook.fsm.v1.AclRole
-	3,  // 15: logbook.fsm.v1.AclCreateTokenOp.token:type_name -> logbook.fsm.v1.AclToken
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	5,  // 4: logbook.fsm.v1.AclState.block_keys:type_name -> logbook.fsm.v1.AclBlockKey
+	8,  // 5: logbook.fsm.v1.AclCommand.bootstrap:type_name -> logbook.fsm.v1.AclBootstrapOp
+	9,  // 6: logbook.fsm.v1.AclCommand.put_role:type_name -> logbook.fsm.v1.AclPutRoleOp
+	10, // 7: logbook.fsm.v1.AclCommand.delete_role:type_name -> logbook.fsm.v1.AclDeleteRoleOp
+	11, // 8: logbook.fsm.v1.AclCommand.bind:type_name -> logbook.fsm.v1.AclBindOp
+	12, // 9: logbook.fsm.v1.AclCommand.unbind:type_name -> logbook.fsm.v1.AclUnbindOp
+	13, // 10: logbook.fsm.v1.AclCommand.create_token:type_name -> logbook.fsm.v1.AclCreateTokenOp
+	14, // 11: logbook.fsm.v1.AclCommand.revoke_token:type_name -> logbook.fsm.v1.AclRevokeTokenOp
+	15, // 12: logbook.fsm.v1.AclCommand.denied:type_name -> logbook.fsm.v1.AclDeniedOp
+	16, // 13: logbook.fsm.v1.AclCommand.admin:type_name -> logbook.fsm.v1.AclAdminOp
+	7,  // 14: logbook.fsm.v1.AclCommand.roll_block_key:type_name -> logbook.fsm.v1.AclRollBlockKeyOp
+	5,  // 15: logbook.fsm.v1.AclRollBlockKeyOp.key:type_name -> logbook.fsm.v1.AclBlockKey
+	3,  // 16: logbook.fsm.v1.AclBootstrapOp.token:type_name -> logbook.fsm.v1.AclToken
+	1,  // 17: logbook.fsm.v1.AclPutRoleOp.role:type_name -> logbook.fsm.v1.AclRole
+	3,  // 18: logbook.fsm.v1.AclCreateTokenOp.token:type_name -> logbook.fsm.v1.AclToken
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_fsm_fsmpb_acl_proto_init() }
@@ -1185,7 +1345,7 @@ func file_fsm_fsmpb_acl_proto_init() {
 	if File_fsm_fsmpb_acl_proto != nil {
 		return
 	}
-	file_fsm_fsmpb_acl_proto_msgTypes[5].OneofWrappers = []any{
+	file_fsm_fsmpb_acl_proto_msgTypes[6].OneofWrappers = []any{
 		(*AclCommand_Bootstrap)(nil),
 		(*AclCommand_PutRole)(nil),
 		(*AclCommand_DeleteRole)(nil),
@@ -1195,6 +1355,7 @@ func file_fsm_fsmpb_acl_proto_init() {
 		(*AclCommand_RevokeToken)(nil),
 		(*AclCommand_Denied)(nil),
 		(*AclCommand_Admin)(nil),
+		(*AclCommand_RollBlockKey)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1202,7 +1363,7 @@ func file_fsm_fsmpb_acl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsm_fsmpb_acl_proto_rawDesc), len(file_fsm_fsmpb_acl_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

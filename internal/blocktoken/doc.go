@@ -17,7 +17,9 @@
 //	min GS      uint64   the token covers generation stamps min..max
 //	max GS      uint64
 //	modes       1 byte   bit set: 1 read, 2 write, 4 copy (transfer), 8 replace
-//	pool        1 byte length + that many bytes (the block pool id, 1..128)
+//	pool        1 byte length + that many bytes (1..128: what the issuer
+//	            names the pool; Logbook's coordinators name their cluster
+//	            id, which a node takes for the pool it serves them)
 //	user        1 byte length + that many bytes (who it was issued to, 0..128)
 //	mac         32 bytes HMAC-SHA256(key, every byte above)
 //
@@ -28,8 +30,10 @@
 // time), the expiry against the caller's clock, and that the request's
 // block, pool, GS and mode are covered.
 //
-// Keys: the coordinators hold a small ring of keys, each with an id and
-// its own expiry, roll a new one before the current one expires, and
-// hand the ring to the nodes; a token signed by a key the node no longer
-// holds is refused like a forged one.
+// Keys: the coordinators hold a small ring of keys in their replicated
+// state, each with an id and its own expiry, roll a new one a roll ahead
+// of its use, and hand the ring to the nodes with every heartbeat reply
+// (internal/coordserver/blocktokens.go, internal/nodeserver/blocktokens.go);
+// a token signed by a key the node does not hold is refused like a forged
+// one.
 package blocktoken

@@ -138,7 +138,10 @@ type NodeRegisterResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Node  *fsmpb.NodeRecord      `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
 	// The coordinators' cluster id: the node joins their gossip under it.
-	ClusterId     string `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	ClusterId string `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// As in NodeHeartbeatResponse: the node knows at once whether clients
+	// need block access tokens.
+	BlockKeys     *BlockKeys `protobuf:"bytes,3,opt,name=block_keys,json=blockKeys,proto3" json:"block_keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -185,6 +188,13 @@ func (x *NodeRegisterResponse) GetClusterId() string {
 		return x.ClusterId
 	}
 	return ""
+}
+
+func (x *NodeRegisterResponse) GetBlockKeys() *BlockKeys {
+	if x != nil {
+		return x.BlockKeys
+	}
+	return nil
 }
 
 type NodeHeartbeatRequest struct {
@@ -832,7 +842,11 @@ type NodeHeartbeatResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Commands []*NodeCommand         `protobuf:"bytes,1,rep,name=commands,proto3" json:"commands,omitempty"`
 	// The leader is in safe mode (no invalidations, no re-replication).
-	SafeMode      bool `protobuf:"varint,2,opt,name=safe_mode,json=safeMode,proto3" json:"safe_mode,omitempty"`
+	SafeMode bool `protobuf:"varint,2,opt,name=safe_mode,json=safeMode,proto3" json:"safe_mode,omitempty"`
+	// The block keys the node verifies clients' block access tokens with.
+	// Absent: the leader issues no tokens (the cluster runs without ACLs)
+	// and the node asks for none.
+	BlockKeys     *BlockKeys `protobuf:"bytes,3,opt,name=block_keys,json=blockKeys,proto3" json:"block_keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -881,6 +895,130 @@ func (x *NodeHeartbeatResponse) GetSafeMode() bool {
 	return false
 }
 
+func (x *NodeHeartbeatResponse) GetBlockKeys() *BlockKeys {
+	if x != nil {
+		return x.BlockKeys
+	}
+	return nil
+}
+
+// BlockKeys are the coordinators' current block keys (their replicated
+// access control), newest last.
+type BlockKeys struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Keys  []*BlockKey            `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	// What the tokens name as their pool: the cluster id. A node takes them
+	// for the pool it serves the coordinators (node serve --block-pool).
+	Scope         string `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlockKeys) Reset() {
+	*x = BlockKeys{}
+	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlockKeys) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlockKeys) ProtoMessage() {}
+
+func (x *BlockKeys) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlockKeys.ProtoReflect.Descriptor instead.
+func (*BlockKeys) Descriptor() ([]byte, []int) {
+	return file_internal_clusterpb_nodelink_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *BlockKeys) GetKeys() []*BlockKey {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *BlockKeys) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
+type BlockKey struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// 32 bytes of HMAC-SHA256 key.
+	Secret           []byte `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	ExpiresUnixNanos int64  `protobuf:"varint,3,opt,name=expires_unix_nanos,json=expiresUnixNanos,proto3" json:"expires_unix_nanos,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *BlockKey) Reset() {
+	*x = BlockKey{}
+	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlockKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlockKey) ProtoMessage() {}
+
+func (x *BlockKey) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlockKey.ProtoReflect.Descriptor instead.
+func (*BlockKey) Descriptor() ([]byte, []int) {
+	return file_internal_clusterpb_nodelink_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *BlockKey) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *BlockKey) GetSecret() []byte {
+	if x != nil {
+		return x.Secret
+	}
+	return nil
+}
+
+func (x *BlockKey) GetExpiresUnixNanos() int64 {
+	if x != nil {
+		return x.ExpiresUnixNanos
+	}
+	return 0
+}
+
 type NodeBlockReportRequest struct {
 	state         protoimpl.MessageState          `protogen:"open.v1"`
 	NodeId        string                          `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -891,7 +1029,7 @@ type NodeBlockReportRequest struct {
 
 func (x *NodeBlockReportRequest) Reset() {
 	*x = NodeBlockReportRequest{}
-	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[13]
+	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +1041,7 @@ func (x *NodeBlockReportRequest) String() string {
 func (*NodeBlockReportRequest) ProtoMessage() {}
 
 func (x *NodeBlockReportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[13]
+	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +1054,7 @@ func (x *NodeBlockReportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeBlockReportRequest.ProtoReflect.Descriptor instead.
 func (*NodeBlockReportRequest) Descriptor() ([]byte, []int) {
-	return file_internal_clusterpb_nodelink_proto_rawDescGZIP(), []int{13}
+	return file_internal_clusterpb_nodelink_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NodeBlockReportRequest) GetNodeId() string {
@@ -944,7 +1082,7 @@ type IncrementalChange struct {
 
 func (x *IncrementalChange) Reset() {
 	*x = IncrementalChange{}
-	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[14]
+	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1094,7 @@ func (x *IncrementalChange) String() string {
 func (*IncrementalChange) ProtoMessage() {}
 
 func (x *IncrementalChange) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[14]
+	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1107,7 @@ func (x *IncrementalChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IncrementalChange.ProtoReflect.Descriptor instead.
 func (*IncrementalChange) Descriptor() ([]byte, []int) {
-	return file_internal_clusterpb_nodelink_proto_rawDescGZIP(), []int{14}
+	return file_internal_clusterpb_nodelink_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *IncrementalChange) GetChange() ReplicaChange {
@@ -1003,7 +1141,7 @@ type NodeIncrementalReportRequest struct {
 
 func (x *NodeIncrementalReportRequest) Reset() {
 	*x = NodeIncrementalReportRequest{}
-	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[15]
+	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1015,7 +1153,7 @@ func (x *NodeIncrementalReportRequest) String() string {
 func (*NodeIncrementalReportRequest) ProtoMessage() {}
 
 func (x *NodeIncrementalReportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[15]
+	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1028,7 +1166,7 @@ func (x *NodeIncrementalReportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeIncrementalReportRequest.ProtoReflect.Descriptor instead.
 func (*NodeIncrementalReportRequest) Descriptor() ([]byte, []int) {
-	return file_internal_clusterpb_nodelink_proto_rawDescGZIP(), []int{15}
+	return file_internal_clusterpb_nodelink_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NodeIncrementalReportRequest) GetNodeId() string {
@@ -1054,7 +1192,7 @@ type NodeReportResponse struct {
 
 func (x *NodeReportResponse) Reset() {
 	*x = NodeReportResponse{}
-	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[16]
+	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1204,7 @@ func (x *NodeReportResponse) String() string {
 func (*NodeReportResponse) ProtoMessage() {}
 
 func (x *NodeReportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[16]
+	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1217,7 @@ func (x *NodeReportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeReportResponse.ProtoReflect.Descriptor instead.
 func (*NodeReportResponse) Descriptor() ([]byte, []int) {
-	return file_internal_clusterpb_nodelink_proto_rawDescGZIP(), []int{16}
+	return file_internal_clusterpb_nodelink_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *NodeReportResponse) GetCommands() []*NodeCommand {
@@ -1106,7 +1244,7 @@ type CommitBlockSyncRequest struct {
 
 func (x *CommitBlockSyncRequest) Reset() {
 	*x = CommitBlockSyncRequest{}
-	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[17]
+	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1118,7 +1256,7 @@ func (x *CommitBlockSyncRequest) String() string {
 func (*CommitBlockSyncRequest) ProtoMessage() {}
 
 func (x *CommitBlockSyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[17]
+	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1131,7 +1269,7 @@ func (x *CommitBlockSyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitBlockSyncRequest.ProtoReflect.Descriptor instead.
 func (*CommitBlockSyncRequest) Descriptor() ([]byte, []int) {
-	return file_internal_clusterpb_nodelink_proto_rawDescGZIP(), []int{17}
+	return file_internal_clusterpb_nodelink_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CommitBlockSyncRequest) GetNodeId() string {
@@ -1206,7 +1344,7 @@ type CommitBlockSyncResponse struct {
 
 func (x *CommitBlockSyncResponse) Reset() {
 	*x = CommitBlockSyncResponse{}
-	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[18]
+	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1218,7 +1356,7 @@ func (x *CommitBlockSyncResponse) String() string {
 func (*CommitBlockSyncResponse) ProtoMessage() {}
 
 func (x *CommitBlockSyncResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[18]
+	mi := &file_internal_clusterpb_nodelink_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1231,7 +1369,7 @@ func (x *CommitBlockSyncResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitBlockSyncResponse.ProtoReflect.Descriptor instead.
 func (*CommitBlockSyncResponse) Descriptor() ([]byte, []int) {
-	return file_internal_clusterpb_nodelink_proto_rawDescGZIP(), []int{18}
+	return file_internal_clusterpb_nodelink_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CommitBlockSyncResponse) GetResult() *fsmpb.NamespaceResult {
@@ -1249,11 +1387,13 @@ const file_internal_clusterpb_nodelink_proto_rawDesc = "" +
 	"logbook.v1\x1a\x17logbookv1/options.proto\x1a\x19fsm/fsmpb/namespace.proto\x1a\x19logbookv1/namespace.proto\x1a\x14logbookv1/node.proto\"|\n" +
 	"\x13NodeRegisterRequest\x12.\n" +
 	"\x04node\x18\x01 \x01(\v2\x1a.logbook.fsm.v1.NodeRecordR\x04node\x125\n" +
-	"\bstorages\x18\x02 \x03(\v2\x19.logbook.v1.StorageReportR\bstorages\"e\n" +
+	"\bstorages\x18\x02 \x03(\v2\x19.logbook.v1.StorageReportR\bstorages\"\x9b\x01\n" +
 	"\x14NodeRegisterResponse\x12.\n" +
 	"\x04node\x18\x01 \x01(\v2\x1a.logbook.fsm.v1.NodeRecordR\x04node\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x02 \x01(\tR\tclusterId\"\x95\x01\n" +
+	"cluster_id\x18\x02 \x01(\tR\tclusterId\x124\n" +
+	"\n" +
+	"block_keys\x18\x03 \x01(\v2\x15.logbook.v1.BlockKeysR\tblockKeys\"\x95\x01\n" +
 	"\x14NodeHeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x125\n" +
 	"\bstorages\x18\x02 \x03(\v2\x19.logbook.v1.StorageReportR\bstorages\x12-\n" +
@@ -1293,10 +1433,19 @@ const file_internal_clusterpb_nodelink_proto_rawDesc = "" +
 	"reRegister\x120\n" +
 	"\x05cache\x18\x06 \x01(\v2\x18.logbook.v1.CacheCommandH\x00R\x05cache\x126\n" +
 	"\auncache\x18\a \x01(\v2\x1a.logbook.v1.UncacheCommandH\x00R\auncacheB\t\n" +
-	"\acommand\"i\n" +
+	"\acommand\"\x9f\x01\n" +
 	"\x15NodeHeartbeatResponse\x123\n" +
 	"\bcommands\x18\x01 \x03(\v2\x17.logbook.v1.NodeCommandR\bcommands\x12\x1b\n" +
-	"\tsafe_mode\x18\x02 \x01(\bR\bsafeMode\"m\n" +
+	"\tsafe_mode\x18\x02 \x01(\bR\bsafeMode\x124\n" +
+	"\n" +
+	"block_keys\x18\x03 \x01(\v2\x15.logbook.v1.BlockKeysR\tblockKeys\"K\n" +
+	"\tBlockKeys\x12(\n" +
+	"\x04keys\x18\x01 \x03(\v2\x14.logbook.v1.BlockKeyR\x04keys\x12\x14\n" +
+	"\x05scope\x18\x02 \x01(\tR\x05scope\"`\n" +
+	"\bBlockKey\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\rR\x02id\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\fR\x06secret\x12,\n" +
+	"\x12expires_unix_nanos\x18\x03 \x01(\x03R\x10expiresUnixNanos\"m\n" +
 	"\x16NodeBlockReportRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12:\n" +
 	"\bstorages\x18\x02 \x03(\v2\x1e.logbook.v1.StorageBlockReportR\bstorages\"\x9c\x01\n" +
@@ -1351,7 +1500,7 @@ func file_internal_clusterpb_nodelink_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_clusterpb_nodelink_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_internal_clusterpb_nodelink_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_internal_clusterpb_nodelink_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_internal_clusterpb_nodelink_proto_goTypes = []any{
 	(ReplicaChange)(0),                        // 0: logbook.v1.ReplicaChange
 	(*NodeRegisterRequest)(nil),               // 1: logbook.v1.NodeRegisterRequest
@@ -1367,65 +1516,70 @@ var file_internal_clusterpb_nodelink_proto_goTypes = []any{
 	(*ReRegisterCommand)(nil),                 // 11: logbook.v1.ReRegisterCommand
 	(*NodeCommand)(nil),                       // 12: logbook.v1.NodeCommand
 	(*NodeHeartbeatResponse)(nil),             // 13: logbook.v1.NodeHeartbeatResponse
-	(*NodeBlockReportRequest)(nil),            // 14: logbook.v1.NodeBlockReportRequest
-	(*IncrementalChange)(nil),                 // 15: logbook.v1.IncrementalChange
-	(*NodeIncrementalReportRequest)(nil),      // 16: logbook.v1.NodeIncrementalReportRequest
-	(*NodeReportResponse)(nil),                // 17: logbook.v1.NodeReportResponse
-	(*CommitBlockSyncRequest)(nil),            // 18: logbook.v1.CommitBlockSyncRequest
-	(*CommitBlockSyncResponse)(nil),           // 19: logbook.v1.CommitBlockSyncResponse
-	(*fsmpb.NodeRecord)(nil),                  // 20: logbook.fsm.v1.NodeRecord
-	(*logbookv1.StorageReport)(nil),           // 21: logbook.v1.StorageReport
-	(*logbookv1.NodeLocation)(nil),            // 22: logbook.v1.NodeLocation
-	(*fsmpb.BlockRef)(nil),                    // 23: logbook.fsm.v1.BlockRef
-	(*logbookv1.StorageBlockReport)(nil),      // 24: logbook.v1.StorageBlockReport
-	(*logbookv1.ReportedReplica)(nil),         // 25: logbook.v1.ReportedReplica
-	(*fsmpb.NamespaceResult)(nil),             // 26: logbook.fsm.v1.NamespaceResult
-	(*logbookv1.ReportBadBlocksRequest)(nil),  // 27: logbook.v1.ReportBadBlocksRequest
-	(*logbookv1.ReportBadBlocksResponse)(nil), // 28: logbook.v1.ReportBadBlocksResponse
+	(*BlockKeys)(nil),                         // 14: logbook.v1.BlockKeys
+	(*BlockKey)(nil),                          // 15: logbook.v1.BlockKey
+	(*NodeBlockReportRequest)(nil),            // 16: logbook.v1.NodeBlockReportRequest
+	(*IncrementalChange)(nil),                 // 17: logbook.v1.IncrementalChange
+	(*NodeIncrementalReportRequest)(nil),      // 18: logbook.v1.NodeIncrementalReportRequest
+	(*NodeReportResponse)(nil),                // 19: logbook.v1.NodeReportResponse
+	(*CommitBlockSyncRequest)(nil),            // 20: logbook.v1.CommitBlockSyncRequest
+	(*CommitBlockSyncResponse)(nil),           // 21: logbook.v1.CommitBlockSyncResponse
+	(*fsmpb.NodeRecord)(nil),                  // 22: logbook.fsm.v1.NodeRecord
+	(*logbookv1.StorageReport)(nil),           // 23: logbook.v1.StorageReport
+	(*logbookv1.NodeLocation)(nil),            // 24: logbook.v1.NodeLocation
+	(*fsmpb.BlockRef)(nil),                    // 25: logbook.fsm.v1.BlockRef
+	(*logbookv1.StorageBlockReport)(nil),      // 26: logbook.v1.StorageBlockReport
+	(*logbookv1.ReportedReplica)(nil),         // 27: logbook.v1.ReportedReplica
+	(*fsmpb.NamespaceResult)(nil),             // 28: logbook.fsm.v1.NamespaceResult
+	(*logbookv1.ReportBadBlocksRequest)(nil),  // 29: logbook.v1.ReportBadBlocksRequest
+	(*logbookv1.ReportBadBlocksResponse)(nil), // 30: logbook.v1.ReportBadBlocksResponse
 }
 var file_internal_clusterpb_nodelink_proto_depIdxs = []int32{
-	20, // 0: logbook.v1.NodeRegisterRequest.node:type_name -> logbook.fsm.v1.NodeRecord
-	21, // 1: logbook.v1.NodeRegisterRequest.storages:type_name -> logbook.v1.StorageReport
-	20, // 2: logbook.v1.NodeRegisterResponse.node:type_name -> logbook.fsm.v1.NodeRecord
-	21, // 3: logbook.v1.NodeHeartbeatRequest.storages:type_name -> logbook.v1.StorageReport
-	4,  // 4: logbook.v1.NodeHeartbeatRequest.cache:type_name -> logbook.v1.CacheReport
-	22, // 5: logbook.v1.RecoverBlockCommand.locations:type_name -> logbook.v1.NodeLocation
-	23, // 6: logbook.v1.InvalidateCommand.blocks:type_name -> logbook.fsm.v1.BlockRef
-	23, // 7: logbook.v1.TransferCommand.block:type_name -> logbook.fsm.v1.BlockRef
-	22, // 8: logbook.v1.TransferCommand.targets:type_name -> logbook.v1.NodeLocation
-	23, // 9: logbook.v1.CacheCommand.blocks:type_name -> logbook.fsm.v1.BlockRef
-	23, // 10: logbook.v1.UncacheCommand.blocks:type_name -> logbook.fsm.v1.BlockRef
-	5,  // 11: logbook.v1.NodeCommand.recover_block:type_name -> logbook.v1.RecoverBlockCommand
-	6,  // 12: logbook.v1.NodeCommand.invalidate:type_name -> logbook.v1.InvalidateCommand
-	7,  // 13: logbook.v1.NodeCommand.transfer:type_name -> logbook.v1.TransferCommand
-	10, // 14: logbook.v1.NodeCommand.send_full_report:type_name -> logbook.v1.SendFullReportCommand
-	11, // 15: logbook.v1.NodeCommand.re_register:type_name -> logbook.v1.ReRegisterCommand
-	8,  // 16: logbook.v1.NodeCommand.cache:type_name -> logbook.v1.CacheCommand
-	9,  // 17: logbook.v1.NodeCommand.uncache:type_name -> logbook.v1.UncacheCommand
-	12, // 18: logbook.v1.NodeHeartbeatResponse.commands:type_name -> logbook.v1.NodeCommand
-	24, // 19: logbook.v1.NodeBlockReportRequest.storages:type_name -> logbook.v1.StorageBlockReport
-	0,  // 20: logbook.v1.IncrementalChange.change:type_name -> logbook.v1.ReplicaChange
-	25, // 21: logbook.v1.IncrementalChange.replica:type_name -> logbook.v1.ReportedReplica
-	15, // 22: logbook.v1.NodeIncrementalReportRequest.changes:type_name -> logbook.v1.IncrementalChange
-	12, // 23: logbook.v1.NodeReportResponse.commands:type_name -> logbook.v1.NodeCommand
-	26, // 24: logbook.v1.CommitBlockSyncResponse.result:type_name -> logbook.fsm.v1.NamespaceResult
-	1,  // 25: logbook.v1.NodeLink.Register:input_type -> logbook.v1.NodeRegisterRequest
-	3,  // 26: logbook.v1.NodeLink.Heartbeat:input_type -> logbook.v1.NodeHeartbeatRequest
-	14, // 27: logbook.v1.NodeLink.BlockReport:input_type -> logbook.v1.NodeBlockReportRequest
-	16, // 28: logbook.v1.NodeLink.IncrementalReport:input_type -> logbook.v1.NodeIncrementalReportRequest
-	18, // 29: logbook.v1.NodeLink.CommitBlockSynchronization:input_type -> logbook.v1.CommitBlockSyncRequest
-	27, // 30: logbook.v1.NodeLink.ReportBadBlocks:input_type -> logbook.v1.ReportBadBlocksRequest
-	2,  // 31: logbook.v1.NodeLink.Register:output_type -> logbook.v1.NodeRegisterResponse
-	13, // 32: logbook.v1.NodeLink.Heartbeat:output_type -> logbook.v1.NodeHeartbeatResponse
-	17, // 33: logbook.v1.NodeLink.BlockReport:output_type -> logbook.v1.NodeReportResponse
-	17, // 34: logbook.v1.NodeLink.IncrementalReport:output_type -> logbook.v1.NodeReportResponse
-	19, // 35: logbook.v1.NodeLink.CommitBlockSynchronization:output_type -> logbook.v1.CommitBlockSyncResponse
-	28, // 36: logbook.v1.NodeLink.ReportBadBlocks:output_type -> logbook.v1.ReportBadBlocksResponse
-	31, // [31:37] is the sub-list for method output_type
-	25, // [25:31] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	22, // 0: logbook.v1.NodeRegisterRequest.node:type_name -> logbook.fsm.v1.NodeRecord
+	23, // 1: logbook.v1.NodeRegisterRequest.storages:type_name -> logbook.v1.StorageReport
+	22, // 2: logbook.v1.NodeRegisterResponse.node:type_name -> logbook.fsm.v1.NodeRecord
+	14, // 3: logbook.v1.NodeRegisterResponse.block_keys:type_name -> logbook.v1.BlockKeys
+	23, // 4: logbook.v1.NodeHeartbeatRequest.storages:type_name -> logbook.v1.StorageReport
+	4,  // 5: logbook.v1.NodeHeartbeatRequest.cache:type_name -> logbook.v1.CacheReport
+	24, // 6: logbook.v1.RecoverBlockCommand.locations:type_name -> logbook.v1.NodeLocation
+	25, // 7: logbook.v1.InvalidateCommand.blocks:type_name -> logbook.fsm.v1.BlockRef
+	25, // 8: logbook.v1.TransferCommand.block:type_name -> logbook.fsm.v1.BlockRef
+	24, // 9: logbook.v1.TransferCommand.targets:type_name -> logbook.v1.NodeLocation
+	25, // 10: logbook.v1.CacheCommand.blocks:type_name -> logbook.fsm.v1.BlockRef
+	25, // 11: logbook.v1.UncacheCommand.blocks:type_name -> logbook.fsm.v1.BlockRef
+	5,  // 12: logbook.v1.NodeCommand.recover_block:type_name -> logbook.v1.RecoverBlockCommand
+	6,  // 13: logbook.v1.NodeCommand.invalidate:type_name -> logbook.v1.InvalidateCommand
+	7,  // 14: logbook.v1.NodeCommand.transfer:type_name -> logbook.v1.TransferCommand
+	10, // 15: logbook.v1.NodeCommand.send_full_report:type_name -> logbook.v1.SendFullReportCommand
+	11, // 16: logbook.v1.NodeCommand.re_register:type_name -> logbook.v1.ReRegisterCommand
+	8,  // 17: logbook.v1.NodeCommand.cache:type_name -> logbook.v1.CacheCommand
+	9,  // 18: logbook.v1.NodeCommand.uncache:type_name -> logbook.v1.UncacheCommand
+	12, // 19: logbook.v1.NodeHeartbeatResponse.commands:type_name -> logbook.v1.NodeCommand
+	14, // 20: logbook.v1.NodeHeartbeatResponse.block_keys:type_name -> logbook.v1.BlockKeys
+	15, // 21: logbook.v1.BlockKeys.keys:type_name -> logbook.v1.BlockKey
+	26, // 22: logbook.v1.NodeBlockReportRequest.storages:type_name -> logbook.v1.StorageBlockReport
+	0,  // 23: logbook.v1.IncrementalChange.change:type_name -> logbook.v1.ReplicaChange
+	27, // 24: logbook.v1.IncrementalChange.replica:type_name -> logbook.v1.ReportedReplica
+	17, // 25: logbook.v1.NodeIncrementalReportRequest.changes:type_name -> logbook.v1.IncrementalChange
+	12, // 26: logbook.v1.NodeReportResponse.commands:type_name -> logbook.v1.NodeCommand
+	28, // 27: logbook.v1.CommitBlockSyncResponse.result:type_name -> logbook.fsm.v1.NamespaceResult
+	1,  // 28: logbook.v1.NodeLink.Register:input_type -> logbook.v1.NodeRegisterRequest
+	3,  // 29: logbook.v1.NodeLink.Heartbeat:input_type -> logbook.v1.NodeHeartbeatRequest
+	16, // 30: logbook.v1.NodeLink.BlockReport:input_type -> logbook.v1.NodeBlockReportRequest
+	18, // 31: logbook.v1.NodeLink.IncrementalReport:input_type -> logbook.v1.NodeIncrementalReportRequest
+	20, // 32: logbook.v1.NodeLink.CommitBlockSynchronization:input_type -> logbook.v1.CommitBlockSyncRequest
+	29, // 33: logbook.v1.NodeLink.ReportBadBlocks:input_type -> logbook.v1.ReportBadBlocksRequest
+	2,  // 34: logbook.v1.NodeLink.Register:output_type -> logbook.v1.NodeRegisterResponse
+	13, // 35: logbook.v1.NodeLink.Heartbeat:output_type -> logbook.v1.NodeHeartbeatResponse
+	19, // 36: logbook.v1.NodeLink.BlockReport:output_type -> logbook.v1.NodeReportResponse
+	19, // 37: logbook.v1.NodeLink.IncrementalReport:output_type -> logbook.v1.NodeReportResponse
+	21, // 38: logbook.v1.NodeLink.CommitBlockSynchronization:output_type -> logbook.v1.CommitBlockSyncResponse
+	30, // 39: logbook.v1.NodeLink.ReportBadBlocks:output_type -> logbook.v1.ReportBadBlocksResponse
+	34, // [34:40] is the sub-list for method output_type
+	28, // [28:34] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_internal_clusterpb_nodelink_proto_init() }
@@ -1448,7 +1602,7 @@ func file_internal_clusterpb_nodelink_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_clusterpb_nodelink_proto_rawDesc), len(file_internal_clusterpb_nodelink_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -54,6 +54,13 @@ type Security struct {
 	// the same one; once bootstrapped it is an ordinary token, revoked
 	// like any other.
 	ACLBootstrapToken string
+	// BlockTokenLifetime is how long a block access token the leader
+	// hands out with a block's locations lasts (ACL on; default 1h), and
+	// BlockKeyRoll how often the leader rolls the key that signs them
+	// (default 20m). A key outlives its last token: it expires a roll and
+	// a lifetime after it stopped signing (blocktokens.go).
+	BlockTokenLifetime time.Duration
+	BlockKeyRoll       time.Duration
 	// GossipKey (16, 24 or 32 bytes) encrypts gossip, alone or, with
 	// GossipKeyringFile, as the seed of a missing file.
 	GossipKey []byte
@@ -270,6 +277,7 @@ func DefaultConfig() Config {
 		MaxRequestBytes:     4 << 20,
 		MaxReadEvents:       10000,
 		FS:                  blocks.DefaultConfig(),
+		Security:            Security{BlockTokenLifetime: defaultBlockTokenLifetime, BlockKeyRoll: defaultBlockKeyRoll},
 	}
 }
 
@@ -357,6 +365,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Security.ACL && c.Security.TLS == nil {
 		errs = append(errs, errors.New("ACL enforcement needs TLS (--tls-cert, --tls-key, --tls-ca): tokens would travel in plaintext and members could not prove who they are"))
+	}
+	if c.Security.BlockTokenLifetime < 0 || c.Security.BlockKeyRoll < 0 {
+		errs = append(errs, errors.New("block token lifetime and block key roll must not be negative"))
 	}
 	if t := c.Security.ACLBootstrapToken; t != "" {
 		if _, err := authz.ParseToken(t); err != nil {

@@ -170,6 +170,9 @@ func New(cfg Config) (_ *Server, err error) {
 	if cfg.Security.ACLBootstrapToken != "" {
 		s.goLoop(func() { s.leaderEvery(time.Second, fsm.AclFormat, s.seedACL) })
 	}
+	if cfg.Security.ACL {
+		s.goLoop(func() { s.leaderEvery(time.Second, fsm.AclFormat, s.rollBlockKeys) })
+	}
 	s.goLoop(func() { s.blocks.Run(s.ctx, s.members) })
 	if err := s.bootstrap(); err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"github.com/logbookhq/logbook/fsm"
 	"github.com/logbookhq/logbook/fsm/fsmpb"
 	"github.com/logbookhq/logbook/internal/blocks"
+	"github.com/logbookhq/logbook/internal/blocktoken"
 	lr "github.com/logbookhq/logbook/leaserecovery"
 	"google.golang.org/grpc/codes"
 )
@@ -172,6 +173,9 @@ func (n *namespaceService) AddBlock(ctx context.Context, req *pb.AddBlockRequest
 	if err != nil {
 		return nil, s.fsErr(err)
 	}
+	if err := s.checkBlockKey(); err != nil {
+		return nil, err
+	}
 	prev := formatBlockRef(req.Previous)
 	targets, replicated, err := s.blocks.NewBlock(v, req.ExcludedNodes, prev)
 	if err != nil {
@@ -184,6 +188,8 @@ func (n *namespaceService) AddBlock(ctx context.Context, req *pb.AddBlockRequest
 		return nil, err
 	}
 	resp.Locations = locations(v.Nodes, resp.Result.GetBlock().GetExpectedLocations())
+	b := resp.Result.GetBlock()
+	resp.BlockToken = s.blockToken(ctx, b.GetId(), b.GetGs(), b.GetGs(), writeModes)
 	return resp, nil
 }
 
@@ -223,12 +229,24 @@ func (n *namespaceService) Append(ctx context.Context, req *pb.AppendFileRequest
 	}
 	// The replicas of a partial last block: the live nodes that reported
 	// it finalized at its GS and length (empty keeps its expected ones).
+	if err := s.checkBlockKey(); err != nil {
+		return nil, err
+	}
 	targets := s.blocks.AppendTargets(v, maxFSTargets)
 	resp, err := s.fileOp(req.Session, req.ClientName, blocks.NamespaceOp(&fsmpb.AppendFileOp{Path: req.Path, ClientName: req.ClientName, Targets: targets}))
 	if err != nil {
 		return nil, err
 	}
 	resp.Locations = locations(v.Nodes, resp.Result.GetBlock().GetExpectedLocations())
+	// The append's pipeline starts from the block's GS before it (and
+	// reads its last chunk there).
+	if b := resp.Result.GetBlock(); b != nil {
+		before := b.GetGs()
+		if last := v.Last(); last != nil && last.Id == b.GetId() {
+			before = last.Gs
+		}
+		resp.BlockToken = s.blockToken(ctx, b.GetId(), before, b.GetGs(), writeModes)
+	}
 	return resp, nil
 }
 
@@ -268,7 +286,23 @@ func (n *namespaceService) UpdateBlockForPipeline(ctx context.Context, req *pb.U
 	if err := s.fsReady(ctx); err != nil {
 		return nil, err
 	}
-	return s.fileOp(req.Session, req.ClientName, blocks.NamespaceOp(&fsmpb.UpdateBlockForPipelineOp{Path: req.Path, ClientName: req.ClientName, BlockId: req.BlockId}))
+	if err := s.checkBlockKey(); err != nil {
+		return nil, err
+	}
+	resp, err := s.fileOp(req.Session, req.ClientName, blocks.NamespaceOp(&fsmpb.UpdateBlockForPipelineOp{Path: req.Path, ClientName: req.ClientName, BlockId: req.BlockId}))
+	if err != nil || !s.blockTokensOn() {
+		return resp, err
+	}
+	// The recovery's pipeline moves the replicas from the block's GS (the
+	// op leaves it) to the new one.
+	if v, err := s.blocks.ViewFile(req.Path); err == nil {
+		for _, b := range v.Blocks {
+			if b.Id == req.BlockId {
+				resp.BlockToken = s.blockToken(ctx, b.Id, b.Gs, resp.Result.GetNewGs(), writeModes)
+			}
+		}
+	}
+	return resp, nil
 }
 
 // GetAdditionalNode chooses a node to add to the pipeline of path's last
@@ -318,6 +352,7 @@ func (n *namespaceService) UpdatePipeline(ctx context.Context, req *pb.UpdatePip
 	if v, err := s.blocks.ViewFile(req.Path); err == nil {
 		resp.Locations = locations(v.Nodes, resp.Result.GetBlock().GetExpectedLocations())
 	}
+	resp.BlockToken = s.blockToken(ctx, req.BlockId, req.OldGs, req.NewGs, writeModes)
 	return resp, nil
 }
 
@@ -372,6 +407,7 @@ func (n *namespaceService) Stat(ctx context.Context, req *pb.StatRequest) (*pb.S
 		for _, r := range bs.ReportedLocations {
 			addLoc(r.NodeId)
 		}
+		bs.BlockToken = s.blockToken(ctx, b.Id, b.Gs, b.Gs, blocktoken.Read)
 		resp.Blocks = append(resp.Blocks, bs)
 	}
 	return resp, nil

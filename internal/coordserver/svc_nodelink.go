@@ -68,7 +68,7 @@ func (l *nodeLinkService) Register(ctx context.Context, req *clusterpb.NodeRegis
 	if err != nil {
 		return nil, s.fsErr(err)
 	}
-	return &clusterpb.NodeRegisterResponse{Node: proto.Clone(rec).(*fsmpb.NodeRecord), ClusterId: s.cfg.ClusterID}, nil
+	return &clusterpb.NodeRegisterResponse{Node: proto.Clone(rec).(*fsmpb.NodeRecord), ClusterId: s.cfg.ClusterID, BlockKeys: s.heartbeatKeys()}, nil
 }
 
 func (l *nodeLinkService) Heartbeat(ctx context.Context, req *clusterpb.NodeHeartbeatRequest) (*clusterpb.NodeHeartbeatResponse, error) {
@@ -91,7 +91,7 @@ func (l *nodeLinkService) Heartbeat(ctx context.Context, req *clusterpb.NodeHear
 	if err != nil {
 		return nil, s.fsErr(err)
 	}
-	return &clusterpb.NodeHeartbeatResponse{SafeMode: r.SafeMode, Commands: nodeCommands(r.Work)}, nil
+	return &clusterpb.NodeHeartbeatResponse{SafeMode: r.SafeMode, Commands: nodeCommands(r.Work), BlockKeys: s.heartbeatKeys()}, nil
 }
 
 // nodeCommands is w as heartbeat reply commands: re-register, full

@@ -331,6 +331,7 @@ func (l *coordLink) register() error {
 	if err == nil {
 		l.log.Info("registered with the coordinator", "instance-id", l.instanceID, "storages", len(req.Node.StorageIds), "cluster-id", resp.GetClusterId())
 		l.s.startGossip(resp.GetClusterId())
+		l.s.setBlockKeys(resp.GetBlockKeys())
 	}
 	return err
 }
@@ -378,6 +379,7 @@ func (l *coordLink) heartbeat() {
 		return
 	}
 	l.heartbeatsOK.Add(1)
+	l.s.setBlockKeys(resp.GetBlockKeys())
 	l.execute(resp.GetCommands())
 }
 

@@ -16,6 +16,9 @@ import (
 // With Security.TLS set, who may reach what on a storage node
 // (docs/security.md):
 //
+//	WriteBlock, ReadBlock, GetReplicaVisibleLength, TransferBlock
+//	    node or coordinator certificates; others by block access tokens
+//	    when the coordinators run with ACLs (blocktokens.go)
 //	InitReplicaRecovery, UpdateReplicaUnderRecovery  node or coordinator certificates
 //	GossipKeyring, ShutdownNode  coordinator certificates only
 //	other DataNode RPCs  any certificate of the cluster CA
@@ -60,6 +63,12 @@ func (s *Server) authorize(ctx context.Context, method string) error {
 func (s *Server) authErr(c codes.Code, reason, msg string) error { return s.statusErr(c, reason, msg) }
 
 func (s *Server) authorizeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if s.blockCall(ctx, info.FullMethod) {
+		if err := s.checkBlockCall(ctx, info.FullMethod, req); err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
 	if err := s.authorize(ctx, info.FullMethod); err != nil {
 		return nil, err
 	}
@@ -67,6 +76,11 @@ func (s *Server) authorizeUnary(ctx context.Context, req any, info *grpc.UnarySe
 }
 
 func (s *Server) authorizeStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if s.blockCall(ss.Context(), info.FullMethod) {
+		// The token is in the first message (the setup; ReadBlock's
+		// request).
+		return handler(srv, &tokenStream{ServerStream: ss, s: s, method: info.FullMethod})
+	}
 	if err := s.authorize(ss.Context(), info.FullMethod); err != nil {
 		return err
 	}

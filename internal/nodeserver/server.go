@@ -71,6 +71,10 @@ type Server struct {
 	// and kept across gossip restarts; GossipKeyring changes it.
 	keyring *membership.Keyring
 
+	// blockKeys are the coordinators' block keys as the link last heard
+	// them (blocktokens.go); nil until then.
+	blockKeys atomic.Pointer[blockKeySet]
+
 	restart   *restartState // shutdown for restart (restart.go)
 	closing   atomic.Bool
 	fatalCh   chan error

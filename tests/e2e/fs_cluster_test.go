@@ -488,13 +488,14 @@ func (fc *fsCluster) replicaOn(ctx context.Context, node string, id uint64) (*pb
 }
 
 // readReplica reads node's whole replica of block id at gs directly from
-// the node, verifying every chunk's checksum.
-func (fc *fsCluster) readReplica(ctx context.Context, node string, id, gs uint64) ([]byte, error) {
+// the node with the block access token the coordinators handed out for it
+// (the cluster runs with ACLs), verifying every chunk's checksum.
+func (fc *fsCluster) readReplica(ctx context.Context, node string, id, gs uint64, token []byte) ([]byte, error) {
 	dn, err := fc.dataNode(node)
 	if err != nil {
 		return nil, err
 	}
-	s, err := dn.ReadBlock(ctx, &pb.ReadBlockRequest{Pool: pool, BlockId: id, Gs: gs})
+	s, err := dn.ReadBlock(ctx, &pb.ReadBlockRequest{Pool: pool, BlockId: id, Gs: gs, BlockToken: token})
 	if err != nil {
 		return nil, err
 	}

@@ -275,7 +275,7 @@ func TestFSRecovery(t *testing.T) {
 			if r == nil || r.State != pb.ReplicaState_REPLICA_STATE_FINALIZED || r.Gs != b.GS || r.NumBytes != int64(len(data)) {
 				t.Fatalf("%s holds %v, want FINALIZED at GS %d with %d bytes", n, r, b.GS, len(data))
 			}
-			got, err := fc.readReplica(ctx, n, b.ID, b.GS)
+			got, err := fc.readReplica(ctx, n, b.ID, b.GS, b.Token)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -320,7 +320,7 @@ func TestFSRecovery(t *testing.T) {
 			if slices.Contains(holders, n) {
 				continue
 			}
-			got, err := fc.readReplica(ctx, n, b.Id, b.Gs)
+			got, err := fc.readReplica(ctx, n, b.Id, b.Gs, b.BlockToken)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -470,7 +470,7 @@ func (fc *fsCluster) checkReplicas(t *testing.T, w *writerProc, b client.BlockIn
 			continue
 		}
 		finalized = append(finalized, n)
-		got, err := fc.readReplica(ctx, n, b.ID, b.GS)
+		got, err := fc.readReplica(ctx, n, b.ID, b.GS, b.Token)
 		if err != nil {
 			t.Fatal(err)
 		}
