@@ -227,11 +227,11 @@ func (n *namespaceService) Append(ctx context.Context, req *pb.AppendFileRequest
 	if err != nil {
 		return nil, s.fsErr(err)
 	}
-	// The replicas of a partial last block: the live nodes that reported
-	// it finalized at its GS and length (empty keeps its expected ones).
 	if err := s.checkBlockKey(); err != nil {
 		return nil, err
 	}
+	// The replicas of a partial last block: the live nodes that reported
+	// it finalized at its GS and length (empty keeps its expected ones).
 	targets := s.blocks.AppendTargets(v, maxFSTargets)
 	resp, err := s.fileOp(req.Session, req.ClientName, blocks.NamespaceOp(&fsmpb.AppendFileOp{Path: req.Path, ClientName: req.ClientName, Targets: targets}))
 	if err != nil {

@@ -355,9 +355,18 @@ func (p *project) runNode(id, dir string) (string, error) {
 // containerLogs is the last lines of a container's output, stdout and
 // stderr interleaved (the servers log to stderr).
 func containerLogs(id string, tail int) string {
+	return dockerLogs(id, "--tail", fmt.Sprint(tail))
+}
+
+// containerLogsSince is a container's output since t.
+func containerLogsSince(id string, t time.Time) string {
+	return dockerLogs(id, "--since", t.UTC().Format(time.RFC3339Nano))
+}
+
+func dockerLogs(id string, args ...string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "docker", "logs", "--tail", fmt.Sprint(tail), id).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "docker", append(append([]string{"logs"}, args...), id)...).CombinedOutput()
 	if err != nil {
 		return fmt.Sprintf("docker logs %s: %v: %s", id, err, out)
 	}

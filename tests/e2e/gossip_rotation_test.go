@@ -345,18 +345,6 @@ func holdFor(d, every time.Duration, cond func(ctx context.Context) error) error
 	}
 }
 
-// containerLogsSince is a container's output since t, stdout and stderr
-// interleaved.
-func containerLogsSince(id string, t time.Time) string {
-	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "docker", "logs", "--since", t.UTC().Format(time.RFC3339Nano), id).CombinedOutput()
-	if err != nil {
-		return fmt.Sprintf("docker logs %s: %v: %s", id, err, out)
-	}
-	return string(out)
-}
-
 // grepLines is the lines of s that contain sub.
 func grepLines(s, sub string) string {
 	var out []string
