@@ -45,8 +45,9 @@
 //  5. ACCESS_MEMBER: a certificate of role coordinator only (rule 4).
 //  6. ACCESS_NODE: a certificate of role node.
 //  7. ACCESS_RECOVERY: a certificate of role node (or coordinator, rule 4).
-//  8. ACCESS_BLOCK: any authenticated caller; a block access token will
-//     be checked here later.
+//  8. ACCESS_BLOCK: any authenticated caller. A storage node of a cluster
+//     with ACLs decides its clients' block calls by their block access
+//     tokens instead (internal/nodeserver/blocktokens.go).
 //  9. ACCESS_AUTHENTICATED: any authenticated caller.
 //  10. ACCESS_READ, ACCESS_WRITE, ACCESS_ADMIN: the grants of the roles
 //     bound to the caller's name (certificate and token names share one
