@@ -506,8 +506,11 @@ func (s *Server) ready() error {
 	if addr == "" || id == "" {
 		return errors.New("no leader known")
 	}
-	if time.Since(s.raft.LastContact()) > 3*s.cfg.Raft.HeartbeatTimeout {
-		return fmt.Errorf("no contact with the leader for %s", time.Since(s.raft.LastContact()).Round(time.Millisecond))
+	if lc := s.raft.LastContact(); lc.IsZero() {
+		// Raft names the leader before its first append succeeds.
+		return errors.New("no contact with the leader yet")
+	} else if time.Since(lc) > 3*s.cfg.Raft.HeartbeatTimeout {
+		return fmt.Errorf("no contact with the leader for %s", time.Since(lc).Round(time.Millisecond))
 	}
 	// Raft's heartbeats carry no commit index: a restarted follower knows
 	// its leader, and has applied all it knows to be committed, before it

@@ -63,7 +63,9 @@ func TestRestartedFollowerReadiness(t *testing.T) {
 	want := tc.server(leader).fsm.AppliedIndex()
 	eventually(t, 20*time.Second, "the follower to apply everything", func() bool {
 		_, id := s.raft.LeaderWithID()
-		return id != "" && s.raft.State() == raft.Follower && s.fsm.AppliedIndex() >= want && s.fsm.AppliedIndex() >= s.raft.CommitIndex()
+		lc := s.raft.LastContact()
+		return id != "" && s.raft.State() == raft.Follower && !lc.IsZero() && time.Since(lc) < s.cfg.Raft.HeartbeatTimeout &&
+			s.fsm.AppliedIndex() >= want && s.fsm.AppliedIndex() >= s.raft.CommitIndex()
 	})
 	if err := s.ready(); err == nil || !strings.Contains(err.Error(), "leader's read index") {
 		t.Fatalf("ready without the leader's read index: %v", err)
