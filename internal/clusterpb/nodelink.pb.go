@@ -141,9 +141,14 @@ type NodeRegisterResponse struct {
 	ClusterId string `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	// As in NodeHeartbeatResponse: the node knows at once whether clients
 	// need block access tokens.
-	BlockKeys     *BlockKeys `protobuf:"bytes,3,opt,name=block_keys,json=blockKeys,proto3" json:"block_keys,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	BlockKeys *BlockKeys `protobuf:"bytes,3,opt,name=block_keys,json=blockKeys,proto3" json:"block_keys,omitempty"`
+	// The node is not registered yet: the coordinators encrypt their gossip
+	// and do not see it alive there. It joins the gossip under cluster_id
+	// with its gossip key and registers again; a node without the cluster's
+	// gossip key is never seen, so never admitted. node is empty.
+	AwaitingGossip bool `protobuf:"varint,4,opt,name=awaiting_gossip,json=awaitingGossip,proto3" json:"awaiting_gossip,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *NodeRegisterResponse) Reset() {
@@ -195,6 +200,13 @@ func (x *NodeRegisterResponse) GetBlockKeys() *BlockKeys {
 		return x.BlockKeys
 	}
 	return nil
+}
+
+func (x *NodeRegisterResponse) GetAwaitingGossip() bool {
+	if x != nil {
+		return x.AwaitingGossip
+	}
+	return false
 }
 
 type NodeHeartbeatRequest struct {
@@ -1387,13 +1399,14 @@ const file_internal_clusterpb_nodelink_proto_rawDesc = "" +
 	"logbook.v1\x1a\x17logbookv1/options.proto\x1a\x19fsm/fsmpb/namespace.proto\x1a\x19logbookv1/namespace.proto\x1a\x14logbookv1/node.proto\"|\n" +
 	"\x13NodeRegisterRequest\x12.\n" +
 	"\x04node\x18\x01 \x01(\v2\x1a.logbook.fsm.v1.NodeRecordR\x04node\x125\n" +
-	"\bstorages\x18\x02 \x03(\v2\x19.logbook.v1.StorageReportR\bstorages\"\x9b\x01\n" +
+	"\bstorages\x18\x02 \x03(\v2\x19.logbook.v1.StorageReportR\bstorages\"\xc4\x01\n" +
 	"\x14NodeRegisterResponse\x12.\n" +
 	"\x04node\x18\x01 \x01(\v2\x1a.logbook.fsm.v1.NodeRecordR\x04node\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x02 \x01(\tR\tclusterId\x124\n" +
 	"\n" +
-	"block_keys\x18\x03 \x01(\v2\x15.logbook.v1.BlockKeysR\tblockKeys\"\x95\x01\n" +
+	"block_keys\x18\x03 \x01(\v2\x15.logbook.v1.BlockKeysR\tblockKeys\x12'\n" +
+	"\x0fawaiting_gossip\x18\x04 \x01(\bR\x0eawaitingGossip\"\x95\x01\n" +
 	"\x14NodeHeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x125\n" +
 	"\bstorages\x18\x02 \x03(\v2\x19.logbook.v1.StorageReportR\bstorages\x12-\n" +

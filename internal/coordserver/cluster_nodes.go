@@ -29,7 +29,8 @@ func (c *Cluster) AddNode(mod func(*nodeserver.Config)) (*nodeserver.Server, err
 	}
 	cfg.GRPCAddr, cfg.HTTPAddr, cfg.GossipAddr = a.GRPC, a.HTTP, a.Gossip
 	cfg.CoordEndpoints = c.Endpoints()
-	if c.opts.NodesGossip {
+	// Encrypted gossip (TLS clusters) admits only nodes that join it.
+	if c.opts.NodesGossip || c.tls != nil {
 		for _, cc := range c.cfgs {
 			cfg.Join = append(cfg.Join, cc.GossipAddr)
 		}

@@ -342,31 +342,10 @@ func (l *lockedBuffer) String() string {
 // may change a node's keyring.
 func TestSecureGossipKeyring(t *testing.T) {
 	t.Parallel()
-	key, dir := membership.GenerateKey(), t.TempDir()
-	c, err := StartCluster(ClusterOptions{
-		Coordinators: 3, Nodes: 1, NodesGossip: true, Dir: dir, ClusterID: "secure", CoordinatorPrefix: "c", NodePrefix: "n",
-		Ports: testPorts(t), Logger: testLogger(t), Secure: true,
-		Coordinator: func(_ int, c *Config) {
-			testTimings(c)
-			c.Security.GossipKey = key
-			c.Security.GossipKeyringFile = filepath.Join(dir, c.ID+".keyring")
-		},
-		Node: func(_ int, c *nodeserver.Config) {
-			c.HeartbeatInterval = 100 * time.Millisecond
-			c.Logger = testLogger(t)
-			c.Security.GossipKey = key
-			c.Security.GossipKeyringFile = filepath.Join(dir, c.ID+".keyring")
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	key := membership.GenerateKey()
+	c := startEncryptedCluster(t, key, t.TempDir(), true)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := c.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
 	eventually(t, 30*time.Second, "the node in the coordinators' gossip", func() bool {
 		for i := range c.Coordinators() {
 			if !slices.ContainsFunc(c.Coordinator(i).members.Members(), func(m membership.Member) bool { return m.Name == "n1" }) {

@@ -46,14 +46,16 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 
-	fsm     *fsm.FSM
-	node    *raftnode.Node // Raft, its stores and transport
-	raft    *raft.Raft     // node.Raft()
-	members *membership.Memberlist
-	grpcSrv *grpc.Server
-	grpcLn  net.Listener
-	http    *httpserve.Server
-	health  *health.Server
+	fsm *fsm.FSM
+	// admission: nodes held back by encrypted gossip (node_admission.go).
+	admission admissionLog
+	node      *raftnode.Node // Raft, its stores and transport
+	raft      *raft.Raft     // node.Raft()
+	members   *membership.Memberlist
+	grpcSrv   *grpc.Server
+	grpcLn    net.Listener
+	http      *httpserve.Server
+	health    *health.Server
 	// audit journals refused user calls (rate-limited) and admin
 	// operations (acl_edge.go).
 	audit   auditRecorder

@@ -62,6 +62,9 @@ func (l *nodeLinkService) Register(ctx context.Context, req *clusterpb.NodeRegis
 	if err := s.fsReady(ctx); err != nil {
 		return nil, err
 	}
+	if !s.gossipAdmits(req.Node.Id) {
+		return &clusterpb.NodeRegisterResponse{ClusterId: s.cfg.ClusterID, AwaitingGossip: true}, nil
+	}
 	node := proto.Clone(req.Node).(*fsmpb.NodeRecord)
 	node.RegisteredUnixNanos, node.UpdatedUnixNanos = 0, 0
 	rec, err := s.blocks.Register(node, storages(req.Storages))

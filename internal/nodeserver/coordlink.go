@@ -328,6 +328,17 @@ func (l *coordLink) register() error {
 		resp, err = c.Register(ctx, req)
 		return err
 	})
+	if err == nil && resp.GetAwaitingGossip() {
+		// Encrypted gossip: the coordinators admit this node once their
+		// gossip sees it (coordserver's gossipAdmits).
+		if len(l.s.cfg.Join) == 0 {
+			return status.Error(codes.FailedPrecondition, "not admitted: the coordinators encrypt their gossip and admit only nodes "+
+				"that join it; start this node with --join (the coordinators' gossip addresses) and the cluster's gossip key")
+		}
+		l.s.startGossip(resp.GetClusterId())
+		return status.Error(codes.FailedPrecondition, "not admitted yet: the coordinators do not see this node in their encrypted gossip "+
+			"(has it the cluster's gossip key, and can it reach their gossip port?)")
+	}
 	if err == nil {
 		l.log.Info("registered with the coordinator", "instance-id", l.instanceID, "storages", len(req.Node.StorageIds), "cluster-id", resp.GetClusterId())
 		l.s.startGossip(resp.GetClusterId())

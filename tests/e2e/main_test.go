@@ -15,6 +15,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -28,8 +29,10 @@ import (
 	"time"
 )
 
-// image is the tag TestMain builds and every project runs.
-const image = "logbook-coord:e2e"
+// image is the tag TestMain builds and every project runs;
+// LOGBOOK_E2E_IMAGE names another, so that two checkouts can run the
+// suite side by side.
+var image = cmp.Or(os.Getenv("LOGBOOK_E2E_IMAGE"), "logbook-coord:e2e")
 
 var (
 	// repoRoot is the module root (two levels above this package).
