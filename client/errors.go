@@ -45,6 +45,9 @@ var (
 	// (they last an hour by default). FileReader asks for new ones by
 	// itself; a caller holding a BlockInfo calls Stat again.
 	ErrBlockTokenExpired = errors.New("logbook: block access token expired")
+
+	// ErrIsDirectory: a file operation (Open, Append) named a directory.
+	ErrIsDirectory = errors.New("logbook: is a directory")
 )
 
 // Error is a server error with its gRPC code and Logbook details.

@@ -78,6 +78,8 @@ type FileInfo struct {
 	Modified   time.Time
 	// Blocks is set by Stat only.
 	Blocks []BlockInfo
+	// Entries is a directory's number of direct entries (set by Stat).
+	Entries uint64
 }
 
 // BlockInfo is one block of a file as Stat returns it.
@@ -174,7 +176,8 @@ func inSession[T any](ctx context.Context, f *FS, fn func(ctx context.Context, n
 func (f *FS) clientName() string { return f.c.ClientID() }
 
 // Stat returns the file at path with its blocks and their reported
-// replicas.
+// replicas, or the directory at path (Dir and Entries set; the root is
+// always one).
 func (f *FS) Stat(ctx context.Context, path string) (FileInfo, error) {
 	var resp *pb.StatResponse
 	err := f.namespace(ctx, func(ctx context.Context, ns pb.NamespaceClient) error {
@@ -184,6 +187,9 @@ func (f *FS) Stat(ctx context.Context, path string) (FileInfo, error) {
 	})
 	if err != nil {
 		return FileInfo{}, err
+	}
+	if resp.GetDir() {
+		return FileInfo{Path: path, Dir: true, Entries: resp.GetDirEntries()}, nil
 	}
 	info := toFileInfo(resp.GetFile())
 	for _, b := range resp.GetBlocks() {
@@ -199,6 +205,15 @@ func (f *FS) Stat(ctx context.Context, path string) (FileInfo, error) {
 		info.Blocks = append(info.Blocks, bi)
 	}
 	return info, nil
+}
+
+// statFile is Stat of a file: a directory is ErrIsDirectory.
+func (f *FS) statFile(ctx context.Context, path string) (FileInfo, error) {
+	info, err := f.Stat(ctx, path)
+	if err == nil && info.Dir {
+		return FileInfo{}, fmt.Errorf("%s: %w", path, ErrIsDirectory)
+	}
+	return info, err
 }
 
 // List returns the entries directly under dir, in name order (every page).

@@ -43,7 +43,7 @@ type readBlock struct {
 
 // Open opens path for reading. ctx bounds Read and Seek; ReadAt uses it too.
 func (f *FS) Open(ctx context.Context, path string) (*FileReader, error) {
-	info, err := f.Stat(ctx, path)
+	info, err := f.statFile(ctx, path)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +202,7 @@ func (r *FileReader) readBlock(b readBlock, from, n int64) ([]byte, error) {
 	if err == nil || !errors.Is(err, ErrBlockTokenExpired) {
 		return data, err
 	}
-	info, serr := r.fs.Stat(r.ctx, r.path)
+	info, serr := r.fs.statFile(r.ctx, r.path)
 	if serr != nil {
 		return nil, err
 	}

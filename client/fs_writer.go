@@ -121,7 +121,7 @@ func (f *FS) newWriter(ctx context.Context, path string, st *pb.FileStatus) *Fil
 // block is continued in place (its last partial chunk is read back first,
 // as every packet starts at a chunk boundary).
 func (f *FS) Append(ctx context.Context, path string) (*FileWriter, error) {
-	before, err := f.Stat(ctx, path)
+	before, err := f.statFile(ctx, path)
 	if err != nil {
 		return nil, err
 	}

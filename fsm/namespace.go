@@ -341,6 +341,15 @@ func (s *State) FileStatus(path string) (*pb.FileStatus, bool) {
 	return s.ns.fileStatus(f), true
 }
 
+// DirStatus reports whether path is a directory (the root, or a
+// directory some file is under) and how many entries it holds directly.
+func (s *State) DirStatus(path string) (entries int, ok bool) {
+	if children, ok := s.ns.dirs[path]; ok {
+		return len(children), true
+	}
+	return 0, path == "/"
+}
+
 // ListEntry is one entry of a directory listing: a file, or an implicit
 // directory (File nil).
 type ListEntry struct {

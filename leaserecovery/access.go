@@ -94,8 +94,10 @@ func CheckWriteAccess(f File, req AccessRequest, cfg Config) (Access, error) {
 		return Access{}, newErr(KindUnavailable, ReasonRecoveryInProgress,
 			"%v %s: another recovery is in progress by %s, try again later", req.Op, f.Path, f.LeaseHolder)
 	}
+	age := req.Now.Sub(req.LeaseRenewed).Round(time.Second)
 	return Access{}, newErr(KindFailedPrecondition, ReasonLeaseHeld,
-		"%v %s: the lease is currently owned by %s", req.Op, f.Path, f.LeaseHolder)
+		"%v %s: the lease is currently owned by %s, renewed %s ago; it is free once not renewed for %s, or at once by recoverLease",
+		req.Op, f.Path, f.LeaseHolder, age, cfg.SoftLimit)
 }
 
 // AnswerRelease is the answer to op once the release decision d is applied

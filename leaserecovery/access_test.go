@@ -1,6 +1,7 @@
 package leaserecovery
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -52,6 +53,21 @@ func TestCheckWriteAccess(t *testing.T) {
 				t.Fatalf("%s: %+v, want %+v", tt.rule, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestLeaseHeldSaysHowLong: the refusal names the holder, how long ago it
+// renewed and when the lease frees itself, so the caller can tell a live
+// writer from one that died.
+func TestLeaseHeldSaysHowLong(t *testing.T) {
+	cfg := DefaultConfig()
+	open := openFile(underConstruction(1, 1, 100, "a"))
+	_, err := CheckWriteAccess(open, AccessRequest{Op: OpCreate, Caller: "c2", Now: t0, LeaseRenewed: t0.Add(-secs(42))}, cfg)
+	wantErr(t, err, KindFailedPrecondition, ReasonLeaseHeld)
+	for _, want := range []string{open.LeaseHolder, "renewed 42s ago", "not renewed for " + cfg.SoftLimit.String(), "recoverLease"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not say %q", err, want)
+		}
 	}
 }
 

@@ -1620,7 +1620,11 @@ type StatResponse struct {
 	File   *FileStatus            `protobuf:"bytes,1,opt,name=file,proto3" json:"file,omitempty"`
 	Blocks []*BlockStatus         `protobuf:"bytes,2,rep,name=blocks,proto3" json:"blocks,omitempty"`
 	// True when the reported locations come from the leader's soft state.
-	FromLeader    bool `protobuf:"varint,3,opt,name=from_leader,json=fromLeader,proto3" json:"from_leader,omitempty"`
+	FromLeader bool `protobuf:"varint,3,opt,name=from_leader,json=fromLeader,proto3" json:"from_leader,omitempty"`
+	// The path is a directory (file and blocks are empty): the root, or a
+	// directory some file is under, holding dir_entries entries directly.
+	Dir           bool   `protobuf:"varint,4,opt,name=dir,proto3" json:"dir,omitempty"`
+	DirEntries    uint64 `protobuf:"varint,5,opt,name=dir_entries,json=dirEntries,proto3" json:"dir_entries,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1674,6 +1678,20 @@ func (x *StatResponse) GetFromLeader() bool {
 		return x.FromLeader
 	}
 	return false
+}
+
+func (x *StatResponse) GetDir() bool {
+	if x != nil {
+		return x.Dir
+	}
+	return false
+}
+
+func (x *StatResponse) GetDirEntries() uint64 {
+	if x != nil {
+		return x.DirEntries
+	}
+	return 0
 }
 
 type ListRequest struct {
@@ -3385,12 +3403,15 @@ const file_logbookv1_namespace_proto_rawDesc = "" +
 	"\brecovery\x18\a \x01(\v2\x19.logbook.v1.BlockRecoveryR\brecovery\x126\n" +
 	"\tlocations\x18\b \x03(\v2\x18.logbook.v1.NodeLocationR\tlocations\x12\x1f\n" +
 	"\vblock_token\x18\t \x01(\fR\n" +
-	"blockToken\"\x8c\x01\n" +
+	"blockToken\"\xbf\x01\n" +
 	"\fStatResponse\x12*\n" +
 	"\x04file\x18\x01 \x01(\v2\x16.logbook.v1.FileStatusR\x04file\x12/\n" +
 	"\x06blocks\x18\x02 \x03(\v2\x17.logbook.v1.BlockStatusR\x06blocks\x12\x1f\n" +
 	"\vfrom_leader\x18\x03 \x01(\bR\n" +
-	"fromLeader\"K\n" +
+	"fromLeader\x12\x10\n" +
+	"\x03dir\x18\x04 \x01(\bR\x03dir\x12\x1f\n" +
+	"\vdir_entries\x18\x05 \x01(\x04R\n" +
+	"dirEntries\"K\n" +
 	"\vListRequest\x12\x10\n" +
 	"\x03dir\x18\x01 \x01(\tR\x03dir\x12\x14\n" +
 	"\x05after\x18\x02 \x01(\tR\x05after\x12\x14\n" +

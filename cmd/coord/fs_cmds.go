@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -25,7 +24,8 @@ nodes' write pipelines. Paths are absolute (/dir/file).
   ls [DIR]            list a directory (default /)
   rm PATH [-r]        remove a file, or a directory with -r
   stat PATH           a file with its blocks and their replicas (+cached:
-                      held in a node's locked memory, see coord cache)
+                      held in a node's locked memory, see coord cache), or
+                      a directory with its number of entries
   recover-lease PATH  take an open file's lease over and close it`
 	return c
 }
@@ -67,27 +67,33 @@ func newFSPutCmd() *cobra.Command {
 			if blockSize%512 != 0 {
 				return usageErrorf("--block-size %d: want a multiple of 512", blockSize)
 			}
+			if replication < 1 || replication > maxReplication {
+				return usageErrorf("--replication %d: want 1 to %d", replication, maxReplication)
+			}
 			var src io.Reader = cmd.InOrStdin()
 			if args[0] != "-" {
-				f, err := os.Open(args[0])
+				f, err := openLocalSource(args[0])
 				if err != nil {
-					return usageErrorf("%v", err)
+					return err
 				}
 				defer f.Close()
 				src = f
 			}
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				warnReplication(ctx, cmd.ErrOrStderr(), c, replication)
 				w, err := c.FS().Create(ctx, path, client.CreateOptions{Replication: replication, BlockSize: blockSize, Overwrite: overwrite})
 				if err != nil {
-					return err
+					return leaseHint(err, path)
 				}
 				n, err := io.Copy(ctxWriter{ctx, w}, src)
+				if err == nil {
+					if err = w.Close(ctx); err != nil {
+						err = fmt.Errorf("close: %w", err)
+					}
+				}
 				if err != nil {
 					w.Abort()
-					return fmt.Errorf("put %s: %w", path, err)
-				}
-				if err := w.Close(ctx); err != nil {
-					return fmt.Errorf("put %s: close: %w", path, err)
+					return fmt.Errorf("put %s: %w%s", path, err, abandon(c, path))
 				}
 				if o.json {
 					return writeJSON(cmd.OutOrStdout(), struct {
@@ -101,7 +107,7 @@ func newFSPutCmd() *cobra.Command {
 	}
 	o = addClientFlags(cmd, 10*time.Minute, fsTimeoutHelp)
 	fs := cmd.Flags()
-	fs.Uint32Var(&replication, "replication", client.DefaultReplication, "replicas of every block")
+	fs.Uint32Var(&replication, "replication", client.DefaultReplication, "replicas of every block, 1 to 16 (above the live storage nodes: a warning, and the blocks stay under-replicated)")
 	fs.Uint64Var(&blockSize, "block-size", client.DefaultBlockSize, "block size in bytes (a multiple of 512)")
 	fs.BoolVar(&overwrite, "overwrite", false, "replace an existing closed file")
 	return cmd
@@ -229,13 +235,23 @@ func newFSRmCmd() *cobra.Command {
 	return cmd
 }
 
-// fsStatJSON is the JSON shape of coord fs stat.
+// fsStatJSON is the JSON shape of coord fs stat of a file.
 type fsStatJSON struct {
 	Path        string        `json:"path"`
 	Length      uint64        `json:"length"`
 	Closed      bool          `json:"closed"`
 	Replication uint32        `json:"replication"`
 	Blocks      []fsBlockJSON `json:"blocks"`
+	// UnderReplicated counts the complete blocks with fewer reported
+	// replicas than Replication (omitted when none).
+	UnderReplicated int `json:"under_replicated_blocks,omitempty"`
+}
+
+// fsDirJSON is the JSON shape of coord fs stat of a directory.
+type fsDirJSON struct {
+	Path    string `json:"path"`
+	Dir     bool   `json:"dir"`
+	Entries uint64 `json:"entries"`
 }
 
 type fsBlockJSON struct {
@@ -263,6 +279,9 @@ func toFSStatJSON(info client.FileInfo) fsStatJSON {
 			bj.Locations = append(bj.Locations, fsLocationJSON{Node: r.Node, State: r.State.String(), GS: r.GS, Length: r.Length, Cached: r.Cached})
 		}
 		out.Blocks = append(out.Blocks, bj)
+		if b.State == client.BlockComplete && len(b.Reported) < int(info.Replication) {
+			out.UnderReplicated++
+		}
 	}
 	return out
 }
@@ -271,7 +290,7 @@ func newFSStatCmd() *cobra.Command {
 	var o *clientOpts
 	cmd := &cobra.Command{
 		Use:   "stat PATH",
-		Short: "Show a file with its blocks and the replicas the leader saw reported",
+		Short: "Show a file with its blocks and the replicas the leader saw reported, or a directory",
 		Args:  cobra.ExactArgs(1),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			path, err := fsPath(args[0])
@@ -283,8 +302,17 @@ func newFSStatCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				st := toFSStatJSON(info)
 				w := cmd.OutOrStdout()
+				if info.Dir {
+					d := fsDirJSON{Path: info.Path, Dir: true, Entries: info.Entries}
+					if o.json {
+						return writeJSON(w, d)
+					}
+					t := newTable(w)
+					fmt.Fprintf(t, "path\t%s\ntype\tdirectory\nentries\t%d\n", d.Path, d.Entries)
+					return t.Flush()
+				}
+				st := toFSStatJSON(info)
 				if o.json {
 					return writeJSON(w, st)
 				}
@@ -292,6 +320,9 @@ func newFSStatCmd() *cobra.Command {
 				fmt.Fprintf(t, "path\t%s\nlength\t%d\nclosed\t%v\nreplication\t%d\nblock size\t%d\n", st.Path, st.Length, st.Closed, st.Replication, info.BlockSize)
 				if info.LeaseHolder != "" {
 					fmt.Fprintf(t, "lease holder\t%s\n", info.LeaseHolder)
+				}
+				if st.UnderReplicated > 0 {
+					fmt.Fprintf(t, "under-replicated\t%d of %d blocks have fewer than %d replicas\n", st.UnderReplicated, len(st.Blocks), st.Replication)
 				}
 				t.Flush()
 				if len(st.Blocks) == 0 {

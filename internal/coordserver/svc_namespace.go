@@ -370,6 +370,9 @@ func (n *namespaceService) Stat(ctx context.Context, req *pb.StatRequest) (*pb.S
 	s.fsm.View(func(st *fsm.State) {
 		fs, ok := st.FileStatus(req.Path)
 		if !ok {
+			if n, ok := st.DirStatus(req.Path); ok {
+				resp = &pb.StatResponse{Dir: true, DirEntries: uint64(n)}
+			}
 			return
 		}
 		resp = &pb.StatResponse{File: apiFileStatus(fs)}
@@ -380,6 +383,9 @@ func (n *namespaceService) Stat(ctx context.Context, req *pb.StatRequest) (*pb.S
 	})
 	if resp == nil {
 		return nil, s.fsErr(fmt.Errorf("%w: %s", fsm.ErrFileNotFound, req.Path))
+	}
+	if resp.Dir {
+		return resp, nil
 	}
 	ids := make([]uint64, len(blks))
 	for i, b := range blks {
