@@ -60,6 +60,8 @@ asks the leader):
   warning        a health warning, e.g. "behind on trimming: 9/4 segments"
   log format     the replicated log format (Raft entry envelope version;
                  raised by the leader once every voter reads the new one)
+  paused         yes while the leader's submit path is paused (journal
+                 pause): appends wait until journal resume
 
 Always trimmed pos <= expire pos <= safe pos + 1.`,
 		Args: cliargs.None,
@@ -74,8 +76,8 @@ Always trimmed pos <= expire pos <= safe pos + 1.`,
 					return writeJSON(w, toPositionsJSON(p))
 				}
 				t := newTable(w)
-				fmt.Fprintf(t, "write pos\t%d\nsafe pos\t%d\nexpire pos\t%d\ntrimmed pos\t%d\nevents\t%d\nsegments\t%d\napplied index\t%d\nmember\t%s\nwarning\t%s\nlog format\t%d\n",
-					p.WritePos, p.SafePos, p.ExpirePos, p.TrimmedPos, p.EventCount, p.SegmentCount, p.AppliedIndex, orDash(p.MemberID), orDash(p.Warning), p.LogFormat)
+				fmt.Fprintf(t, "write pos\t%d\nsafe pos\t%d\nexpire pos\t%d\ntrimmed pos\t%d\nevents\t%d\nsegments\t%d\napplied index\t%d\nmember\t%s\nwarning\t%s\nlog format\t%d\npaused\t%s\n",
+					p.WritePos, p.SafePos, p.ExpirePos, p.TrimmedPos, p.EventCount, p.SegmentCount, p.AppliedIndex, orDash(p.MemberID), orDash(p.Warning), p.LogFormat, yesNo(p.Paused))
 				return t.Flush()
 			})
 		}),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -180,9 +181,10 @@ func TestJournalAdminCommands(t *testing.T) {
 		AppliedIndex uint64 `json:"applied_index"`
 		Member       string `json:"member"`
 		Warning      string `json:"warning"`
+		Paused       *bool  `json:"paused"`
 	}
 	// waitPositions polls journal positions until cond holds; every answer
-	// must have all nine keys and trimmed_pos <= expire_pos <= safe_pos+1.
+	// must have all eleven keys and trimmed_pos <= expire_pos <= safe_pos+1.
 	waitPositions := func(what string, cond func(positions) bool) positions {
 		t.Helper()
 		var p positions
@@ -193,12 +195,12 @@ func TestJournalAdminCommands(t *testing.T) {
 			}
 			var raw map[string]any
 			decodeJSON(t, out, &raw)
-			if len(raw) != 10 {
-				t.Fatalf("positions: want 10 keys, got %v", raw)
+			if len(raw) != 11 {
+				t.Fatalf("positions: want 11 keys, got %v", raw)
 			}
 			p = positions{}
 			decodeJSON(t, out, &p)
-			if p.TrimmedPos > p.ExpirePos || p.ExpirePos > p.SafePos+1 || p.WritePos < p.SafePos || p.Member == "" || p.AppliedIndex == 0 {
+			if p.TrimmedPos > p.ExpirePos || p.ExpirePos > p.SafePos+1 || p.WritePos < p.SafePos || p.Member == "" || p.AppliedIndex == 0 || p.Paused == nil {
 				t.Fatalf("positions: %+v", p)
 			}
 			if !cond(p) {
@@ -256,9 +258,20 @@ func TestJournalAdminCommands(t *testing.T) {
 	if p1.EventCount < 3 || p1.SegmentCount < 1 || p1.Warning != "" {
 		t.Fatalf("positions after appends: %+v (last seq %d)", p1, last)
 	}
-	if table := coord(0, "journal", "positions", "--endpoints", eps); !strings.Contains(table, "safe pos") || !strings.Contains(table, "trimmed pos") {
+	if table := coord(0, "journal", "positions", "--endpoints", eps); !strings.Contains(table, "safe pos") || !strings.Contains(table, "trimmed pos") || !regexp.MustCompile(`(?m)^paused +no$`).MatchString(table) {
 		t.Fatalf("positions table: %q", table)
 	}
+	if *p1.Paused {
+		t.Fatalf("positions before pause: %+v", p1)
+	}
+	// journal pause shows in positions, table and JSON, until resume.
+	coord(0, "journal", "pause", "--endpoints", eps)
+	waitPositions("positions while paused", func(p positions) bool { return *p.Paused })
+	if table := coord(0, "journal", "positions", "--endpoints", eps); !regexp.MustCompile(`(?m)^paused +yes$`).MatchString(table) {
+		t.Fatalf("positions table while paused: %q", table)
+	}
+	coord(0, "journal", "resume", "--endpoints", eps)
+	waitPositions("positions after resume", func(p positions) bool { return !*p.Paused })
 
 	eventually(t, "segments", func() error {
 		out, _, err := tryCoord(t, 0, "journal", "segments", "--json", "--endpoints", eps)

@@ -314,13 +314,24 @@ type positionsJSON struct {
 	Member       string `json:"member"`
 	Warning      string `json:"warning"`
 	LogFormat    uint32 `json:"log_format"`
+	// Paused: the leader's submit path is paused (journal pause); false
+	// when a follower answered.
+	Paused bool `json:"paused"`
+}
+
+// yesNo is a flag in a table: yes or no.
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }
 
 func toPositionsJSON(p client.Positions) positionsJSON {
 	return positionsJSON{
 		WritePos: p.WritePos, SafePos: p.SafePos, ExpirePos: p.ExpirePos, TrimmedPos: p.TrimmedPos,
 		EventCount: p.EventCount, SegmentCount: p.SegmentCount, AppliedIndex: p.AppliedIndex,
-		Member: p.MemberID, Warning: p.Warning, LogFormat: p.LogFormat,
+		Member: p.MemberID, Warning: p.Warning, LogFormat: p.LogFormat, Paused: p.Paused,
 	}
 }
 
