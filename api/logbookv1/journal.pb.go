@@ -72,6 +72,65 @@ func (Consistency) EnumDescriptor() ([]byte, []int) {
 	return file_logbookv1_journal_proto_rawDescGZIP(), []int{0}
 }
 
+// Why a Read reply ends where it does.
+type ReadEnd int32
+
+const (
+	// A server that predates this field: compare the last seq returned
+	// with next_seq.
+	ReadEnd_READ_END_UNSPECIFIED ReadEnd = 0
+	// The reply reaches this member's safe_pos (next_seq - 1), or holds no
+	// event because from is past it: nothing more to read now.
+	ReadEnd_READ_END_SAFE_POS ReadEnd = 1
+	// The reply holds max events (or the server's bound); more follow.
+	ReadEnd_READ_END_MAX ReadEnd = 2
+	// The next event would have taken the reply past max_bytes; more follow.
+	ReadEnd_READ_END_BYTES ReadEnd = 3
+)
+
+// Enum value maps for ReadEnd.
+var (
+	ReadEnd_name = map[int32]string{
+		0: "READ_END_UNSPECIFIED",
+		1: "READ_END_SAFE_POS",
+		2: "READ_END_MAX",
+		3: "READ_END_BYTES",
+	}
+	ReadEnd_value = map[string]int32{
+		"READ_END_UNSPECIFIED": 0,
+		"READ_END_SAFE_POS":    1,
+		"READ_END_MAX":         2,
+		"READ_END_BYTES":       3,
+	}
+)
+
+func (x ReadEnd) Enum() *ReadEnd {
+	p := new(ReadEnd)
+	*p = x
+	return p
+}
+
+func (x ReadEnd) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ReadEnd) Descriptor() protoreflect.EnumDescriptor {
+	return file_logbookv1_journal_proto_enumTypes[1].Descriptor()
+}
+
+func (ReadEnd) Type() protoreflect.EnumType {
+	return &file_logbookv1_journal_proto_enumTypes[1]
+}
+
+func (x ReadEnd) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ReadEnd.Descriptor instead.
+func (ReadEnd) EnumDescriptor() ([]byte, []int) {
+	return file_logbookv1_journal_proto_rawDescGZIP(), []int{1}
+}
+
 type OpenSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1..MaxSessionBaseBytes (106) bytes of UTF-8: the client's name.
@@ -518,11 +577,16 @@ type JournalConfigResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Config *JournalConfig         `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
 	// The replicated log format; SetConfig needs 11.
-	LogFormat     uint32 `protobuf:"varint,2,opt,name=log_format,json=logFormat,proto3" json:"log_format,omitempty"`
-	AppliedIndex  uint64 `protobuf:"varint,3,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
-	MemberId      string `protobuf:"bytes,4,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LogFormat    uint32 `protobuf:"varint,2,opt,name=log_format,json=logFormat,proto3" json:"log_format,omitempty"`
+	AppliedIndex uint64 `protobuf:"varint,3,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	MemberId     string `protobuf:"bytes,4,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// The answering member's own limits (coord serve --max-event-bytes):
+	// the largest event payload and the largest Append request it accepts,
+	// in bytes (0: a member that predates these fields).
+	MaxEventBytes   uint64 `protobuf:"varint,5,opt,name=max_event_bytes,json=maxEventBytes,proto3" json:"max_event_bytes,omitempty"`
+	MaxRequestBytes uint64 `protobuf:"varint,6,opt,name=max_request_bytes,json=maxRequestBytes,proto3" json:"max_request_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *JournalConfigResponse) Reset() {
@@ -581,6 +645,20 @@ func (x *JournalConfigResponse) GetMemberId() string {
 		return x.MemberId
 	}
 	return ""
+}
+
+func (x *JournalConfigResponse) GetMaxEventBytes() uint64 {
+	if x != nil {
+		return x.MaxEventBytes
+	}
+	return 0
+}
+
+func (x *JournalConfigResponse) GetMaxRequestBytes() uint64 {
+	if x != nil {
+		return x.MaxRequestBytes
+	}
+	return 0
 }
 
 type SetPausedRequest struct {
@@ -683,7 +761,11 @@ type TailRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	From  uint64                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
 	// Idle heartbeat interval in milliseconds (0: 1000).
-	HeartbeatMs   uint32 `protobuf:"varint,2,opt,name=heartbeat_ms,json=heartbeatMs,proto3" json:"heartbeat_ms,omitempty"`
+	HeartbeatMs uint32 `protobuf:"varint,2,opt,name=heartbeat_ms,json=heartbeatMs,proto3" json:"heartbeat_ms,omitempty"`
+	// The largest reply message the caller takes, in bytes, as max_bytes of
+	// ReadRequest: 0 or more than 4 MiB means 4 MiB; a reply carries at
+	// least one event, whatever its size.
+	MaxBytes      uint32 `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -728,6 +810,13 @@ func (x *TailRequest) GetFrom() uint64 {
 func (x *TailRequest) GetHeartbeatMs() uint32 {
 	if x != nil {
 		return x.HeartbeatMs
+	}
+	return 0
+}
+
+func (x *TailRequest) GetMaxBytes() uint32 {
+	if x != nil {
+		return x.MaxBytes
 	}
 	return 0
 }
@@ -1952,10 +2041,22 @@ func (x *AppendStreamResponse) GetReason() string {
 }
 
 type ReadRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	From          uint64                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
-	Max           uint32                 `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
-	Consistency   Consistency            `protobuf:"varint,3,opt,name=consistency,proto3,enum=logbook.v1.Consistency" json:"consistency,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The first seq to read (0: 1).
+	From uint64 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
+	// The most events to return (0: 1000). A max above the server's bound
+	// (10,000 by default) is served as that bound: the reply then ends with
+	// READ_END_MAX, as one cut by max.
+	Max         uint32      `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	Consistency Consistency `protobuf:"varint,3,opt,name=consistency,proto3,enum=logbook.v1.Consistency" json:"consistency,omitempty"`
+	// The largest reply message the caller takes, in bytes (its gRPC
+	// receive limit, less a margin): 0 or more than 4 MiB (the default
+	// receive limit of gRPC clients) means 4 MiB. The reply stops before
+	// the event that would take it past this (READ_END_BYTES), but carries
+	// at least one event, whatever its size: a caller must take a message
+	// of its largest event (1 MiB by default, coord serve --max-event-bytes)
+	// plus 1 KiB.
+	MaxBytes      uint32 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2011,13 +2112,23 @@ func (x *ReadRequest) GetConsistency() Consistency {
 	return Consistency_CONSISTENCY_UNSPECIFIED
 }
 
+func (x *ReadRequest) GetMaxBytes() uint32 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
 type ReadResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Events []*StoredEvent         `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
 	// Applied index of the member that answered, when it read.
 	AppliedIndex uint64 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	// The next seq that will be assigned (safe_pos + 1 on that member).
-	NextSeq       uint64 `protobuf:"varint,3,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
+	NextSeq uint64 `protobuf:"varint,3,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
+	// Why the reply ends where it does; unless READ_END_SAFE_POS, read on
+	// from the seq after the last event returned.
+	End           ReadEnd `protobuf:"varint,4,opt,name=end,proto3,enum=logbook.v1.ReadEnd" json:"end,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2071,6 +2182,13 @@ func (x *ReadResponse) GetNextSeq() uint64 {
 		return x.NextSeq
 	}
 	return 0
+}
+
+func (x *ReadResponse) GetEnd() ReadEnd {
+	if x != nil {
+		return x.End
+	}
+	return ReadEnd_READ_END_UNSPECIFIED
 }
 
 type StoredEvent struct {
@@ -2288,21 +2406,24 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\x0e_segment_bytesB\x1f\n" +
 	"\x1d_session_idle_timeout_secondsB\x0f\n" +
 	"\r_max_segmentsB\r\n" +
-	"\v_max_events\"\xab\x01\n" +
+	"\v_max_events\"\xff\x01\n" +
 	"\x15JournalConfigResponse\x121\n" +
 	"\x06config\x18\x01 \x01(\v2\x19.logbook.v1.JournalConfigR\x06config\x12\x1d\n" +
 	"\n" +
 	"log_format\x18\x02 \x01(\rR\tlogFormat\x12#\n" +
 	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\x12\x1b\n" +
-	"\tmember_id\x18\x04 \x01(\tR\bmemberId\"*\n" +
+	"\tmember_id\x18\x04 \x01(\tR\bmemberId\x12&\n" +
+	"\x0fmax_event_bytes\x18\x05 \x01(\x04R\rmaxEventBytes\x12*\n" +
+	"\x11max_request_bytes\x18\x06 \x01(\x04R\x0fmaxRequestBytes\"*\n" +
 	"\x10SetPausedRequest\x12\x16\n" +
 	"\x06paused\x18\x01 \x01(\bR\x06paused\"H\n" +
 	"\x11SetPausedResponse\x12\x16\n" +
 	"\x06paused\x18\x01 \x01(\bR\x06paused\x12\x1b\n" +
-	"\tleader_id\x18\x02 \x01(\tR\bleaderId\"D\n" +
+	"\tleader_id\x18\x02 \x01(\tR\bleaderId\"a\n" +
 	"\vTailRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12!\n" +
-	"\fheartbeat_ms\x18\x02 \x01(\rR\vheartbeatMs\"\x7f\n" +
+	"\fheartbeat_ms\x18\x02 \x01(\rR\vheartbeatMs\x12\x1b\n" +
+	"\tmax_bytes\x18\x03 \x01(\rR\bmaxBytes\"\x7f\n" +
 	"\fTailResponse\x12/\n" +
 	"\x06events\x18\x01 \x03(\v2\x17.logbook.v1.StoredEventR\x06events\x12\x19\n" +
 	"\bsafe_pos\x18\x02 \x01(\x04R\asafePos\x12#\n" +
@@ -2389,15 +2510,17 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\x05index\x18\x04 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04code\x18\x05 \x01(\rR\x04code\x12\x18\n" +
 	"\amessage\x18\x06 \x01(\tR\amessage\x12\x16\n" +
-	"\x06reason\x18\a \x01(\tR\x06reason\"n\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\"\x8b\x01\n" +
 	"\vReadRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x10\n" +
 	"\x03max\x18\x02 \x01(\rR\x03max\x129\n" +
-	"\vconsistency\x18\x03 \x01(\x0e2\x17.logbook.v1.ConsistencyR\vconsistency\"\x7f\n" +
+	"\vconsistency\x18\x03 \x01(\x0e2\x17.logbook.v1.ConsistencyR\vconsistency\x12\x1b\n" +
+	"\tmax_bytes\x18\x04 \x01(\rR\bmaxBytes\"\xa6\x01\n" +
 	"\fReadResponse\x12/\n" +
 	"\x06events\x18\x01 \x03(\v2\x17.logbook.v1.StoredEventR\x06events\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x19\n" +
-	"\bnext_seq\x18\x03 \x01(\x04R\anextSeq\"\xa1\x01\n" +
+	"\bnext_seq\x18\x03 \x01(\x04R\anextSeq\x12%\n" +
+	"\x03end\x18\x04 \x01(\x0e2\x13.logbook.v1.ReadEndR\x03end\"\xa1\x01\n" +
 	"\vStoredEvent\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x18\n" +
@@ -2417,7 +2540,12 @@ const file_logbookv1_journal_proto_rawDesc = "" +
 	"\vConsistency\x12\x1b\n" +
 	"\x17CONSISTENCY_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x01\x12\x15\n" +
-	"\x11CONSISTENCY_STALE\x10\x022\xf6\v\n" +
+	"\x11CONSISTENCY_STALE\x10\x02*`\n" +
+	"\aReadEnd\x12\x18\n" +
+	"\x14READ_END_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11READ_END_SAFE_POS\x10\x01\x12\x10\n" +
+	"\fREAD_END_MAX\x10\x02\x12\x12\n" +
+	"\x0eREAD_END_BYTES\x10\x032\xf6\v\n" +
 	"\aJournal\x12I\n" +
 	"\x06Append\x12\x19.logbook.v1.AppendRequest\x1a\x1a.logbook.v1.AppendResponse\"\b\xc8\xf3\x18\x01\xd0\xf3\x18\x03\x12Y\n" +
 	"\fAppendStream\x12\x19.logbook.v1.AppendRequest\x1a .logbook.v1.AppendStreamResponse\"\b\xc8\xf3\x18\x03\xd0\xf3\x18\x03(\x010\x01\x12C\n" +
@@ -2450,99 +2578,101 @@ func file_logbookv1_journal_proto_rawDescGZIP() []byte {
 	return file_logbookv1_journal_proto_rawDescData
 }
 
-var file_logbookv1_journal_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_logbookv1_journal_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_logbookv1_journal_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_logbookv1_journal_proto_goTypes = []any{
 	(Consistency)(0),                // 0: logbook.v1.Consistency
-	(*OpenSessionRequest)(nil),      // 1: logbook.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),     // 2: logbook.v1.OpenSessionResponse
-	(*CloseSessionRequest)(nil),     // 3: logbook.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),    // 4: logbook.v1.CloseSessionResponse
-	(*ImportRequest)(nil),           // 5: logbook.v1.ImportRequest
-	(*ImportResponse)(nil),          // 6: logbook.v1.ImportResponse
-	(*GetJournalConfigRequest)(nil), // 7: logbook.v1.GetJournalConfigRequest
-	(*SetJournalConfigRequest)(nil), // 8: logbook.v1.SetJournalConfigRequest
-	(*JournalConfigResponse)(nil),   // 9: logbook.v1.JournalConfigResponse
-	(*SetPausedRequest)(nil),        // 10: logbook.v1.SetPausedRequest
-	(*SetPausedResponse)(nil),       // 11: logbook.v1.SetPausedResponse
-	(*TailRequest)(nil),             // 12: logbook.v1.TailRequest
-	(*TailResponse)(nil),            // 13: logbook.v1.TailResponse
-	(*PositionsRequest)(nil),        // 14: logbook.v1.PositionsRequest
-	(*PositionsResponse)(nil),       // 15: logbook.v1.PositionsResponse
-	(*SegmentsRequest)(nil),         // 16: logbook.v1.SegmentsRequest
-	(*SegmentInfo)(nil),             // 17: logbook.v1.SegmentInfo
-	(*SegmentsResponse)(nil),        // 18: logbook.v1.SegmentsResponse
-	(*RegisterConsumerRequest)(nil), // 19: logbook.v1.RegisterConsumerRequest
-	(*AckConsumerRequest)(nil),      // 20: logbook.v1.AckConsumerRequest
-	(*RemoveConsumerRequest)(nil),   // 21: logbook.v1.RemoveConsumerRequest
-	(*ConsumerInfo)(nil),            // 22: logbook.v1.ConsumerInfo
-	(*ConsumerResponse)(nil),        // 23: logbook.v1.ConsumerResponse
-	(*ListConsumersRequest)(nil),    // 24: logbook.v1.ListConsumersRequest
-	(*ListConsumersResponse)(nil),   // 25: logbook.v1.ListConsumersResponse
-	(*TrimRequest)(nil),             // 26: logbook.v1.TrimRequest
-	(*TrimResponse)(nil),            // 27: logbook.v1.TrimResponse
-	(*ResetRequest)(nil),            // 28: logbook.v1.ResetRequest
-	(*ResetResponse)(nil),           // 29: logbook.v1.ResetResponse
-	(*Event)(nil),                   // 30: logbook.v1.Event
-	(*AppendRequest)(nil),           // 31: logbook.v1.AppendRequest
-	(*AppendResponse)(nil),          // 32: logbook.v1.AppendResponse
-	(*AppendStreamResponse)(nil),    // 33: logbook.v1.AppendStreamResponse
-	(*ReadRequest)(nil),             // 34: logbook.v1.ReadRequest
-	(*ReadResponse)(nil),            // 35: logbook.v1.ReadResponse
-	(*StoredEvent)(nil),             // 36: logbook.v1.StoredEvent
-	(*JournalConfig)(nil),           // 37: logbook.v1.JournalConfig
+	(ReadEnd)(0),                    // 1: logbook.v1.ReadEnd
+	(*OpenSessionRequest)(nil),      // 2: logbook.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),     // 3: logbook.v1.OpenSessionResponse
+	(*CloseSessionRequest)(nil),     // 4: logbook.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),    // 5: logbook.v1.CloseSessionResponse
+	(*ImportRequest)(nil),           // 6: logbook.v1.ImportRequest
+	(*ImportResponse)(nil),          // 7: logbook.v1.ImportResponse
+	(*GetJournalConfigRequest)(nil), // 8: logbook.v1.GetJournalConfigRequest
+	(*SetJournalConfigRequest)(nil), // 9: logbook.v1.SetJournalConfigRequest
+	(*JournalConfigResponse)(nil),   // 10: logbook.v1.JournalConfigResponse
+	(*SetPausedRequest)(nil),        // 11: logbook.v1.SetPausedRequest
+	(*SetPausedResponse)(nil),       // 12: logbook.v1.SetPausedResponse
+	(*TailRequest)(nil),             // 13: logbook.v1.TailRequest
+	(*TailResponse)(nil),            // 14: logbook.v1.TailResponse
+	(*PositionsRequest)(nil),        // 15: logbook.v1.PositionsRequest
+	(*PositionsResponse)(nil),       // 16: logbook.v1.PositionsResponse
+	(*SegmentsRequest)(nil),         // 17: logbook.v1.SegmentsRequest
+	(*SegmentInfo)(nil),             // 18: logbook.v1.SegmentInfo
+	(*SegmentsResponse)(nil),        // 19: logbook.v1.SegmentsResponse
+	(*RegisterConsumerRequest)(nil), // 20: logbook.v1.RegisterConsumerRequest
+	(*AckConsumerRequest)(nil),      // 21: logbook.v1.AckConsumerRequest
+	(*RemoveConsumerRequest)(nil),   // 22: logbook.v1.RemoveConsumerRequest
+	(*ConsumerInfo)(nil),            // 23: logbook.v1.ConsumerInfo
+	(*ConsumerResponse)(nil),        // 24: logbook.v1.ConsumerResponse
+	(*ListConsumersRequest)(nil),    // 25: logbook.v1.ListConsumersRequest
+	(*ListConsumersResponse)(nil),   // 26: logbook.v1.ListConsumersResponse
+	(*TrimRequest)(nil),             // 27: logbook.v1.TrimRequest
+	(*TrimResponse)(nil),            // 28: logbook.v1.TrimResponse
+	(*ResetRequest)(nil),            // 29: logbook.v1.ResetRequest
+	(*ResetResponse)(nil),           // 30: logbook.v1.ResetResponse
+	(*Event)(nil),                   // 31: logbook.v1.Event
+	(*AppendRequest)(nil),           // 32: logbook.v1.AppendRequest
+	(*AppendResponse)(nil),          // 33: logbook.v1.AppendResponse
+	(*AppendStreamResponse)(nil),    // 34: logbook.v1.AppendStreamResponse
+	(*ReadRequest)(nil),             // 35: logbook.v1.ReadRequest
+	(*ReadResponse)(nil),            // 36: logbook.v1.ReadResponse
+	(*StoredEvent)(nil),             // 37: logbook.v1.StoredEvent
+	(*JournalConfig)(nil),           // 38: logbook.v1.JournalConfig
 }
 var file_logbookv1_journal_proto_depIdxs = []int32{
-	36, // 0: logbook.v1.ImportRequest.events:type_name -> logbook.v1.StoredEvent
-	37, // 1: logbook.v1.JournalConfigResponse.config:type_name -> logbook.v1.JournalConfig
-	36, // 2: logbook.v1.TailResponse.events:type_name -> logbook.v1.StoredEvent
-	17, // 3: logbook.v1.SegmentsResponse.segments:type_name -> logbook.v1.SegmentInfo
-	22, // 4: logbook.v1.ConsumerResponse.consumer:type_name -> logbook.v1.ConsumerInfo
-	22, // 5: logbook.v1.ListConsumersResponse.consumers:type_name -> logbook.v1.ConsumerInfo
-	30, // 6: logbook.v1.AppendRequest.events:type_name -> logbook.v1.Event
+	37, // 0: logbook.v1.ImportRequest.events:type_name -> logbook.v1.StoredEvent
+	38, // 1: logbook.v1.JournalConfigResponse.config:type_name -> logbook.v1.JournalConfig
+	37, // 2: logbook.v1.TailResponse.events:type_name -> logbook.v1.StoredEvent
+	18, // 3: logbook.v1.SegmentsResponse.segments:type_name -> logbook.v1.SegmentInfo
+	23, // 4: logbook.v1.ConsumerResponse.consumer:type_name -> logbook.v1.ConsumerInfo
+	23, // 5: logbook.v1.ListConsumersResponse.consumers:type_name -> logbook.v1.ConsumerInfo
+	31, // 6: logbook.v1.AppendRequest.events:type_name -> logbook.v1.Event
 	0,  // 7: logbook.v1.ReadRequest.consistency:type_name -> logbook.v1.Consistency
-	36, // 8: logbook.v1.ReadResponse.events:type_name -> logbook.v1.StoredEvent
-	31, // 9: logbook.v1.Journal.Append:input_type -> logbook.v1.AppendRequest
-	31, // 10: logbook.v1.Journal.AppendStream:input_type -> logbook.v1.AppendRequest
-	34, // 11: logbook.v1.Journal.Read:input_type -> logbook.v1.ReadRequest
-	12, // 12: logbook.v1.Journal.Tail:input_type -> logbook.v1.TailRequest
-	14, // 13: logbook.v1.Journal.Positions:input_type -> logbook.v1.PositionsRequest
-	16, // 14: logbook.v1.Journal.Segments:input_type -> logbook.v1.SegmentsRequest
-	19, // 15: logbook.v1.Journal.RegisterConsumer:input_type -> logbook.v1.RegisterConsumerRequest
-	20, // 16: logbook.v1.Journal.AckConsumer:input_type -> logbook.v1.AckConsumerRequest
-	21, // 17: logbook.v1.Journal.RemoveConsumer:input_type -> logbook.v1.RemoveConsumerRequest
-	24, // 18: logbook.v1.Journal.ListConsumers:input_type -> logbook.v1.ListConsumersRequest
-	26, // 19: logbook.v1.Journal.Trim:input_type -> logbook.v1.TrimRequest
-	28, // 20: logbook.v1.Journal.Reset:input_type -> logbook.v1.ResetRequest
-	10, // 21: logbook.v1.Journal.SetPaused:input_type -> logbook.v1.SetPausedRequest
-	7,  // 22: logbook.v1.Journal.GetConfig:input_type -> logbook.v1.GetJournalConfigRequest
-	8,  // 23: logbook.v1.Journal.SetConfig:input_type -> logbook.v1.SetJournalConfigRequest
-	5,  // 24: logbook.v1.Journal.Import:input_type -> logbook.v1.ImportRequest
-	1,  // 25: logbook.v1.Journal.OpenSession:input_type -> logbook.v1.OpenSessionRequest
-	3,  // 26: logbook.v1.Journal.CloseSession:input_type -> logbook.v1.CloseSessionRequest
-	32, // 27: logbook.v1.Journal.Append:output_type -> logbook.v1.AppendResponse
-	33, // 28: logbook.v1.Journal.AppendStream:output_type -> logbook.v1.AppendStreamResponse
-	35, // 29: logbook.v1.Journal.Read:output_type -> logbook.v1.ReadResponse
-	13, // 30: logbook.v1.Journal.Tail:output_type -> logbook.v1.TailResponse
-	15, // 31: logbook.v1.Journal.Positions:output_type -> logbook.v1.PositionsResponse
-	18, // 32: logbook.v1.Journal.Segments:output_type -> logbook.v1.SegmentsResponse
-	23, // 33: logbook.v1.Journal.RegisterConsumer:output_type -> logbook.v1.ConsumerResponse
-	23, // 34: logbook.v1.Journal.AckConsumer:output_type -> logbook.v1.ConsumerResponse
-	23, // 35: logbook.v1.Journal.RemoveConsumer:output_type -> logbook.v1.ConsumerResponse
-	25, // 36: logbook.v1.Journal.ListConsumers:output_type -> logbook.v1.ListConsumersResponse
-	27, // 37: logbook.v1.Journal.Trim:output_type -> logbook.v1.TrimResponse
-	29, // 38: logbook.v1.Journal.Reset:output_type -> logbook.v1.ResetResponse
-	11, // 39: logbook.v1.Journal.SetPaused:output_type -> logbook.v1.SetPausedResponse
-	9,  // 40: logbook.v1.Journal.GetConfig:output_type -> logbook.v1.JournalConfigResponse
-	9,  // 41: logbook.v1.Journal.SetConfig:output_type -> logbook.v1.JournalConfigResponse
-	6,  // 42: logbook.v1.Journal.Import:output_type -> logbook.v1.ImportResponse
-	2,  // 43: logbook.v1.Journal.OpenSession:output_type -> logbook.v1.OpenSessionResponse
-	4,  // 44: logbook.v1.Journal.CloseSession:output_type -> logbook.v1.CloseSessionResponse
-	27, // [27:45] is the sub-list for method output_type
-	9,  // [9:27] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	37, // 8: logbook.v1.ReadResponse.events:type_name -> logbook.v1.StoredEvent
+	1,  // 9: logbook.v1.ReadResponse.end:type_name -> logbook.v1.ReadEnd
+	32, // 10: logbook.v1.Journal.Append:input_type -> logbook.v1.AppendRequest
+	32, // 11: logbook.v1.Journal.AppendStream:input_type -> logbook.v1.AppendRequest
+	35, // 12: logbook.v1.Journal.Read:input_type -> logbook.v1.ReadRequest
+	13, // 13: logbook.v1.Journal.Tail:input_type -> logbook.v1.TailRequest
+	15, // 14: logbook.v1.Journal.Positions:input_type -> logbook.v1.PositionsRequest
+	17, // 15: logbook.v1.Journal.Segments:input_type -> logbook.v1.SegmentsRequest
+	20, // 16: logbook.v1.Journal.RegisterConsumer:input_type -> logbook.v1.RegisterConsumerRequest
+	21, // 17: logbook.v1.Journal.AckConsumer:input_type -> logbook.v1.AckConsumerRequest
+	22, // 18: logbook.v1.Journal.RemoveConsumer:input_type -> logbook.v1.RemoveConsumerRequest
+	25, // 19: logbook.v1.Journal.ListConsumers:input_type -> logbook.v1.ListConsumersRequest
+	27, // 20: logbook.v1.Journal.Trim:input_type -> logbook.v1.TrimRequest
+	29, // 21: logbook.v1.Journal.Reset:input_type -> logbook.v1.ResetRequest
+	11, // 22: logbook.v1.Journal.SetPaused:input_type -> logbook.v1.SetPausedRequest
+	8,  // 23: logbook.v1.Journal.GetConfig:input_type -> logbook.v1.GetJournalConfigRequest
+	9,  // 24: logbook.v1.Journal.SetConfig:input_type -> logbook.v1.SetJournalConfigRequest
+	6,  // 25: logbook.v1.Journal.Import:input_type -> logbook.v1.ImportRequest
+	2,  // 26: logbook.v1.Journal.OpenSession:input_type -> logbook.v1.OpenSessionRequest
+	4,  // 27: logbook.v1.Journal.CloseSession:input_type -> logbook.v1.CloseSessionRequest
+	33, // 28: logbook.v1.Journal.Append:output_type -> logbook.v1.AppendResponse
+	34, // 29: logbook.v1.Journal.AppendStream:output_type -> logbook.v1.AppendStreamResponse
+	36, // 30: logbook.v1.Journal.Read:output_type -> logbook.v1.ReadResponse
+	14, // 31: logbook.v1.Journal.Tail:output_type -> logbook.v1.TailResponse
+	16, // 32: logbook.v1.Journal.Positions:output_type -> logbook.v1.PositionsResponse
+	19, // 33: logbook.v1.Journal.Segments:output_type -> logbook.v1.SegmentsResponse
+	24, // 34: logbook.v1.Journal.RegisterConsumer:output_type -> logbook.v1.ConsumerResponse
+	24, // 35: logbook.v1.Journal.AckConsumer:output_type -> logbook.v1.ConsumerResponse
+	24, // 36: logbook.v1.Journal.RemoveConsumer:output_type -> logbook.v1.ConsumerResponse
+	26, // 37: logbook.v1.Journal.ListConsumers:output_type -> logbook.v1.ListConsumersResponse
+	28, // 38: logbook.v1.Journal.Trim:output_type -> logbook.v1.TrimResponse
+	30, // 39: logbook.v1.Journal.Reset:output_type -> logbook.v1.ResetResponse
+	12, // 40: logbook.v1.Journal.SetPaused:output_type -> logbook.v1.SetPausedResponse
+	10, // 41: logbook.v1.Journal.GetConfig:output_type -> logbook.v1.JournalConfigResponse
+	10, // 42: logbook.v1.Journal.SetConfig:output_type -> logbook.v1.JournalConfigResponse
+	7,  // 43: logbook.v1.Journal.Import:output_type -> logbook.v1.ImportResponse
+	3,  // 44: logbook.v1.Journal.OpenSession:output_type -> logbook.v1.OpenSessionResponse
+	5,  // 45: logbook.v1.Journal.CloseSession:output_type -> logbook.v1.CloseSessionResponse
+	28, // [28:46] is the sub-list for method output_type
+	10, // [10:28] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_logbookv1_journal_proto_init() }
@@ -2557,7 +2687,7 @@ func file_logbookv1_journal_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_journal_proto_rawDesc), len(file_logbookv1_journal_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,

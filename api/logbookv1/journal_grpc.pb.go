@@ -53,11 +53,15 @@ type JournalClient interface {
 	// is answered, in request order, once its events are safe. Only the
 	// leader accepts it (followers answer NOT_LEADER with a hint).
 	AppendStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AppendRequest, AppendStreamResponse], error)
-	// Read returns up to max events starting at seq from. A seq below
-	// trimmed_pos fails with OutOfRange naming the earliest retained seq.
+	// Read returns up to max events starting at seq from, in one reply of at
+	// most max_bytes (see ReadRequest); end says why the reply ends where it
+	// does, so a caller pages on from the seq after the last event while
+	// end is not READ_END_SAFE_POS. A seq below trimmed_pos fails with
+	// OutOfRange naming the earliest retained seq.
 	Read(ctx context.Context, in *ReadRequest, opts ...grpc.CallOption) (*ReadResponse, error)
 	// Tail streams every event from seq from on, in order and without gaps,
 	// as this member applies them, with progress heartbeats while idle.
+	// Each reply holds at most max_bytes (see TailRequest).
 	Tail(ctx context.Context, in *TailRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[TailResponse], error)
 	Positions(ctx context.Context, in *PositionsRequest, opts ...grpc.CallOption) (*PositionsResponse, error)
 	Segments(ctx context.Context, in *SegmentsRequest, opts ...grpc.CallOption) (*SegmentsResponse, error)
@@ -313,11 +317,15 @@ type JournalServer interface {
 	// is answered, in request order, once its events are safe. Only the
 	// leader accepts it (followers answer NOT_LEADER with a hint).
 	AppendStream(grpc.BidiStreamingServer[AppendRequest, AppendStreamResponse]) error
-	// Read returns up to max events starting at seq from. A seq below
-	// trimmed_pos fails with OutOfRange naming the earliest retained seq.
+	// Read returns up to max events starting at seq from, in one reply of at
+	// most max_bytes (see ReadRequest); end says why the reply ends where it
+	// does, so a caller pages on from the seq after the last event while
+	// end is not READ_END_SAFE_POS. A seq below trimmed_pos fails with
+	// OutOfRange naming the earliest retained seq.
 	Read(context.Context, *ReadRequest) (*ReadResponse, error)
 	// Tail streams every event from seq from on, in order and without gaps,
 	// as this member applies them, with progress heartbeats while idle.
+	// Each reply holds at most max_bytes (see TailRequest).
 	Tail(*TailRequest, grpc.ServerStreamingServer[TailResponse]) error
 	Positions(context.Context, *PositionsRequest) (*PositionsResponse, error)
 	Segments(context.Context, *SegmentsRequest) (*SegmentsResponse, error)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -507,7 +508,7 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"no events", &pb.AppendRequest{}, codes.InvalidArgument},
 		{"empty type", &pb.AppendRequest{Events: []*pb.Event{ev("", 1)}}, codes.InvalidArgument},
-		{"payload over cap", &pb.AppendRequest{Events: []*pb.Event{ev("t", 1025)}}, codes.ResourceExhausted},
+		{"payload over cap", &pb.AppendRequest{Events: []*pb.Event{ev("t", 1025)}}, codes.InvalidArgument},
 		{"seq without client", &pb.AppendRequest{RequestSeq: 3, Events: []*pb.Event{ev("t", 1)}}, codes.InvalidArgument},
 		{"client without seq", &pb.AppendRequest{ClientId: "c", Events: []*pb.Event{ev("t", 1)}}, codes.InvalidArgument},
 		{"acked beyond seq", &pb.AppendRequest{ClientId: "c", RequestSeq: 2, AckedSeq: 2, Events: []*pb.Event{ev("t", 1)}}, codes.InvalidArgument},
@@ -524,11 +525,11 @@ func TestBadInput(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		big.Events = append(big.Events, ev("t", 1000))
 	}
-	if _, err := jc.Append(ctx, big); status.Code(err) != codes.ResourceExhausted {
+	if _, err := jc.Append(ctx, big); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "exceeds the 65536-byte cap") {
 		t.Fatalf("request over the message cap: %v", err)
 	}
-	if _, err := jc.Read(ctx, &pb.ReadRequest{Max: 1 << 30}); status.Code(err) != codes.InvalidArgument {
-		t.Fatalf("read max too large: %v", err)
+	if r, err := jc.Read(ctx, &pb.ReadRequest{Max: 1 << 30}); err != nil || r.End != pb.ReadEnd_READ_END_SAFE_POS {
+		t.Fatalf("read max above the server's bound: %v %v", r, err)
 	}
 	if _, err := jc.Read(ctx, &pb.ReadRequest{Consistency: 42}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("read unknown consistency: %v", err)

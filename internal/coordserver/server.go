@@ -413,6 +413,19 @@ func (s *Server) startGossip() error {
 	return nil
 }
 
+// oversizeGrace is how far past the request cap a message still reaches
+// the handlers: an append of an event of up to about 16 MiB (at the
+// default 4 MiB request cap) is answered by validateAppend with
+// InvalidArgument naming the cap it broke, not by gRPC's transport with
+// "received message larger than max", which names neither the event nor
+// the cap. Larger messages gRPC still refuses, so what one call makes this
+// member hold stays bounded.
+const oversizeGrace = 12 << 20
+
+// recvLimit is the gRPC server's receive limit for a request cap of
+// maxRequest bytes: the cap plus oversizeGrace, plus room for framing.
+func recvLimit(maxRequest int) int { return maxRequest + oversizeGrace + 64<<10 }
+
 // streamWorkers is the size of the gRPC server's handler goroutine pool.
 const streamWorkers = 256
 
@@ -423,7 +436,7 @@ func (s *Server) startGRPC() error {
 	}
 	s.grpcLn = ln
 	opts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes + 64<<10),
+		grpc.MaxRecvMsgSize(recvLimit(s.cfg.MaxRequestBytes)),
 		grpc.MaxConcurrentStreams(4096),
 		grpc.UnaryInterceptor(s.unaryInterceptor),
 		grpc.ChainStreamInterceptor(s.metrics.rpc.StreamInterceptor, s.streamInterceptor),

@@ -35,11 +35,11 @@ func (s *Server) validateAppend(req *pb.AppendRequest) error {
 			return status.Errorf(codes.InvalidArgument, "append: event %d: type must be 1..%d bytes of UTF-8", i, maxTypeLen)
 		}
 		if len(e.Payload) > s.cfg.MaxEventBytes {
-			return status.Errorf(codes.ResourceExhausted, "append: event %d: payload of %d bytes exceeds the %d-byte cap", i, len(e.Payload), s.cfg.MaxEventBytes)
+			return status.Errorf(codes.InvalidArgument, "append: event %d: payload of %d bytes exceeds the %d-byte cap (coord serve --max-event-bytes)", i, len(e.Payload), s.cfg.MaxEventBytes)
 		}
 	}
 	if n := proto.Size(req); n > s.cfg.MaxRequestBytes {
-		return status.Errorf(codes.ResourceExhausted, "append: request of %d bytes exceeds the %d-byte cap", n, s.cfg.MaxRequestBytes)
+		return status.Errorf(codes.InvalidArgument, "append: request of %d bytes exceeds the %d-byte cap; send its events in several appends", n, s.cfg.MaxRequestBytes)
 	}
 	if len(req.ClientId) > maxClientIDLen {
 		return status.Errorf(codes.InvalidArgument, "append: client id longer than %d bytes", maxClientIDLen)
@@ -83,12 +83,11 @@ func (j *journalService) Append(ctx context.Context, req *pb.AppendRequest) (*pb
 
 func (j *journalService) Read(ctx context.Context, req *pb.ReadRequest) (*pb.ReadResponse, error) {
 	s := j.s
-	max := int(req.Max)
-	switch {
-	case req.Max == 0:
-		max = 1000
-	case max > s.cfg.MaxReadEvents:
-		return nil, status.Errorf(codes.InvalidArgument, "read: max %d exceeds %d", req.Max, s.cfg.MaxReadEvents)
+	// max is an upper bound: above the server's own it is served as that
+	// (end READ_END_MAX), so a caller asking for more pages on.
+	max := min(int(req.Max), s.cfg.MaxReadEvents)
+	if req.Max == 0 {
+		max = min(1000, s.cfg.MaxReadEvents)
 	}
 	switch req.Consistency {
 	case pb.Consistency_CONSISTENCY_UNSPECIFIED, pb.Consistency_CONSISTENCY_LINEARIZABLE:
@@ -112,19 +111,12 @@ func (j *journalService) Read(ctx context.Context, req *pb.ReadRequest) (*pb.Rea
 		}
 		resp.AppliedIndex = st.AppliedIndex()
 		resp.NextSeq = st.NextSeq()
-		evs := st.Read(from, max)
-		resp.Events = apiEvents(evs)
+		resp.Events, resp.End = readPage(st.Read(from, max), req.MaxBytes, resp.NextSeq)
 	})
-	// Bound the reply to the message cap: stop early rather than fail.
-	size := 0
-	for i, e := range resp.Events {
-		size += len(e.Payload) + len(e.Type) + 64
-		if size > s.cfg.MaxRequestBytes && i > 0 {
-			resp.Events = resp.Events[:i]
-			break
-		}
+	if err != nil {
+		return nil, err
 	}
-	return resp, err
+	return resp, nil
 }
 
 // OpenSession proposes an OPEN_SESSION (log format 7) and answers the new

@@ -49,7 +49,7 @@ func (j *journalService) GetConfig(context.Context, *pb.GetJournalConfigRequest)
 }
 
 func (s *Server) journalConfigResponse() *pb.JournalConfigResponse {
-	resp := &pb.JournalConfigResponse{MemberId: s.cfg.ID}
+	resp := &pb.JournalConfigResponse{MemberId: s.cfg.ID, MaxEventBytes: uint64(s.cfg.MaxEventBytes), MaxRequestBytes: uint64(s.cfg.MaxRequestBytes)}
 	s.fsm.View(func(st *fsm.State) {
 		resp.Config = apiJournalConfig(st.JournalConfig())
 		resp.LogFormat, resp.AppliedIndex = st.LogFormat(), st.AppliedIndex()

@@ -123,6 +123,7 @@ func (j *journalService) Tail(req *pb.TailRequest, stream pb.Journal_TailServer)
 		hb = time.Second
 	}
 	const batch = 1000
+	budget := replyBudget(req.MaxBytes)
 	for {
 		resp := &pb.TailResponse{}
 		var err error
@@ -131,9 +132,9 @@ func (j *journalService) Tail(req *pb.TailRequest, stream pb.Journal_TailServer)
 				err = status.Errorf(codes.OutOfRange, "tail: seq %d is no longer retained; earliest is %d", next, st.FirstSeq())
 				return
 			}
-			for _, e := range st.Read(next, batch) {
-				resp.Events = append(resp.Events, apiEvent(e))
-			}
+			evs := st.Read(next, batch)
+			n, _ := fitReply(evs, budget)
+			resp.Events = apiEvents(evs[:n])
 			resp.SafePos, resp.AppliedIndex = st.NextSeq()-1, st.AppliedIndex()
 		})
 		if err != nil {
