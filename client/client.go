@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
@@ -62,6 +63,9 @@ type Config struct {
 	// identity. LoadToken reads one from a file.
 	Token string
 	// MaxMessageBytes bounds messages in both directions (default 8 MiB).
+	// Read and Tail ask for replies under it (coordinators send at most
+	// 4 MiB, but always one event: keep it above the cluster's event
+	// cap); an Append that would pass it fails before it is sent.
 	MaxMessageBytes int
 	// SpreadOverMembers sends the calls that otherwise go to the leader
 	// (appends, linearizable reads, admin writes) to the Endpoints given
@@ -126,6 +130,7 @@ type Client struct {
 
 	session  *session
 	appender *appender
+	limits   atomic.Pointer[Limits] // the leader's size caps, once asked (journal_limits.go)
 }
 
 // New returns a client and checks that an endpoint answers (the leader is

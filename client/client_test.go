@@ -316,14 +316,12 @@ func TestLocalRefusals(t *testing.T) {
 	j := &Journal{}
 	_, err1 := j.Append(ctx)
 	_, _, err2 := j.Read(ctx, 1, -1)
-	_, _, err3 := j.Read(ctx, 1, 1<<20+1)
 	for i, c := range []struct {
 		err  error
 		want string
 	}{
 		{err1, "logbook: invalid argument: append needs at least one event"},
-		{err2, "logbook: invalid argument: max -1: want 0 (the server's default) to 1048576"},
-		{err3, "logbook: invalid argument: max 1048577: want 0 (the server's default) to 1048576"},
+		{err2, "logbook: invalid argument: max -1: want 0 (the server's default) or more"},
 	} {
 		if !errors.Is(c.err, ErrInvalidArgument) || c.err.Error() != c.want {
 			t.Errorf("%d: got %v, want %q (matching ErrInvalidArgument)", i, c.err, c.want)

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"math"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"google.golang.org/grpc"
@@ -36,11 +37,43 @@ const (
 	Stale
 )
 
-// ReadInfo describes the state a read was served from.
+// ReadInfo describes the state a read was served from, and where its
+// reply ends.
 type ReadInfo struct {
 	AppliedIndex uint64
 	// NextSeq is the seq the next event will get on that member.
 	NextSeq uint64
+	// End is why the reply ends where it does: unless ReadEndSafePos,
+	// more events are readable from the seq after the last one returned.
+	End ReadEnd
+}
+
+// ReadEnd says why a Read's reply ends where it does.
+type ReadEnd int
+
+const (
+	// ReadEndSafePos: the reply reaches the serving member's safe pos
+	// (NextSeq-1), or is empty because from is past it; nothing more to
+	// read now.
+	ReadEndSafePos ReadEnd = iota + 1
+	// ReadEndMax: the reply holds max events, or the server's bound
+	// (10,000 by default) if max was larger.
+	ReadEndMax
+	// ReadEndBytes: the next event would have taken the reply past the
+	// reply size bound (4 MiB, or the client's MaxMessageBytes if lower).
+	ReadEndBytes
+)
+
+func (e ReadEnd) String() string {
+	switch e {
+	case ReadEndSafePos:
+		return "safe_pos"
+	case ReadEndMax:
+		return "max"
+	case ReadEndBytes:
+		return "bytes"
+	}
+	return fmt.Sprintf("ReadEnd(%d)", int(e))
 }
 
 // Journal is the journal API.
@@ -48,7 +81,9 @@ type Journal struct{ c *Client }
 
 // Append journals events in one request and returns their seqs, in order,
 // once they are safe (committed by a quorum and applied). Retries through
-// leader changes are applied exactly once.
+// leader changes are applied exactly once. An event over the cluster's
+// payload cap (1 MiB by default), or a request over its request cap, fails
+// with ErrInvalidArgument naming the cap, before it is sent.
 func (j *Journal) Append(ctx context.Context, events ...Event) ([]uint64, error) {
 	if len(events) == 0 {
 		return nil, fmt.Errorf("%w: append needs at least one event", ErrInvalidArgument)
@@ -56,6 +91,9 @@ func (j *Journal) Append(ctx context.Context, events ...Event) ([]uint64, error)
 	pbEvents := make([]*pb.Event, len(events))
 	for i, e := range events {
 		pbEvents[i] = &pb.Event{Type: e.Type, Payload: e.Payload}
+	}
+	if err := j.checkAppendSize(ctx, pbEvents); err != nil {
+		return nil, err
 	}
 	var resp *pb.AppendResponse
 	err := j.c.session.run(ctx, func(t ticket) (bool, int, error) {
@@ -116,14 +154,20 @@ func readOpts(opts []ReadOption) readOptions {
 	return o
 }
 
-// Read returns up to max events from seq from on. A seq no longer retained
-// fails with ErrOutOfRange.
+// Read makes one Read call: it returns up to max events from seq from on
+// (max 0: the server's default, 1000), and ReadInfo.End says why the reply
+// ends where it does. A reply holds fewer than max events when it reaches
+// the serving member's safe pos, the server's bound (10,000 events), or
+// its size bound (4 MiB, or MaxMessageBytes if lower; at least one event).
+// To read a range whatever its size, page on from the seq after the last
+// event until End is ReadEndSafePos, or use ReadRange, which does. A seq
+// no longer retained fails with ErrOutOfRange.
 func (j *Journal) Read(ctx context.Context, from uint64, max int, opts ...ReadOption) ([]StoredEvent, ReadInfo, error) {
-	if max < 0 || max > 1<<20 {
-		return nil, ReadInfo{}, fmt.Errorf("%w: max %d: want 0 (the server's default) to %d", ErrInvalidArgument, max, 1<<20)
+	if max < 0 {
+		return nil, ReadInfo{}, fmt.Errorf("%w: max %d: want 0 (the server's default) or more", ErrInvalidArgument, max)
 	}
 	o := readOpts(opts)
-	req := &pb.ReadRequest{From: from, Max: uint32(max), Consistency: o.consistency()}
+	req := &pb.ReadRequest{From: from, Max: uint32(min(max, math.MaxUint32)), Consistency: o.consistency(), MaxBytes: j.c.replyBytes()}
 	var resp *pb.ReadResponse
 	if o.endpoint != "" {
 		cc, err := j.c.conn(o.endpoint)
@@ -158,5 +202,13 @@ func fromReadResponse(resp *pb.ReadResponse) ([]StoredEvent, ReadInfo) {
 	for i, e := range resp.Events {
 		out[i] = StoredEvent{Seq: e.Seq, Type: e.Type, Payload: e.Payload, ClientID: e.ClientId, RequestSeq: e.RequestSeq, Index: e.Index}
 	}
-	return out, ReadInfo{AppliedIndex: resp.AppliedIndex, NextSeq: resp.NextSeq}
+	info := ReadInfo{AppliedIndex: resp.AppliedIndex, NextSeq: resp.NextSeq, End: ReadEnd(resp.End)}
+	if resp.End == pb.ReadEnd_READ_END_UNSPECIFIED || info.End > ReadEndBytes {
+		// A server before ReadResponse.end: more if short of next_seq.
+		info.End = ReadEndSafePos
+		if n := len(out); n > 0 && out[n-1].Seq+1 < resp.NextSeq {
+			info.End = ReadEndMax
+		}
+	}
+	return out, info
 }

@@ -192,7 +192,7 @@ func (j *Journal) Tail(ctx context.Context, from uint64, fn func(StoredEvent) er
 			// serving a stream no one reads until ctx ended.
 			sctx, cancel := context.WithCancel(ctx)
 			defer cancel()
-			stream, err := pb.NewJournalClient(cc).Tail(sctx, &pb.TailRequest{From: next})
+			stream, err := pb.NewJournalClient(cc).Tail(sctx, &pb.TailRequest{From: next, MaxBytes: j.c.replyBytes()})
 			if err != nil {
 				return err
 			}
@@ -273,10 +273,13 @@ type JournalConfig struct {
 	MaxSegments, MaxEvents uint64
 	// Held: the cluster holds these settings (log format 11); only
 	// SetConfig changes them. Before, each leader replicates its flags'.
-	Held         bool
-	LogFormat    uint32
-	AppliedIndex uint64
-	MemberID     string
+	Held bool
+	// MaxEventBytes and MaxRequestBytes are the answering member's own
+	// size caps (coord serve --max-event-bytes; 0: a build before them).
+	MaxEventBytes, MaxRequestBytes int
+	LogFormat                      uint32
+	AppliedIndex                   uint64
+	MemberID                       string
 }
 
 // JournalSettings is a change of the journal settings: nil fields keep
@@ -296,6 +299,7 @@ func journalConfigOf(r *pb.JournalConfigResponse) JournalConfig {
 		SessionIdleTimeout: time.Duration(c.GetSessionIdleTimeoutSeconds()) * time.Second,
 		MaxSegments:        c.GetMaxSegments(), MaxEvents: c.GetMaxEvents(), Held: c.GetHeld(),
 		LogFormat: r.LogFormat, AppliedIndex: r.AppliedIndex, MemberID: r.MemberId,
+		MaxEventBytes: int(min(r.GetMaxEventBytes(), 1<<40)), MaxRequestBytes: int(min(r.GetMaxRequestBytes(), 1<<40)),
 	}
 }
 

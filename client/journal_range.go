@@ -10,7 +10,8 @@ import (
 const defaultPage = 1000
 
 // WithPageSize sets how many events ReadRange asks for per Read (default
-// 1000; at most 1<<20). Read ignores it.
+// 1000; the server serves at most 10,000, and fewer if they would take a
+// reply past its size bound). Read ignores it.
 func WithPageSize(n int) ReadOption {
 	return func(o *readOptions) { o.page = n }
 }
@@ -24,9 +25,12 @@ func SkipTrimmed() ReadOption {
 }
 
 // ReadRange calls fn with every event from seq from through seq to, in
-// order and each once, reading page by page; from 0 is seq 1. With to 0
-// it reads to the end of the journal: until a page ends at the serving
-// member's next seq (so it may include events appended while it reads).
+// order and each once, reading page by page (Read, from the seq after each
+// page's last event on), so it holds one page at a time, whatever the
+// range's size and its events' sizes; from 0 is seq 1. With to 0 it reads
+// to the end of the journal: until a page ends at the serving member's
+// safe pos (ReadEndSafePos; so it may include events appended while it
+// reads).
 // With to > 0 a journal that ends before to fails the read. An error from
 // fn ends the read and is returned as it is. The options are Read's, plus
 // WithPageSize and SkipTrimmed.
@@ -68,7 +72,7 @@ func (j *Journal) ReadRange(ctx context.Context, from, to uint64, fn func(Stored
 			}
 			from++
 		}
-		if to == 0 && from >= info.NextSeq {
+		if to == 0 && (info.End == ReadEndSafePos || from >= info.NextSeq) {
 			return nil
 		}
 	}

@@ -72,6 +72,18 @@ func (j *Journal) Submit(events ...Event) *Future {
 		close(f.done)
 		return f
 	}
+	pbEvents := make([]*pb.Event, len(events))
+	for i, e := range events {
+		pbEvents[i] = &pb.Event{Type: e.Type, Payload: e.Payload}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*j.c.cfg.AttemptTimeout)
+	err := j.checkAppendSize(ctx, pbEvents) // before it takes a request seq
+	cancel()
+	if err != nil {
+		f.err = err
+		close(f.done)
+		return f
+	}
 	s := j.c.session
 	// Blocks while MaxOutstanding submissions are unanswered (backpressure);
 	// opening the session (the first Submit's, or after an expiry) waits
@@ -82,10 +94,7 @@ func (j *Journal) Submit(events ...Event) *Future {
 		close(f.done)
 		return f
 	}
-	req := &pb.AppendRequest{ClientId: t.id, RequestSeq: t.seq, AckedSeq: t.acked, SessionEstablished: t.established, Events: make([]*pb.Event, len(events))}
-	for i, e := range events {
-		req.Events[i] = &pb.Event{Type: e.Type, Payload: e.Payload}
-	}
+	req := &pb.AppendRequest{ClientId: t.id, RequestSeq: t.seq, AckedSeq: t.acked, SessionEstablished: t.established, Events: pbEvents}
 	a := j.c.appender
 	a.mu.Lock()
 	a.queue = append(a.queue, &submitted{req: req, f: f})
