@@ -336,7 +336,9 @@ Lines), shaped like the events of journal read.
 
 Without --follow, tail stops at the safe pos it saw when it started. With
 --follow it keeps printing new events, across leader changes and member
-failures, until Ctrl-C or --timeout, and then exits 0.
+failures, until Ctrl-C or --timeout, and then exits 0. A --from past the
+safe pos prints nothing yet: tail says on stderr that it is waiting for
+that seq (without --follow, that there is nothing to print).
 
 --timeout is the deadline for the whole command; 0 means none. It defaults
 to 10s without --follow and to 0 (run until Ctrl-C) with --follow.
@@ -362,29 +364,34 @@ earliest retained seq.`,
 			}
 			return o.withClientContext(parent, func(ctx context.Context, c *client.Client) error {
 				end := uint64(0) // last seq to print; 0: follow
-				if from == 0 || !follow {
-					p, err := c.Journal().Positions(ctx)
-					if err != nil {
-						return err
-					}
+				// Following from an explicit seq needs no positions: a
+				// failure to get them only loses the waiting line.
+				p, err := c.Journal().Positions(ctx)
+				if err != nil && (from == 0 || !follow) {
+					return err
+				}
+				if err == nil {
 					if from == 0 {
 						from = p.TrimmedPos
 					}
-					if !follow {
-						if p.SafePos < from {
-							return nil
-						}
-						if from < p.TrimmedPos {
-							// As the member would answer; checked here too in
-							// case the tail goes to a member that lags behind.
-							return &client.Error{Code: codes.OutOfRange,
-								Message: fmt.Sprintf("tail: seq %d is no longer retained; earliest is %d", from, p.TrimmedPos)}
-						}
+					switch {
+					case from > p.SafePos && follow:
+						// Nothing to print yet: say so rather than wait silently.
+						fmt.Fprintf(cmd.ErrOrStderr(), "tail: waiting for seq %d (the safe pos is %d)\n", from, p.SafePos)
+					case from > p.SafePos:
+						fmt.Fprintf(cmd.ErrOrStderr(), "tail: nothing at or after seq %d (the safe pos is %d)\n", from, p.SafePos)
+						return nil
+					case !follow && from < p.TrimmedPos:
+						// As the member would answer; checked here too in
+						// case the tail goes to a member that lags behind.
+						return &client.Error{Code: codes.OutOfRange,
+							Message: fmt.Sprintf("tail: seq %d is no longer retained; earliest is %d", from, p.TrimmedPos)}
+					case !follow:
 						end = p.SafePos
 					}
 				}
 				w := cmd.OutOrStdout()
-				err := c.Journal().Tail(ctx, from, func(e client.StoredEvent) error {
+				err = c.Journal().Tail(ctx, from, func(e client.StoredEvent) error {
 					err := printEventLine(w, e, o.json)
 					if err == nil && end != 0 && e.Seq >= end {
 						err = errTailDone

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,7 +16,7 @@ import (
 )
 
 // maxPayloadRead bounds what journal append reads from a file or stdin; the
-// coordinator's own limit (--max-event-bytes) is usually far lower.
+// cluster's event cap (coord serve --max-event-bytes) is usually far lower.
 const maxPayloadRead = 64 << 20
 
 func newJournalCmd() *cobra.Command {
@@ -70,9 +71,22 @@ func readPayload(cmd *cobra.Command, text, file string) ([]byte, error) {
 		return nil, fmt.Errorf("read payload: %w", err)
 	}
 	if len(b) > maxPayloadRead {
-		return nil, fmt.Errorf("payload exceeds %d bytes", maxPayloadRead)
+		return nil, errPayloadTooLarge
 	}
 	return b, nil
+}
+
+// errPayloadTooLarge: journal append read more than maxPayloadRead bytes.
+var errPayloadTooLarge = fmt.Errorf("payload of more than %d bytes", maxPayloadRead)
+
+// payloadTooLarge is the error of a payload over maxPayloadRead: it names
+// the cluster's event cap, as the SDK would for a smaller one.
+func payloadTooLarge(ctx context.Context, c *client.Client) error {
+	l, err := c.Journal().Limits(ctx)
+	if err != nil || l.MaxEventBytes == 0 {
+		return fmt.Errorf("append: %v exceeds the cluster's event cap (%d bytes unless coord serve --max-event-bytes says otherwise)", errPayloadTooLarge, client.DefaultMaxEventBytes)
+	}
+	return fmt.Errorf("append: %v exceeds the %d-byte cap (coord serve --max-event-bytes)", errPayloadTooLarge, l.MaxEventBytes)
 }
 
 func newAppendCmd() *cobra.Command {
@@ -85,7 +99,8 @@ func newAppendCmd() *cobra.Command {
 		Short: "Append one event and print its seq once it is safe",
 		Long: `Append one event and print its seq once it is safe (committed by a quorum
 and applied). The SDK retries through leader changes; a retry is applied
-exactly once.`,
+exactly once. A payload over the cluster's event cap (1 MiB by default,
+coord serve --max-event-bytes) is refused before it is sent, naming the cap.`,
 		Example: `  coord journal append --type demo --payload hello
   echo '{"k":1}' | coord journal append --type put --file -`,
 		Args: cliargs.None,
@@ -94,10 +109,13 @@ exactly once.`,
 				return usageErrorf("--type is required")
 			}
 			data, err := readPayload(cmd, payload, file)
-			if err != nil {
+			if err != nil && !errors.Is(err, errPayloadTooLarge) {
 				return err
 			}
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				if err != nil {
+					return payloadTooLarge(ctx, c)
+				}
 				seqs, err := c.Journal().Append(ctx, client.Event{Type: typ, Payload: data})
 				if err != nil {
 					return err
@@ -141,64 +159,57 @@ func newReadCmd() *cobra.Command {
 	var (
 		o           *clientOpts
 		from        uint64
-		maxEvents   int
+		maxEvents   uint64
 		consistency string
 	)
 	cmd := &cobra.Command{
 		Use:   "read [--from N] [--max M] [--consistency linearizable|stale]",
-		Short: "Read events from a seq on",
-		Long: `Read up to --max events from seq --from on (default: the trimmed pos, the
-earliest seq retained). An explicit --from below the trimmed pos fails with
-OutOfRange, naming the earliest retained seq. Linearizable reads (the
-default) see every append acknowledged before; stale reads are answered by
-any member from its local state. In JSON a payload that is valid UTF-8 is a
-string under "payload", any other under "payload_base64".`,
+		Short: "Read events from a seq on, up to the safe pos",
+		Long: `Read events from seq --from on (default: the trimmed pos, the earliest seq
+retained), in order, until --max events are printed or the range reaches
+the safe pos the command saw when it started (with --consistency stale:
+the answering member's end). Without --max, or with --max 0, it reads up
+to the safe pos. It reads page by page (each reply at most 4 MiB, at most
+10,000 events), holding one page in memory whatever the range's size.
+
+An explicit --from below the trimmed pos fails with OutOfRange, naming the
+earliest retained seq. Linearizable reads (the default) see every append
+acknowledged before; stale reads are answered by any member from its local
+state.
+
+Where the range ended is said after the events: in the table form as a
+line on stderr ("read: 39 events, seq 1-39; reached the safe pos 39", or
+"...; stopped at --max 10; more from seq 11"); in JSON as "next_seq" (the
+seq to read from next) and "end": "safe_pos" (nothing more to read now) or
+"max" (--max reached; more may follow). In JSON a payload that is valid
+UTF-8 is a string under "payload", any other under "payload_base64".`,
+		Example: `  coord journal read
+  coord journal read --from 100 --max 10 --json`,
 		Args: cliargs.None,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			cons, err := parseConsistency(consistency)
 			if err != nil {
 				return err
 			}
-			if maxEvents < 1 {
-				return usageErrorf("--max %d: want at least 1", maxEvents)
-			}
 			if err := checkSeqFlag(cmd, "from", from); err != nil {
 				return err
 			}
 			return o.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				if from == 0 {
-					p, err := c.Journal().Positions(ctx)
-					if err != nil {
-						return err
-					}
-					from = p.TrimmedPos
-				}
-				events, _, err := c.Journal().Read(ctx, from, maxEvents, client.WithConsistency(cons))
+				p, err := c.Journal().Positions(ctx)
 				if err != nil {
 					return err
 				}
-				w := cmd.OutOrStdout()
-				if o.json {
-					out := make([]eventJSON, len(events))
-					for i, e := range events {
-						out[i] = toEventJSON(e)
-					}
-					return writeJSON(w, struct {
-						Events []eventJSON `json:"events"`
-					}{out})
+				if from == 0 {
+					from = p.TrimmedPos
 				}
-				t := newTable(w)
-				io.WriteString(t, "SEQ\tTYPE\tCLIENT ID\tPAYLOAD\n")
-				for _, e := range events {
-					fmt.Fprintf(t, "%d\t%s\t%s\t%s\n", e.Seq, tablePayload([]byte(e.Type)), e.ClientID, tablePayload(e.Payload))
-				}
-				return t.Flush()
+				r := rangeRead{from: from, max: maxEvents, last: p.SafePos, stale: cons == client.Stale}
+				return r.run(ctx, c, cmd.OutOrStdout(), cmd.ErrOrStderr(), o.json, client.WithConsistency(cons))
 			})
 		}),
 	}
 	fs := cmd.Flags()
 	fs.Uint64Var(&from, "from", 0, "first seq to read (default: the trimmed pos)")
-	fs.IntVar(&maxEvents, "max", 100, "most events to return")
+	fs.Uint64Var(&maxEvents, "max", 0, "most events to print (0: no limit, up to the safe pos)")
 	fs.StringVar(&consistency, "consistency", "linearizable", "linearizable or stale")
 	o = addClientFlags(cmd, 10*time.Second, clientTimeoutHelp)
 	return cmd

@@ -123,11 +123,15 @@ func TestDevClusterSmoke(t *testing.T) {
 		t.Fatalf("second append: %v after %d", appended.Seqs, seq)
 	}
 
-	var read map[string][]map[string]any
+	var read struct {
+		Events  []map[string]any `json:"events"`
+		NextSeq uint64           `json:"next_seq"`
+		End     string           `json:"end"`
+	}
 	decode(coord(0, "journal", "read", "--from", strconv.FormatUint(seq, 10), "--max", "10", "--json", "--endpoints", eps), &read)
-	evs := read["events"]
-	if len(read) != 1 || len(evs) != 2 {
-		t.Fatalf("read: %v", read)
+	evs := read.Events
+	if len(evs) != 2 || read.NextSeq != seq+2 || read.End != "safe_pos" {
+		t.Fatalf("read: %+v", read)
 	}
 	if evs[0]["seq"] != float64(seq) || evs[0]["type"] != "t" || evs[0]["payload"] != "hi" || evs[0]["client_id"] == "" || len(evs[0]) != 4 {
 		t.Fatalf("event: %v", evs[0])
