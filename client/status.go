@@ -74,6 +74,10 @@ type StartupReplay struct {
 	// none has yet): from SnapshotTime to LogWait the member waited to
 	// learn a commit index, from LogWait to Time it replayed its log.
 	LogWait time.Duration
+	// LogWaitEvents are the journal events already applied at LogWait:
+	// the log's own rate is over the events after them (LogEvents -
+	// LogWaitEvents) from LogWait to Time.
+	LogWaitEvents uint64
 }
 
 // VerifyResult is the outcome of Cluster.Verify.
@@ -129,6 +133,7 @@ func toStartupReplay(r *pb.StartupReplay) *StartupReplay {
 		SnapshotIndex: r.GetSnapshotIndex(), SnapshotEvents: r.GetSnapshotEvents(), SnapshotTime: seconds(r.GetSnapshotSeconds()),
 		LastIndex: r.GetLastIndex(), LogEntries: r.GetLogEntries(), LogEvents: r.GetLogEvents(),
 		Time: seconds(r.GetSeconds()), CaughtUp: r.GetCaughtUp(), LogWait: seconds(r.GetLogWaitSeconds()),
+		LogWaitEvents: r.GetLogWaitEvents(),
 	}
 }
 

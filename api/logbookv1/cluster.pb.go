@@ -491,8 +491,13 @@ type StartupReplay struct {
 	// that (an election, after a whole-cluster restart), and the log's own
 	// replay is from here to seconds.
 	LogWaitSeconds float64 `protobuf:"fixed64,9,opt,name=log_wait_seconds,json=logWaitSeconds,proto3" json:"log_wait_seconds,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The journal events already applied when log_wait_seconds was taken
+	// (at the member's first wake-up after an apply, which may have applied
+	// many entries at once): the log's own rate is the events after these
+	// over the time from log_wait_seconds to seconds.
+	LogWaitEvents uint64 `protobuf:"varint,10,opt,name=log_wait_events,json=logWaitEvents,proto3" json:"log_wait_events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StartupReplay) Reset() {
@@ -584,6 +589,13 @@ func (x *StartupReplay) GetCaughtUp() bool {
 func (x *StartupReplay) GetLogWaitSeconds() float64 {
 	if x != nil {
 		return x.LogWaitSeconds
+	}
+	return 0
+}
+
+func (x *StartupReplay) GetLogWaitEvents() uint64 {
+	if x != nil {
+		return x.LogWaitEvents
 	}
 	return 0
 }
@@ -1055,7 +1067,7 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	" \x01(\tR\traftState\x12\x14\n" +
 	"\x05error\x18\v \x01(\tR\x05error\x12@\n" +
 	"\x0estartup_replay\x18\f \x01(\v2\x19.logbook.v1.StartupReplayR\rstartupReplay\x12+\n" +
-	"\x12tls_not_after_unix\x18\r \x01(\x03R\x0ftlsNotAfterUnix\"\xca\x02\n" +
+	"\x12tls_not_after_unix\x18\r \x01(\x03R\x0ftlsNotAfterUnix\"\xf2\x02\n" +
 	"\rStartupReplay\x12%\n" +
 	"\x0esnapshot_index\x18\x01 \x01(\x04R\rsnapshotIndex\x12'\n" +
 	"\x0fsnapshot_events\x18\x02 \x01(\x04R\x0esnapshotEvents\x12)\n" +
@@ -1068,7 +1080,9 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"log_events\x18\x06 \x01(\x04R\tlogEvents\x12\x18\n" +
 	"\aseconds\x18\a \x01(\x01R\aseconds\x12\x1b\n" +
 	"\tcaught_up\x18\b \x01(\bR\bcaughtUp\x12(\n" +
-	"\x10log_wait_seconds\x18\t \x01(\x01R\x0elogWaitSeconds\"\xc5\x02\n" +
+	"\x10log_wait_seconds\x18\t \x01(\x01R\x0elogWaitSeconds\x12&\n" +
+	"\x0flog_wait_events\x18\n" +
+	" \x01(\x04R\rlogWaitEvents\"\xc5\x02\n" +
 	"\x0eStatusResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x1b\n" +

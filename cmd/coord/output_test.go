@@ -72,12 +72,19 @@ func TestWriteReplays(t *testing.T) {
 		{ID: "c2", StartupReplay: &client.StartupReplay{SnapshotIndex: 8192, SnapshotEvents: 900000, SnapshotTime: time.Second, LastIndex: 9000, LogEntries: 808, LogEvents: 100000, Time: 4 * time.Second, CaughtUp: true, LogWait: 3500 * time.Millisecond}},
 		{ID: "c3", StartupReplay: &client.StartupReplay{SnapshotIndex: 10, SnapshotEvents: 5, LastIndex: 99, Time: 2500 * time.Millisecond}},
 		{ID: "c4", StartupReplay: &client.StartupReplay{SnapshotTime: 500 * time.Millisecond, LastIndex: 99, LogEntries: 99, LogEvents: 1000, Time: 2 * time.Second, CaughtUp: true}},
+		// The whole log applied before the first wake-up: nothing timed
+		// (this gave 39018952 events/s, 39018 events over 1 ms).
+		{ID: "c5", StartupReplay: &client.StartupReplay{SnapshotTime: 200 * time.Millisecond, LastIndex: 300, LogEntries: 300, LogEvents: 39018, Time: 1001 * time.Millisecond, CaughtUp: true, LogWait: time.Second, LogWaitEvents: 39018}},
+		// Part of it applied before: the rate is over the rest alone.
+		{ID: "c6", StartupReplay: &client.StartupReplay{SnapshotTime: 200 * time.Millisecond, LastIndex: 300, LogEntries: 300, LogEvents: 39018, Time: 1100 * time.Millisecond, CaughtUp: true, LogWait: time.Second, LogWaitEvents: 30000}},
 	}
 	writeReplays(&b, ms)
 	for _, want := range []string{
 		"c2  1000000 events in 4.00s (250000 events/s): snapshot at index 8192 with 900000 events in 1.00s, then 808 log entries with 100000 events in 0.50s (200000 events/s) after 2.50s waiting for a commit index",
 		"c3  replaying for 2.50s: snapshot at index 10 (5 events) restored, log up to index 99 to apply",
 		"c4  1000 events in 2.00s (500 events/s): no snapshot, log opened in 0.50s, then 99 log entries with 1000 events",
+		"c5  39018 events in 1.00s (38979 events/s): no snapshot, log opened in 0.20s, then 300 log entries with 39018 events after 0.80s waiting for a commit index (applied too quickly to time a rate)\n",
+		"c6  39018 events in 1.10s (35471 events/s): no snapshot, log opened in 0.20s, then 300 log entries with 39018 events in 0.10s (90180 events/s) after 0.80s waiting for a commit index\n",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("missing %q in:\n%s", want, b.String())
@@ -89,7 +96,7 @@ func TestWriteReplays(t *testing.T) {
 	if strings.Contains(b.String(), "c1") {
 		t.Errorf("a member without a replay is listed:\n%s", b.String())
 	}
-	if j := toMembersJSON(ms); j[0].StartupReplay != nil || j[1].StartupReplay.EventsPerSecond != 250000 || j[1].StartupReplay.LogEventsPerSecond != 200000 || j[1].StartupReplay.LogWaitSeconds != 3.5 || j[3].StartupReplay.LogEventsPerSecond != 0 || j[2].StartupReplay.EventsPerSecond != 0 {
+	if j := toMembersJSON(ms); j[0].StartupReplay != nil || j[1].StartupReplay.EventsPerSecond != 250000 || j[1].StartupReplay.LogEventsPerSecond != 200000 || j[1].StartupReplay.LogWaitSeconds != 3.5 || j[3].StartupReplay.LogEventsPerSecond != 0 || j[2].StartupReplay.EventsPerSecond != 0 || j[4].StartupReplay.LogEventsPerSecond != 0 || int(j[5].StartupReplay.LogEventsPerSecond) != 90180 {
 		t.Errorf("json: %+v %+v %+v", j[0].StartupReplay, j[1].StartupReplay, j[2].StartupReplay)
 	}
 }

@@ -44,6 +44,9 @@ func (s *Server) awaitReplay(r *pb.StartupReplay, next0 uint64) {
 		if r.LogWaitSeconds == 0 && applied > r.SnapshotIndex {
 			r = proto.CloneOf(r) // readers hold the stored one
 			r.LogWaitSeconds = time.Since(s.started).Seconds()
+			if next > next0 {
+				r.LogWaitEvents = next - next0 // applied before this wake-up: not timed
+			}
 			s.replay.Store(r)
 		}
 		if applied >= r.LastIndex || s.ready() == nil {

@@ -88,6 +88,10 @@ func TestRestartedFollowerReadiness(t *testing.T) {
 	if r.LogEntries > 0 && (r.LogWaitSeconds < r.SnapshotSeconds || r.LogWaitSeconds > r.Seconds || r.LogWaitSeconds <= 0) {
 		t.Fatalf("startup replay's first log apply at %.3fs, outside [%.3fs, %.3fs]", r.LogWaitSeconds, r.SnapshotSeconds, r.Seconds)
 	}
+	// The events applied by then are some of the log's.
+	if r.LogWaitEvents > r.LogEvents {
+		t.Fatalf("startup replay: %d of %d log events applied at the first wake-up", r.LogWaitEvents, r.LogEvents)
+	}
 	// Status shows it once the member is registered again.
 	eventually(t, 20*time.Second, "status to show the restarted member's startup replay", func() bool {
 		st, err := c.Status(ctx)
