@@ -58,7 +58,9 @@ import (
 // read block token its Stat got (PermissionDenied for every write, copy
 // or other block's call; its reads are what the token grants, not tried).
 // The reader may report a replica bad (read level, as HDFS lets any
-// reading client): not tried as the reader.
+// reading client; docs/security.md, "Not protected yet": on any block,
+// which gets that replica re-replicated and invalidated): not tried as
+// the reader.
 //
 // Before and after, the test takes the cluster's state: a full journal
 // read and positions (after: the same but for logbook.acl.denied audit
