@@ -316,6 +316,8 @@ func (d *devCluster) printBanner(w io.Writer, st client.ClusterStatus) {
 	} else {
 		fmt.Fprintf(w, "  curl http://%s/metrics\n", first.HTTPAddr)
 	}
+	fmt.Fprintln(w, "\nEvery member runs in this process. To watch one fail (kill -9, kill -STOP), run")
+	fmt.Fprintln(w, "each in its own instead: bash deploy/local/cluster.sh (docs/operations.md).")
 	fmt.Fprintln(w, "\nCtrl-C stops the cluster.")
 }
 
@@ -359,7 +361,10 @@ banner prints the variables that point the CLI at them.`,
 			if err != nil {
 				return usageErrorf("--log-level: %w", err)
 			}
-			opts.Logger = logger
+			// On Ctrl-C the members stop together and Raft reports every
+			// connection closed under it: not worth a warning then.
+			quieting := logging.NewQuieting(logger, "raft", "raft-net", "gossip")
+			opts.Logger = quieting.Logger
 			opts.SerialLeaderWrite = !parallel
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
@@ -379,6 +384,7 @@ banner prints the variables that point the CLI at them.`,
 			if waitErr == nil {
 				d.printBanner(cmd.OutOrStdout(), st)
 				<-ctx.Done()
+				quieting.Quiet()
 				fmt.Fprintln(e.stderr, "coord dev: stopping")
 			} else {
 				stop()

@@ -111,7 +111,7 @@ func TestJournalAdminJSONShapes(t *testing.T) {
 		}
 		return true
 	}
-	if k := keys(toPositionsJSON(client.Positions{})); !same(k, "write_pos", "safe_pos", "expire_pos", "trimmed_pos", "event_count", "segment_count", "applied_index", "member", "warning", "log_format") {
+	if k := keys(toPositionsJSON(client.Positions{})); !same(k, "write_pos", "safe_pos", "expire_pos", "trimmed_pos", "event_count", "segment_count", "applied_index", "member", "warning", "log_format", "paused") {
 		t.Errorf("positions keys: %v", k)
 	}
 	if k := keys(toSegmentsJSON([]client.Segment{{}})[0]); !same(k, "id", "first_seq", "last_seq", "events", "bytes", "state", "first_index", "last_index") {

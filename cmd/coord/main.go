@@ -1,6 +1,7 @@
 // Command coord runs a Logbook coordinator (coord serve), a whole local
-// cluster in one process (coord dev), and the operator CLI (status, members,
-// raft, snapshot, journal, health, bench).
+// cluster (coord dev), and the operator CLI (status, members, raft,
+// snapshot, health, journal, fs, nodes, cache, recovery, acl, gossip, tls,
+// bench).
 //
 // Exit codes: 0 success, 1 runtime failure (an error from the cluster, a
 // health check that is not SERVING), 2 usage or configuration error.
@@ -100,16 +101,26 @@ func newRootCmd(e env) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "coord",
 		Short: "Logbook coordinator and operator CLI",
-		Long: `coord runs a Logbook coordinator (serve), a local 3-member cluster in one
-process (dev), and talks to a running cluster (status, members, raft,
-snapshot, journal, health, bench).
+		Long: `coord runs a Logbook coordinator (serve), a local cluster of coordinators
+and storage nodes (dev), and talks to a running cluster: its members
+(status, members, raft, snapshot, health), the metadata journal (journal),
+files and storage nodes (fs, nodes, cache, recovery), security (acl,
+gossip; tls makes certificates offline) and benchmarks (bench).
 
 Every serve flag has a LOGBOOK_* environment equivalent (--raft-addr is
 LOGBOOK_RAFT_ADDR); client commands read LOGBOOK_ENDPOINTS,
 LOGBOOK_CLUSTER_ID and LOGBOOK_ADDRESS_MAP. A flag given on the command line
 beats the environment, which beats the default.
 
-Exit codes: 0 ok, 1 failure, 2 usage or configuration error.`,
+Connection flags (--endpoints, --cluster-id, --address-map, --tls-*,
+--token, --token-file) are accepted by every command; those that do not
+talk to a cluster ignore them.
+
+Exit codes, the same for every command: 0 ok; 1 the command ran and failed
+(the cluster refused it or could not be reached, a local file to read or
+write failed); 2 the command line or configuration is wrong (unknown
+command or flag, a bad value, the wrong number of arguments, a bad
+LOGBOOK_* variable, unreadable TLS or token files).`,
 		Version:       buildVersion(),
 		Args:          cliargs.None,
 		SilenceErrors: true,
@@ -148,7 +159,33 @@ Exit codes: 0 ok, 1 failure, 2 usage or configuration error.`,
 		newBenchCmd(),
 		newVersionCmd(),
 	)
+	acceptConnectionFlags(root)
 	return root
+}
+
+// connectionFlags are the client flags that say how to reach a cluster
+// (addClientFlags); their LOGBOOK_* variables are read by every command
+// that talks to one and ignored by the others.
+var connectionFlags = []string{"endpoints", "cluster-id", "address-map", "tls-cert", "tls-key", "tls-ca", "token", "token-file"}
+
+// acceptConnectionFlags gives every command that does not reach a cluster
+// (coord journal inspect, tls, version ...) the connection flags, hidden
+// and ignored, so that a script or an alias that passes them to every
+// command works: an offline command ignores what it does not need.
+func acceptConnectionFlags(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		acceptConnectionFlags(sub)
+	}
+	fs := cmd.Flags()
+	if fs.Lookup("endpoints") != nil {
+		return
+	}
+	for _, name := range connectionFlags {
+		if fs.Lookup(name) == nil && cmd.PersistentFlags().Lookup(name) == nil {
+			fs.StringSlice(name, nil, "ignored: this command does not talk to a cluster")
+			_ = fs.MarkHidden(name)
+		}
+	}
 }
 
 // groupCmd is a command that only holds subcommands: alone it prints its
