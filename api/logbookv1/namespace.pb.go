@@ -2261,8 +2261,15 @@ type StorageNodeStatus struct {
 	CacheCapacity uint64 `protobuf:"varint,9,opt,name=cache_capacity,json=cacheCapacity,proto3" json:"cache_capacity,omitempty"`
 	CacheUsed     uint64 `protobuf:"varint,10,opt,name=cache_used,json=cacheUsed,proto3" json:"cache_used,omitempty"`
 	CachedBlocks  uint64 `protobuf:"varint,11,opt,name=cached_blocks,json=cachedBlocks,proto3" json:"cached_blocks,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The node's replicas counted by state (leader soft state; they sum
+	// to replicas).
+	ReplicasByState *ReplicaCounts `protobuf:"bytes,12,opt,name=replicas_by_state,json=replicasByState,proto3" json:"replicas_by_state,omitempty"`
+	// Milliseconds since this leader took the node's last full and
+	// incremental block reports; -1: none this term.
+	LastFullReportMs        int64 `protobuf:"varint,13,opt,name=last_full_report_ms,json=lastFullReportMs,proto3" json:"last_full_report_ms,omitempty"`
+	LastIncrementalReportMs int64 `protobuf:"varint,14,opt,name=last_incremental_report_ms,json=lastIncrementalReportMs,proto3" json:"last_incremental_report_ms,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *StorageNodeStatus) Reset() {
@@ -2372,6 +2379,104 @@ func (x *StorageNodeStatus) GetCachedBlocks() uint64 {
 	return 0
 }
 
+func (x *StorageNodeStatus) GetReplicasByState() *ReplicaCounts {
+	if x != nil {
+		return x.ReplicasByState
+	}
+	return nil
+}
+
+func (x *StorageNodeStatus) GetLastFullReportMs() int64 {
+	if x != nil {
+		return x.LastFullReportMs
+	}
+	return 0
+}
+
+func (x *StorageNodeStatus) GetLastIncrementalReportMs() int64 {
+	if x != nil {
+		return x.LastIncrementalReportMs
+	}
+	return 0
+}
+
+// ReplicaCounts counts replicas by state.
+type ReplicaCounts struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Finalized     uint64                 `protobuf:"varint,1,opt,name=finalized,proto3" json:"finalized,omitempty"`
+	Rbw           uint64                 `protobuf:"varint,2,opt,name=rbw,proto3" json:"rbw,omitempty"`
+	Rwr           uint64                 `protobuf:"varint,3,opt,name=rwr,proto3" json:"rwr,omitempty"`
+	Rur           uint64                 `protobuf:"varint,4,opt,name=rur,proto3" json:"rur,omitempty"`
+	Temporary     uint64                 `protobuf:"varint,5,opt,name=temporary,proto3" json:"temporary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaCounts) Reset() {
+	*x = ReplicaCounts{}
+	mi := &file_logbookv1_namespace_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaCounts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaCounts) ProtoMessage() {}
+
+func (x *ReplicaCounts) ProtoReflect() protoreflect.Message {
+	mi := &file_logbookv1_namespace_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaCounts.ProtoReflect.Descriptor instead.
+func (*ReplicaCounts) Descriptor() ([]byte, []int) {
+	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ReplicaCounts) GetFinalized() uint64 {
+	if x != nil {
+		return x.Finalized
+	}
+	return 0
+}
+
+func (x *ReplicaCounts) GetRbw() uint64 {
+	if x != nil {
+		return x.Rbw
+	}
+	return 0
+}
+
+func (x *ReplicaCounts) GetRwr() uint64 {
+	if x != nil {
+		return x.Rwr
+	}
+	return 0
+}
+
+func (x *ReplicaCounts) GetRur() uint64 {
+	if x != nil {
+		return x.Rur
+	}
+	return 0
+}
+
+func (x *ReplicaCounts) GetTemporary() uint64 {
+	if x != nil {
+		return x.Temporary
+	}
+	return 0
+}
+
 type ListNodesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Nodes []*StorageNodeStatus   `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
@@ -2389,7 +2494,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_logbookv1_namespace_proto_msgTypes[35]
+	mi := &file_logbookv1_namespace_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2401,7 +2506,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_namespace_proto_msgTypes[35]
+	mi := &file_logbookv1_namespace_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2414,7 +2519,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{35}
+	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListNodesResponse) GetNodes() []*StorageNodeStatus {
@@ -2465,7 +2570,7 @@ type StorageReport struct {
 
 func (x *StorageReport) Reset() {
 	*x = StorageReport{}
-	mi := &file_logbookv1_namespace_proto_msgTypes[36]
+	mi := &file_logbookv1_namespace_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2477,7 +2582,7 @@ func (x *StorageReport) String() string {
 func (*StorageReport) ProtoMessage() {}
 
 func (x *StorageReport) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_namespace_proto_msgTypes[36]
+	mi := &file_logbookv1_namespace_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2490,7 +2595,7 @@ func (x *StorageReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageReport.ProtoReflect.Descriptor instead.
 func (*StorageReport) Descriptor() ([]byte, []int) {
-	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{36}
+	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StorageReport) GetStorageId() string {
@@ -2540,7 +2645,7 @@ type BlockRef struct {
 
 func (x *BlockRef) Reset() {
 	*x = BlockRef{}
-	mi := &file_logbookv1_namespace_proto_msgTypes[37]
+	mi := &file_logbookv1_namespace_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2552,7 +2657,7 @@ func (x *BlockRef) String() string {
 func (*BlockRef) ProtoMessage() {}
 
 func (x *BlockRef) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_namespace_proto_msgTypes[37]
+	mi := &file_logbookv1_namespace_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2565,7 +2670,7 @@ func (x *BlockRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockRef.ProtoReflect.Descriptor instead.
 func (*BlockRef) Descriptor() ([]byte, []int) {
-	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{37}
+	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *BlockRef) GetId() uint64 {
@@ -2615,7 +2720,7 @@ type BlockRecovery struct {
 
 func (x *BlockRecovery) Reset() {
 	*x = BlockRecovery{}
-	mi := &file_logbookv1_namespace_proto_msgTypes[38]
+	mi := &file_logbookv1_namespace_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2627,7 +2732,7 @@ func (x *BlockRecovery) String() string {
 func (*BlockRecovery) ProtoMessage() {}
 
 func (x *BlockRecovery) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_namespace_proto_msgTypes[38]
+	mi := &file_logbookv1_namespace_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2640,7 +2745,7 @@ func (x *BlockRecovery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockRecovery.ProtoReflect.Descriptor instead.
 func (*BlockRecovery) Descriptor() ([]byte, []int) {
-	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{38}
+	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *BlockRecovery) GetRecoveryId() uint64 {
@@ -2712,7 +2817,7 @@ type BlockRecord struct {
 
 func (x *BlockRecord) Reset() {
 	*x = BlockRecord{}
-	mi := &file_logbookv1_namespace_proto_msgTypes[39]
+	mi := &file_logbookv1_namespace_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2724,7 +2829,7 @@ func (x *BlockRecord) String() string {
 func (*BlockRecord) ProtoMessage() {}
 
 func (x *BlockRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_namespace_proto_msgTypes[39]
+	mi := &file_logbookv1_namespace_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2737,7 +2842,7 @@ func (x *BlockRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockRecord.ProtoReflect.Descriptor instead.
 func (*BlockRecord) Descriptor() ([]byte, []int) {
-	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{39}
+	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *BlockRecord) GetId() uint64 {
@@ -2803,7 +2908,7 @@ type RemovedBlock struct {
 
 func (x *RemovedBlock) Reset() {
 	*x = RemovedBlock{}
-	mi := &file_logbookv1_namespace_proto_msgTypes[40]
+	mi := &file_logbookv1_namespace_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2815,7 +2920,7 @@ func (x *RemovedBlock) String() string {
 func (*RemovedBlock) ProtoMessage() {}
 
 func (x *RemovedBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_namespace_proto_msgTypes[40]
+	mi := &file_logbookv1_namespace_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2828,7 +2933,7 @@ func (x *RemovedBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovedBlock.ProtoReflect.Descriptor instead.
 func (*RemovedBlock) Descriptor() ([]byte, []int) {
-	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{40}
+	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RemovedBlock) GetId() uint64 {
@@ -2877,7 +2982,7 @@ type FileStatus struct {
 
 func (x *FileStatus) Reset() {
 	*x = FileStatus{}
-	mi := &file_logbookv1_namespace_proto_msgTypes[41]
+	mi := &file_logbookv1_namespace_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2889,7 +2994,7 @@ func (x *FileStatus) String() string {
 func (*FileStatus) ProtoMessage() {}
 
 func (x *FileStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_namespace_proto_msgTypes[41]
+	mi := &file_logbookv1_namespace_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2902,7 +3007,7 @@ func (x *FileStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileStatus.ProtoReflect.Descriptor instead.
 func (*FileStatus) Descriptor() ([]byte, []int) {
-	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{41}
+	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *FileStatus) GetPath() string {
@@ -2988,7 +3093,7 @@ type NodeRecord struct {
 
 func (x *NodeRecord) Reset() {
 	*x = NodeRecord{}
-	mi := &file_logbookv1_namespace_proto_msgTypes[42]
+	mi := &file_logbookv1_namespace_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3000,7 +3105,7 @@ func (x *NodeRecord) String() string {
 func (*NodeRecord) ProtoMessage() {}
 
 func (x *NodeRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_namespace_proto_msgTypes[42]
+	mi := &file_logbookv1_namespace_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3013,7 +3118,7 @@ func (x *NodeRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRecord.ProtoReflect.Descriptor instead.
 func (*NodeRecord) Descriptor() ([]byte, []int) {
-	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{42}
+	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *NodeRecord) GetId() string {
@@ -3091,7 +3196,7 @@ type CacheDirective struct {
 
 func (x *CacheDirective) Reset() {
 	*x = CacheDirective{}
-	mi := &file_logbookv1_namespace_proto_msgTypes[43]
+	mi := &file_logbookv1_namespace_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3103,7 +3208,7 @@ func (x *CacheDirective) String() string {
 func (*CacheDirective) ProtoMessage() {}
 
 func (x *CacheDirective) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_namespace_proto_msgTypes[43]
+	mi := &file_logbookv1_namespace_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3116,7 +3221,7 @@ func (x *CacheDirective) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CacheDirective.ProtoReflect.Descriptor instead.
 func (*CacheDirective) Descriptor() ([]byte, []int) {
-	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{43}
+	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CacheDirective) GetId() uint64 {
@@ -3179,7 +3284,7 @@ type NamespaceResult struct {
 
 func (x *NamespaceResult) Reset() {
 	*x = NamespaceResult{}
-	mi := &file_logbookv1_namespace_proto_msgTypes[44]
+	mi := &file_logbookv1_namespace_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3191,7 +3296,7 @@ func (x *NamespaceResult) String() string {
 func (*NamespaceResult) ProtoMessage() {}
 
 func (x *NamespaceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_logbookv1_namespace_proto_msgTypes[44]
+	mi := &file_logbookv1_namespace_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3204,7 +3309,7 @@ func (x *NamespaceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamespaceResult.ProtoReflect.Descriptor instead.
 func (*NamespaceResult) Descriptor() ([]byte, []int) {
-	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{44}
+	return file_logbookv1_namespace_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *NamespaceResult) GetFile() *FileStatus {
@@ -3447,7 +3552,7 @@ const file_logbookv1_namespace_proto_rawDesc = "" +
 	"open_files\x18\x01 \x01(\rR\topenFiles\x12\"\n" +
 	"\rsoft_limit_ms\x18\x02 \x01(\x03R\vsoftLimitMs\x12\"\n" +
 	"\rhard_limit_ms\x18\x03 \x01(\x03R\vhardLimitMs\"\x12\n" +
-	"\x10ListNodesRequest\"\x8a\x03\n" +
+	"\x10ListNodesRequest\"\xbd\x04\n" +
 	"\x11StorageNodeStatus\x12*\n" +
 	"\x04node\x18\x01 \x01(\v2\x16.logbook.v1.NodeRecordR\x04node\x12\x12\n" +
 	"\x04live\x18\x02 \x01(\bR\x04live\x12*\n" +
@@ -3462,7 +3567,16 @@ const file_logbookv1_namespace_proto_rawDesc = "" +
 	"\n" +
 	"cache_used\x18\n" +
 	" \x01(\x04R\tcacheUsed\x12#\n" +
-	"\rcached_blocks\x18\v \x01(\x04R\fcachedBlocks\"\xf7\x01\n" +
+	"\rcached_blocks\x18\v \x01(\x04R\fcachedBlocks\x12E\n" +
+	"\x11replicas_by_state\x18\f \x01(\v2\x19.logbook.v1.ReplicaCountsR\x0freplicasByState\x12-\n" +
+	"\x13last_full_report_ms\x18\r \x01(\x03R\x10lastFullReportMs\x12;\n" +
+	"\x1alast_incremental_report_ms\x18\x0e \x01(\x03R\x17lastIncrementalReportMs\"\x81\x01\n" +
+	"\rReplicaCounts\x12\x1c\n" +
+	"\tfinalized\x18\x01 \x01(\x04R\tfinalized\x12\x10\n" +
+	"\x03rbw\x18\x02 \x01(\x04R\x03rbw\x12\x10\n" +
+	"\x03rwr\x18\x03 \x01(\x04R\x03rwr\x12\x10\n" +
+	"\x03rur\x18\x04 \x01(\x04R\x03rur\x12\x1c\n" +
+	"\ttemporary\x18\x05 \x01(\x04R\ttemporary\"\xf7\x01\n" +
 	"\x11ListNodesResponse\x123\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x1d.logbook.v1.StorageNodeStatusR\x05nodes\x12\x1b\n" +
 	"\tsafe_mode\x18\x02 \x01(\bR\bsafeMode\x126\n" +
@@ -3586,7 +3700,7 @@ func file_logbookv1_namespace_proto_rawDescGZIP() []byte {
 }
 
 var file_logbookv1_namespace_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_logbookv1_namespace_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_logbookv1_namespace_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_logbookv1_namespace_proto_goTypes = []any{
 	(BlockState)(0),                       // 0: logbook.v1.BlockState
 	(*AddCacheDirectiveRequest)(nil),      // 1: logbook.v1.AddCacheDirectiveRequest
@@ -3624,99 +3738,101 @@ var file_logbookv1_namespace_proto_goTypes = []any{
 	(*RenewLeaseResponse)(nil),            // 33: logbook.v1.RenewLeaseResponse
 	(*ListNodesRequest)(nil),              // 34: logbook.v1.ListNodesRequest
 	(*StorageNodeStatus)(nil),             // 35: logbook.v1.StorageNodeStatus
-	(*ListNodesResponse)(nil),             // 36: logbook.v1.ListNodesResponse
-	(*StorageReport)(nil),                 // 37: logbook.v1.StorageReport
-	(*BlockRef)(nil),                      // 38: logbook.v1.BlockRef
-	(*BlockRecovery)(nil),                 // 39: logbook.v1.BlockRecovery
-	(*BlockRecord)(nil),                   // 40: logbook.v1.BlockRecord
-	(*RemovedBlock)(nil),                  // 41: logbook.v1.RemovedBlock
-	(*FileStatus)(nil),                    // 42: logbook.v1.FileStatus
-	(*NodeRecord)(nil),                    // 43: logbook.v1.NodeRecord
-	(*CacheDirective)(nil),                // 44: logbook.v1.CacheDirective
-	(*NamespaceResult)(nil),               // 45: logbook.v1.NamespaceResult
-	(ReplicaState)(0),                     // 46: logbook.v1.ReplicaState
+	(*ReplicaCounts)(nil),                 // 36: logbook.v1.ReplicaCounts
+	(*ListNodesResponse)(nil),             // 37: logbook.v1.ListNodesResponse
+	(*StorageReport)(nil),                 // 38: logbook.v1.StorageReport
+	(*BlockRef)(nil),                      // 39: logbook.v1.BlockRef
+	(*BlockRecovery)(nil),                 // 40: logbook.v1.BlockRecovery
+	(*BlockRecord)(nil),                   // 41: logbook.v1.BlockRecord
+	(*RemovedBlock)(nil),                  // 42: logbook.v1.RemovedBlock
+	(*FileStatus)(nil),                    // 43: logbook.v1.FileStatus
+	(*NodeRecord)(nil),                    // 44: logbook.v1.NodeRecord
+	(*CacheDirective)(nil),                // 45: logbook.v1.CacheDirective
+	(*NamespaceResult)(nil),               // 46: logbook.v1.NamespaceResult
+	(ReplicaState)(0),                     // 47: logbook.v1.ReplicaState
 }
 var file_logbookv1_namespace_proto_depIdxs = []int32{
 	10, // 0: logbook.v1.AddCacheDirectiveRequest.session:type_name -> logbook.v1.FsSession
 	10, // 1: logbook.v1.RemoveCacheDirectiveRequest.session:type_name -> logbook.v1.FsSession
-	44, // 2: logbook.v1.CacheDirectiveResponse.directive:type_name -> logbook.v1.CacheDirective
-	44, // 3: logbook.v1.CacheDirectiveStatus.directive:type_name -> logbook.v1.CacheDirective
+	45, // 2: logbook.v1.CacheDirectiveResponse.directive:type_name -> logbook.v1.CacheDirective
+	45, // 3: logbook.v1.CacheDirectiveStatus.directive:type_name -> logbook.v1.CacheDirective
 	5,  // 4: logbook.v1.ListCacheDirectivesResponse.directives:type_name -> logbook.v1.CacheDirectiveStatus
 	7,  // 5: logbook.v1.ReportBadBlocksRequest.replicas:type_name -> logbook.v1.BadReplica
 	10, // 6: logbook.v1.CreateRequest.session:type_name -> logbook.v1.FsSession
 	10, // 7: logbook.v1.AddBlockRequest.session:type_name -> logbook.v1.FsSession
-	38, // 8: logbook.v1.AddBlockRequest.previous:type_name -> logbook.v1.BlockRef
+	39, // 8: logbook.v1.AddBlockRequest.previous:type_name -> logbook.v1.BlockRef
 	10, // 9: logbook.v1.CompleteRequest.session:type_name -> logbook.v1.FsSession
-	38, // 10: logbook.v1.CompleteRequest.last:type_name -> logbook.v1.BlockRef
+	39, // 10: logbook.v1.CompleteRequest.last:type_name -> logbook.v1.BlockRef
 	10, // 11: logbook.v1.AppendFileRequest.session:type_name -> logbook.v1.FsSession
 	10, // 12: logbook.v1.DeleteRequest.session:type_name -> logbook.v1.FsSession
 	10, // 13: logbook.v1.AbandonBlockRequest.session:type_name -> logbook.v1.FsSession
 	10, // 14: logbook.v1.UpdateBlockForPipelineRequest.session:type_name -> logbook.v1.FsSession
 	10, // 15: logbook.v1.UpdatePipelineRequest.session:type_name -> logbook.v1.FsSession
-	45, // 16: logbook.v1.FileOpResponse.result:type_name -> logbook.v1.NamespaceResult
+	46, // 16: logbook.v1.FileOpResponse.result:type_name -> logbook.v1.NamespaceResult
 	19, // 17: logbook.v1.FileOpResponse.locations:type_name -> logbook.v1.NodeLocation
-	46, // 18: logbook.v1.ReportedLocation.state:type_name -> logbook.v1.ReplicaState
+	47, // 18: logbook.v1.ReportedLocation.state:type_name -> logbook.v1.ReplicaState
 	0,  // 19: logbook.v1.BlockStatus.state:type_name -> logbook.v1.BlockState
 	22, // 20: logbook.v1.BlockStatus.reported_locations:type_name -> logbook.v1.ReportedLocation
-	39, // 21: logbook.v1.BlockStatus.recovery:type_name -> logbook.v1.BlockRecovery
+	40, // 21: logbook.v1.BlockStatus.recovery:type_name -> logbook.v1.BlockRecovery
 	19, // 22: logbook.v1.BlockStatus.locations:type_name -> logbook.v1.NodeLocation
-	42, // 23: logbook.v1.StatResponse.file:type_name -> logbook.v1.FileStatus
+	43, // 23: logbook.v1.StatResponse.file:type_name -> logbook.v1.FileStatus
 	23, // 24: logbook.v1.StatResponse.blocks:type_name -> logbook.v1.BlockStatus
-	42, // 25: logbook.v1.ListEntryStatus.file:type_name -> logbook.v1.FileStatus
+	43, // 25: logbook.v1.ListEntryStatus.file:type_name -> logbook.v1.FileStatus
 	26, // 26: logbook.v1.ListResponse.entries:type_name -> logbook.v1.ListEntryStatus
 	19, // 27: logbook.v1.GetAdditionalNodeResponse.node:type_name -> logbook.v1.NodeLocation
 	10, // 28: logbook.v1.RecoverLeaseRequest.session:type_name -> logbook.v1.FsSession
-	43, // 29: logbook.v1.StorageNodeStatus.node:type_name -> logbook.v1.NodeRecord
-	37, // 30: logbook.v1.StorageNodeStatus.storages:type_name -> logbook.v1.StorageReport
-	35, // 31: logbook.v1.ListNodesResponse.nodes:type_name -> logbook.v1.StorageNodeStatus
-	0,  // 32: logbook.v1.BlockRecord.state:type_name -> logbook.v1.BlockState
-	39, // 33: logbook.v1.BlockRecord.recovery:type_name -> logbook.v1.BlockRecovery
-	42, // 34: logbook.v1.NamespaceResult.file:type_name -> logbook.v1.FileStatus
-	40, // 35: logbook.v1.NamespaceResult.block:type_name -> logbook.v1.BlockRecord
-	41, // 36: logbook.v1.NamespaceResult.removed_blocks:type_name -> logbook.v1.RemovedBlock
-	43, // 37: logbook.v1.NamespaceResult.node:type_name -> logbook.v1.NodeRecord
-	44, // 38: logbook.v1.NamespaceResult.directive:type_name -> logbook.v1.CacheDirective
-	11, // 39: logbook.v1.Namespace.Create:input_type -> logbook.v1.CreateRequest
-	12, // 40: logbook.v1.Namespace.AddBlock:input_type -> logbook.v1.AddBlockRequest
-	13, // 41: logbook.v1.Namespace.Complete:input_type -> logbook.v1.CompleteRequest
-	14, // 42: logbook.v1.Namespace.Append:input_type -> logbook.v1.AppendFileRequest
-	15, // 43: logbook.v1.Namespace.Delete:input_type -> logbook.v1.DeleteRequest
-	21, // 44: logbook.v1.Namespace.Stat:input_type -> logbook.v1.StatRequest
-	25, // 45: logbook.v1.Namespace.List:input_type -> logbook.v1.ListRequest
-	16, // 46: logbook.v1.Namespace.AbandonBlock:input_type -> logbook.v1.AbandonBlockRequest
-	17, // 47: logbook.v1.Namespace.UpdateBlockForPipeline:input_type -> logbook.v1.UpdateBlockForPipelineRequest
-	18, // 48: logbook.v1.Namespace.UpdatePipeline:input_type -> logbook.v1.UpdatePipelineRequest
-	28, // 49: logbook.v1.Namespace.GetAdditionalNode:input_type -> logbook.v1.GetAdditionalNodeRequest
-	30, // 50: logbook.v1.Namespace.RecoverLease:input_type -> logbook.v1.RecoverLeaseRequest
-	32, // 51: logbook.v1.Namespace.RenewLease:input_type -> logbook.v1.RenewLeaseRequest
-	34, // 52: logbook.v1.Namespace.ListNodes:input_type -> logbook.v1.ListNodesRequest
-	8,  // 53: logbook.v1.Namespace.ReportBadBlocks:input_type -> logbook.v1.ReportBadBlocksRequest
-	1,  // 54: logbook.v1.Namespace.AddCacheDirective:input_type -> logbook.v1.AddCacheDirectiveRequest
-	2,  // 55: logbook.v1.Namespace.RemoveCacheDirective:input_type -> logbook.v1.RemoveCacheDirectiveRequest
-	4,  // 56: logbook.v1.Namespace.ListCacheDirectives:input_type -> logbook.v1.ListCacheDirectivesRequest
-	20, // 57: logbook.v1.Namespace.Create:output_type -> logbook.v1.FileOpResponse
-	20, // 58: logbook.v1.Namespace.AddBlock:output_type -> logbook.v1.FileOpResponse
-	20, // 59: logbook.v1.Namespace.Complete:output_type -> logbook.v1.FileOpResponse
-	20, // 60: logbook.v1.Namespace.Append:output_type -> logbook.v1.FileOpResponse
-	20, // 61: logbook.v1.Namespace.Delete:output_type -> logbook.v1.FileOpResponse
-	24, // 62: logbook.v1.Namespace.Stat:output_type -> logbook.v1.StatResponse
-	27, // 63: logbook.v1.Namespace.List:output_type -> logbook.v1.ListResponse
-	20, // 64: logbook.v1.Namespace.AbandonBlock:output_type -> logbook.v1.FileOpResponse
-	20, // 65: logbook.v1.Namespace.UpdateBlockForPipeline:output_type -> logbook.v1.FileOpResponse
-	20, // 66: logbook.v1.Namespace.UpdatePipeline:output_type -> logbook.v1.FileOpResponse
-	29, // 67: logbook.v1.Namespace.GetAdditionalNode:output_type -> logbook.v1.GetAdditionalNodeResponse
-	31, // 68: logbook.v1.Namespace.RecoverLease:output_type -> logbook.v1.RecoverLeaseResponse
-	33, // 69: logbook.v1.Namespace.RenewLease:output_type -> logbook.v1.RenewLeaseResponse
-	36, // 70: logbook.v1.Namespace.ListNodes:output_type -> logbook.v1.ListNodesResponse
-	9,  // 71: logbook.v1.Namespace.ReportBadBlocks:output_type -> logbook.v1.ReportBadBlocksResponse
-	3,  // 72: logbook.v1.Namespace.AddCacheDirective:output_type -> logbook.v1.CacheDirectiveResponse
-	3,  // 73: logbook.v1.Namespace.RemoveCacheDirective:output_type -> logbook.v1.CacheDirectiveResponse
-	6,  // 74: logbook.v1.Namespace.ListCacheDirectives:output_type -> logbook.v1.ListCacheDirectivesResponse
-	57, // [57:75] is the sub-list for method output_type
-	39, // [39:57] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	44, // 29: logbook.v1.StorageNodeStatus.node:type_name -> logbook.v1.NodeRecord
+	38, // 30: logbook.v1.StorageNodeStatus.storages:type_name -> logbook.v1.StorageReport
+	36, // 31: logbook.v1.StorageNodeStatus.replicas_by_state:type_name -> logbook.v1.ReplicaCounts
+	35, // 32: logbook.v1.ListNodesResponse.nodes:type_name -> logbook.v1.StorageNodeStatus
+	0,  // 33: logbook.v1.BlockRecord.state:type_name -> logbook.v1.BlockState
+	40, // 34: logbook.v1.BlockRecord.recovery:type_name -> logbook.v1.BlockRecovery
+	43, // 35: logbook.v1.NamespaceResult.file:type_name -> logbook.v1.FileStatus
+	41, // 36: logbook.v1.NamespaceResult.block:type_name -> logbook.v1.BlockRecord
+	42, // 37: logbook.v1.NamespaceResult.removed_blocks:type_name -> logbook.v1.RemovedBlock
+	44, // 38: logbook.v1.NamespaceResult.node:type_name -> logbook.v1.NodeRecord
+	45, // 39: logbook.v1.NamespaceResult.directive:type_name -> logbook.v1.CacheDirective
+	11, // 40: logbook.v1.Namespace.Create:input_type -> logbook.v1.CreateRequest
+	12, // 41: logbook.v1.Namespace.AddBlock:input_type -> logbook.v1.AddBlockRequest
+	13, // 42: logbook.v1.Namespace.Complete:input_type -> logbook.v1.CompleteRequest
+	14, // 43: logbook.v1.Namespace.Append:input_type -> logbook.v1.AppendFileRequest
+	15, // 44: logbook.v1.Namespace.Delete:input_type -> logbook.v1.DeleteRequest
+	21, // 45: logbook.v1.Namespace.Stat:input_type -> logbook.v1.StatRequest
+	25, // 46: logbook.v1.Namespace.List:input_type -> logbook.v1.ListRequest
+	16, // 47: logbook.v1.Namespace.AbandonBlock:input_type -> logbook.v1.AbandonBlockRequest
+	17, // 48: logbook.v1.Namespace.UpdateBlockForPipeline:input_type -> logbook.v1.UpdateBlockForPipelineRequest
+	18, // 49: logbook.v1.Namespace.UpdatePipeline:input_type -> logbook.v1.UpdatePipelineRequest
+	28, // 50: logbook.v1.Namespace.GetAdditionalNode:input_type -> logbook.v1.GetAdditionalNodeRequest
+	30, // 51: logbook.v1.Namespace.RecoverLease:input_type -> logbook.v1.RecoverLeaseRequest
+	32, // 52: logbook.v1.Namespace.RenewLease:input_type -> logbook.v1.RenewLeaseRequest
+	34, // 53: logbook.v1.Namespace.ListNodes:input_type -> logbook.v1.ListNodesRequest
+	8,  // 54: logbook.v1.Namespace.ReportBadBlocks:input_type -> logbook.v1.ReportBadBlocksRequest
+	1,  // 55: logbook.v1.Namespace.AddCacheDirective:input_type -> logbook.v1.AddCacheDirectiveRequest
+	2,  // 56: logbook.v1.Namespace.RemoveCacheDirective:input_type -> logbook.v1.RemoveCacheDirectiveRequest
+	4,  // 57: logbook.v1.Namespace.ListCacheDirectives:input_type -> logbook.v1.ListCacheDirectivesRequest
+	20, // 58: logbook.v1.Namespace.Create:output_type -> logbook.v1.FileOpResponse
+	20, // 59: logbook.v1.Namespace.AddBlock:output_type -> logbook.v1.FileOpResponse
+	20, // 60: logbook.v1.Namespace.Complete:output_type -> logbook.v1.FileOpResponse
+	20, // 61: logbook.v1.Namespace.Append:output_type -> logbook.v1.FileOpResponse
+	20, // 62: logbook.v1.Namespace.Delete:output_type -> logbook.v1.FileOpResponse
+	24, // 63: logbook.v1.Namespace.Stat:output_type -> logbook.v1.StatResponse
+	27, // 64: logbook.v1.Namespace.List:output_type -> logbook.v1.ListResponse
+	20, // 65: logbook.v1.Namespace.AbandonBlock:output_type -> logbook.v1.FileOpResponse
+	20, // 66: logbook.v1.Namespace.UpdateBlockForPipeline:output_type -> logbook.v1.FileOpResponse
+	20, // 67: logbook.v1.Namespace.UpdatePipeline:output_type -> logbook.v1.FileOpResponse
+	29, // 68: logbook.v1.Namespace.GetAdditionalNode:output_type -> logbook.v1.GetAdditionalNodeResponse
+	31, // 69: logbook.v1.Namespace.RecoverLease:output_type -> logbook.v1.RecoverLeaseResponse
+	33, // 70: logbook.v1.Namespace.RenewLease:output_type -> logbook.v1.RenewLeaseResponse
+	37, // 71: logbook.v1.Namespace.ListNodes:output_type -> logbook.v1.ListNodesResponse
+	9,  // 72: logbook.v1.Namespace.ReportBadBlocks:output_type -> logbook.v1.ReportBadBlocksResponse
+	3,  // 73: logbook.v1.Namespace.AddCacheDirective:output_type -> logbook.v1.CacheDirectiveResponse
+	3,  // 74: logbook.v1.Namespace.RemoveCacheDirective:output_type -> logbook.v1.CacheDirectiveResponse
+	6,  // 75: logbook.v1.Namespace.ListCacheDirectives:output_type -> logbook.v1.ListCacheDirectivesResponse
+	58, // [58:76] is the sub-list for method output_type
+	40, // [40:58] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_logbookv1_namespace_proto_init() }
@@ -3732,7 +3848,7 @@ func file_logbookv1_namespace_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logbookv1_namespace_proto_rawDesc), len(file_logbookv1_namespace_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   45,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -154,12 +154,19 @@ func (f *fsSoft) holdersOf(id uint64) iter.Seq[holder] {
 // setReplica records node n's replica of block id (an incremental
 // report).
 func (f *fsSoft) setReplica(n *nodeSoft, id uint64, r softReplica) {
+	if was, ok := n.replicas[id]; ok {
+		n.byState.add(was.state, -1)
+	}
+	n.byState.add(r.state, 1)
 	n.replicas[id] = r
 	f.indexHolder(id, n)
 }
 
 // deleteReplica forgets node n's replica of block id.
 func (f *fsSoft) deleteReplica(n *nodeSoft, id uint64) {
+	if was, ok := n.replicas[id]; ok {
+		n.byState.add(was.state, -1)
+	}
 	delete(n.replicas, id)
 	f.unindexHolder(id, n)
 }

@@ -61,7 +61,7 @@ func TestHolderIndex(t *testing.T) {
 				t.Fatalf("step %d, before a report's swap: %v", step, err)
 			}
 			old := n.replicas
-			n.setReplicas(reps)
+			n.setReplicas(reps, countReplicas(reps))
 			n.incoming = nil
 			for bid := range old {
 				if _, ok := reps[bid]; !ok {

@@ -29,7 +29,7 @@ func TestTakeChecksSweep(t *testing.T) {
 	for id := uint64(1); id <= 10; id++ {
 		reps[id] = softReplica{gs: id}
 	}
-	n.setReplicas(reps)
+	n.setReplicas(reps, countReplicas(reps))
 	ids := func(checks []replicaCheck) []uint64 {
 		var out []uint64
 		for _, c := range checks {
@@ -78,7 +78,7 @@ func TestTakeChecksSweep(t *testing.T) {
 
 	// A full report starts the pass over from its replicas.
 	reps = map[uint64]softReplica{42: {}}
-	n.setReplicas(reps)
+	n.setReplicas(reps, countReplicas(reps))
 	if got := ids(f.takeChecksLocked(n, 4)); !slices.Equal(got, []uint64{42}) {
 		t.Fatalf("after a full report: %v", got)
 	}
@@ -94,7 +94,7 @@ func softNode(count uint64) (*fsSoft, *nodeSoft) {
 	for id := uint64(1); id <= count; id++ {
 		reps[id] = softReplica{gs: 1}
 	}
-	n.setReplicas(reps)
+	n.setReplicas(reps, countReplicas(reps))
 	return f, n
 }
 
@@ -556,7 +556,8 @@ func TestSweepBuiltInBackground(t *testing.T) {
 		}
 		return reps
 	}
-	n.setReplicas(initial(1))
+	reps := initial(1)
+	n.setReplicas(reps, countReplicas(reps))
 	f.mu.Unlock()
 
 	// The mutator: one report or delete per hold of the lock, as
@@ -631,7 +632,8 @@ func TestSweepBuiltInBackground(t *testing.T) {
 					t.Fatalf("pass %d ended with no next list being built", passes)
 				}
 				b := n.next
-				n.setReplicas(initial(3))
+				reps := initial(3)
+				n.setReplicas(reps, countReplicas(reps))
 				if !b.stop || n.next != nil {
 					f.mu.Unlock()
 					t.Fatalf("a full report left the list being built in use")
@@ -644,7 +646,8 @@ func TestSweepBuiltInBackground(t *testing.T) {
 					t.Fatalf("a new term left the list being built in use")
 				}
 				n = f.node("n1")
-				n.setReplicas(initial(4))
+				reps := initial(4)
+				n.setReplicas(reps, countReplicas(reps))
 			}
 		}
 		f.mu.Unlock()

@@ -71,7 +71,8 @@ func (m *Manager) Register(node *fsmpb.NodeRecord, storages []Storage) (*fsmpb.N
 	// count again; its blocks are judged without them meanwhile.
 	n.fullReport = false
 	old := n.replicas // no longer written once replaced
-	n.setReplicas(map[uint64]softReplica{})
+	n.setReplicas(map[uint64]softReplica{}, ReplicaCounts{})
+	n.lastFullReport, n.lastIncremental = time.Time{}, time.Time{}
 	f.mu.Unlock()
 	m.forgetChunked(term, n, slices.Collect(maps.Keys(old)))
 	m.log.Info("storage node registered", "node", node.Id, "grpc-addr", node.GrpcAddr)
@@ -269,18 +270,22 @@ func (m *Manager) BlockReport(ctx context.Context, nodeID string, storages []Sto
 	}
 	reps := make(map[uint64]softReplica, total)
 	ids := make([]uint64, 0, total)
+	var byState ReplicaCounts
 	for _, st := range storages {
 		if st.Failed {
 			continue
 		}
 		for _, r := range st.Replicas {
-			if _, dup := reps[r.BlockID]; !dup {
+			if was, dup := reps[r.BlockID]; !dup {
 				ids = append(ids, r.BlockID)
+			} else {
+				byState.add(was.state, -1)
 			}
+			byState.add(r.State, 1)
 			reps[r.BlockID] = softReplica{storage: st.StorageID, gs: r.GS, numBytes: r.NumBytes, state: r.State}
 		}
 	}
-	term, n, old, err := m.installReport(ctx, nodeID, reps, ids, registered)
+	term, n, old, err := m.installReport(ctx, nodeID, reps, byState, ids, registered)
 	if err != nil {
 		return err
 	}
@@ -310,7 +315,7 @@ func (m *Manager) BlockReport(ctx context.Context, nodeID string, storages []Sto
 // stay listed until its swap, which a concurrent one for the same node
 // could undo. A term that moves on meanwhile starts it over (the new
 // term's index is empty).
-func (m *Manager) installReport(ctx context.Context, id string, reps map[uint64]softReplica, ids []uint64, registered []string) (uint64, *nodeSoft, map[uint64]softReplica, error) {
+func (m *Manager) installReport(ctx context.Context, id string, reps map[uint64]softReplica, byState ReplicaCounts, ids []uint64, registered []string) (uint64, *nodeSoft, map[uint64]softReplica, error) {
 	m.fullReports.Lock()
 	defer m.fullReports.Unlock()
 	if err := ctx.Err(); err != nil {
@@ -331,7 +336,8 @@ func (m *Manager) installReport(ctx context.Context, id string, reps map[uint64]
 			continue
 		}
 		old := n.replicas // no longer written once replaced
-		n.setReplicas(reps)
+		n.setReplicas(reps, byState)
+		n.lastFullReport = time.Now()
 		n.incoming = nil
 		n.invalidating = nil
 		n.fullReport = true
@@ -370,6 +376,7 @@ func (m *Manager) IncrementalReport(nodeID string, changes []Change) error {
 	f := m.locked()
 	defer f.mu.Unlock()
 	n := f.node(nodeID)
+	n.lastIncremental = time.Now()
 	for _, c := range changes {
 		r := c.Replica
 		f.markDirty(r.BlockID)
@@ -429,6 +436,8 @@ func (m *Manager) Nodes() NodesView {
 			}
 			ns.FullReport = soft.fullReport
 			ns.Replicas = uint64(len(soft.replicas))
+			ns.ReplicasByState = soft.byState
+			ns.LastFullReport, ns.LastIncrementalReport = soft.lastFullReport, soft.lastIncremental
 			ns.CacheCapacity, ns.CacheUsed, ns.CachedBlocks = soft.cache.capacity, soft.cache.used, uint64(len(soft.cache.cached))
 			for _, st := range soft.storages {
 				ns.Storages = append(ns.Storages, st)

@@ -231,7 +231,7 @@ func (m *Manager) markDeadLocked(f *fsSoft, now time.Time, dead time.Duration) m
 			out = map[*nodeSoft]map[uint64]softReplica{}
 		}
 		out[n] = n.replicas // no longer written once replaced
-		n.setReplicas(map[uint64]softReplica{})
+		n.setReplicas(map[uint64]softReplica{}, ReplicaCounts{})
 		n.fullReport = false
 		n.transfers, n.invalidate, n.invalidating = nil, nil, nil
 		for bid, p := range f.repl.pending {

@@ -51,8 +51,13 @@ type nodeSoft struct {
 	storages      map[string]Storage
 	free          uint64
 	fullReport    bool // a full report arrived in this term
-	// replicas: block id → the replica the node reported.
+	// replicas: block id → the replica the node reported; byState counts
+	// them by state (index: lr.ReplicaState), kept with every change.
 	replicas map[uint64]softReplica
+	byState  ReplicaCounts
+	// When this leader took the node's last full and incremental reports
+	// (zero: none this term).
+	lastFullReport, lastIncremental time.Time
 	// incoming: the full report being installed (indexed ahead of its
 	// swap into replicas; nil otherwise).
 	incoming map[uint64]softReplica
@@ -109,10 +114,20 @@ type softReplica struct {
 	state    lr.ReplicaState
 }
 
-// setReplicas replaces the node's replicas (a full report, or none) and
-// starts its invalidation sweep over.
-func (n *nodeSoft) setReplicas(reps map[uint64]softReplica) {
-	n.replicas = reps
+// ReplicaCounts counts a node's replicas by state, indexed by
+// lr.ReplicaState (FINALIZED, RBW, RWR, RUR, TEMPORARY).
+type ReplicaCounts [lr.ReplicaTemporary + 1]uint64
+
+func (c *ReplicaCounts) add(st lr.ReplicaState, d int) {
+	if int(st) < len(c) {
+		c[st] = uint64(int64(c[st]) + int64(d))
+	}
+}
+
+// setReplicas replaces the node's replicas (a full report, or none),
+// counted by state in byState, and starts its invalidation sweep over.
+func (n *nodeSoft) setReplicas(reps map[uint64]softReplica, byState ReplicaCounts) {
+	n.replicas, n.byState = reps, byState
 	n.recheck = idQueue{}
 	n.sweep, n.sweepAt = n.sweep[:0], 0
 	n.stopBuild()
@@ -430,4 +445,14 @@ func ruleBlock(b *fsmpb.BlockRecord, live int) lr.Block {
 		}
 	}
 	return rb
+}
+
+// countReplicas counts reps by state (tests; the manager counts as it
+// builds a report).
+func countReplicas(reps map[uint64]softReplica) ReplicaCounts {
+	var c ReplicaCounts
+	for _, r := range reps {
+		c.add(r.state, 1)
+	}
+	return c
 }

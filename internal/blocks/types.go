@@ -126,8 +126,13 @@ type NodeStatus struct {
 	SinceHeartbeat time.Duration
 	FullReport     bool
 	Replicas       uint64
-	Storages       []Storage // by id
-	Gossip         string    // its gossip state, "" when it never gossiped
+	// ReplicasByState counts Replicas by state.
+	ReplicasByState ReplicaCounts
+	// When this leader took the node's last full and incremental block
+	// reports; zero: none this term.
+	LastFullReport, LastIncrementalReport time.Time
+	Storages                              []Storage // by id
+	Gossip                                string    // its gossip state, "" when it never gossiped
 	// The latest cache report: locked-memory budget, bytes and replicas
 	// cached.
 	CacheCapacity, CacheUsed, CachedBlocks uint64

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/fsm"
@@ -560,6 +561,7 @@ func (n *namespaceService) ListNodes(ctx context.Context, _ *pb.ListNodesRequest
 		return nil, err
 	}
 	v := s.blocks.Nodes()
+	now := time.Now()
 	resp := &pb.ListNodesResponse{SafeMode: v.SafeMode, UnderReplicatedBlocks: v.UnderReplicated, MissingBlocks: v.Missing, PendingReplications: v.PendingTransfers}
 	for _, ns := range v.Nodes {
 		st := &pb.StorageNodeStatus{Node: apiNodeRecord(ns.Record), LastHeartbeatMs: -1, Live: ns.Live, Gossip: ns.Gossip, Dead: ns.Dead,
@@ -567,6 +569,9 @@ func (n *namespaceService) ListNodes(ctx context.Context, _ *pb.ListNodesRequest
 		if ns.SinceHeartbeat >= 0 {
 			st.LastHeartbeatMs = ns.SinceHeartbeat.Milliseconds()
 		}
+		c := ns.ReplicasByState
+		st.ReplicasByState = &pb.ReplicaCounts{Finalized: c[lr.ReplicaFinalized], Rbw: c[lr.ReplicaRBW], Rwr: c[lr.ReplicaRWR], Rur: c[lr.ReplicaRUR], Temporary: c[lr.ReplicaTemporary]}
+		st.LastFullReportMs, st.LastIncrementalReportMs = msSince(ns.LastFullReport, now), msSince(ns.LastIncrementalReport, now)
 		for _, r := range ns.Storages {
 			st.Storages = append(st.Storages, &pb.StorageReport{StorageId: r.ID, Capacity: r.Capacity, Used: r.Used, Free: r.Free, Failed: r.Failed})
 		}
@@ -578,4 +583,12 @@ func (n *namespaceService) ListNodes(ctx context.Context, _ *pb.ListNodesRequest
 // ReportBadBlocks (Namespace): a reader's checksum failures.
 func (n *namespaceService) ReportBadBlocks(ctx context.Context, req *pb.ReportBadBlocksRequest) (*pb.ReportBadBlocksResponse, error) {
 	return n.s.reportBadBlocks(ctx, req, false)
+}
+
+// msSince is the milliseconds from t to now; -1 for the zero time.
+func msSince(t, now time.Time) int64 {
+	if t.IsZero() {
+		return -1
+	}
+	return now.Sub(t).Milliseconds()
 }
