@@ -339,8 +339,12 @@ type MemberStatus struct {
 	// When the member's TLS certificate expires, Unix seconds (0: TLS off,
 	// or the member did not answer).
 	TlsNotAfterUnix int64 `protobuf:"varint,13,opt,name=tls_not_after_unix,json=tlsNotAfterUnix,proto3" json:"tls_not_after_unix,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The member's current term and commit index, as it answered (0 when
+	// it did not answer).
+	Term          uint64 `protobuf:"varint,14,opt,name=term,proto3" json:"term,omitempty"`
+	CommitIndex   uint64 `protobuf:"varint,15,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MemberStatus) Reset() {
@@ -460,6 +464,20 @@ func (x *MemberStatus) GetStartupReplay() *StartupReplay {
 func (x *MemberStatus) GetTlsNotAfterUnix() int64 {
 	if x != nil {
 		return x.TlsNotAfterUnix
+	}
+	return 0
+}
+
+func (x *MemberStatus) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *MemberStatus) GetCommitIndex() uint64 {
+	if x != nil {
+		return x.CommitIndex
 	}
 	return 0
 }
@@ -1051,7 +1069,7 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"consistent\x18\x03 \x01(\bR\n" +
 	"consistent\"\x0f\n" +
-	"\rStatusRequest\"\xb4\x03\n" +
+	"\rStatusRequest\"\xeb\x03\n" +
 	"\fMemberStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
@@ -1067,7 +1085,9 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	" \x01(\tR\traftState\x12\x14\n" +
 	"\x05error\x18\v \x01(\tR\x05error\x12@\n" +
 	"\x0estartup_replay\x18\f \x01(\v2\x19.logbook.v1.StartupReplayR\rstartupReplay\x12+\n" +
-	"\x12tls_not_after_unix\x18\r \x01(\x03R\x0ftlsNotAfterUnix\"\xf2\x02\n" +
+	"\x12tls_not_after_unix\x18\r \x01(\x03R\x0ftlsNotAfterUnix\x12\x12\n" +
+	"\x04term\x18\x0e \x01(\x04R\x04term\x12!\n" +
+	"\fcommit_index\x18\x0f \x01(\x04R\vcommitIndex\"\xf2\x02\n" +
 	"\rStartupReplay\x12%\n" +
 	"\x0esnapshot_index\x18\x01 \x01(\x04R\rsnapshotIndex\x12'\n" +
 	"\x0fsnapshot_events\x18\x02 \x01(\x04R\x0esnapshotEvents\x12)\n" +

@@ -112,14 +112,22 @@ func (s *Server) identify(ctx context.Context, method string) (authz.Identity, e
 	if len(vals) == 0 {
 		return id, nil
 	}
+	if len(vals) > 1 {
+		s.log.Warn("refused a token", "method", method, "reason", "several authorization values")
+		return authz.Anonymous, s.statusErr(codes.Unauthenticated, pb.ReasonBadToken, fmt.Sprintf("%s: %d authorization values, want one", method, len(vals)))
+	}
+	return s.bearerIdentity(method, vals[0])
+}
+
+// bearerIdentity is the user of an Authorization value ("Bearer " and a
+// token) the cluster holds, unexpired, or Unauthenticated with the
+// reason: gRPC calls and the web console check tokens with it alike.
+func (s *Server) bearerIdentity(method, bearer string) (authz.Identity, error) {
 	unauth := func(reason, msg string) (authz.Identity, error) {
 		s.log.Warn("refused a token", "method", method, "reason", msg)
 		return authz.Anonymous, s.statusErr(codes.Unauthenticated, reason, fmt.Sprintf("%s: %s", method, msg))
 	}
-	if len(vals) > 1 {
-		return unauth(pb.ReasonBadToken, fmt.Sprintf("%d authorization values, want one", len(vals)))
-	}
-	tok, err := authz.ParseBearer(vals[0])
+	tok, err := authz.ParseBearer(bearer)
 	if err != nil {
 		return unauth(pb.ReasonBadToken, err.Error())
 	}

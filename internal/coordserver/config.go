@@ -168,6 +168,9 @@ type Config struct {
 	// EnablePprof serves net/http/pprof under /debug/pprof/ on HTTPAddr
 	// (off by default, like etcd's --enable-pprof).
 	EnablePprof bool
+	// ConsoleSampleEvery is how often the web console samples this
+	// member's metrics for its charts (0: every 5 s).
+	ConsoleSampleEvery time.Duration
 
 	// BootstrapExpect: form a new cluster once this many coordinators see
 	// each other over gossip. 0 disables (join an existing cluster).

@@ -100,6 +100,15 @@ func newMetrics(s *Server) *metrics {
 			r := s.startupReplay(time.Now())
 			return float64(r.GetSnapshotEvents() + r.GetLogEvents())
 		}),
+		gauge("logbook_journal_consumer_lag_max", "Events between the safe position and the slowest registered consumer's acknowledged seq (0 without consumers).", func() float64 {
+			return s.journalStat(func(st *fsm.State) float64 {
+				safe, lag := st.NextSeq()-1, uint64(0)
+				for _, c := range st.Consumers() {
+					lag = max(lag, safe-min(safe, c.AckedSeq))
+				}
+				return float64(lag)
+			})
+		}),
 		gauge("logbook_journal_tail_streams", "Journal tail streams this member is serving.", func() float64 { return float64(s.tailStreams.Load()) }),
 		gauge("logbook_journal_behind_on_trimming", "1 while a lagging consumer holds over twice the segment limit.", func() float64 {
 			return s.journalStat(func(st *fsm.State) float64 {

@@ -62,24 +62,23 @@ func (s *Server) authorize(ctx context.Context, method string, req any) (context
 	if sec.TLS == nil || strings.HasPrefix(method, healthPrefix) {
 		return ctx, nil
 	}
-	class := authz.AccessRead // gRPC reflection: no Logbook RPC
-	if r, ok := routes[method]; ok {
-		class = authz.Access(r.access)
-	}
 	id, err := s.identify(ctx, method)
 	if err != nil {
 		return ctx, err
 	}
-	var d authz.Decision
-	if sec.ACL && class.UserLevel() {
-		d = decideUser(s.fsm.ACL(), id, class, method, req)
-		if d.Outcome == authz.Forbidden && req == nil && method == appendStreamMethod {
-			// Allowed some event types only: each message is checked
-			// (checkedStream).
-			return context.WithValue(withCaller(ctx, id), checkEachKey{}, true), nil
-		}
-	} else {
-		d = tlsgrpc.Decide(s.fsm.ACL().Policy, sec.ACL, id, class, authz.Resource{})
+	return s.decide(ctx, id, method, req)
+}
+
+// decide is authorize's verdict on id's call of method with req, once
+// the caller is identified (the web console decides its calls with it
+// too).
+func (s *Server) decide(ctx context.Context, id authz.Identity, method string, req any) (context.Context, error) {
+	sec := s.cfg.Security
+	d, class := s.verdict(id, method, req)
+	if sec.ACL && class.UserLevel() && d.Outcome == authz.Forbidden && req == nil && method == appendStreamMethod {
+		// Allowed some event types only: each message is checked
+		// (checkedStream).
+		return context.WithValue(withCaller(ctx, id), checkEachKey{}, true), nil
 	}
 	switch d.Outcome {
 	case authz.Allow:
@@ -104,6 +103,20 @@ func (s *Server) authorize(ctx context.Context, method string, req any) (context
 		ctx = withCaller(ctx, id)
 	}
 	return ctx, nil
+}
+
+// verdict is the rules' decision on id's call of method with req, and
+// the method's access class; it records nothing.
+func (s *Server) verdict(id authz.Identity, method string, req any) (authz.Decision, authz.Access) {
+	sec := s.cfg.Security
+	class := authz.AccessRead // gRPC reflection: no Logbook RPC
+	if r, ok := routes[method]; ok {
+		class = authz.Access(r.access)
+	}
+	if sec.ACL && class.UserLevel() {
+		return decideUser(s.fsm.ACL(), id, class, method, req), class
+	}
+	return tlsgrpc.Decide(s.fsm.ACL().Policy, sec.ACL, id, class, authz.Resource{}), class
 }
 
 var appendStreamMethod = "/" + pb.Journal_ServiceDesc.ServiceName + "/AppendStream"

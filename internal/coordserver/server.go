@@ -19,6 +19,7 @@ import (
 	"github.com/logbookhq/logbook/fsm/fsmpb"
 	"github.com/logbookhq/logbook/internal/blocks"
 	"github.com/logbookhq/logbook/internal/clusterpb"
+	"github.com/logbookhq/logbook/internal/console"
 	"github.com/logbookhq/logbook/internal/durable"
 	"github.com/logbookhq/logbook/internal/gossipkeys"
 	"github.com/logbookhq/logbook/internal/grpcflow"
@@ -55,6 +56,7 @@ type Server struct {
 	grpcSrv   *grpc.Server
 	grpcLn    net.Listener
 	http      *httpserve.Server
+	console   *console.Console // the web console on the HTTP port
 	health    *health.Server
 	// audit journals refused user calls (rate-limited) and admin
 	// operations (acl_edge.go).
@@ -283,6 +285,9 @@ func (s *Server) shutdown() error {
 			s.grpcSrv.Stop()
 		}
 	}
+	if s.console != nil {
+		s.console.Close() // ends its live tails before the HTTP server waits for them
+	}
 	if s.http != nil {
 		s.http.Close()
 	}
@@ -476,7 +481,13 @@ func (s *Server) startGRPC() error {
 const ReadyService = pb.ReadyService
 
 func (s *Server) startHTTP() error {
+	con, err := s.newConsole()
+	if err != nil {
+		return fmt.Errorf("coordserver: console: %w", err)
+	}
+	s.console = con
 	hc := httpserve.Config{
+		Console:      con,
 		Addr:         s.cfg.HTTPAddr,
 		Logger:       s.log,
 		Metrics:      s.metrics.handler(),

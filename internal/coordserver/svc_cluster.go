@@ -143,6 +143,7 @@ func boundWarnings(ws []string) []string {
 func (s *Server) fillMember(ms *pb.MemberStatus, ls *clusterpb.LocalStatusResponse) {
 	ms.RaftState, ms.AppliedIndex, ms.LastContactMs, ms.StartupReplay = ls.RaftState, ls.AppliedIndex, ls.LastContactMs, ls.StartupReplay
 	ms.TlsNotAfterUnix = ls.TlsNotAfterUnix
+	ms.Term, ms.CommitIndex = ls.Term, ls.CommitIndex
 	limit := (3 * s.cfg.Raft.HeartbeatTimeout).Milliseconds()
 	ms.Healthy = ls.RaftState == raft.Leader.String() || (ls.LeaderId != "" && ls.LastContactMs >= 0 && ls.LastContactMs <= limit)
 	if !ms.Healthy {

@@ -1,8 +1,8 @@
 // Package httpserve is the HTTP endpoint of every Logbook process, the
 // coordinator's and the storage node's alike: Prometheus metrics at
 // /metrics, liveness at /healthz, readiness at /readyz (where the process
-// has a notion of it), Go profiling under /debug/pprof/ when asked, TLS
-// when configured. It owns its listener and its serving goroutine; it
+// has a notion of it), Go profiling under /debug/pprof/ when asked, the
+// coordinator's web console at every other path, TLS when configured. It owns its listener and its serving goroutine; it
 // knows nothing of Raft, gRPC or the dataset: the caller passes what each
 // route reports.
 package httpserve
@@ -37,6 +37,9 @@ type Config struct {
 	Ready func() error
 	// Pprof serves net/http/pprof under /debug/pprof/.
 	Pprof bool
+	// Console, when set, serves every other path (the coordinator's web
+	// console, internal/console, which authenticates its callers itself).
+	Console http.Handler
 	// Private, when set, guards /metrics and /debug/pprof/: a request it
 	// returns an error for gets 403 with the error's text. /healthz and
 	// /readyz stay open to probes.
@@ -68,6 +71,9 @@ func Start(cfg Config) (*Server, error) {
 	mux := http.NewServeMux()
 	if cfg.Metrics != nil {
 		mux.Handle("/metrics", guard(cfg.Private, cfg.Metrics))
+	}
+	if cfg.Console != nil {
+		mux.Handle("/", cfg.Console)
 	}
 	mux.Handle("/healthz", check(cfg.Healthy))
 	if cfg.Ready != nil {
