@@ -2,11 +2,13 @@ package coordserver
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +16,9 @@ import (
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/fsm"
+	"github.com/logbookhq/logbook/internal/authz"
 	"github.com/logbookhq/logbook/internal/console"
+	"github.com/logbookhq/logbook/internal/pki"
 )
 
 // consoleGet fetches path from base and returns the status and body.
@@ -305,4 +309,249 @@ func TestConsoleBadInput(t *testing.T) {
 	if err := s.Ready(); err != nil {
 		t.Errorf("member after bad requests: %v", err)
 	}
+}
+
+// TestConsoleACL: with ACLs on, the console needs a reader identity. An
+// anonymous caller gets the login form (the API 401), a bad token and a
+// user without read on the journal are refused, a reader's token (in the
+// Authorization header, or in the cookie the login form sets) and a
+// client certificate are let in; refusals change nothing.
+func TestConsoleACL(t *testing.T) {
+	t.Parallel()
+	boot, err := authz.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := aclCluster(t, func(c *Config) { c.Security.ACLBootstrapToken = boot.String() })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	eventually(t, 30*time.Second, "bootstrapped with the token", func() bool {
+		for i := range c.Coordinators() {
+			if _, ok := c.Coordinator(i).FSM().ACL().Token(boot.Accessor); !ok {
+				return false
+			}
+		}
+		return true
+	})
+	admin := tokenClient(ctx, t, c, boot.String())
+	reader, err := admin.Acl().CreateToken(ctx, "rita", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Acl().Bind(ctx, "rita", "reader"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Acl().PutRole(ctx, "fs-only", []client.Grant{{Level: "read", Scope: "fs"}}); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := admin.Acl().Bind(ctx, "fred", "fs-only")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fred, err := admin.Acl().CreateToken(ctx, "fred", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx = max(idx, fred.Index)
+	li := c.LeaderIndex()
+	s := c.Coordinator((li + 1) % c.Coordinators()) // a follower
+	eventually(t, 20*time.Second, "the follower applied the ACL changes", func() bool { return s.FSM().AppliedIndex() >= idx })
+
+	pool, err := pki.LoadPool(c.TLS().CA())
+	if err != nil {
+		t.Fatal(err)
+	}
+	anon := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	certConf, err := c.TLS().ClientTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCert := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: certConf}}
+	base := "https://" + s.HTTPAddr()
+	get := func(hc *http.Client, path, token string, cookie *http.Cookie) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if cookie != nil {
+			req.AddCookie(cookie)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	var nextSeq, applied uint64
+	s.FSM().View(func(st *fsm.State) { nextSeq = st.NextSeq() })
+	policy := s.FSM().ACL()
+	applied = s.FSM().AppliedIndex()
+
+	// Refused, on every route that shows data.
+	for _, p := range []string{"/", "/journal", "/nodes", "/namespace", "/file?path=%2Fx", "/recoveries", "/ui/api/overview", "/ui/api/journal", "/ui/api/nodes", "/ui/api/tail"} {
+		code, body := get(anon, p, "", nil)
+		if code != http.StatusUnauthorized || !strings.Contains(body, "needs a client certificate of the cluster CA or a token") {
+			t.Errorf("anonymous GET %s: %d %.200q", p, code, body)
+		}
+		if !strings.HasPrefix(p, "/ui/api/") && !strings.Contains(body, `name="token"`) {
+			t.Errorf("anonymous GET %s: no login form", p)
+		}
+		if code, body := get(anon, p, fred.Secret, nil); code != http.StatusForbidden || !strings.Contains(body, `user \"fred\"`) && !strings.Contains(body, "user &#34;fred&#34;") {
+			t.Errorf("fred (fs read only) GET %s: %d %.300q", p, code, body)
+		}
+		if code, _ := get(anon, p, "lbt_0123456789abcdef_"+strings.Repeat("A", 43), nil); code != http.StatusUnauthorized {
+			t.Errorf("unknown token GET %s: %d", p, code)
+		}
+	}
+	if code, _ := get(anon, "/ui/static/console.css", "", nil); code != http.StatusOK {
+		t.Errorf("the login form's style sheet: %d", code)
+	}
+
+	// Let in: the reader's token, the login cookie, a certificate.
+	var jv console.JournalView
+	code, body := get(anon, "/ui/api/journal", reader.Secret, nil)
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &jv) != nil || jv.Member.ID != s.ID() {
+		t.Fatalf("rita GET /ui/api/journal: %d %.300q", code, body)
+	}
+	if code, body := get(withCert, "/nodes", "", nil); code != http.StatusOK || !strings.Contains(body, `id="nodes"`) {
+		t.Fatalf("certificate GET /nodes: %d %.300q", code, body)
+	}
+	resp, err := anon.PostForm(base+"/ui/login", url.Values{"token": {fred.Secret + "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 {
+		t.Errorf("login with a bad token: %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	resp, err = anon.PostForm(base+"/ui/login", url.Values{"token": {reader.Secret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var ck *http.Cookie
+	for _, k := range resp.Cookies() {
+		if k.Name == console.CookieName {
+			ck = k
+		}
+	}
+	if resp.StatusCode != http.StatusSeeOther || ck == nil || !ck.HttpOnly || !ck.Secure || ck.SameSite != http.SameSiteStrictMode {
+		t.Fatalf("login: %d, cookie %+v", resp.StatusCode, ck)
+	}
+	if code, body := get(anon, "/", "", ck); code != http.StatusOK || !strings.Contains(body, `id="cluster-id">secure<`) {
+		t.Fatalf("GET / with the login cookie: %d %.300q", code, body)
+	}
+
+	// The refusals changed nothing: no event, no ACL change.
+	var nextAfter uint64
+	s.FSM().View(func(st *fsm.State) { nextAfter = st.NextSeq() })
+	if nextAfter != nextSeq || s.FSM().ACL() != policy {
+		t.Errorf("console requests changed the state: next seq %d → %d, ACL replaced %v (applied %d → %d)", nextSeq, nextAfter, s.FSM().ACL() != policy, applied, s.FSM().AppliedIndex())
+	}
+}
+
+// TestConsoleTail: the live tail of a follower sends the events appended
+// after it opened, in order, those of the asked type prefix only, and
+// picks up after the last event a reconnecting browser names.
+func TestConsoleTail(t *testing.T) {
+	t.Parallel()
+	tc := newTestCluster(t, 3)
+	leader := tc.waitLeader()
+	s := tc.server(tc.followers(leader)[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := tc.client(ctx)
+	if _, err := cl.Journal().Append(ctx, client.Event{Type: "app.before", Payload: []byte("old")}); err != nil {
+		t.Fatal(err)
+	}
+	tc.waitConverged()
+	open := func(query string, lastID string) (*http.Response, *sseReader) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.HTTPAddr()+"/ui/api/tail"+query, nil)
+		if lastID != "" {
+			req.Header.Set("Last-Event-ID", lastID)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("tail%s: %d %s", query, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		r := &sseReader{r: resp.Body}
+		if ev, _ := r.next(t); ev != "hello" {
+			t.Fatalf("tail%s: first message %q", query, ev)
+		}
+		return resp, r
+	}
+	_, all := open("", "")
+	_, fs := open("?prefix=app.fs.", "")
+	seqs, err := cl.Journal().Append(ctx, client.Event{Type: "app.other", Payload: []byte("a")}, client.Event{Type: "app.fs.create", Payload: []byte("b")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"app.other", "app.fs.create"} {
+		e := all.event(t)
+		if e.Type != want || e.Seq != seqs[i] {
+			t.Fatalf("tail: event %+v, want %s at seq %d", e, want, seqs[i])
+		}
+	}
+	if e := fs.event(t); e.Type != "app.fs.create" || e.Seq != seqs[1] || e.Payload != "b" {
+		t.Fatalf("tail with prefix app.fs.: %+v", e)
+	}
+	// A browser that reconnects after seq seqs[0] gets seqs[1] first.
+	_, again := open("?from=1", strconv.FormatUint(seqs[0], 10))
+	if e := again.event(t); e.Seq != seqs[1] {
+		t.Fatalf("tail after Last-Event-ID %d: %+v", seqs[0], e)
+	}
+}
+
+// sseReader reads server-sent events.
+type sseReader struct {
+	r   io.Reader
+	buf []byte
+}
+
+// next returns the next message's event name and data.
+func (s *sseReader) next(t *testing.T) (event, data string) {
+	t.Helper()
+	for {
+		if i := strings.Index(string(s.buf), "\n\n"); i >= 0 {
+			msg := string(s.buf[:i])
+			s.buf = s.buf[i+2:]
+			if strings.HasPrefix(msg, ":") {
+				continue // keep-alive
+			}
+			for _, line := range strings.Split(msg, "\n") {
+				if v, ok := strings.CutPrefix(line, "event: "); ok {
+					event = v
+				}
+				if v, ok := strings.CutPrefix(line, "data: "); ok {
+					data = v
+				}
+			}
+			return event, data
+		}
+		b := make([]byte, 4096)
+		n, err := s.r.Read(b)
+		if err != nil {
+			t.Fatalf("tail stream: %v", err)
+		}
+		s.buf = append(s.buf, b[:n]...)
+	}
+}
+
+func (s *sseReader) event(t *testing.T) console.TailEvent {
+	t.Helper()
+	ev, data := s.next(t)
+	var e console.TailEvent
+	if ev != "event" || json.Unmarshal([]byte(data), &e) != nil {
+		t.Fatalf("tail: %q %q", ev, data)
+	}
+	return e
 }
