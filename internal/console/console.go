@@ -118,6 +118,9 @@ const (
 //go:embed assets
 var assets embed.FS
 
+//go:embed assets/favicon.svg
+var favicon []byte
+
 // Console is the console's handler. Close stops its goroutines.
 type Console struct {
 	cfg     Config
@@ -230,6 +233,13 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("Cache-Control", "max-age=300")
 		c.static.ServeHTTP(w, r)
+		return
+	case p == "/favicon.ico":
+		if c.readOnly(w, r) {
+			w.Header().Set("Content-Type", "image/svg+xml")
+			w.Header().Set("Cache-Control", "max-age=86400")
+			_, _ = w.Write(favicon)
+		}
 		return
 	case p == "/ui/login":
 		c.login(w, r)
