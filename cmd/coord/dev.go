@@ -316,6 +316,7 @@ func (d *devCluster) printBanner(w io.Writer, st client.ClusterStatus) {
 	} else {
 		fmt.Fprintf(w, "  curl http://%s/metrics\n", first.HTTPAddr)
 	}
+	fmt.Fprintf(w, "\nWeb console (any member): %s://%s/ (docs/console.md)\n", scheme, first.HTTPAddr)
 	fmt.Fprintln(w, "\nEvery member runs in this process. To watch one fail (kill -9, kill -STOP), run")
 	fmt.Fprintln(w, "each in its own instead: bash deploy/local/cluster.sh (docs/operations.md).")
 	fmt.Fprintln(w, "\nCtrl-C stops the cluster.")

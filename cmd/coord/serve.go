@@ -50,7 +50,7 @@ func addServeFlags(fs *pflag.FlagSet) *serveFlags {
 	fs.BoolVar(&c.WALPrefill, "raft-wal-prefill", d.WALPrefill, "write each raft-wal segment full of zeros ahead of use instead of fallocating it: each append's fsync is then a data flush without a file-system journal commit (one spare 64 MiB segment on disk)")
 	fs.StringVar(&c.GRPCAddr, "grpc-addr", d.GRPCAddr, "gRPC API listen address")
 	fs.StringVar(&c.GossipAddr, "gossip-addr", d.GossipAddr, "gossip listen address (TCP and UDP)")
-	fs.StringVar(&c.HTTPAddr, "http-addr", d.HTTPAddr, "HTTP listen address (/metrics, /healthz, /readyz)")
+	fs.StringVar(&c.HTTPAddr, "http-addr", d.HTTPAddr, "HTTP listen address (web console at /, /metrics, /healthz, /readyz)")
 	fs.BoolVar(&c.EnablePprof, "enable-pprof", false, "serve Go profiling at /debug/pprof/ on --http-addr")
 	fs.StringVar(&c.AdvertiseRaft, "advertise-raft", "", "Raft address other members dial (default: --raft-addr)")
 	fs.StringVar(&c.AdvertiseGRPC, "advertise-grpc", "", "gRPC address members and clients dial (default: --grpc-addr)")

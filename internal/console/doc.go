@@ -43,8 +43,9 @@
 //
 // # What it may import
 //
-// The generated API messages (api/logbookv1), the SDK's decoder of
-// recovery audit events (client), gRPC's status codes to map errors,
-// and the Prometheus client model. Nothing below the API: no fsm, no
-// blocks, no Raft.
+// The generated API messages (api/logbookv1), the log format's messages
+// (fsm/fsmpb) to decode the recovery audit events as the SDK does, gRPC's
+// status codes to map errors, and the Prometheus client model. Not the
+// state machine, the block manager or Raft; not the SDK (its tests run a
+// coordinator in process).
 package console

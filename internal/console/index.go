@@ -5,8 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
-
-	"github.com/logbookhq/logbook/client"
+	"time"
 )
 
 // The journal index's bounds: events are counted by type in chunks of
@@ -35,7 +34,7 @@ type index struct {
 	head   uint64 // the journal's next seq as last seen
 	chunks map[uint64]map[string]uint64
 	types  map[string]bool // the named types
-	recov  []client.RecoveryEvent
+	recov  []recoveryEvent
 	errors uint64 // recovery events that did not decode
 }
 
@@ -79,12 +78,10 @@ func (x *index) add(evs []*pbEvent, first, next uint64) {
 			continue
 		}
 		x.count(e.Seq, e.Type, 1)
-		if e.Type == client.EventRecoveryStarted || e.Type == client.EventRecoveryCommitted {
-			ev, ok, err := client.DecodeRecoveryEvent(client.StoredEvent{Seq: e.Seq, Type: e.Type, Payload: e.Payload})
-			switch {
-			case err != nil:
+		if e.Type == eventRecoveryStarted || e.Type == eventRecoveryCommitted {
+			if ev, err := decodeRecovery(e); err != nil {
 				x.errors++
-			case ok:
+			} else {
 				x.recov = append(x.recov, ev)
 			}
 		}
@@ -137,7 +134,7 @@ func (x *index) trimTo(first uint64) {
 			from = evs[len(evs)-1].Seq + 1
 		}
 	}
-	i, _ := slices.BinarySearchFunc(x.recov, first, func(e client.RecoveryEvent, seq uint64) int { return compare(e.Seq, seq) })
+	i, _ := slices.BinarySearchFunc(x.recov, first, func(e recoveryEvent, seq uint64) int { return compare(e.Seq, seq) })
 	x.recov = slices.Delete(x.recov, 0, i)
 }
 
@@ -177,11 +174,11 @@ func (x *index) state() indexState {
 	return out
 }
 
-// recoveries folds the retained recovery events (client.FoldRecoveries,
-// as coord recovery ls does).
-func (x *index) recoveries() []client.RecoveryHistory {
+// recoveries folds the retained recovery events (as coord recovery ls
+// does).
+func (x *index) recoveries(now time.Time) []Recovery {
 	x.mu.Lock()
 	evs := slices.Clone(x.recov)
 	x.mu.Unlock()
-	return client.FoldRecoveries(evs)
+	return foldRecoveries(evs, now)
 }

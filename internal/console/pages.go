@@ -12,7 +12,6 @@ import (
 	"time"
 
 	pb "github.com/logbookhq/logbook/api/logbookv1"
-	"github.com/logbookhq/logbook/client"
 )
 
 // MaxScan bounds the directory entries one namespace page looks at for
@@ -447,10 +446,9 @@ func (c *Console) file(ctx context.Context, r *http.Request) (any, error) {
 	})
 	if c.cfg.Source.ReadJournal(ctx) == nil {
 		c.startIndex()
-		for _, h := range c.index.recoveries() {
-			if h.Path == p {
-				rec := toRecovery(h, time.Now())
-				v.Recov = append(v.Recov, RecovLink{BlockID: h.BlockID, Outcome: rec.Outcome})
+		for _, rec := range c.index.recoveries(time.Now()) {
+			if rec.Path == p {
+				v.Recov = append(v.Recov, RecovLink{BlockID: rec.BlockID, Outcome: rec.Outcome})
 			}
 		}
 	}
@@ -472,12 +470,7 @@ func (c *Console) recoveries(ctx context.Context, r *http.Request) (any, error) 
 		return nil, err
 	}
 	c.startIndex()
-	now := time.Now()
-	hs := c.index.recoveries()
-	rows := make([]Recovery, len(hs))
-	for i, h := range hs {
-		rows[i] = toRecovery(h, now)
-	}
+	rows := c.index.recoveries(time.Now())
 	q := parseQuery(r, recoverySorts...)
 	ix := c.index.state()
 	v := &RecoveriesView{Origin: c.origin("recoveries: the journal's audit events in " + memberState(c.cfg.Source.Member())), Indexed: ix.Indexed, SafePos: ix.Head}
@@ -509,52 +502,12 @@ func (c *Console) recovery(ctx context.Context, r *http.Request) (any, error) {
 		return nil, err
 	}
 	c.startIndex()
-	for _, h := range c.index.recoveries() {
-		if h.BlockID == id {
-			return &RecoveryView{Origin: c.origin("recovery: the journal's audit events in " + memberState(c.cfg.Source.Member())), Recovery: toRecovery(h, time.Now())}, nil
+	for _, rec := range c.index.recoveries(time.Now()) {
+		if rec.BlockID == id {
+			return &RecoveryView{Origin: c.origin("recovery: the journal's audit events in " + memberState(c.cfg.Source.Member())), Recovery: rec}, nil
 		}
 	}
 	return nil, notFound(fmt.Sprintf("no recovery of block %d in the retained journal (indexed through seq %d)", id, c.index.state().Indexed))
-}
-
-// toRecovery is the record coord recovery ls --json prints for h, with
-// its outcome in words and its duration.
-func toRecovery(h client.RecoveryHistory, now time.Time) Recovery {
-	r := Recovery{BlockID: h.BlockID, Path: h.Path, OldGS: h.OldGS, Attempts: []RecoveryAttempt{}, Primary: "-"}
-	for _, e := range h.Attempts {
-		a := e.Attempt
-		r.Attempts = append(r.Attempts, RecoveryAttempt{RecoveryID: a.ID, Attempt: a.Attempt, Primary: a.Primary, Reason: a.Reason,
-			StartedAt: e.Time.UTC(), Deadline: a.Deadline.UTC(), Seq: e.Seq})
-		r.Primary = a.Primary
-	}
-	if len(h.Attempts) > 0 {
-		r.StartedAt = h.Attempts[0].Time.UTC()
-	}
-	end := now
-	if e := h.Committed; e != nil {
-		cm := e.Commit
-		r.Committed, r.RecoveryID, r.NewGS, r.Length = true, cm.RecoveryID, cm.NewGS, cm.Length
-		r.Participants = slices.Clone(cm.Participants)
-		r.Deleted, r.FileClosed = cm.Deleted, cm.FileClosed
-		t := e.Time.UTC()
-		r.CommittedAt, end = &t, e.Time
-	}
-	if !r.StartedAt.IsZero() {
-		r.DurationMs = end.Sub(r.StartedAt).Milliseconds()
-	}
-	switch {
-	case !r.Committed:
-		r.Outcome = "in progress"
-	case r.Deleted:
-		r.Outcome = fmt.Sprintf("committed by recovery %d: block deleted (no replica had data)", r.RecoveryID)
-	default:
-		closed := ""
-		if r.FileClosed {
-			closed = ", file closed"
-		}
-		r.Outcome = fmt.Sprintf("committed by recovery %d: length %d, GS %d, %d replicas%s", r.RecoveryID, r.Length, r.NewGS, len(r.Participants), closed)
-	}
-	return r
 }
 
 // notFound is a 404 the console answers itself.
