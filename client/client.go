@@ -357,7 +357,9 @@ func (c *Client) statusAt(ctx context.Context, addr string) (*pb.StatusResponse,
 	}
 	actx, cancel := context.WithTimeout(ctx, c.cfg.AttemptTimeout)
 	defer cancel()
-	st, err := pb.NewClusterClient(cc).Status(actx, &pb.StatusRequest{})
+	// The member's own view is enough to find the leader and the members:
+	// it asks no other member, so a dead one costs nothing here.
+	st, err := pb.NewClusterClient(cc).Status(actx, &pb.StatusRequest{LocalView: true})
 	return st, fromStatus(err)
 }
 

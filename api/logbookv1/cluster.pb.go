@@ -282,7 +282,13 @@ func (x *VerifyResponse) GetConsistent() bool {
 }
 
 type StatusRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Answer from the responding member's own view only, without asking the
+	// other members: their entries carry id, addresses, suffrage and the
+	// leader flag, and no health (healthy false, last_contact_ms -1, error
+	// "not probed"). What a client needs to find the leader and the
+	// members, at the cost of one member's answer.
+	LocalView     bool `protobuf:"varint,1,opt,name=local_view,json=localView,proto3" json:"local_view,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -315,6 +321,13 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
 	return file_logbookv1_cluster_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *StatusRequest) GetLocalView() bool {
+	if x != nil {
+		return x.LocalView
+	}
+	return false
 }
 
 type MemberStatus struct {
@@ -1068,8 +1081,10 @@ const file_logbookv1_cluster_proto_rawDesc = "" +
 	"\amembers\x18\x02 \x03(\v2\x18.logbook.v1.MemberDigestR\amembers\x12\x1e\n" +
 	"\n" +
 	"consistent\x18\x03 \x01(\bR\n" +
-	"consistent\"\x0f\n" +
-	"\rStatusRequest\"\xeb\x03\n" +
+	"consistent\".\n" +
+	"\rStatusRequest\x12\x1d\n" +
+	"\n" +
+	"local_view\x18\x01 \x01(\bR\tlocalView\"\xeb\x03\n" +
 	"\fMemberStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +

@@ -38,7 +38,10 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type ClusterClient interface {
 	// Any authenticated caller: every client finds the leader and the
-	// members by it.
+	// members by it. The responder asks every other member for its health
+	// at once, the whole fan-out bounded by a few hundred milliseconds; a
+	// member that did not answer is marked unreachable, and one found
+	// unreachable moments ago is marked so without being asked again.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 	AddVoter(ctx context.Context, in *AddServerRequest, opts ...grpc.CallOption) (*MembershipResponse, error)
 	AddNonvoter(ctx context.Context, in *AddServerRequest, opts ...grpc.CallOption) (*MembershipResponse, error)
@@ -169,7 +172,10 @@ func (c *clusterClient) ShutdownNode(ctx context.Context, in *ClusterShutdownNod
 // for forward compatibility.
 type ClusterServer interface {
 	// Any authenticated caller: every client finds the leader and the
-	// members by it.
+	// members by it. The responder asks every other member for its health
+	// at once, the whole fan-out bounded by a few hundred milliseconds; a
+	// member that did not answer is marked unreachable, and one found
+	// unreachable moments ago is marked so without being asked again.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	AddVoter(context.Context, *AddServerRequest) (*MembershipResponse, error)
 	AddNonvoter(context.Context, *AddServerRequest) (*MembershipResponse, error)

@@ -63,6 +63,7 @@ type Server struct {
 	audit   auditRecorder
 	metrics *metrics
 	peers   *peerConns
+	probes  *probeMemo // members Status found unreachable
 	nodeCC  *peerConns // storage nodes' DataNode service (gossip keyring)
 	// keyringMu serialises the GossipKeyring calls this member answers.
 	keyringMu sync.Mutex
@@ -148,6 +149,7 @@ func New(cfg Config) (_ *Server, err error) {
 	s.metrics.reg.MustRegister(s.blocks.Collectors()...)
 	s.peers = newPeerConns(cfg.ClusterID, tlsgrpc.DialCreds(cfg.Security.TLS, pki.RoleCoordinator), cfg.MaxRequestBytes)
 	s.nodeCC = newPeerConns(cfg.ClusterID, tlsgrpc.DialCreds(cfg.Security.TLS, pki.RoleNode), 0)
+	s.probes = newProbeMemo()
 	bc := journal.DefaultBatcherConfig()
 	bc.MaxBatchBytes = cfg.MaxRequestBytes
 	bc.Linger = cfg.Journal.Linger

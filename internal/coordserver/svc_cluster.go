@@ -58,8 +58,10 @@ func (s *Server) localStatus() *clusterpb.LocalStatusResponse {
 }
 
 // Status is served by any member from its own view, plus one LocalStatus
-// call to every other member (bounded by a short timeout) for health.
-func (c *clusterService) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
+// call to every other member for health: all at once, the whole fan-out
+// bounded by statusProbeBudget (a member that did not answer in it is
+// unreachable). With local_view no other member is asked.
+func (c *clusterService) Status(ctx context.Context, req *pb.StatusRequest) (*pb.StatusResponse, error) {
 	s := c.s
 	f := s.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -76,8 +78,7 @@ func (c *clusterService) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.S
 	resp.Warnings = append(resp.Warnings, local.Warnings...)
 	servers := f.Configuration().Servers
 	resp.Members = make([]*pb.MemberStatus, len(servers))
-	peerWarnings := make([][]string, len(servers))
-	var wg sync.WaitGroup
+	var ask []int // the members to probe, by index in servers
 	for i, srv := range servers {
 		ms := &pb.MemberStatus{Id: string(srv.ID), RaftAddr: string(srv.Address), Suffrage: suffrage(srv.Suffrage), Leader: string(srv.ID) == lid}
 		var reg *fsmpb.Member
@@ -88,33 +89,29 @@ func (c *clusterService) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.S
 			ms.GrpcAddr = s.memberGRPCAddr(ms.Id)
 		}
 		resp.Members[i] = ms
-		if ms.Id == s.cfg.ID {
+		switch {
+		case ms.Id == s.cfg.ID:
 			s.fillMember(ms, local)
-			continue
-		}
-		if ms.GrpcAddr == "" {
+		case req.GetLocalView():
+			ms.LastContactMs, ms.Error = -1, "not probed"
+		case ms.GrpcAddr == "":
 			ms.LastContactMs, ms.Error = -1, "gRPC address not registered yet"
-			continue
+		default:
+			ask = append(ask, i)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, time.Second)
-			defer cancel()
-			conn, err := s.peers.get(ms.GrpcAddr)
-			var ls *clusterpb.LocalStatusResponse
-			if err == nil {
-				ls, err = clusterpb.NewPeerClient(conn).LocalStatus(cctx, &clusterpb.LocalStatusRequest{}, grpc.WaitForReady(true))
-			}
-			if err != nil {
-				ms.LastContactMs, ms.Error = -1, status.Convert(err).Message()
-				return
-			}
-			s.fillMember(ms, ls)
-			peerWarnings[i] = boundWarnings(ls.Warnings)
-		}()
 	}
-	wg.Wait()
+	peerWarnings := make([][]string, len(servers))
+	probeAll(ctx, len(ask), statusProbeBudget, func(ctx context.Context, k int) {
+		i := ask[k]
+		ms := resp.Members[i]
+		ls, err := s.probeMember(ctx, ms.GrpcAddr)
+		if err != nil {
+			ms.LastContactMs, ms.Error = -1, err.Error()
+			return
+		}
+		s.fillMember(ms, ls)
+		peerWarnings[i] = boundWarnings(ls.Warnings)
+	})
 	for _, w := range peerWarnings {
 		resp.Warnings = append(resp.Warnings, w...)
 	}
