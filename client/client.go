@@ -126,7 +126,9 @@ type Client struct {
 	endpoints []string // seeds plus discovered members
 	next      int
 	nextSeedN int // SpreadOverMembers rotation over cfg.Endpoints
-	closed    bool
+	// down: endpoints whose connection failed, and when (endpoints.go).
+	down   map[string]time.Time
+	closed bool
 
 	session  *session
 	appender *appender
@@ -166,7 +168,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = 8 << 20
 	}
-	c := &Client{cfg: cfg, conns: map[string]*grpc.ClientConn{}, endpoints: append([]string(nil), cfg.Endpoints...)}
+	c := &Client{cfg: cfg, conns: map[string]*grpc.ClientConn{}, down: map[string]time.Time{}, endpoints: append([]string(nil), cfg.Endpoints...)}
 	c.session = newSession(cfg.ClientID, c.openSession)
 	c.appender = newAppender(c)
 	if err := c.discover(ctx); err != nil && !errors.Is(err, ErrNoLeader) {
@@ -258,24 +260,6 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	return cc, nil
 }
 
-// nextEndpoint rotates through seeds and discovered members.
-func (c *Client) nextEndpoint() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.endpoints[c.next%len(c.endpoints)]
-	c.next++
-	return e
-}
-
-// nextSeed rotates through the configured endpoints only.
-func (c *Client) nextSeed() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.cfg.Endpoints[c.nextSeedN%len(c.cfg.Endpoints)]
-	c.nextSeedN++
-	return e
-}
-
 func (c *Client) cachedLeader() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -297,6 +281,9 @@ func (c *Client) setLeader(addr string) {
 // discover asks every known endpoint for the cluster status at once and
 // takes the first answer that names a leader (a paused or dead member costs
 // nothing while another answers). Members it learns of become endpoints.
+// A leader hint naming an endpoint that is down is not followed: members
+// name a dead leader until they notice it is gone. With no endpoint
+// answering, the error names each endpoint tried and its failure.
 func (c *Client) discover(ctx context.Context) error {
 	c.mu.Lock()
 	eps := append([]string(nil), c.endpoints...)
@@ -316,26 +303,37 @@ func (c *Client) discover(ctx context.Context) error {
 		}()
 	}
 	var last error
+	failed := map[string]error{}
 	for range eps {
 		a := <-answers
 		if a.err != nil {
-			last = a.err
+			failed[a.ep] = a.err
 			continue
 		}
 		c.learn(a.st)
-		if a.st.LeaderGrpcAddr != "" {
-			c.setLeader(a.st.LeaderGrpcAddr)
+		if l := a.st.LeaderGrpcAddr; l != "" && !c.downAddr(l) {
+			c.setLeader(l)
 			return nil
 		}
 		last = &Error{Code: codes.Unavailable, Reason: pb.ReasonNoLeader, Message: "endpoint " + a.ep + " knows no leader"}
+		if l := a.st.LeaderGrpcAddr; l != "" {
+			last = &Error{Code: codes.Unavailable, Reason: pb.ReasonNoLeader, Message: "endpoint " + a.ep + " names leader " + l + ", which is unreachable"}
+		}
 	}
-	if ctx.Err() != nil && last == nil {
+	if last != nil {
+		return last
+	}
+	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if last == nil {
-		last = ErrNoLeader
+	if len(failed) == 0 {
+		return ErrNoLeader
 	}
-	return last
+	all := &EndpointsError{}
+	for _, ep := range eps { // in the order they were given
+		all.Endpoints, all.Errs = append(all.Endpoints, ep), append(all.Errs, failed[ep])
+	}
+	return all
 }
 
 // learn adds the members named in a status answer to the endpoints.
@@ -360,7 +358,10 @@ func (c *Client) statusAt(ctx context.Context, addr string) (*pb.StatusResponse,
 	// The member's own view is enough to find the leader and the members:
 	// it asks no other member, so a dead one costs nothing here.
 	st, err := pb.NewClusterClient(cc).Status(actx, &pb.StatusRequest{LocalView: true})
-	return st, fromStatus(err)
+	if err = fromStatus(err); connFailed(err, cc) {
+		c.markDown(addr)
+	}
+	return st, err
 }
 
 // Where target sends a call.
@@ -404,11 +405,13 @@ func (c *Client) attemptContext(ctx context.Context) (context.Context, context.C
 }
 
 // do runs one call with retries: on a leader hint it switches at once, on
-// other retryable errors it backs off and rediscovers. fn gets a
-// per-attempt context.
+// a failed connection it marks the endpoint down and tries another at
+// once, on other retryable errors it backs off (at most leaderPoll while
+// no leader is known) and rediscovers. fn gets a per-attempt context.
 func (c *Client) do(ctx context.Context, leader bool, fn func(ctx context.Context, cc *grpc.ClientConn) error) error {
 	backoff := 20 * time.Millisecond
-	for attempt := 0; ; attempt++ {
+	quick := 0 // attempts sent on at once, after a connection failed
+	for {
 		route := routeAny
 		if leader {
 			route = routeLeader
@@ -429,16 +432,28 @@ func (c *Client) do(ctx context.Context, leader bool, fn func(ctx context.Contex
 		if !retryable(err) {
 			return err
 		}
+		if connFailed(err, cc) {
+			// The member is not there (refused, reset): the next attempt
+			// goes to another at once, the dead one passed over.
+			c.markDown(addr)
+			if quick++; quick <= c.endpointCount() {
+				continue
+			}
+		}
 		var e *Error
 		errors.As(err, &e)
-		if e.LeaderAddr != "" && e.LeaderAddr != addr && e.Reason == pb.ReasonNotLeader {
+		if e.LeaderAddr != "" && e.LeaderAddr != addr && e.Reason == pb.ReasonNotLeader && !c.downAddr(e.LeaderAddr) {
 			c.setLeader(e.LeaderAddr)
 			continue // a fresh hint: retry at once
 		}
 		if c.cachedLeader() == addr {
 			c.setLeader("")
 		}
-		t := time.NewTimer(backoff)
+		wait := backoff
+		if c.cachedLeader() == "" {
+			wait = min(wait, leaderPoll)
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
