@@ -17,6 +17,7 @@ import (
 	"github.com/logbookhq/logbook/internal/envflag"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -172,7 +173,19 @@ func (o *clientOpts) explain(err error) error {
 	case o.tls.Set() && strings.Contains(msg, "first record does not look like a TLS handshake"):
 		return fmt.Errorf("%w (the cluster speaks plaintext: drop the --tls-* flags)", err)
 	}
+	if ee := (*client.EndpointsError)(nil); errors.As(err, &ee) {
+		return fmt.Errorf("%w. %s", err, o.endpointsHint())
+	}
 	return err
+}
+
+// endpointsHint says how to point a command at the cluster, for an error
+// where no endpoint answered.
+func (o *clientOpts) endpointsHint() string {
+	if eps := cleanList(o.endpoints); len(eps) == 1 && eps[0] == client.DefaultEndpoint {
+		return fmt.Sprintf("No coordinator at the default endpoint: give the cluster's gRPC addresses with --endpoints host:port,... or %s", envflag.Name("endpoints"))
+	}
+	return fmt.Sprintf("Check the cluster's gRPC addresses in --endpoints (or %s)", envflag.Name("endpoints"))
 }
 
 const clientTimeoutHelp = "deadline for the whole command, retries included"
@@ -390,6 +403,9 @@ but this binary is needed (suits healthchecks in FROM-scratch images).`,
 			resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
 			if err != nil {
 				st := status.Convert(err)
+				if st.Code() == codes.Unavailable {
+					return fmt.Errorf("health %s: %s: %s. %s", ep, st.Code(), st.Message(), o.endpointsHint())
+				}
 				return fmt.Errorf("health %s: %s: %s", ep, st.Code(), st.Message())
 			}
 			st := resp.GetStatus()
