@@ -29,6 +29,7 @@ import (
 	"github.com/logbookhq/logbook/internal/grpcflow"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -278,15 +279,26 @@ func (c *Client) setLeader(addr string) {
 	}
 }
 
-// discover asks every known endpoint for the cluster status at once and
-// takes the first answer that names a leader (a paused or dead member costs
-// nothing while another answers). Members it learns of become endpoints.
-// A leader hint naming an endpoint that is down is not followed: members
-// name a dead leader until they notice it is gone. With no endpoint
-// answering, the error names each endpoint tried and its failure.
+// discover asks every known endpoint that is not down (all of them if all
+// are) for the cluster status at once and takes the first answer that
+// names a leader (a paused or dead member costs nothing while another
+// answers). Once one answered without naming a live leader, the others
+// get connectWait more; those still silent then are down. Members it
+// learns of become endpoints. A leader hint naming an endpoint that is
+// down is not followed: members name a dead leader until they notice it
+// is gone. With no endpoint answering, the error names each endpoint
+// tried and its failure.
 func (c *Client) discover(ctx context.Context) error {
 	c.mu.Lock()
-	eps := append([]string(nil), c.endpoints...)
+	var eps []string // those not down; all of them if all are
+	for _, ep := range c.endpoints {
+		if !c.isDown(ep) {
+			eps = append(eps, ep)
+		}
+	}
+	if len(eps) == 0 {
+		eps = append(eps, c.endpoints...)
+	}
 	c.mu.Unlock()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -304,11 +316,34 @@ func (c *Client) discover(ctx context.Context) error {
 	}
 	var last error
 	failed := map[string]error{}
-	for range eps {
-		a := <-answers
+	pending := map[string]bool{}
+	for _, ep := range eps {
+		pending[ep] = true
+	}
+	var rest <-chan time.Time // once a member answered: how long the others get
+	for len(pending) > 0 {
+		var a answer
+		select {
+		case a = <-answers:
+		case <-rest:
+			// Those still silent may be gone from the network (neither
+			// answering nor refusing): down unless connected.
+			for ep := range pending {
+				if st, ok := c.connState(ep); !ok || st != connectivity.Ready {
+					c.markDown(ep)
+				}
+			}
+			return last
+		}
+		delete(pending, a.ep)
 		if a.err != nil {
 			failed[a.ep] = a.err
 			continue
+		}
+		if rest == nil {
+			t := time.NewTimer(connectWait)
+			defer t.Stop()
+			rest = t.C
 		}
 		c.learn(a.st)
 		if l := a.st.LeaderGrpcAddr; l != "" && !c.downAddr(l) {
@@ -405,8 +440,8 @@ func (c *Client) attemptContext(ctx context.Context) (context.Context, context.C
 }
 
 // do runs one call with retries: on a leader hint it switches at once, on
-// a failed connection it marks the endpoint down and tries another at
-// once, on other retryable errors it backs off (at most leaderPoll while
+// a failed connection, or one not ready within connectWait, it marks the
+// endpoint down and tries another at once, on other retryable errors it backs off (at most leaderPoll while
 // no leader is known) and rediscovers. fn gets a per-attempt context.
 func (c *Client) do(ctx context.Context, leader bool, fn func(ctx context.Context, cc *grpc.ClientConn) error) error {
 	backoff := 20 * time.Millisecond
@@ -419,6 +454,14 @@ func (c *Client) do(ctx context.Context, leader bool, fn func(ctx context.Contex
 		addr, cc, err := c.target(ctx, route)
 		if err != nil {
 			return err
+		}
+		if !c.awaitReady(ctx, cc) && ctx.Err() == nil {
+			// Not connected within connectWait (or failing): another
+			// member, at once; a follower forwards to the leader.
+			c.markDown(addr)
+			if quick++; quick <= c.endpointCount() {
+				continue
+			}
 		}
 		actx, cancel := c.attemptContext(ctx)
 		err = fromStatus(fn(actx, cc))

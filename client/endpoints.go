@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -21,6 +22,11 @@ const (
 	// names a dead one answers at once, so a short retry finds the new
 	// leader within this of its election.
 	leaderPoll = 50 * time.Millisecond
+	// connectWait bounds how long an attempt waits for its connection to
+	// be ready before it goes to another endpoint instead: a member gone
+	// from the network (a killed container) neither answers nor refuses,
+	// and a call on its connection would wait out the attempt timeout.
+	connectWait = 250 * time.Millisecond
 )
 
 // stateOf is the connectivity of the connection to addr (unmapped), and
@@ -51,6 +57,13 @@ func (c *Client) isDown(addr string) bool {
 	return true
 }
 
+// connState is stateOf, locking c.mu.
+func (c *Client) connState(addr string) (connectivity.State, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stateOf(addr)
+}
+
 // downAddr is isDown, locking c.mu.
 func (c *Client) downAddr(addr string) bool {
 	c.mu.Lock()
@@ -71,6 +84,31 @@ func (c *Client) markDown(addr string) {
 	c.down[addr] = time.Now()
 	if c.leader == addr {
 		c.leader = ""
+	}
+}
+
+// awaitReady reports whether cc is ready, or becomes ready within
+// connectWait; a connection that is failing is not waited for. With one
+// endpoint only there is nowhere else to go: it reports true, and the
+// call waits for the connection as it would.
+func (c *Client) awaitReady(ctx context.Context, cc *grpc.ClientConn) bool {
+	st := cc.GetState()
+	if st == connectivity.Ready || c.endpointCount() < 2 {
+		return true
+	}
+	cc.Connect()
+	ctx, cancel := context.WithTimeout(ctx, connectWait)
+	defer cancel()
+	for {
+		switch st = cc.GetState(); st {
+		case connectivity.Ready:
+			return true
+		case connectivity.TransientFailure, connectivity.Shutdown:
+			return false
+		}
+		if !cc.WaitForStateChange(ctx, st) {
+			return false
+		}
 	}
 }
 

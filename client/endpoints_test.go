@@ -169,3 +169,77 @@ func TestNoEndpointAnswers(t *testing.T) {
 		t.Errorf("error %v: want each endpoint's Unavailable reachable by errors.As/Is", err)
 	}
 }
+
+// hungAddr is an address that accepts connections and never speaks: a
+// member gone from the network as a caller sees it through a proxy.
+func hungAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var held []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// verifier is a fakeMember that also answers Verify (a call routed to the
+// leader).
+type verifier struct{ *fakeMember }
+
+func (v verifier) Verify(context.Context, *pb.VerifyRequest) (*pb.VerifyResponse, error) {
+	return &pb.VerifyResponse{Index: 7, Consistent: true}, nil
+}
+
+// TestHungLeaderPassedOver: a member names as leader an endpoint that
+// accepts connections and never answers. A call for the leader must not
+// wait on that connection: the caller's deadline is below the connect
+// timeout (grpcflow.Reconnect's 5 s MinConnectTimeout), so only a client
+// that leaves the hung connection for another member can succeed.
+func TestHungLeaderPassedOver(t *testing.T) {
+	t.Parallel()
+	hung := hungAddr(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := verifier{&fakeMember{addr: ln.Addr().String(), leader: hung}}
+	srv := grpc.NewServer()
+	pb.RegisterClusterServer(srv, live)
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	c, err := New(ctx, Config{Endpoints: []string{live.addr, hung}, AttemptTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r, err := c.Cluster().Verify(ctx)
+	if err != nil || r.Index != 7 {
+		t.Fatalf("Verify with the named leader hung: %+v, %v; want the live member's answer", r, err)
+	}
+	if !c.downAddr(hung) {
+		t.Errorf("the hung endpoint %s is not marked down", hung)
+	}
+}
