@@ -113,6 +113,9 @@ type memberJSON struct {
 	// TLSNotAfter is when the member's TLS certificate expires (RFC 3339);
 	// absent without TLS.
 	TLSNotAfter string `json:"tls_not_after,omitempty"`
+	// Error is why the member is not healthy, e.g. "unreachable: ...";
+	// absent for a healthy one.
+	Error string `json:"error,omitempty"`
 }
 
 // replayJSON is a member's startup replay (client.StartupReplay).
@@ -229,6 +232,7 @@ func toMembersJSON(ms []client.Member) []memberJSON {
 		j := memberJSON{
 			ID: m.ID, RaftAddr: m.RaftAddr, GRPCAddr: m.GRPCAddr, Suffrage: m.Suffrage,
 			Healthy: m.Healthy, LastContactMs: m.LastContact.Milliseconds(), StartupReplay: toReplayJSON(m.StartupReplay),
+			Error: m.Error,
 		}
 		if !m.TLSNotAfter.IsZero() {
 			j.TLSNotAfter = m.TLSNotAfter.UTC().Format(time.RFC3339)

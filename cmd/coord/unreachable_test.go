@@ -51,3 +51,16 @@ func TestEndpointsHintForTheDefault(t *testing.T) {
 		t.Errorf("TLS mismatch: %q; want the TLS hint", msg)
 	}
 }
+
+// TestMembersJSONCarriesTheError: status and members --json say why a
+// member is not healthy, as the table's ERROR column does.
+func TestMembersJSONCarriesTheError(t *testing.T) {
+	st, _ := goldenStatus()
+	var b strings.Builder
+	if err := writeJSON(&b, toMembersJSON(st.Members)); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(b.String(), `"error"`); got != 1 || !strings.Contains(b.String(), `"error": "connection refused"`) {
+		t.Errorf("members JSON %s: want the one unhealthy member's error, and none for the healthy", b.String())
+	}
+}
