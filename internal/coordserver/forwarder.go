@@ -32,10 +32,20 @@ type forwarder struct {
 	stream *fwdStream
 	unary  map[string]bool // leader addresses that answered Unimplemented
 	prev   chan struct{}   // the last unary forward's end, to keep them in order
+	// changed is closed (and replaced) whenever the leader changes: a call
+	// forwarded to a leader that is gone ends then, not at its deadline.
+	changed chan struct{}
 }
 
 func newForwarder(s *Server) *forwarder {
-	return &forwarder{s: s, unary: make(map[string]bool)}
+	return &forwarder{s: s, unary: make(map[string]bool), changed: make(chan struct{})}
+}
+
+// leaderChange returns a channel closed at the next leader change.
+func (f *forwarder) leaderChange() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.changed
 }
 
 // close ends the current stream (its batches fail).
@@ -55,12 +65,15 @@ func (f *forwarder) close() {
 // timeout on its batches before it forwards to the new one. Their clients
 // retry; a batch the old leader did commit is answered from its session.
 //
-// It also forgets which leaders lacked ForwardStream: a leader restarted on
+// It ends the calls forwarded one by one (forwardOrHandle) too, and
+// forgets which leaders lacked ForwardStream: a leader restarted on
 // a newer build (a rolling upgrade) changes the leadership too.
 func (f *forwarder) leaderChanged(id string) {
 	f.mu.Lock()
 	st := f.stream
 	clear(f.unary)
+	close(f.changed)
+	f.changed = make(chan struct{})
 	f.mu.Unlock()
 	if st != nil && st.leaderID != id {
 		st.fail(status.Errorf(codes.Unavailable, "forward to leader %s: the leader changed", st.addr))

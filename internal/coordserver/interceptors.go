@@ -103,16 +103,40 @@ func (s *Server) forwardOrHandle(ctx context.Context, req any, info *grpc.UnaryS
 	if id == s.cfg.ID {
 		return s.handleHere(ctx, req, info, handler)
 	}
+	changed := s.fwd.leaderChange()
+	if cur, _ := s.leaderHint(); cur != id {
+		return nil, s.statusErr(codes.Unavailable, ReasonNotLeader, "the leader changed; retry")
+	}
 	conn, err := s.peers.get(addr)
 	if err != nil {
 		return nil, err
 	}
+	// A leader gone from the network neither answers nor refuses: the
+	// call ends when the leadership moves (Unavailable NOT_LEADER), and
+	// the caller retries.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if info.FullMethod == pb.Cluster_TransferLeadership_FullMethodName {
+		changed = nil // the change it makes is its outcome
+	}
+	go func() {
+		select {
+		case <-changed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	out := r.reply.New().Interface()
 	fctx := metadata.AppendToOutgoingContext(ctx, mdForwarded, s.cfg.ID)
 	if id, ok := ctx.Value(callerKey{}).(authz.Identity); ok {
 		fctx = metadata.AppendToOutgoingContext(fctx, mdCaller, encodeCaller(id))
 	}
 	if err := conn.Invoke(fctx, info.FullMethod, req, out); err != nil {
+		select {
+		case <-changed:
+			return nil, s.statusErr(codes.Unavailable, ReasonNotLeader, fmt.Sprintf("forward to leader %s: the leader changed; retry", id))
+		default:
+		}
 		return nil, err
 	}
 	return out, nil
