@@ -21,7 +21,7 @@ import (
 )
 
 // downBound is the generous bound on a command's time (median of
-// downRuns) with members down; docs/operations.md has the measured
+// downRuns) with members down; docs/benchmarks.md has the measured
 // figures, which are far below it.
 const (
 	downBound = 500 * time.Millisecond
