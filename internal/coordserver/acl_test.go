@@ -20,19 +20,15 @@ import (
 // aclCluster is secureCluster with ACL enforcement on every coordinator.
 func aclCluster(t *testing.T, mod func(*Config)) *Cluster { return secureClusterWith(t, true, mod) }
 
-// TestAclBootstrapToken: coordinators given a bootstrap token bootstrap
-// the access control with it once, by themselves: its user admin is an
-// admin, a later bootstrap is refused, and revoking it works as for any
-// token.
-func TestAclBootstrapToken(t *testing.T) {
-	t.Parallel()
+// bootstrapACLCluster is aclCluster bootstrapped by its coordinators with
+// a new token, returned once every coordinator holds it.
+func bootstrapACLCluster(t *testing.T) (*Cluster, authz.Token) {
+	t.Helper()
 	tok, err := authz.NewToken()
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := aclCluster(t, func(c *Config) { c.Security.ACLBootstrapToken = tok.String() })
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	eventually(t, 30*time.Second, "bootstrapped with the token", func() bool {
 		for i := range c.Coordinators() {
 			if _, ok := c.Coordinator(i).FSM().ACL().Token(tok.Accessor); !ok {
@@ -41,6 +37,18 @@ func TestAclBootstrapToken(t *testing.T) {
 		}
 		return true
 	})
+	return c, tok
+}
+
+// TestAclBootstrapToken: coordinators given a bootstrap token bootstrap
+// the access control with it once, by themselves: its user admin is an
+// admin, a later bootstrap is refused, and revoking it works as for any
+// token.
+func TestAclBootstrapToken(t *testing.T) {
+	t.Parallel()
+	c, tok := bootstrapACLCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 	cl := tokenClient(ctx, t, c, tok.String())
 	who, err := cl.Acl().WhoAmI(ctx)
 	if err != nil || who.Name != "admin" || who.Kind != "token" || len(who.Roles) != 1 || who.Roles[0] != "admin" {

@@ -16,7 +16,6 @@ import (
 	pb "github.com/logbookhq/logbook/api/logbookv1"
 	"github.com/logbookhq/logbook/client"
 	"github.com/logbookhq/logbook/fsm"
-	"github.com/logbookhq/logbook/internal/authz"
 	"github.com/logbookhq/logbook/internal/console"
 	"github.com/logbookhq/logbook/internal/pki"
 )
@@ -318,21 +317,9 @@ func TestConsoleBadInput(t *testing.T) {
 // client certificate are let in; refusals change nothing.
 func TestConsoleACL(t *testing.T) {
 	t.Parallel()
-	boot, err := authz.NewToken()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := aclCluster(t, func(c *Config) { c.Security.ACLBootstrapToken = boot.String() })
+	c, boot := bootstrapACLCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	eventually(t, 30*time.Second, "bootstrapped with the token", func() bool {
-		for i := range c.Coordinators() {
-			if _, ok := c.Coordinator(i).FSM().ACL().Token(boot.Accessor); !ok {
-				return false
-			}
-		}
-		return true
-	})
 	admin := tokenClient(ctx, t, c, boot.String())
 	reader, err := admin.Acl().CreateToken(ctx, "rita", "", 0)
 	if err != nil {
